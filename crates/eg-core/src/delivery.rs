@@ -1,0 +1,101 @@
+//! One delivery: one event owed to one subscription, and what has happened to it so
+//! far. This is the record that travels through the ready streams and retry sets.
+
+use crate::outcome::OutcomeName;
+use crate::time::UnixMillis;
+use serde::{Deserialize, Serialize};
+
+/// Field names are short because the record is written once per delivery per retry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    /// Unique per delivery; makes retry-set members distinct.
+    #[serde(rename = "id")]
+    pub id: String,
+    /// Key of the stored event payload (shared by every delivery of the event).
+    #[serde(rename = "ev")]
+    pub event_key: String,
+    /// Topic key (case-folded name).
+    #[serde(rename = "t")]
+    pub topic: String,
+    /// Subscription key (case-folded name).
+    #[serde(rename = "s")]
+    pub subscription: String,
+    /// Attempts made so far; 0 before the first.
+    #[serde(rename = "n")]
+    pub attempts: u32,
+    /// When the publish was accepted; the time-to-live counts from here.
+    #[serde(rename = "p")]
+    pub published_at: UnixMillis,
+    #[serde(rename = "l", default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<LastAttempt>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastAttempt {
+    #[serde(rename = "o")]
+    pub outcome: OutcomeName,
+    #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(rename = "at")]
+    pub at: UnixMillis,
+}
+
+impl Delivery {
+    pub fn new(
+        id: String,
+        event_key: String,
+        topic: String,
+        subscription: String,
+        published_at: UnixMillis,
+    ) -> Self {
+        Self {
+            id,
+            event_key,
+            topic,
+            subscription,
+            attempts: 0,
+            published_at,
+            last: None,
+        }
+    }
+
+    /// The same delivery after one more attempt that ended in `last`.
+    pub fn after_attempt(&self, last: LastAttempt) -> Self {
+        Self {
+            attempts: self.attempts.saturating_add(1),
+            last: Some(last),
+            ..self.clone()
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    pub fn from_json(raw: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_through_json() {
+        let d = Delivery::new(
+            "d1".into(),
+            "e1".into(),
+            "t".into(),
+            "s".into(),
+            UnixMillis(5),
+        )
+        .after_attempt(LastAttempt {
+            outcome: OutcomeName::Busy,
+            status: Some(503),
+            at: UnixMillis(9),
+        });
+        assert_eq!(d.attempts, 1);
+        assert_eq!(Delivery::from_json(&d.to_json()).unwrap(), d);
+    }
+}

@@ -1,0 +1,31 @@
+//! The domain of eg, pure: what events, topics and subscriptions are, which
+//! subscriptions an event matches, and what a delivery attempt's outcome leads to.
+//!
+//! Every tier shares this one truth. Nothing here does I/O or knows about tokio,
+//! Redis or HTTP clients: time and randomness come in as arguments, so the policy is
+//! tested in microseconds with an injected clock.
+
+pub mod api_error;
+pub mod deadletter;
+pub mod delivery;
+pub mod event;
+pub mod filter;
+pub mod names;
+pub mod outcome;
+pub mod policy;
+pub mod retry;
+pub mod subscription;
+pub mod time;
+pub mod topic;
+
+pub use api_error::ApiError;
+pub use delivery::{Delivery, LastAttempt};
+pub use event::{EventGridEvent, PublishedBatch};
+pub use filter::EventFilter;
+pub use names::{SubscriptionName, TopicName};
+pub use outcome::{AttemptOutcome, OutcomeName, OutcomePolicy};
+pub use policy::{DeadLetterReason, Decision, DeliveryPolicy};
+pub use retry::RetrySchedule;
+pub use subscription::Subscription;
+pub use time::UnixMillis;
+pub use topic::{InputSchema, Topic};

@@ -1,0 +1,286 @@
+//! What one delivery attempt came to, and how the outcome is handled (spec §4).
+//!
+//! The classification table is data (`OutcomePolicy`) so a deployment can override it;
+//! the default is the current Event Grid behaviour for webhooks.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// The result of one attempt, as the sender saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// The endpoint answered. `retry_after` is its `Retry-After`, if any.
+    Status {
+        code: u16,
+        retry_after: Option<Duration>,
+    },
+    /// No response within the delivery timeout.
+    TimedOut,
+    /// Connection refused or reset, TLS failure, broken stream.
+    SocketError,
+    /// The endpoint's host name did not resolve.
+    ResolutionError,
+    /// The attempt's holder vanished (a sender crashed mid-delivery).
+    Aborted,
+}
+
+/// `lastDeliveryOutcome` names (spec §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum OutcomeName {
+    Succeeded,
+    NotFound,
+    Unauthorized,
+    Forbidden,
+    BadRequest,
+    PayloadTooLarge,
+    TimedOut,
+    Busy,
+    SocketError,
+    ResolutionError,
+    Probation,
+    Aborted,
+    Canceled,
+    GenericError,
+}
+
+impl OutcomeName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Succeeded => "Succeeded",
+            Self::NotFound => "NotFound",
+            Self::Unauthorized => "Unauthorized",
+            Self::Forbidden => "Forbidden",
+            Self::BadRequest => "BadRequest",
+            Self::PayloadTooLarge => "PayloadTooLarge",
+            Self::TimedOut => "TimedOut",
+            Self::Busy => "Busy",
+            Self::SocketError => "SocketError",
+            Self::ResolutionError => "ResolutionError",
+            Self::Probation => "Probation",
+            Self::Aborted => "Aborted",
+            Self::Canceled => "Canceled",
+            Self::GenericError => "GenericError",
+        }
+    }
+}
+
+impl fmt::Display for OutcomeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl AttemptOutcome {
+    /// Only 200, 201, 202, 203 and 204 are success (spec §3).
+    pub fn is_success(&self) -> bool {
+        matches!(
+            self,
+            Self::Status {
+                code: 200..=204,
+                ..
+            }
+        )
+    }
+
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            Self::Status { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    pub fn name(&self) -> OutcomeName {
+        match self {
+            Self::Status { code, .. } => match code {
+                200..=204 => OutcomeName::Succeeded,
+                400 => OutcomeName::BadRequest,
+                401 => OutcomeName::Unauthorized,
+                403 => OutcomeName::Forbidden,
+                404 => OutcomeName::NotFound,
+                408 => OutcomeName::TimedOut,
+                413 => OutcomeName::PayloadTooLarge,
+                429 | 503 => OutcomeName::Busy,
+                _ => OutcomeName::GenericError,
+            },
+            Self::TimedOut => OutcomeName::TimedOut,
+            Self::SocketError => OutcomeName::SocketError,
+            Self::ResolutionError => OutcomeName::ResolutionError,
+            Self::Aborted => OutcomeName::Aborted,
+        }
+    }
+}
+
+/// How an outcome is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handling {
+    Delivered,
+    /// Retry, no sooner than `at_least` after the attempt (the schedule may say later).
+    Retry {
+        at_least: Duration,
+    },
+    /// Dead-letter now (or drop without a dead-letter destination).
+    NotRetried,
+}
+
+/// The classification table of spec §4, as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutcomePolicy {
+    not_retried: Vec<u16>,
+    status_minimums: BTreeMap<u16, Duration>,
+    other_status_minimum: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{setting} {input:?}: {problem}")]
+pub struct OutcomePolicyError {
+    setting: &'static str,
+    input: String,
+    problem: String,
+}
+
+impl Default for OutcomePolicy {
+    fn default() -> Self {
+        Self {
+            not_retried: vec![400, 401, 403, 413],
+            status_minimums: BTreeMap::from([
+                (408, Duration::from_secs(120)),
+                (503, Duration::from_secs(30)),
+            ]),
+            other_status_minimum: Duration::from_secs(10),
+        }
+    }
+}
+
+impl OutcomePolicy {
+    /// Builds the table from its two settings: `not_retried` such as `400,401,403,413`
+    /// and `retry_minimums` such as `408=2m,503=30s,*=10s` (`*` = any other status).
+    pub fn parse(not_retried: &str, retry_minimums: &str) -> Result<Self, OutcomePolicyError> {
+        let err = |setting, input: &str, problem: String| OutcomePolicyError {
+            setting,
+            input: input.to_owned(),
+            problem,
+        };
+        let not_retried = not_retried
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| parse_status(s).map_err(|p| err("not_retried", s, p)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut policy = Self {
+            not_retried,
+            status_minimums: BTreeMap::new(),
+            other_status_minimum: Duration::ZERO,
+        };
+        for rule in retry_minimums
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            let (status, delay) = rule
+                .split_once('=')
+                .ok_or_else(|| err("retry_minimums", rule, "expected STATUS=DURATION".into()))?;
+            let delay = humantime::parse_duration(delay.trim())
+                .map_err(|e| err("retry_minimums", rule, e.to_string()))?;
+            match status.trim() {
+                "*" => policy.other_status_minimum = delay,
+                code => {
+                    let code = parse_status(code).map_err(|p| err("retry_minimums", rule, p))?;
+                    policy.status_minimums.insert(code, delay);
+                }
+            }
+        }
+        Ok(policy)
+    }
+
+    pub fn classify(&self, outcome: &AttemptOutcome) -> Handling {
+        if outcome.is_success() {
+            return Handling::Delivered;
+        }
+        match outcome {
+            AttemptOutcome::Status { code, .. } if self.not_retried.contains(code) => {
+                Handling::NotRetried
+            }
+            AttemptOutcome::Status { code, .. } => Handling::Retry {
+                at_least: self
+                    .status_minimums
+                    .get(code)
+                    .copied()
+                    .unwrap_or(self.other_status_minimum),
+            },
+            _ => Handling::Retry {
+                at_least: Duration::ZERO,
+            },
+        }
+    }
+}
+
+fn parse_status(s: &str) -> Result<u16, String> {
+    match s.parse::<u16>() {
+        Ok(code) if (100..=599).contains(&code) => Ok(code),
+        _ => Err(format!("{s:?} is not an HTTP status code")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16) -> AttemptOutcome {
+        AttemptOutcome::Status {
+            code,
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn default_table_matches_the_spec() {
+        let p = OutcomePolicy::default();
+        for code in [200, 201, 202, 203, 204] {
+            assert_eq!(p.classify(&status(code)), Handling::Delivered);
+        }
+        for code in [400, 401, 403, 413] {
+            assert_eq!(p.classify(&status(code)), Handling::NotRetried, "{code}");
+        }
+        let retry = |secs| Handling::Retry {
+            at_least: Duration::from_secs(secs),
+        };
+        assert_eq!(p.classify(&status(408)), retry(120));
+        assert_eq!(p.classify(&status(503)), retry(30));
+        for code in [205, 302, 404, 429, 500, 502, 504] {
+            assert_eq!(p.classify(&status(code)), retry(10), "{code}");
+        }
+        assert_eq!(p.classify(&AttemptOutcome::TimedOut), retry(0));
+        assert_eq!(p.classify(&AttemptOutcome::SocketError), retry(0));
+    }
+
+    #[test]
+    fn names_follow_event_grid() {
+        assert_eq!(status(404).name(), OutcomeName::NotFound);
+        assert_eq!(status(429).name(), OutcomeName::Busy);
+        assert_eq!(status(500).name(), OutcomeName::GenericError);
+        assert_eq!(AttemptOutcome::TimedOut.name(), OutcomeName::TimedOut);
+    }
+
+    #[test]
+    fn a_deployment_can_override_the_table() {
+        let p = OutcomePolicy::parse("400,404", "503=1s,*=0s").unwrap();
+        assert_eq!(p.classify(&status(404)), Handling::NotRetried);
+        assert_eq!(
+            p.classify(&status(401)),
+            Handling::Retry {
+                at_least: Duration::ZERO
+            }
+        );
+        assert_eq!(
+            p.classify(&status(503)),
+            Handling::Retry {
+                at_least: Duration::from_secs(1)
+            }
+        );
+        assert!(OutcomePolicy::parse("4000", "").is_err());
+        assert!(OutcomePolicy::parse("", "503").is_err());
+        assert!(OutcomePolicy::parse("", "503=later").is_err());
+    }
+}

@@ -1,0 +1,364 @@
+//! The decision after (and before) an attempt: deliver, retry at T, dead-letter with a
+//! reason, or drop (spec §4, §5, §6). Pure: the clock and the jitter draw are arguments.
+
+use crate::delivery::Delivery;
+use crate::outcome::{AttemptOutcome, Handling, OutcomePolicy};
+use crate::retry::RetrySchedule;
+use crate::subscription::RetryPolicy;
+use crate::time::UnixMillis;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DeadLetterReason {
+    MaxDeliveryAttemptsExceeded,
+    TimeToLiveExceeded,
+    NonRetriableFailure,
+}
+
+impl DeadLetterReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MaxDeliveryAttemptsExceeded => "MaxDeliveryAttemptsExceeded",
+            Self::TimeToLiveExceeded => "TimeToLiveExceeded",
+            Self::NonRetriableFailure => "NonRetriableFailure",
+        }
+    }
+}
+
+impl fmt::Display for DeadLetterReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Delivered,
+    RetryAt(UnixMillis),
+    DeadLetter(DeadLetterReason),
+    /// What dead-lettering becomes when the subscription has no dead-letter destination.
+    Drop(DeadLetterReason),
+}
+
+/// The deployment-wide delivery policy; per-subscription limits come in `RetryPolicy`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryPolicy {
+    pub schedule: RetrySchedule,
+    pub outcomes: OutcomePolicy,
+    /// Jitter is at most a tenth of the delay and never more than this.
+    pub max_jitter: Duration,
+    /// Cap on an endpoint's `Retry-After` (429/503).
+    pub max_retry_after: Duration,
+}
+
+impl Default for DeliveryPolicy {
+    fn default() -> Self {
+        Self {
+            schedule: RetrySchedule::default(),
+            outcomes: OutcomePolicy::default(),
+            max_jitter: Duration::from_secs(5),
+            max_retry_after: Duration::from_secs(600),
+        }
+    }
+}
+
+impl DeliveryPolicy {
+    /// Before attempting: a delivery already out of attempts or time is not attempted.
+    pub fn before_attempt(
+        &self,
+        delivery: &Delivery,
+        limits: &RetryPolicy,
+        now: UnixMillis,
+    ) -> Option<DeadLetterReason> {
+        if delivery.attempts >= limits.max_delivery_attempts() {
+            Some(DeadLetterReason::MaxDeliveryAttemptsExceeded)
+        } else if now >= ttl_deadline(delivery, limits) {
+            Some(DeadLetterReason::TimeToLiveExceeded)
+        } else {
+            None
+        }
+    }
+
+    /// After an attempt: `attempted` is the delivery with this attempt already counted;
+    /// `jitter_draw` is uniform in `[0, 1)`.
+    pub fn after_attempt(
+        &self,
+        attempted: &Delivery,
+        limits: &RetryPolicy,
+        outcome: &AttemptOutcome,
+        now: UnixMillis,
+        jitter_draw: f64,
+    ) -> Decision {
+        let at_least = match self.outcomes.classify(outcome) {
+            Handling::Delivered => return Decision::Delivered,
+            Handling::NotRetried => {
+                return Decision::DeadLetter(DeadLetterReason::NonRetriableFailure);
+            }
+            Handling::Retry { at_least } => at_least,
+        };
+        if attempted.attempts >= limits.max_delivery_attempts() {
+            return Decision::DeadLetter(DeadLetterReason::MaxDeliveryAttemptsExceeded);
+        }
+        let deadline = ttl_deadline(attempted, limits);
+        if now >= deadline {
+            return Decision::DeadLetter(DeadLetterReason::TimeToLiveExceeded);
+        }
+        let delay = self
+            .schedule
+            .delay_after(attempted.attempts)
+            .max(at_least)
+            .max(self.retry_after(outcome));
+        let at = now.plus(delay).plus(self.jitter(delay, jitter_draw));
+        // Past the TTL there will be no attempt: wake at the deadline to dead-letter then,
+        // not at the next scheduled attempt as Event Grid does.
+        Decision::RetryAt(at.min(deadline))
+    }
+
+    /// Drop instead of dead-letter when there is nowhere to dead-letter to.
+    pub fn without_dead_letter_destination(decision: Decision) -> Decision {
+        match decision {
+            Decision::DeadLetter(reason) => Decision::Drop(reason),
+            other => other,
+        }
+    }
+
+    fn retry_after(&self, outcome: &AttemptOutcome) -> Duration {
+        match outcome {
+            AttemptOutcome::Status {
+                code: 429 | 503,
+                retry_after: Some(d),
+            } => (*d).min(self.max_retry_after),
+            _ => Duration::ZERO,
+        }
+    }
+
+    fn jitter(&self, delay: Duration, draw: f64) -> Duration {
+        let bound = (delay / 10).min(self.max_jitter);
+        bound.mul_f64(draw.clamp(0.0, 1.0))
+    }
+}
+
+/// The moment the delivery's time-to-live ends.
+pub fn ttl_deadline(delivery: &Delivery, limits: &RetryPolicy) -> UnixMillis {
+    delivery.published_at.plus(limits.event_time_to_live())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::LastAttempt;
+    use crate::outcome::OutcomeName;
+    use proptest::prelude::*;
+
+    const MINUTE: i64 = 60_000;
+
+    fn limits(attempts: u32, ttl_minutes: u32) -> RetryPolicy {
+        RetryPolicy::new(attempts, ttl_minutes).unwrap()
+    }
+
+    fn failed(d: &Delivery, at: UnixMillis) -> Delivery {
+        d.after_attempt(LastAttempt {
+            outcome: OutcomeName::GenericError,
+            status: Some(500),
+            at,
+        })
+    }
+
+    fn status(code: u16) -> AttemptOutcome {
+        AttemptOutcome::Status {
+            code,
+            retry_after: None,
+        }
+    }
+
+    fn fresh() -> Delivery {
+        Delivery::new(
+            "d".into(),
+            "e".into(),
+            "t".into(),
+            "s".into(),
+            UnixMillis(0),
+        )
+    }
+
+    #[test]
+    fn spec_example_ttl_30_minutes_and_10_attempts_allows_6_attempts() {
+        let policy = DeliveryPolicy::default();
+        let limits = limits(10, 30);
+        let mut delivery = fresh();
+        let mut now = UnixMillis(0);
+        let mut attempts = 0;
+        loop {
+            if policy.before_attempt(&delivery, &limits, now).is_some() {
+                break;
+            }
+            attempts += 1;
+            delivery = failed(&delivery, now);
+            match policy.after_attempt(&delivery, &limits, &AttemptOutcome::TimedOut, now, 0.0) {
+                Decision::RetryAt(at) => now = at,
+                Decision::DeadLetter(reason) => {
+                    assert_eq!(reason, DeadLetterReason::TimeToLiveExceeded);
+                    break;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(attempts, 6);
+        assert_eq!(
+            policy.before_attempt(&delivery, &limits, now),
+            Some(DeadLetterReason::TimeToLiveExceeded)
+        );
+    }
+
+    #[test]
+    fn not_retried_statuses_dead_letter_at_once() {
+        let policy = DeliveryPolicy::default();
+        let d = failed(&fresh(), UnixMillis(0));
+        assert_eq!(
+            policy.after_attempt(&d, &limits(30, 1440), &status(400), UnixMillis(0), 0.5),
+            Decision::DeadLetter(DeadLetterReason::NonRetriableFailure)
+        );
+        assert_eq!(
+            DeliveryPolicy::without_dead_letter_destination(Decision::DeadLetter(
+                DeadLetterReason::NonRetriableFailure
+            )),
+            Decision::Drop(DeadLetterReason::NonRetriableFailure)
+        );
+    }
+
+    #[test]
+    fn last_attempt_dead_letters_with_max_attempts() {
+        let policy = DeliveryPolicy::default();
+        let mut d = fresh();
+        for _ in 0..3 {
+            d = failed(&d, UnixMillis(0));
+        }
+        assert_eq!(
+            policy.after_attempt(&d, &limits(3, 1440), &status(500), UnixMillis(0), 0.0),
+            Decision::DeadLetter(DeadLetterReason::MaxDeliveryAttemptsExceeded)
+        );
+    }
+
+    #[test]
+    fn status_minimum_and_retry_after_stretch_the_schedule() {
+        let policy = DeliveryPolicy {
+            schedule: RetrySchedule::parse("1s").unwrap(),
+            ..Default::default()
+        };
+        let d = failed(&fresh(), UnixMillis(0));
+        let l = limits(30, 1440);
+        assert_eq!(
+            policy.after_attempt(&d, &l, &status(503), UnixMillis(0), 0.0),
+            Decision::RetryAt(UnixMillis(30_000))
+        );
+        assert_eq!(
+            policy.after_attempt(&d, &l, &status(408), UnixMillis(0), 0.0),
+            Decision::RetryAt(UnixMillis(120_000))
+        );
+        let busy = AttemptOutcome::Status {
+            code: 429,
+            retry_after: Some(Duration::from_secs(90)),
+        };
+        assert_eq!(
+            policy.after_attempt(&d, &l, &busy, UnixMillis(0), 0.0),
+            Decision::RetryAt(UnixMillis(90_000))
+        );
+        let greedy = AttemptOutcome::Status {
+            code: 503,
+            retry_after: Some(Duration::from_secs(86_400)),
+        };
+        assert_eq!(
+            policy.after_attempt(&d, &l, &greedy, UnixMillis(0), 0.0),
+            Decision::RetryAt(UnixMillis(600_000))
+        );
+    }
+
+    #[test]
+    fn a_retry_past_the_ttl_wakes_at_the_deadline() {
+        let policy = DeliveryPolicy::default();
+        let mut d = fresh();
+        for _ in 0..5 {
+            d = failed(&d, UnixMillis(0));
+        }
+        // Sixth step is 30 min; the TTL ends at minute 20.
+        let now = UnixMillis(15 * MINUTE);
+        assert_eq!(
+            policy.after_attempt(&d, &limits(30, 20), &AttemptOutcome::TimedOut, now, 0.9),
+            Decision::RetryAt(UnixMillis(20 * MINUTE))
+        );
+    }
+
+    fn arb_outcome() -> impl Strategy<Value = AttemptOutcome> {
+        prop_oneof![
+            (100u16..600, proptest::option::of(0u64..100_000)).prop_map(|(code, ra)| {
+                AttemptOutcome::Status {
+                    code,
+                    retry_after: ra.map(Duration::from_secs),
+                }
+            }),
+            Just(AttemptOutcome::TimedOut),
+            Just(AttemptOutcome::SocketError),
+            Just(AttemptOutcome::ResolutionError),
+            Just(AttemptOutcome::Aborted),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn next_attempt_is_never_earlier_than_the_status_minimum_unless_the_ttl_ends_first(
+            outcome in arb_outcome(), attempts in 1u32..30, elapsed_min in 0i64..1440, draw in 0.0f64..1.0,
+        ) {
+            let policy = DeliveryPolicy::default();
+            let l = limits(30, 1440);
+            let mut d = fresh();
+            d.attempts = attempts;
+            let now = UnixMillis(elapsed_min * MINUTE);
+            if let Decision::RetryAt(at) = policy.after_attempt(&d, &l, &outcome, now, draw) {
+                let deadline = ttl_deadline(&d, &l);
+                prop_assert!(at > now || at == deadline);
+                if let Handling::Retry { at_least } = policy.outcomes.classify(&outcome) {
+                    prop_assert!(at >= now.plus(at_least) || at == deadline);
+                }
+                prop_assert!(at >= now.plus(policy.schedule.delay_after(attempts)) || at == deadline);
+            }
+        }
+
+        #[test]
+        fn attempts_never_exceed_the_maximum_and_the_ttl_is_never_overrun(
+            max_attempts in 1u32..=30, ttl_min in 1u32..=1440,
+            outcomes in proptest::collection::vec(arb_outcome(), 1..40), draw in 0.0f64..1.0,
+        ) {
+            let policy = DeliveryPolicy::default();
+            let l = limits(max_attempts, ttl_min);
+            let deadline = UnixMillis(i64::from(ttl_min) * MINUTE);
+            let mut d = fresh();
+            let mut now = UnixMillis(0);
+            for outcome in outcomes.iter().cycle().take(100) {
+                if policy.before_attempt(&d, &l, now).is_some() {
+                    break;
+                }
+                prop_assert!(now < deadline);
+                d = failed(&d, now);
+                prop_assert!(d.attempts <= max_attempts);
+                match policy.after_attempt(&d, &l, outcome, now, draw) {
+                    Decision::RetryAt(at) => {
+                        prop_assert!(at <= deadline, "retry at {at:?} after deadline {deadline:?}");
+                        now = at;
+                    }
+                    _ => break,
+                }
+            }
+            prop_assert!(d.attempts <= max_attempts);
+        }
+
+        #[test]
+        fn jitter_is_bounded(delay_ms in 0u64..100_000_000, draw in 0.0f64..1.0) {
+            let policy = DeliveryPolicy::default();
+            let delay = Duration::from_millis(delay_ms);
+            prop_assert!(policy.jitter(delay, draw) <= policy.max_jitter);
+            prop_assert!(policy.jitter(delay, draw) <= delay / 10);
+        }
+    }
+}

@@ -1,1 +1,22 @@
-fn main() {}
+//! eg-ingress: the publish API (`POST /topics/{topic}/api/events`), the management API
+//! (`/admin/…`) and the ops endpoints. Fan-out happens here: each accepted event is
+//! matched against its topic's subscriptions and stored with one delivery per match in
+//! one atomic Redis step, before `200` is answered.
+
+mod admin;
+mod app;
+mod auth;
+mod errors;
+mod publish;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let process = eg_runtime::startup::start("eg-ingress").await?;
+    let app = app::App::build(&process).await?;
+    eg_runtime::startup::spawn_clock_sync(process.store.clone(), process.clock.clone(), process.shutdown.clone());
+    app.spawn_catalog_refresh(process.settings.catalog.refresh_interval, process.shutdown.clone());
+    let router = app.router(&process);
+    eg_runtime::ops::serve(&process.settings.ingress.listen, router, process.shutdown.clone()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}

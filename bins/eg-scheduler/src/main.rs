@@ -1,1 +1,83 @@
-fn main() {}
+//! eg-scheduler: moves due retries into the ready streams, takes back deliveries whose
+//! holder vanished (after the visibility timeout) and publishes queue depths. Every
+//! step is an atomic script, so any number of copies run with no leader.
+
+mod reclaim;
+
+use eg_runtime::Shutdown;
+use eg_runtime::metrics as m;
+use eg_store::{Partition, Store};
+use std::time::Duration;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let process = eg_runtime::startup::start("eg-scheduler").await?;
+    let s = process.settings.clone();
+    eg_runtime::startup::spawn_clock_sync(process.store.clone(), process.clock.clone(), process.shutdown.clone());
+    let ops = eg_runtime::ops::router(process.store.clone(), process.metrics.clone());
+    let (listen, shutdown) = (s.scheduler.listen.clone(), process.shutdown.clone());
+    let ops = tokio::spawn(async move { eg_runtime::ops::serve(&listen, ops, shutdown).await });
+
+    let consumer = format!("scheduler-{}-{}", std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()), std::process::id());
+    let mut tasks = Vec::new();
+    for p in process.store.keys().all_partitions() {
+        tasks.push(tokio::spawn(promote_loop(process.store.clone(), p.clone(), s.scheduler.interval, s.scheduler.batch, process.shutdown.clone())));
+        tasks.push(tokio::spawn(reclaim::reclaim_loop(
+            process.store.clone(),
+            p.clone(),
+            consumer.clone(),
+            s.delivery.visibility_timeout,
+            s.scheduler.reclaim_interval,
+            process.shutdown.clone(),
+        )));
+        tasks.push(tokio::spawn(depth_loop(process.store.clone(), p, process.shutdown.clone())));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let _ = ops.await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Moves due retries into the ready stream; keeps going while whole batches come back.
+async fn promote_loop(store: Store, partition: Partition, every: Duration, batch: usize, shutdown: Shutdown) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.requested() => return,
+        }
+        loop {
+            match store.promote_due_retries(&partition, batch).await {
+                Ok(moved) if moved >= batch => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, partition = partition.index, "cannot promote due retries");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+async fn depth_loop(store: Store, partition: Partition, shutdown: Shutdown) {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    let label = partition.index.to_string();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.requested() => return,
+        }
+        match store.depths(&partition).await {
+            Ok(d) => {
+                metrics::gauge!(m::QUEUE_READY_DEPTH, "partition" => label.clone()).set(d.ready as f64);
+                metrics::gauge!(m::QUEUE_IN_FLIGHT_DEPTH, "partition" => label.clone()).set(d.in_flight as f64);
+                metrics::gauge!(m::QUEUE_RETRY_DEPTH, "partition" => label.clone()).set(d.retry as f64);
+                metrics::gauge!(m::DEAD_LETTER_BACKLOG_DEPTH, "partition" => label.clone()).set(d.deadletter_backlog as f64);
+            }
+            Err(e) => tracing::warn!(error = %e, partition = partition.index, "cannot read queue depths"),
+        }
+    }
+}

@@ -1,1 +1,26 @@
-fn main() {}
+//! eg-sender: reads ready deliveries from every partition, POSTs them to their
+//! webhooks with bounded concurrency, and settles each attempt by the policy of
+//! eg-core: done, retry at T, dead-letter, or drop. Run as many copies as load needs.
+
+mod attempt;
+mod http;
+mod reader;
+mod settle;
+
+use std::sync::Arc;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let process = eg_runtime::startup::start("eg-sender").await?;
+    let sender = reader::Sender::build(&process).await?;
+    eg_runtime::startup::spawn_clock_sync(process.store.clone(), process.clock.clone(), process.shutdown.clone());
+    sender.spawn_catalog_refresh(process.settings.catalog.refresh_interval, process.shutdown.clone());
+    let ops = eg_runtime::ops::router(process.store.clone(), process.metrics.clone());
+    let (listen, shutdown) = (process.settings.sender.listen.clone(), process.shutdown.clone());
+    let ops = tokio::spawn(async move { eg_runtime::ops::serve(&listen, ops, shutdown).await });
+    Arc::clone(&sender).run(process.shutdown.clone()).await;
+    process.shutdown.trigger();
+    let _ = ops.await;
+    tracing::info!("stopped");
+    Ok(())
+}

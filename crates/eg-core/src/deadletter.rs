@@ -1,6 +1,8 @@
 //! Dead-letter records (spec §6, Event Grid schema) and where they are written.
 
+use crate::delivery::Delivery;
 use crate::outcome::OutcomeName;
+use crate::subscription::Subscription;
 use crate::policy::DeadLetterReason;
 use crate::time::UnixMillis;
 use serde::{Deserialize, Serialize};
@@ -26,6 +28,29 @@ pub struct DeadLetterEntry {
 }
 
 impl DeadLetterEntry {
+    /// The entry for `delivery` of `subscription`, dead-lettered into `container_name` now.
+    pub fn for_delivery(
+        delivery: &Delivery,
+        subscription: &Subscription,
+        container_name: &str,
+        reason: DeadLetterReason,
+        now: UnixMillis,
+    ) -> Self {
+        Self {
+            container_name: container_name.to_owned(),
+            subscription: subscription.name.as_str().to_owned(),
+            topic: subscription.topic.as_str().to_owned(),
+            delivery_id: delivery.id.clone(),
+            reason,
+            delivery_attempts: delivery.attempts,
+            last_outcome: delivery.last.map(|l| l.outcome),
+            last_http_status_code: delivery.last.and_then(|l| l.status),
+            publish_time: delivery.published_at,
+            last_attempt_time: delivery.last.map(|l| l.at),
+            dead_lettered_at: now,
+        }
+    }
+
     /// The record written to the destination: the event with the dead-letter fields beside it.
     pub fn record(&self, event_json: &str) -> Value {
         let mut record = match serde_json::from_str::<Value>(event_json) {

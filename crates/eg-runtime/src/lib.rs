@@ -1,1 +1,14 @@
-//! eg-runtime
+//! Process plumbing shared by every eg binary: configuration, telemetry, metric names,
+//! the health/readiness/metrics endpoints, and shutdown on SIGTERM/SIGINT.
+//!
+//! Nothing here knows about delivery policy; bins wire these pieces to `eg-store`.
+
+pub mod metrics;
+pub mod ops;
+pub mod settings;
+pub mod shutdown;
+pub mod startup;
+pub mod telemetry;
+
+pub use settings::Settings;
+pub use shutdown::Shutdown;

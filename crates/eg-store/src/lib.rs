@@ -1,1 +1,24 @@
-//! eg-store
+//! eg's Redis layer: the keyspace, the Lua scripts, the topic/subscription catalog and
+//! the delivery queues. Tiers talk to each other only through what this crate writes.
+//!
+//! Every change that touches several keys is one Lua script (in `scripts/`) whose keys
+//! share one hash tag, so the same code runs on a single Redis and on Redis Cluster.
+//! This crate owns *how* things are stored; *what* to do (retry when, dead-letter why)
+//! is decided by `eg-core` and handed in.
+
+pub mod cache;
+pub mod catalog;
+pub mod clock;
+pub mod connection;
+pub mod error;
+pub mod keyspace;
+pub mod queue;
+mod scripts;
+
+pub use cache::{CatalogCache, CatalogSnapshot, TopicEntry};
+pub use catalog::Catalog;
+pub use clock::Clock;
+pub use connection::{RedisSettings, Store};
+pub use error::StoreError;
+pub use keyspace::{Keyspace, Partition};
+pub use queue::{DeadLetterItem, Depths, PublishOutcome, ReadyDelivery, Settlement};

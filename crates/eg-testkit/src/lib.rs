@@ -1,1 +1,111 @@
-//! eg-testkit
+//! Test support shared by the Redis-layer tests and the system tests: a real
+//! `redis-server` per test (own temp dir, unix socket, append-only file with
+//! `appendfsync always`), and waiting for a condition with a deadline instead of a bare sleep.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct RedisServer {
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a fresh server and waits until it answers.
+    pub fn start() -> Self {
+        let dir = tempfile::Builder::new().prefix("eg-redis-").tempdir().expect("temp dir for redis");
+        let mut server = Self { dir, child: None };
+        server.spawn();
+        server
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("redis.sock")
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The URL every client and tier is given.
+    pub fn url(&self) -> String {
+        format!("redis+unix://{}", self.socket().display())
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", "0", "--unixsocket"])
+            .arg(self.socket())
+            .args(["--unixsocketperm", "700", "--dir"])
+            .arg(self.dir.path())
+            .args(["--appendonly", "yes", "--appendfsync", "always", "--save", ""])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start redis-server ({e}); install it, e.g. `apt-get install redis-server`"));
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.ping() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server did not answer within 10 s");
+    }
+
+    fn ping(&self) -> bool {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+            .is_ok()
+    }
+
+    /// Kills the server with SIGKILL (no shutdown save: only the append-only file survives).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(self.socket());
+    }
+
+    /// SIGKILL, then start again from the same directory and append-only file.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// A synchronous connection for assertions.
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect to the test redis")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `check` until it yields `Some`, failing the test with `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,181 @@
+//! The management API under `/admin` (bearer token), in Event Grid's resource layout:
+//! topics, their keys, and their event subscriptions. Writes go to the Redis catalog
+//! and apply to every publish that starts after the call returns.
+
+use crate::app::App;
+use crate::errors::Refusal;
+use axum::body::Bytes;
+use axum::extract::{Path, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use eg_core::api_error::InvalidField;
+use eg_core::{Subscription, SubscriptionName, Topic, TopicName};
+use eg_store::catalog::{KeyName, PutSubscription};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use subtle::ConstantTimeEq;
+
+type Reply = Result<(StatusCode, Json<Value>), Refusal>;
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/topics", get(list_topics))
+        .route("/topics/{topic}", get(get_topic).put(put_topic).delete(delete_topic))
+        .route("/topics/{topic}/listKeys", post(list_keys))
+        .route("/topics/{topic}/regenerateKey", post(regenerate_key))
+        .route("/topics/{topic}/eventSubscriptions", get(list_subscriptions))
+        .route(
+            "/topics/{topic}/eventSubscriptions/{name}",
+            get(get_subscription).put(put_subscription).delete(delete_subscription),
+        )
+        .route("/topics/{topic}/eventSubscriptions/{name}/getFullUrl", post(get_full_url))
+        .layer(middleware::from_fn_with_state(app.clone(), require_token))
+        .with_state(app)
+}
+
+async fn require_token(State(app): State<Arc<App>>, request: Request, next: Next) -> Result<Response, Refusal> {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    let expected = app.admin_token.as_deref().unwrap_or_default();
+    if expected.is_empty() || !bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) {
+        return Err(Refusal::unauthorized("missing or wrong bearer token"));
+    }
+    Ok(next.run(request).await)
+}
+
+fn topic_name(raw: &str) -> Result<TopicName, Refusal> {
+    TopicName::parse(raw).map_err(|e| Refusal::bad_request(format!("topic {e}")))
+}
+
+fn subscription_name(raw: &str) -> Result<SubscriptionName, Refusal> {
+    SubscriptionName::parse(raw).map_err(|e| Refusal::bad_request(format!("subscription {e}")))
+}
+
+fn json_body(bytes: &Bytes) -> Result<Value, Refusal> {
+    if bytes.is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(bytes).map_err(|e| Refusal::bad_request(format!("the body is not valid JSON: {e}")))
+}
+
+fn invalid(e: InvalidField) -> Refusal {
+    Refusal::bad_request(e.to_string())
+}
+
+fn new_key() -> String {
+    BASE64.encode(rand::random::<[u8; 32]>())
+}
+
+async fn list_topics(State(app): State<Arc<App>>) -> Reply {
+    let topics = app.catalog.list_topics().await?;
+    let value: Vec<Value> = topics.iter().map(|t| t.to_resource(&app.public_url)).collect();
+    Ok((StatusCode::OK, Json(json!({ "value": value }))))
+}
+
+async fn get_topic(State(app): State<Arc<App>>, Path(topic): Path<String>) -> Reply {
+    let name = topic_name(&topic)?;
+    match app.catalog.get_topic(&name).await? {
+        Some(t) => Ok((StatusCode::OK, Json(t.to_resource(&app.public_url)))),
+        None => Err(Refusal::not_found(format!("topic {topic:?} does not exist"))),
+    }
+}
+
+async fn put_topic(State(app): State<Arc<App>>, Path(topic): Path<String>, body: Bytes) -> Reply {
+    let name = topic_name(&topic)?;
+    let topic = Topic::from_resource(name, &json_body(&body)?).map_err(invalid)?;
+    let created = app.catalog.put_topic(&topic, [new_key(), new_key()]).await?;
+    tracing::info!(topic = %topic.name, created, "topic written");
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(topic.to_resource(&app.public_url))))
+}
+
+async fn delete_topic(State(app): State<Arc<App>>, Path(topic): Path<String>) -> Reply {
+    let name = topic_name(&topic)?;
+    let existed = app.catalog.delete_topic(&name).await?;
+    tracing::info!(topic = %name, existed, "topic deleted");
+    Ok((if existed { StatusCode::OK } else { StatusCode::NO_CONTENT }, Json(Value::Null)))
+}
+
+async fn list_keys(State(app): State<Arc<App>>, Path(topic): Path<String>) -> Reply {
+    let name = topic_name(&topic)?;
+    match app.catalog.topic_keys(&name).await? {
+        Some([key1, key2]) => Ok((StatusCode::OK, Json(json!({ "key1": key1, "key2": key2 })))),
+        None => Err(Refusal::not_found(format!("topic {topic:?} does not exist"))),
+    }
+}
+
+async fn regenerate_key(State(app): State<Arc<App>>, Path(topic): Path<String>, body: Bytes) -> Reply {
+    let name = topic_name(&topic)?;
+    let body = json_body(&body)?;
+    let which = body
+        .get("keyName")
+        .and_then(Value::as_str)
+        .and_then(KeyName::parse)
+        .ok_or_else(|| Refusal::bad_request("keyName: must be \"key1\" or \"key2\""))?;
+    if !app.catalog.regenerate_key(&name, which, &new_key()).await? {
+        return Err(Refusal::not_found(format!("topic {topic:?} does not exist")));
+    }
+    tracing::info!(topic = %name, "key regenerated");
+    list_keys(State(app), Path(topic)).await
+}
+
+async fn list_subscriptions(State(app): State<Arc<App>>, Path(topic): Path<String>) -> Reply {
+    let name = topic_name(&topic)?;
+    if app.catalog.get_topic(&name).await?.is_none() {
+        return Err(Refusal::not_found(format!("topic {topic:?} does not exist")));
+    }
+    let subs = app.catalog.list_subscriptions(&name).await?;
+    let value: Vec<Value> = subs.iter().map(Subscription::to_resource).collect();
+    Ok((StatusCode::OK, Json(json!({ "value": value }))))
+}
+
+async fn find_subscription(app: &App, topic: &str, name: &str) -> Result<Subscription, Refusal> {
+    let (t, n) = (topic_name(topic)?, subscription_name(name)?);
+    app.catalog
+        .get_subscription(&t, &n)
+        .await?
+        .ok_or_else(|| Refusal::not_found(format!("subscription {name:?} of topic {topic:?} does not exist")))
+}
+
+async fn get_subscription(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
+    let sub = find_subscription(&app, &topic, &name).await?;
+    Ok((StatusCode::OK, Json(sub.to_resource())))
+}
+
+async fn get_full_url(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
+    let sub = find_subscription(&app, &topic, &name).await?;
+    Ok((StatusCode::OK, Json(json!({ "endpointUrl": sub.endpoint_url }))))
+}
+
+async fn put_subscription(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>, body: Bytes) -> Reply {
+    let (t, n) = (topic_name(&topic)?, subscription_name(&name)?);
+    let sub = Subscription::from_resource(t, n, &json_body(&body)?, app.clock.now()).map_err(invalid)?;
+    match app.catalog.put_subscription(&sub, app.max_subscriptions_per_topic).await? {
+        PutSubscription::NoTopic => Err(Refusal::not_found(format!("topic {topic:?} does not exist"))),
+        PutSubscription::LimitReached => Err(Refusal::bad_request(format!(
+            "topic {topic:?} already has {} subscriptions, the most allowed",
+            app.max_subscriptions_per_topic
+        ))),
+        outcome => {
+            let created = outcome == PutSubscription::Created;
+            tracing::info!(topic = %sub.topic, subscription = %sub.name, created, "subscription written");
+            Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, Json(sub.to_resource())))
+        }
+    }
+}
+
+async fn delete_subscription(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
+    let (t, n) = (topic_name(&topic)?, subscription_name(&name)?);
+    let existed = app.catalog.delete_subscription(&t, &n).await?;
+    tracing::info!(topic = %t, subscription = %n, existed, "subscription deleted");
+    Ok((if existed { StatusCode::OK } else { StatusCode::NO_CONTENT }, Json(Value::Null)))
+}

@@ -1,0 +1,80 @@
+//! The ingress application: shared state and routes.
+
+use crate::{admin, publish};
+use axum::Router;
+use axum::routing::{get, post};
+use eg_core::event::PublishLimits;
+use eg_runtime::startup::Process;
+use eg_runtime::{Shutdown, ops};
+use eg_store::{Catalog, CatalogCache, Clock, Store};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct App {
+    pub store: Store,
+    pub catalog: Catalog,
+    pub cache: CatalogCache,
+    pub clock: Clock,
+    pub limits: PublishLimits,
+    pub max_request_bytes: usize,
+    pub max_subscriptions_per_topic: u32,
+    /// Base of each topic's `endpoint`.
+    pub public_url: String,
+    pub admin_token: Option<String>,
+}
+
+impl App {
+    pub async fn build(process: &Process) -> anyhow::Result<Arc<Self>> {
+        let s = &process.settings;
+        let catalog = Catalog::new(process.store.clone());
+        let cache = CatalogCache::load(catalog.clone()).await?;
+        let public_url = s.ingress.public_url.clone().unwrap_or_else(|| format!("http://{}", s.ingress.listen));
+        if s.admin.token.is_none() {
+            tracing::warn!("no admin token configured (EG__ADMIN__TOKEN): the management API is off");
+        }
+        Ok(Arc::new(Self {
+            store: process.store.clone(),
+            catalog,
+            cache,
+            clock: process.clock.clone(),
+            limits: PublishLimits {
+                max_events: s.ingress.max_events_per_request,
+                max_event_bytes: s.ingress.max_event_bytes,
+            },
+            max_request_bytes: s.ingress.max_request_bytes,
+            max_subscriptions_per_topic: s.ingress.max_subscriptions_per_topic,
+            public_url,
+            admin_token: s.admin.token.clone().filter(|t| !t.is_empty()),
+        }))
+    }
+
+    pub fn router(self: &Arc<Self>, process: &Process) -> Router {
+        let mut router = Router::new()
+            .route("/topics/{topic}/api/events", post(publish::publish))
+            .with_state(self.clone());
+        if self.admin_token.is_some() {
+            router = router.nest("/admin", admin::router(self.clone()));
+        }
+        router
+            .merge(ops::router(process.store.clone(), process.metrics.clone()))
+            .route("/", get(|| async { "eg-ingress" }))
+    }
+
+    /// Keeps the catalog copy fresh; publishes also refresh it when Redis says it is stale.
+    pub fn spawn_catalog_refresh(self: &Arc<Self>, every: Duration, shutdown: Shutdown) {
+        let app = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        if let Err(e) = app.cache.refresh().await {
+                            tracing::warn!(error = %e, "cannot refresh the catalog");
+                        }
+                    }
+                    _ = shutdown.requested() => return,
+                }
+            }
+        });
+    }
+}

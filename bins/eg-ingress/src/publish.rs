@@ -1,0 +1,139 @@
+//! `POST /topics/{topic}/api/events`: authenticate, parse, match, and store the events
+//! with their deliveries in one atomic step. `200` only once all of it is durable.
+
+use crate::app::App;
+use crate::auth::{self, Credential};
+use crate::errors::Refusal;
+use axum::body::{Body, to_bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use eg_core::event::PublishedBatch;
+use eg_core::{Delivery, EventGridEvent, TopicName, UnixMillis};
+use eg_runtime::metrics as m;
+use eg_store::queue::EventToStore;
+use eg_store::{CatalogSnapshot, PublishOutcome, TopicEntry};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A stale catalog copy is refreshed and the publish re-matched at most this often.
+const STALE_CATALOG_RETRIES: usize = 3;
+
+pub async fn publish(
+    State(app): State<Arc<App>>,
+    Path(topic): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<StatusCode, Refusal> {
+    let started = Instant::now();
+    let result = accept(&app, &topic, &query, &headers, body).await;
+    let label = topic.to_ascii_lowercase();
+    match &result {
+        Ok(count) => {
+            metrics::counter!(m::PUBLISH_SUCCESS_COUNT, "topic" => label).increment(*count as u64);
+            metrics::histogram!(m::PUBLISH_SUCCESS_LATENCY_MS).record(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        Err(refusal) => {
+            // Only known topics get their own label, so strangers cannot grow the label set.
+            let known = app.cache.snapshot().topic(&label).is_some();
+            let error = refusal.status().as_str().to_owned();
+            let topic = if known { label } else { "unknown".to_owned() };
+            metrics::counter!(m::PUBLISH_FAIL_COUNT, "topic" => topic, "error" => error).increment(1);
+        }
+    }
+    result.map(|_| StatusCode::OK)
+}
+
+/// Returns how many events were accepted.
+async fn accept(app: &App, topic: &str, query: &HashMap<String, String>, headers: &HeaderMap, body: Body) -> Result<usize, Refusal> {
+    let name = TopicName::parse(topic).map_err(|_| Refusal::not_found(format!("topic {topic:?} does not exist")))?;
+    let resource_path = format!("/topics/{topic}/api/events");
+    let mut snapshot = app.cache.snapshot();
+    if snapshot.topic(&name.key()).is_none() {
+        // Created through another ingress copy a moment ago?
+        snapshot = app.cache.reload().await?;
+    }
+    let entry = topic_entry(&snapshot, &name)?;
+    authenticate(entry, query, headers, &resource_path)?;
+
+    let bytes = to_bytes(body, app.max_request_bytes)
+        .await
+        .map_err(|_| Refusal::too_large(format!("the request is over {} bytes", app.max_request_bytes)))?;
+    let batch = PublishedBatch::parse_event_grid(&bytes, &entry.topic.id(), app.limits).map_err(|e| {
+        if e.is_too_large() { Refusal::too_large(e.to_string()) } else { Refusal::bad_request(e.to_string()) }
+    })?;
+    let count = batch.events.len();
+    let partition = app.store.keys().partition(rand::random_range(0..app.store.keys().partitions()));
+
+    for _ in 0..STALE_CATALOG_RETRIES {
+        let entry = topic_entry(&snapshot, &name)?;
+        // The catalog moved: the key presented may have been regenerated since.
+        authenticate(entry, query, headers, &resource_path)?;
+        let now = app.clock.now();
+        let to_store = fan_out(entry, &batch.events, now);
+        if to_store.is_empty() {
+            metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key()).increment(count as u64);
+            return Ok(count);
+        }
+        match app.store.publish(&partition, snapshot.version, &to_store).await? {
+            PublishOutcome::Stored => {
+                let matched: usize = to_store.iter().map(|e| e.deliveries.len()).sum();
+                metrics::counter!(m::MATCHED_EVENT_COUNT, "topic" => name.key()).increment(matched as u64);
+                metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key()).increment((count - to_store.len()) as u64);
+                tracing::debug!(topic = %name, events = count, deliveries = matched, "accepted");
+                return Ok(count);
+            }
+            PublishOutcome::StaleCatalog(version) => {
+                tracing::debug!(topic = %name, cached = snapshot.version, current = version, "catalog changed; re-matching");
+                snapshot = app.cache.reload().await?;
+            }
+        }
+    }
+    Err(Refusal::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "ServiceUnavailable",
+        "the topic's subscriptions are changing too fast to publish; nothing was accepted, retry",
+    ))
+}
+
+fn topic_entry<'a>(snapshot: &'a CatalogSnapshot, name: &TopicName) -> Result<&'a TopicEntry, Refusal> {
+    snapshot
+        .topic(&name.key())
+        .ok_or_else(|| Refusal::not_found(format!("topic {:?} does not exist", name.as_str())))
+}
+
+fn authenticate(entry: &TopicEntry, query: &HashMap<String, String>, headers: &HeaderMap, resource_path: &str) -> Result<(), Refusal> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let credential = header("aeg-sas-key")
+        .or_else(|| query.get("aeg-sas-key").map(String::as_str))
+        .map(Credential::Key)
+        .or_else(|| header("aeg-sas-token").map(Credential::SasToken))
+        .or_else(|| header("authorization").and_then(|v| v.strip_prefix("SharedAccessSignature ")).map(Credential::SasToken));
+    auth::verify(credential, &entry.keys, resource_path, chrono::Utc::now()).map_err(|e| Refusal::unauthorized(e.to_string()))
+}
+
+/// One stored event per event that matched something, with one delivery per match.
+fn fan_out(entry: &TopicEntry, events: &[EventGridEvent], now: UnixMillis) -> Vec<EventToStore> {
+    events
+        .iter()
+        .filter_map(|event| {
+            let event_key = uuid::Uuid::new_v4().simple().to_string();
+            let deliveries: Vec<Delivery> = entry
+                .subscriptions
+                .iter()
+                .filter(|s| s.matches(event, now))
+                .map(|s| {
+                    Delivery::new(
+                        uuid::Uuid::new_v4().simple().to_string(),
+                        event_key.clone(),
+                        entry.topic.name.key(),
+                        s.name.key(),
+                        now,
+                    )
+                })
+                .collect();
+            (!deliveries.is_empty()).then(|| EventToStore { event_key, body: event.to_json(), deliveries })
+        })
+        .collect()
+}

@@ -1,0 +1,53 @@
+//! Every metric eg exposes, named in one place (Event Grid's names, spec §11), and the
+//! Prometheus recorder. Labels: `topic`, `subscription`, and `outcome` / `reason` /
+//! `error` where the name says "by …". Never a key, token or URL in a label.
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+pub const PUBLISH_SUCCESS_COUNT: &str = "PublishSuccessCount";
+pub const PUBLISH_FAIL_COUNT: &str = "PublishFailCount";
+pub const PUBLISH_SUCCESS_LATENCY_MS: &str = "PublishSuccessLatencyInMs";
+pub const UNMATCHED_EVENT_COUNT: &str = "UnmatchedEventCount";
+pub const MATCHED_EVENT_COUNT: &str = "MatchedEventCount";
+pub const DELIVERY_SUCCESS_COUNT: &str = "DeliverySuccessCount";
+pub const DELIVERY_ATTEMPT_FAIL_COUNT: &str = "DeliveryAttemptFailCount";
+pub const DEAD_LETTERED_COUNT: &str = "DeadLetteredCount";
+pub const DROPPED_EVENT_COUNT: &str = "DroppedEventCount";
+pub const DESTINATION_PROCESSING_DURATION_MS: &str = "DestinationProcessingDurationInMs";
+pub const RECLAIMED_DELIVERY_COUNT: &str = "ReclaimedDeliveryCount";
+pub const DEAD_LETTER_WRITE_FAIL_COUNT: &str = "DeadLetterWriteFailCount";
+pub const QUEUE_READY_DEPTH: &str = "QueueReadyDepth";
+pub const QUEUE_IN_FLIGHT_DEPTH: &str = "QueueInFlightDepth";
+pub const QUEUE_RETRY_DEPTH: &str = "QueueRetryDepth";
+pub const DEAD_LETTER_BACKLOG_DEPTH: &str = "DeadLetterBacklogDepth";
+
+const LATENCY_BUCKETS_MS: [f64; 14] = [1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0];
+
+/// Installs the process-wide recorder and describes every metric.
+pub fn install() -> anyhow::Result<PrometheusHandle> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("InMs".into()), &LATENCY_BUCKETS_MS)?
+        .install_recorder()?;
+    describe();
+    Ok(handle)
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(PUBLISH_SUCCESS_COUNT, "Events accepted (durable) by topic");
+    describe_counter!(PUBLISH_FAIL_COUNT, "Events refused or not made durable, by topic and error");
+    describe_histogram!(PUBLISH_SUCCESS_LATENCY_MS, "Time to accept a publish request, ms");
+    describe_counter!(UNMATCHED_EVENT_COUNT, "Published events that matched no subscription");
+    describe_counter!(MATCHED_EVENT_COUNT, "Deliveries created (event x matching subscription)");
+    describe_counter!(DELIVERY_SUCCESS_COUNT, "Deliveries the endpoint accepted");
+    describe_counter!(DELIVERY_ATTEMPT_FAIL_COUNT, "Failed attempts, by outcome");
+    describe_counter!(DEAD_LETTERED_COUNT, "Deliveries dead-lettered, by reason");
+    describe_counter!(DROPPED_EVENT_COUNT, "Deliveries dropped, by reason");
+    describe_histogram!(DESTINATION_PROCESSING_DURATION_MS, "Time the endpoint took to answer, ms");
+    describe_counter!(RECLAIMED_DELIVERY_COUNT, "Deliveries taken back from a holder that did not settle them in time");
+    describe_counter!(DEAD_LETTER_WRITE_FAIL_COUNT, "Failed writes to a dead-letter destination");
+    describe_gauge!(QUEUE_READY_DEPTH, "Deliveries waiting to be sent, by partition");
+    describe_gauge!(QUEUE_IN_FLIGHT_DEPTH, "Deliveries held by a sender, by partition");
+    describe_gauge!(QUEUE_RETRY_DEPTH, "Deliveries waiting for a retry, by partition");
+    describe_gauge!(DEAD_LETTER_BACKLOG_DEPTH, "Dead-letter records not yet written, by partition");
+}

@@ -1,0 +1,391 @@
+//! Configuration, read with the `config` crate: built-in defaults, then an optional
+//! file (`--config <file>`), then environment variables `EG__SECTION__KEY`
+//! (e.g. `EG__REDIS__URL`). Every tier reads the same settings and uses its sections.
+
+use eg_core::outcome::OutcomePolicy;
+use eg_core::{DeliveryPolicy, RetrySchedule};
+use eg_store::RedisSettings;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    pub redis: RedisSection,
+    pub ingress: IngressSection,
+    pub admin: AdminSection,
+    pub delivery: DeliverySection,
+    pub sender: SenderSection,
+    pub scheduler: SchedulerSection,
+    pub deadletter: DeadLetterSection,
+    pub catalog: CatalogSection,
+    pub log: LogSection,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisSection {
+    /// `redis://host:port/db`, `rediss://…`, or `redis+unix:///path/to/socket`.
+    pub url: String,
+    /// Prefix of every key, so deployments can share a Redis.
+    pub prefix: String,
+    /// Partitions of the delivery keyspace (each one hash tag); every tier must agree.
+    pub partitions: u16,
+    pub pool_size: usize,
+    #[serde(with = "humantime_serde")]
+    pub command_timeout: Duration,
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+}
+
+impl Default for RedisSection {
+    fn default() -> Self {
+        Self {
+            url: "redis://127.0.0.1:6379".into(),
+            prefix: "eg".into(),
+            partitions: 4,
+            pool_size: 32,
+            command_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IngressSection {
+    /// Publish API, management API and ops endpoints.
+    pub listen: String,
+    /// Base URL publishers reach this ingress at (shown as each topic's `endpoint`).
+    pub public_url: Option<String>,
+    pub max_request_bytes: usize,
+    pub max_event_bytes: usize,
+    pub max_events_per_request: usize,
+    pub max_subscriptions_per_topic: u32,
+}
+
+impl Default for IngressSection {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            public_url: None,
+            max_request_bytes: 1024 * 1024,
+            max_event_bytes: 1024 * 1024,
+            max_events_per_request: 5000,
+            max_subscriptions_per_topic: 500,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminSection {
+    /// Bearer token of the management API; without one the API is off.
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeliverySection {
+    /// Comma-separated delays after each failed attempt, e.g. `10s,30s,1m`; the last repeats.
+    pub retry_schedule: Option<String>,
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Statuses that are not retried (dead-lettered at once).
+    pub not_retried: String,
+    /// Least delay before retrying after a status; `*` is any other failing status.
+    pub retry_minimums: String,
+    #[serde(with = "humantime_serde")]
+    pub max_jitter: Duration,
+    #[serde(with = "humantime_serde")]
+    pub max_retry_after: Duration,
+    /// A delivery held this long without being settled is taken back and requeued.
+    /// Must be longer than `timeout`.
+    #[serde(with = "humantime_serde")]
+    pub visibility_timeout: Duration,
+}
+
+impl Default for DeliverySection {
+    fn default() -> Self {
+        Self {
+            retry_schedule: None,
+            timeout: Duration::from_secs(30),
+            not_retried: "400,401,403,413".into(),
+            retry_minimums: "408=2m,503=30s,*=10s".into(),
+            max_jitter: Duration::from_secs(5),
+            max_retry_after: Duration::from_secs(600),
+            visibility_timeout: Duration::from_secs(90),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SenderSection {
+    /// Ops endpoints (`/healthz`, `/readyz`, `/metrics`).
+    pub listen: String,
+    /// Attempts in flight at once in this process.
+    pub concurrency: usize,
+    /// How much of a response body is read (the rest is discarded).
+    pub max_response_bytes: usize,
+}
+
+impl Default for SenderSection {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:9091".into(),
+            concurrency: 64,
+            max_response_bytes: 64 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SchedulerSection {
+    pub listen: String,
+    /// How often due retries are looked for.
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    /// Most retries moved per partition per script call.
+    pub batch: usize,
+    /// How often abandoned deliveries are looked for.
+    #[serde(with = "humantime_serde")]
+    pub reclaim_interval: Duration,
+}
+
+impl Default for SchedulerSection {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:9092".into(),
+            interval: Duration::from_millis(200),
+            batch: 500,
+            reclaim_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeadLetterSection {
+    pub listen: String,
+    /// Root of the dead-letter directory destination.
+    pub dir: PathBuf,
+    /// How long a record waits before it is written (records written together share files).
+    #[serde(with = "humantime_serde")]
+    pub delay: Duration,
+    /// How long to keep trying an unavailable destination before dropping the record.
+    #[serde(with = "humantime_serde")]
+    pub give_up_after: Duration,
+    /// How long before a record whose write failed is tried again.
+    #[serde(with = "humantime_serde")]
+    pub retry_interval: Duration,
+    /// How often to look for records to write.
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    /// Most records read at once.
+    pub batch: usize,
+}
+
+impl Default for DeadLetterSection {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:9093".into(),
+            dir: PathBuf::from("deadletters"),
+            delay: Duration::from_secs(300),
+            give_up_after: Duration::from_secs(4 * 3600),
+            retry_interval: Duration::from_secs(30),
+            interval: Duration::from_secs(1),
+            batch: 500,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CatalogSection {
+    /// How often tiers check the catalog for changes.
+    #[serde(with = "humantime_serde")]
+    pub refresh_interval: Duration,
+}
+
+impl Default for CatalogSection {
+    fn default() -> Self {
+        Self {
+            refresh_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogSection {
+    /// `text` or `json`.
+    pub format: String,
+    /// A `tracing` filter such as `info` or `eg_sender=debug,info`.
+    pub level: String,
+}
+
+impl Default for LogSection {
+    fn default() -> Self {
+        Self {
+            format: "text".into(),
+            level: "info".into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("configuration: {0}")]
+    Config(#[from] config::ConfigError),
+    #[error("configuration: {0}")]
+    Invalid(String),
+    #[error("usage: {0}")]
+    Usage(String),
+}
+
+impl Settings {
+    /// Reads settings for a process started with `args` (its command-line arguments).
+    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Self, SettingsError> {
+        let mut file = None;
+        let mut args = args.into_iter().skip(1);
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--config" => file = Some(args.next().ok_or_else(|| SettingsError::Usage("--config needs a file".into()))?),
+                other if other.starts_with("--config=") => file = Some(other["--config=".len()..].to_owned()),
+                other => {
+                    return Err(SettingsError::Usage(format!(
+                        "unknown argument {other:?}; the only option is --config <file> (settings also come from EG__SECTION__KEY variables)"
+                    )));
+                }
+            }
+        }
+        Self::load(file.as_deref(), std::env::vars())
+    }
+
+    /// Defaults, then `file`, then the `EG__…` variables among `env`.
+    pub fn load(file: Option<&str>, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, SettingsError> {
+        let mut builder = config::Config::builder().add_source(config::Config::try_from(&Settings::default())?);
+        if let Some(path) = file {
+            builder = builder.add_source(config::File::with_name(path).required(true));
+        }
+        let env: config::Map<String, String> = env.into_iter().filter(|(k, _)| k.starts_with("EG__")).collect();
+        builder = builder.add_source(
+            config::Environment::with_prefix("EG")
+                .prefix_separator("__")
+                .separator("__")
+                .source(Some(env)),
+        );
+        let settings: Settings = builder.build()?.try_deserialize()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> Result<(), SettingsError> {
+        self.delivery_policy()?;
+        if self.delivery.visibility_timeout <= self.delivery.timeout {
+            return Err(SettingsError::Invalid(format!(
+                "delivery.visibility_timeout ({}) must be longer than delivery.timeout ({}), or live deliveries would be taken back",
+                humantime::format_duration(self.delivery.visibility_timeout),
+                humantime::format_duration(self.delivery.timeout)
+            )));
+        }
+        if self.redis.partitions == 0 {
+            return Err(SettingsError::Invalid("redis.partitions must be at least 1".into()));
+        }
+        if !matches!(self.log.format.as_str(), "text" | "json") {
+            return Err(SettingsError::Invalid(format!("log.format must be \"text\" or \"json\", got {:?}", self.log.format)));
+        }
+        Ok(())
+    }
+
+    pub fn delivery_policy(&self) -> Result<DeliveryPolicy, SettingsError> {
+        let schedule = match &self.delivery.retry_schedule {
+            Some(s) if !s.trim().is_empty() => RetrySchedule::parse(s).map_err(|e| SettingsError::Invalid(format!("delivery.{e}")))?,
+            _ => RetrySchedule::default(),
+        };
+        let outcomes = OutcomePolicy::parse(&self.delivery.not_retried, &self.delivery.retry_minimums)
+            .map_err(|e| SettingsError::Invalid(format!("delivery.{e}")))?;
+        Ok(DeliveryPolicy {
+            schedule,
+            outcomes,
+            max_jitter: self.delivery.max_jitter,
+            max_retry_after: self.delivery.max_retry_after,
+        })
+    }
+
+    pub fn redis_settings(&self) -> RedisSettings {
+        RedisSettings {
+            url: self.redis.url.clone(),
+            prefix: self.redis.prefix.clone(),
+            partitions: self.redis.partitions,
+            pool_size: self.redis.pool_size,
+            command_timeout: self.redis.command_timeout,
+            connect_timeout: self.redis.connect_timeout,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_need_no_configuration() {
+        let s = Settings::load(None, env(&[])).unwrap();
+        assert_eq!(s.delivery.timeout, Duration::from_secs(30));
+        assert_eq!(s.deadletter.delay, Duration::from_secs(300));
+        assert!(s.admin.token.is_none());
+    }
+
+    #[test]
+    fn environment_overrides_with_double_underscores() {
+        let s = Settings::load(
+            None,
+            env(&[
+                ("EG__REDIS__URL", "redis://10.0.0.1:6380"),
+                ("EG__REDIS__PARTITIONS", "8"),
+                ("EG__ADMIN__TOKEN", "t0ken"),
+                ("EG__DELIVERY__RETRY_SCHEDULE", "1s,2s,5s"),
+                ("EG__DEADLETTER__DELAY", "1s"),
+                ("EG__DEADLETTER__DIR", "/tmp/dl"),
+                ("EG__INGRESS__LISTEN", "0.0.0.0:9000"),
+                ("OTHER", "ignored"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.redis.url, "redis://10.0.0.1:6380");
+        assert_eq!(s.redis.partitions, 8);
+        assert_eq!(s.admin.token.as_deref(), Some("t0ken"));
+        assert_eq!(s.deadletter.delay, Duration::from_secs(1));
+        assert_eq!(s.deadletter.dir, PathBuf::from("/tmp/dl"));
+        assert_eq!(s.ingress.listen, "0.0.0.0:9000");
+        assert_eq!(s.delivery_policy().unwrap().schedule.delay_after(3), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_setting_named() {
+        let err = Settings::load(None, env(&[("EG__DELIVERY__RETRY_SCHEDULE", "1s,soon")])).unwrap_err();
+        assert!(err.to_string().contains("retry schedule"), "{err}");
+        let err = Settings::load(None, env(&[("EG__DELIVERY__VISIBILITY_TIMEOUT", "10s")])).unwrap_err();
+        assert!(err.to_string().contains("visibility_timeout"), "{err}");
+        assert!(Settings::load(None, env(&[("EG__DEADLETTER__DELAY", "whenever")])).is_err());
+    }
+
+    #[test]
+    fn reads_a_config_file() {
+        let dir = std::env::temp_dir().join(format!("eg-settings-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("eg.toml");
+        std::fs::write(&file, "[sender]\nconcurrency = 7\n").unwrap();
+        let s = Settings::load(Some(file.to_str().unwrap()), env(&[])).unwrap();
+        assert_eq!(s.sender.concurrency, 7);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -1,0 +1,66 @@
+//! What every tier does first: settings, logs, metrics, and a Redis connection that is
+//! ready (layout checked, consumer groups present, clock synced). Redis may be down
+//! when a tier starts; it waits with backoff instead of exiting.
+
+use crate::{Settings, Shutdown, metrics, telemetry};
+use eg_store::{Clock, Store};
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::time::Duration;
+
+pub struct Process {
+    pub settings: Settings,
+    pub store: Store,
+    pub clock: Clock,
+    pub metrics: PrometheusHandle,
+    pub shutdown: Shutdown,
+}
+
+/// Reads settings from the command line and environment, sets up telemetry and connects.
+pub async fn start(tier: &'static str) -> anyhow::Result<Process> {
+    let settings = Settings::from_args(std::env::args())?;
+    telemetry::init(&settings.log);
+    let metrics = metrics::install()?;
+    let shutdown = Shutdown::on_signals();
+    let store = Store::connect(&settings.redis_settings())?;
+    let clock = Clock::default();
+    tracing::info!(tier, partitions = settings.redis.partitions, "starting");
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match prepare(&store, &clock).await {
+            Ok(()) => break,
+            Err(e @ eg_store::StoreError::Layout(_)) => return Err(e.into()),
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?backoff, "redis is not ready yet");
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = shutdown.requested() => anyhow::bail!("shut down before redis was ready"),
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+    Ok(Process { settings, store, clock, metrics, shutdown })
+}
+
+async fn prepare(store: &Store, clock: &Clock) -> Result<(), eg_store::StoreError> {
+    store.check_layout().await?;
+    store.ensure_groups().await?;
+    clock.sync(store).await
+}
+
+/// Keeps the clock offset fresh while the process runs.
+pub fn spawn_clock_sync(store: Store, clock: Clock, shutdown: Shutdown) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(30));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(e) = clock.sync(&store).await {
+                        tracing::warn!(error = %e, "cannot read redis time");
+                    }
+                }
+                _ = shutdown.requested() => return,
+            }
+        }
+    });
+}

@@ -1,0 +1,247 @@
+//! The topic and subscription catalog in Redis: what the management API writes and
+//! every tier reads (through `CatalogCache`).
+//!
+//! Each write is one script on the `{catalog}` keys and bumps the catalog version; the
+//! new version is then copied into every partition, where the publish script checks it,
+//! so a publish that starts after a write returned always matches against the write.
+
+use crate::cache::CatalogSnapshot;
+use crate::connection::Store;
+use crate::error::StoreError;
+use crate::scripts;
+use eg_core::{Subscription, SubscriptionName, Topic, TopicName};
+use redis::AsyncCommands;
+
+#[derive(Clone)]
+pub struct Catalog {
+    store: Store,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyName {
+    Key1,
+    Key2,
+}
+
+impl KeyName {
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "key1" => Some(Self::Key1),
+            "key2" => Some(Self::Key2),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Key1 => "key1",
+            Self::Key2 => "key2",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutSubscription {
+    Created,
+    Updated,
+    NoTopic,
+    LimitReached,
+}
+
+fn subscription_field(topic: &TopicName, name: &SubscriptionName) -> String {
+    format!("{}/{}", topic.key(), name.key())
+}
+
+impl Catalog {
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+
+    /// Creates or updates a topic; returns whether it was created.
+    pub async fn put_topic(&self, topic: &Topic, new_keys: [String; 2]) -> Result<bool, StoreError> {
+        let k = &self.store.keys;
+        let mut conn = self.store.conn().await?;
+        let json = serde_json::to_string(topic).map_err(|e| StoreError::corrupt(k.topics(), e))?;
+        let (created, version): (i64, u64) = scripts::PUT_TOPIC
+            .key(k.topics())
+            .key(k.topic_keys())
+            .key(k.catalog_version())
+            .arg(topic.name.key())
+            .arg(json)
+            .arg(&new_keys[0])
+            .arg(&new_keys[1])
+            .invoke_async(&mut *conn)
+            .await?;
+        drop(conn);
+        self.publish_version(version).await?;
+        Ok(created == 1)
+    }
+
+    pub async fn get_topic(&self, name: &TopicName) -> Result<Option<Topic>, StoreError> {
+        let mut conn = self.store.conn().await?;
+        let raw: Option<String> = conn.hget(self.store.keys.topics(), name.key()).await?;
+        raw.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::corrupt(self.store.keys.topics(), e)))
+            .transpose()
+    }
+
+    pub async fn list_topics(&self) -> Result<Vec<Topic>, StoreError> {
+        let mut conn = self.store.conn().await?;
+        let raw: Vec<String> = conn.hvals(self.store.keys.topics()).await?;
+        let mut topics = raw
+            .iter()
+            .map(|r| serde_json::from_str::<Topic>(r).map_err(|e| StoreError::corrupt(self.store.keys.topics(), e)))
+            .collect::<Result<Vec<_>, _>>()?;
+        topics.sort_by_key(|t| t.name.key());
+        Ok(topics)
+    }
+
+    /// Deletes a topic and its subscriptions; returns whether it existed.
+    pub async fn delete_topic(&self, name: &TopicName) -> Result<bool, StoreError> {
+        let k = &self.store.keys;
+        let mut conn = self.store.conn().await?;
+        let (existed, version): (i64, u64) = scripts::DELETE_TOPIC
+            .key(k.topics())
+            .key(k.topic_keys())
+            .key(k.subscriptions())
+            .key(k.subscription_counts())
+            .key(k.catalog_version())
+            .arg(name.key())
+            .invoke_async(&mut *conn)
+            .await?;
+        drop(conn);
+        self.publish_version(version).await?;
+        Ok(existed == 1)
+    }
+
+    /// The topic's two access keys, if the topic exists.
+    pub async fn topic_keys(&self, name: &TopicName) -> Result<Option<[String; 2]>, StoreError> {
+        let mut conn = self.store.conn().await?;
+        let t = name.key();
+        let (k1, k2): (Option<String>, Option<String>) = conn
+            .hmget(self.store.keys.topic_keys(), &[format!("{t}/key1"), format!("{t}/key2")])
+            .await?;
+        Ok(k1.zip(k2).map(|(a, b)| [a, b]))
+    }
+
+    /// Replaces one key; returns false when the topic does not exist.
+    pub async fn regenerate_key(&self, name: &TopicName, which: KeyName, new_key: &str) -> Result<bool, StoreError> {
+        let k = &self.store.keys;
+        let mut conn = self.store.conn().await?;
+        let version: u64 = scripts::REGENERATE_KEY
+            .key(k.topics())
+            .key(k.topic_keys())
+            .key(k.catalog_version())
+            .arg(name.key())
+            .arg(which.as_str())
+            .arg(new_key)
+            .invoke_async(&mut *conn)
+            .await?;
+        drop(conn);
+        if version == 0 {
+            return Ok(false);
+        }
+        self.publish_version(version).await?;
+        Ok(true)
+    }
+
+    pub async fn put_subscription(&self, sub: &Subscription, limit: u32) -> Result<PutSubscription, StoreError> {
+        let k = &self.store.keys;
+        let mut conn = self.store.conn().await?;
+        let json = serde_json::to_string(sub).map_err(|e| StoreError::corrupt(k.subscriptions(), e))?;
+        let reply: Vec<String> = scripts::PUT_SUBSCRIPTION
+            .key(k.topics())
+            .key(k.subscriptions())
+            .key(k.subscription_counts())
+            .key(k.catalog_version())
+            .arg(sub.topic.key())
+            .arg(subscription_field(&sub.topic, &sub.name))
+            .arg(json)
+            .arg(limit)
+            .invoke_async(&mut *conn)
+            .await?;
+        drop(conn);
+        match reply.as_slice() {
+            [status] if status == "NO_TOPIC" => Ok(PutSubscription::NoTopic),
+            [status] if status == "LIMIT" => Ok(PutSubscription::LimitReached),
+            [status, created, version] if status == "OK" => {
+                let version = version.parse().map_err(|e| StoreError::corrupt(k.catalog_version(), e))?;
+                self.publish_version(version).await?;
+                Ok(if created == "1" { PutSubscription::Created } else { PutSubscription::Updated })
+            }
+            other => Err(StoreError::corrupt(k.subscriptions(), format!("unexpected script reply {other:?}"))),
+        }
+    }
+
+    pub async fn get_subscription(&self, topic: &TopicName, name: &SubscriptionName) -> Result<Option<Subscription>, StoreError> {
+        let mut conn = self.store.conn().await?;
+        let raw: Option<String> = conn.hget(self.store.keys.subscriptions(), subscription_field(topic, name)).await?;
+        raw.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::corrupt(self.store.keys.subscriptions(), e)))
+            .transpose()
+    }
+
+    pub async fn list_subscriptions(&self, topic: &TopicName) -> Result<Vec<Subscription>, StoreError> {
+        let mut conn = self.store.conn().await?;
+        let key = self.store.keys.subscriptions();
+        let pattern = format!("{}/*", topic.key());
+        let mut iter: redis::AsyncIter<(String, String)> = conn.hscan_match(&key, pattern).await?;
+        let mut subs = Vec::new();
+        while let Some(item) = iter.next_item().await {
+            let (_, raw) = item?;
+            subs.push(serde_json::from_str::<Subscription>(&raw).map_err(|e| StoreError::corrupt(&key, e))?);
+        }
+        subs.sort_by_key(|s| s.name.key());
+        Ok(subs)
+    }
+
+    pub async fn delete_subscription(&self, topic: &TopicName, name: &SubscriptionName) -> Result<bool, StoreError> {
+        let k = &self.store.keys;
+        let mut conn = self.store.conn().await?;
+        let (existed, version): (i64, u64) = scripts::DELETE_SUBSCRIPTION
+            .key(k.subscriptions())
+            .key(k.subscription_counts())
+            .key(k.catalog_version())
+            .arg(topic.key())
+            .arg(subscription_field(topic, name))
+            .invoke_async(&mut *conn)
+            .await?;
+        drop(conn);
+        if existed == 1 {
+            self.publish_version(version).await?;
+        }
+        Ok(existed == 1)
+    }
+
+    pub async fn version(&self) -> Result<u64, StoreError> {
+        let mut conn = self.store.conn().await?;
+        let v: Option<u64> = conn.get(self.store.keys.catalog_version()).await?;
+        Ok(v.unwrap_or(0))
+    }
+
+    /// Reads the whole catalog at one version.
+    pub async fn load(&self) -> Result<CatalogSnapshot, StoreError> {
+        let k = &self.store.keys;
+        let mut conn = self.store.conn().await?;
+        type Pairs = Vec<(String, String)>;
+        let (version, topics, keys, subs): (u64, Pairs, Pairs, Pairs) = scripts::LOAD_CATALOG
+            .key(k.catalog_version())
+            .key(k.topics())
+            .key(k.topic_keys())
+            .key(k.subscriptions())
+            .invoke_async(&mut *conn)
+            .await?;
+        Ok(CatalogSnapshot::from_pairs(version, topics, keys, subs))
+    }
+
+    /// Copies the catalog version into every partition (see the module comment).
+    async fn publish_version(&self, version: u64) -> Result<(), StoreError> {
+        let mut conn = self.store.conn().await?;
+        for p in self.store.keys.all_partitions() {
+            let _: i64 = scripts::RAISE_VERSION
+                .key(p.catalog_version())
+                .arg(version)
+                .invoke_async(&mut *conn)
+                .await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,31 @@
+//! One clock for the whole deployment: Redis's. Processes on different hosts compute
+//! due times and TTL deadlines that scripts compare against the server's `TIME`, so
+//! each process keeps the offset between its own clock and Redis's and applies it.
+
+use crate::connection::Store;
+use crate::error::StoreError;
+use eg_core::UnixMillis;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+#[derive(Clone, Default)]
+pub struct Clock {
+    offset_ms: Arc<AtomicI64>,
+}
+
+impl Clock {
+    pub fn now(&self) -> UnixMillis {
+        UnixMillis(UnixMillis::now().0 + self.offset_ms.load(Ordering::Relaxed))
+    }
+
+    /// Measures the offset to Redis's clock (half the round trip is credited to each way).
+    pub async fn sync(&self, store: &Store) -> Result<(), StoreError> {
+        let mut conn = store.conn().await?;
+        let before = UnixMillis::now().0;
+        let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut *conn).await?;
+        let after = UnixMillis::now().0;
+        let server = secs * 1000 + micros / 1000;
+        self.offset_ms.store(server - (before + after) / 2, Ordering::Relaxed);
+        Ok(())
+    }
+}

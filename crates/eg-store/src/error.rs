@@ -1,0 +1,29 @@
+//! Errors of the Redis layer.
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("redis connection pool: {0}")]
+    Pool(#[from] deadpool_redis::PoolError),
+    #[error("cannot set up the redis connection pool: {0}")]
+    CreatePool(#[from] deadpool_redis::CreatePoolError),
+    #[error("unexpected data in redis at {key}: {problem}")]
+    Corrupt { key: String, problem: String },
+    #[error("{0}")]
+    Layout(String),
+}
+
+impl StoreError {
+    pub(crate) fn corrupt(key: impl Into<String>, problem: impl ToString) -> Self {
+        Self::Corrupt {
+            key: key.into(),
+            problem: problem.to_string(),
+        }
+    }
+
+    /// A consumer group is missing (Redis came back empty): recreate groups and go on.
+    pub fn is_missing_group(&self) -> bool {
+        matches!(self, Self::Redis(e) if e.code() == Some("NOGROUP"))
+    }
+}

@@ -1,0 +1,293 @@
+//! The delivery queues of each partition: publish (store events, enqueue deliveries),
+//! read ready deliveries, settle an attempt, promote due retries, reclaim abandoned
+//! deliveries, and hand dead-letter records to the dead-letter worker.
+
+use crate::connection::Store;
+use crate::error::StoreError;
+use crate::keyspace::{DEADLETTER_GROUP, Partition, SENDERS_GROUP};
+use crate::scripts;
+use eg_core::deadletter::DeadLetterEntry;
+use eg_core::{Delivery, UnixMillis};
+use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
+use std::time::Duration;
+
+/// One event of a publish request, ready to store: its body and its deliveries.
+pub struct EventToStore {
+    pub event_key: String,
+    pub body: String,
+    pub deliveries: Vec<Delivery>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PublishOutcome {
+    Stored,
+    /// The catalog changed after the caller's snapshot (at this version): nothing was
+    /// written; re-match with a fresh catalog and try again.
+    StaleCatalog(u64),
+}
+
+/// A delivery read from a ready stream and now held by the reader.
+#[derive(Debug, Clone)]
+pub struct ReadyDelivery {
+    pub partition: u16,
+    pub entry_id: String,
+    pub delivery: Delivery,
+}
+
+/// What becomes of a held delivery.
+#[derive(Debug, Clone)]
+pub enum Settlement {
+    /// Delivered, or dropped: the delivery is finished.
+    Done,
+    /// Try again at `due` (the record carries the attempt just made).
+    Retry { delivery: Delivery, due: UnixMillis },
+    /// Back into the ready stream now (an abandoned attempt).
+    Requeue { delivery: Delivery },
+    /// To the dead-letter worker.
+    DeadLetter { entry: DeadLetterEntry },
+}
+
+/// A dead-letter record read from a dead-letter stream.
+#[derive(Debug, Clone)]
+pub struct DeadLetterItem {
+    pub partition: u16,
+    pub entry_id: String,
+    pub entry: DeadLetterEntry,
+    pub event_json: String,
+}
+
+/// Queue depths of one partition.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Depths {
+    pub ready: u64,
+    pub in_flight: u64,
+    pub retry: u64,
+    pub deadletter_backlog: u64,
+}
+
+impl Store {
+    /// Stores the events of one publish request and enqueues their deliveries in one
+    /// atomic step on one partition. `catalog_version` is the snapshot matched against.
+    pub async fn publish(&self, partition: &Partition, catalog_version: u64, events: &[EventToStore]) -> Result<PublishOutcome, StoreError> {
+        let mut invocation = scripts::PUBLISH.prepare_invoke();
+        invocation.key(partition.catalog_version()).key(partition.ready());
+        for e in events {
+            invocation.key(partition.event(&e.event_key));
+        }
+        invocation.arg(catalog_version).arg(events.len());
+        for e in events {
+            invocation.arg(&e.body).arg(e.deliveries.len());
+            for d in &e.deliveries {
+                invocation.arg(d.to_json());
+            }
+        }
+        let mut conn = self.conn().await?;
+        let reply: Vec<String> = invocation.invoke_async(&mut *conn).await?;
+        match reply.as_slice() {
+            [ok] if ok == "OK" => Ok(PublishOutcome::Stored),
+            [stale, version] if stale == "STALE" => Ok(PublishOutcome::StaleCatalog(version.parse().unwrap_or(0))),
+            other => Err(StoreError::corrupt(partition.ready(), format!("unexpected publish reply {other:?}"))),
+        }
+    }
+
+    /// Reads up to `count` new deliveries for `consumer`, waiting up to `block` for some
+    /// (a zero `block` does not wait: Redis would take `BLOCK 0` as "wait forever").
+    pub async fn read_ready(&self, partition: &Partition, consumer: &str, count: usize, block: Duration) -> Result<Vec<ReadyDelivery>, StoreError> {
+        let mut opts = StreamReadOptions::default().group(SENDERS_GROUP, consumer).count(count);
+        if block.as_millis() > 0 {
+            opts = opts.block(block.as_millis() as usize);
+        }
+        let mut conn = self.conn().await?;
+        let reply: Option<StreamReadReply> = redis::AsyncCommands::xread_options(&mut *conn, &[partition.ready()], &[">"], &opts).await?;
+        drop(conn);
+        let ids = reply.into_iter().flat_map(|r| r.keys).flat_map(|k| k.ids).collect();
+        self.decode_deliveries(partition, ids).await
+    }
+
+    /// Takes over deliveries held longer than `min_idle` by any consumer (a crashed or
+    /// stuck sender's), for `consumer`.
+    pub async fn claim_abandoned(&self, partition: &Partition, consumer: &str, min_idle: Duration, count: usize) -> Result<Vec<ReadyDelivery>, StoreError> {
+        let mut conn = self.conn().await?;
+        let reply: StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
+            .arg(partition.ready())
+            .arg(SENDERS_GROUP)
+            .arg(consumer)
+            .arg(min_idle.as_millis() as u64)
+            .arg("0-0")
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut *conn)
+            .await?;
+        drop(conn);
+        self.decode_deliveries(partition, reply.claimed).await
+    }
+
+    /// Entries that do not decode cannot be delivered by anyone: they are logged in full
+    /// and removed, so they do not block the stream forever.
+    async fn decode_deliveries(&self, partition: &Partition, ids: Vec<StreamId>) -> Result<Vec<ReadyDelivery>, StoreError> {
+        let mut out = Vec::with_capacity(ids.len());
+        let mut poison = Vec::new();
+        for entry in ids {
+            let raw: Option<String> = entry.get("d");
+            match raw.as_deref().map(Delivery::from_json) {
+                Some(Ok(delivery)) => out.push(ReadyDelivery { partition: partition.index, entry_id: entry.id, delivery }),
+                _ => {
+                    tracing::error!(stream = %partition.ready(), entry = %entry.id, record = ?raw, "removing a ready entry that is not a delivery record");
+                    poison.push(entry.id);
+                }
+            }
+        }
+        if !poison.is_empty() {
+            self.ack_delete(&partition.ready(), SENDERS_GROUP, &poison).await?;
+        }
+        Ok(out)
+    }
+
+    /// The stored bodies of these events (`None` where an event is gone).
+    pub async fn event_bodies(&self, partition: &Partition, event_keys: &[&str]) -> Result<Vec<Option<String>>, StoreError> {
+        if event_keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for key in event_keys {
+            pipe.hget(partition.event(key), "b");
+        }
+        let mut conn = self.conn().await?;
+        Ok(pipe.query_async(&mut *conn).await?)
+    }
+
+    /// Ends the hold on a ready entry and moves the delivery on, atomically. Returns
+    /// false when the entry was no longer held (reclaimed or settled by someone else),
+    /// in which case nothing changed.
+    pub async fn settle(&self, partition: &Partition, entry_id: &str, event_key: &str, settlement: &Settlement) -> Result<bool, StoreError> {
+        let (action, payload, due) = match settlement {
+            Settlement::Done => ("done", String::new(), 0),
+            Settlement::Retry { delivery, due } => ("retry", delivery.to_json(), due.0),
+            Settlement::Requeue { delivery } => ("requeue", delivery.to_json(), 0),
+            Settlement::DeadLetter { entry } => (
+                "deadletter",
+                serde_json::to_string(entry).map_err(|e| StoreError::corrupt(partition.deadletter_delay(), e))?,
+                0,
+            ),
+        };
+        let mut conn = self.conn().await?;
+        let settled: i64 = scripts::SETTLE
+            .key(partition.ready())
+            .key(partition.retry())
+            .key(partition.deadletter_delay())
+            .key(partition.event(event_key))
+            .arg(SENDERS_GROUP)
+            .arg(entry_id)
+            .arg(action)
+            .arg(payload)
+            .arg(due)
+            .invoke_async(&mut *conn)
+            .await?;
+        Ok(settled == 1)
+    }
+
+    /// Moves retries that are due into the ready stream; returns how many moved.
+    pub async fn promote_due_retries(&self, partition: &Partition, max: usize) -> Result<usize, StoreError> {
+        self.promote(&partition.retry(), &partition.ready(), "d", max, Duration::ZERO).await
+    }
+
+    /// Moves dead-letter records older than `delay` into the dead-letter stream.
+    pub async fn promote_due_dead_letters(&self, partition: &Partition, delay: Duration, max: usize) -> Result<usize, StoreError> {
+        self.promote(&partition.deadletter_delay(), &partition.deadletter(), "r", max, delay).await
+    }
+
+    async fn promote(&self, set: &str, stream: &str, field: &str, max: usize, delay: Duration) -> Result<usize, StoreError> {
+        let mut conn = self.conn().await?;
+        Ok(scripts::PROMOTE
+            .key(set)
+            .key(stream)
+            .arg(field)
+            .arg(max)
+            .arg(delay.as_millis() as u64)
+            .invoke_async(&mut *conn)
+            .await?)
+    }
+
+    /// Reads dead-letter records: first those another worker (or this one) held longer
+    /// than `retry_after` without finishing, then new ones.
+    pub async fn read_dead_letters(&self, partition: &Partition, consumer: &str, count: usize, retry_after: Duration) -> Result<Vec<DeadLetterItem>, StoreError> {
+        let mut conn = self.conn().await?;
+        let claimed: StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
+            .arg(partition.deadletter())
+            .arg(DEADLETTER_GROUP)
+            .arg(consumer)
+            .arg(retry_after.as_millis() as u64)
+            .arg("0-0")
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut *conn)
+            .await?;
+        let mut ids = claimed.claimed;
+        if ids.len() < count {
+            let opts = StreamReadOptions::default().group(DEADLETTER_GROUP, consumer).count(count - ids.len());
+            let reply: Option<StreamReadReply> = redis::AsyncCommands::xread_options(&mut *conn, &[partition.deadletter()], &[">"], &opts).await?;
+            ids.extend(reply.into_iter().flat_map(|r| r.keys).flat_map(|k| k.ids));
+        }
+        drop(conn);
+        let mut out = Vec::with_capacity(ids.len());
+        let mut poison = Vec::new();
+        for entry in ids {
+            let raw: Option<String> = entry.get("r");
+            let parsed = raw.as_deref().and_then(|r| r.split_once('\n')).and_then(|(meta, body)| {
+                serde_json::from_str::<DeadLetterEntry>(meta).ok().map(|m| (m, body.to_owned()))
+            });
+            match parsed {
+                Some((entry_meta, event_json)) => out.push(DeadLetterItem {
+                    partition: partition.index,
+                    entry_id: entry.id,
+                    entry: entry_meta,
+                    event_json,
+                }),
+                None => {
+                    tracing::error!(stream = %partition.deadletter(), entry = %entry.id, record = ?raw, "removing a dead-letter entry that does not parse");
+                    poison.push(entry.id);
+                }
+            }
+        }
+        if !poison.is_empty() {
+            self.ack_delete(&partition.deadletter(), DEADLETTER_GROUP, &poison).await?;
+        }
+        Ok(out)
+    }
+
+    /// Finishes dead-letter records (written, or given up on).
+    pub async fn finish_dead_letters(&self, partition: &Partition, entry_ids: &[String]) -> Result<u64, StoreError> {
+        self.ack_delete(&partition.deadletter(), DEADLETTER_GROUP, entry_ids).await
+    }
+
+    async fn ack_delete(&self, stream: &str, group: &str, ids: &[String]) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut conn = self.conn().await?;
+        Ok(scripts::ACK_DELETE.key(stream).arg(group).arg(ids).invoke_async(&mut *conn).await?)
+    }
+
+    pub async fn depths(&self, partition: &Partition) -> Result<Depths, StoreError> {
+        let mut pipe = redis::pipe();
+        pipe.xlen(partition.ready())
+            .cmd("XPENDING")
+            .arg(partition.ready())
+            .arg(SENDERS_GROUP)
+            .zcard(partition.retry())
+            .zcard(partition.deadletter_delay())
+            .xlen(partition.deadletter());
+        let mut conn = self.conn().await?;
+        let (ready, pending, retry, delayed, dl): (u64, redis::Value, u64, u64, u64) = pipe.query_async(&mut *conn).await?;
+        let in_flight = match pending {
+            redis::Value::Array(items) => items.first().and_then(|v| redis::from_redis_value_ref::<u64>(v).ok()).unwrap_or(0),
+            _ => 0,
+        };
+        Ok(Depths {
+            ready: ready.saturating_sub(in_flight),
+            in_flight,
+            retry,
+            deadletter_backlog: delayed + dl,
+        })
+    }
+}

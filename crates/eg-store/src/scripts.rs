@@ -1,0 +1,23 @@
+//! The Lua scripts, loaded once per process. `redis::Script` sends `EVALSHA` and falls
+//! back to `EVAL` when the server does not know the script (after a restart).
+
+use redis::Script;
+use std::sync::LazyLock;
+
+macro_rules! script {
+    ($name:ident, $file:literal) => {
+        pub static $name: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!(concat!("scripts/", $file))));
+    };
+}
+
+script!(PUBLISH, "publish.lua");
+script!(SETTLE, "settle.lua");
+script!(PROMOTE, "promote.lua");
+script!(ACK_DELETE, "ack_delete.lua");
+script!(RAISE_VERSION, "raise_version.lua");
+script!(PUT_TOPIC, "put_topic.lua");
+script!(DELETE_TOPIC, "delete_topic.lua");
+script!(REGENERATE_KEY, "regenerate_key.lua");
+script!(PUT_SUBSCRIPTION, "put_subscription.lua");
+script!(DELETE_SUBSCRIPTION, "delete_subscription.lua");
+script!(LOAD_CATALOG, "load_catalog.lua");

@@ -1,0 +1,19 @@
+-- Moves members whose time has come from a sorted set into a stream, atomically, so any
+-- number of schedulers can run at once with no leader: a member is moved exactly once.
+-- Used for due retries (retry set -> ready stream) and for dead-letter records whose
+-- batching delay has passed (delay set -> dead-letter stream). Time is the server's.
+--
+-- KEYS[1]  sorted set (score = ms)     KEYS[2]  stream
+-- ARGV[1]  stream field name           ARGV[2]  at most this many members
+-- ARGV[3]  delay, ms: members with score <= now - delay are due
+-- Returns the number moved.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = redis.call('ZRANGE', KEYS[1], '-inf', now - tonumber(ARGV[3]), 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
+for _, member in ipairs(due) do
+  redis.call('XADD', KEYS[2], '*', ARGV[1], member)
+end
+if #due > 0 then
+  redis.call('ZREM', KEYS[1], unpack(due))
+end
+return #due

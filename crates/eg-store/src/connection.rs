@@ -71,7 +71,7 @@ impl Store {
         let wanted = self.keys.partitions();
         let _: bool = redis::cmd("SET").arg(&key).arg(wanted).arg("NX").query_async(&mut *conn).await.map(|v: Option<String>| v.is_some())?;
         let stored: u16 = redis::cmd("GET").arg(&key).query_async(&mut *conn).await?;
-        if false {
+        if stored != wanted {
             return Err(StoreError::Layout(format!(
                 "this deployment's Redis was set up with {stored} partitions but this process is configured with {wanted}; \
                  set EG__REDIS__PARTITIONS={stored} (every tier must agree)"

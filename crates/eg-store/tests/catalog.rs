@@ -16,17 +16,39 @@ async fn put_topic_creates_then_updates_and_keeps_its_keys() {
     let catalog = h.catalog();
     let orders = topic("orders");
 
-    assert!(catalog.put_topic(&orders, keys("first")).await.unwrap(), "first put creates");
-    assert_eq!(catalog.topic_keys(&orders.name).await.unwrap(), Some(keys("first")));
+    assert!(
+        catalog.put_topic(&orders, keys("first")).await.unwrap(),
+        "first put creates"
+    );
+    assert_eq!(
+        catalog.topic_keys(&orders.name).await.unwrap(),
+        Some(keys("first"))
+    );
 
-    assert!(!catalog.put_topic(&orders, keys("second")).await.unwrap(), "second put updates");
-    assert_eq!(catalog.topic_keys(&orders.name).await.unwrap(), Some(keys("first")), "an update must not replace the keys");
+    assert!(
+        !catalog.put_topic(&orders, keys("second")).await.unwrap(),
+        "second put updates"
+    );
+    assert_eq!(
+        catalog.topic_keys(&orders.name).await.unwrap(),
+        Some(keys("first")),
+        "an update must not replace the keys"
+    );
 
     let mut redis = h.redis();
-    assert_eq!(hget(&mut redis, "{eg:catalog}:topic-keys", "orders/key1").as_deref(), Some("first-key1"));
-    assert_eq!(hget(&mut redis, "{eg:catalog}:topic-keys", "orders/key2").as_deref(), Some("first-key2"));
+    assert_eq!(
+        hget(&mut redis, "{eg:catalog}:topic-keys", "orders/key1").as_deref(),
+        Some("first-key1")
+    );
+    assert_eq!(
+        hget(&mut redis, "{eg:catalog}:topic-keys", "orders/key2").as_deref(),
+        Some("first-key2")
+    );
     let raw = hget(&mut redis, "{eg:catalog}:topics", "orders").unwrap();
-    assert_eq!(serde_json::from_str::<eg_core::Topic>(&raw).unwrap(), orders);
+    assert_eq!(
+        serde_json::from_str::<eg_core::Topic>(&raw).unwrap(),
+        orders
+    );
     assert_eq!(catalog.get_topic(&orders.name).await.unwrap(), Some(orders));
 }
 
@@ -38,7 +60,13 @@ async fn list_topics_returns_every_topic_sorted_by_key() {
     for name in ["Zeta", "alpha", "Mid"] {
         catalog.put_topic(&topic(name), keys(name)).await.unwrap();
     }
-    let names: Vec<String> = catalog.list_topics().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+    let names: Vec<String> = catalog
+        .list_topics()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
     assert_eq!(names, ["alpha", "Mid", "Zeta"]);
 }
 
@@ -50,17 +78,46 @@ async fn regenerate_key_replaces_only_that_key() {
     catalog.put_topic(&orders, keys("old")).await.unwrap();
     let before = catalog.version().await.unwrap();
 
-    assert!(catalog.regenerate_key(&orders.name, KeyName::Key2, "fresh").await.unwrap());
-    assert_eq!(catalog.topic_keys(&orders.name).await.unwrap(), Some(["old-key1".to_owned(), "fresh".to_owned()]));
+    assert!(
+        catalog
+            .regenerate_key(&orders.name, KeyName::Key2, "fresh")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        catalog.topic_keys(&orders.name).await.unwrap(),
+        Some(["old-key1".to_owned(), "fresh".to_owned()])
+    );
     assert!(catalog.version().await.unwrap() > before);
 
-    assert!(catalog.regenerate_key(&orders.name, KeyName::Key1, "fresh1").await.unwrap());
-    assert_eq!(catalog.topic_keys(&orders.name).await.unwrap(), Some(["fresh1".to_owned(), "fresh".to_owned()]));
+    assert!(
+        catalog
+            .regenerate_key(&orders.name, KeyName::Key1, "fresh1")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        catalog.topic_keys(&orders.name).await.unwrap(),
+        Some(["fresh1".to_owned(), "fresh".to_owned()])
+    );
 
     let version = catalog.version().await.unwrap();
-    assert!(!catalog.regenerate_key(&topic_name("nothing"), KeyName::Key1, "x").await.unwrap());
-    assert_eq!(catalog.topic_keys(&topic_name("nothing")).await.unwrap(), None, "no keys for a missing topic");
-    assert_eq!(catalog.version().await.unwrap(), version, "a refused regenerate changes nothing");
+    assert!(
+        !catalog
+            .regenerate_key(&topic_name("nothing"), KeyName::Key1, "x")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        catalog.topic_keys(&topic_name("nothing")).await.unwrap(),
+        None,
+        "no keys for a missing topic"
+    );
+    assert_eq!(
+        catalog.version().await.unwrap(),
+        version,
+        "a refused regenerate changes nothing"
+    );
 }
 
 #[tokio::test]
@@ -72,36 +129,86 @@ async fn delete_topic_removes_the_topic_its_keys_and_all_its_subscriptions() {
     let orders_eu = topic("orders-eu");
     catalog.put_topic(&orders, keys("o")).await.unwrap();
     catalog.put_topic(&orders_eu, keys("e")).await.unwrap();
-    for sub in [subscription("orders", "billing"), subscription("orders", "shipping"), subscription("orders-eu", "billing")] {
-        assert_eq!(catalog.put_subscription(&sub, 10).await.unwrap(), PutSubscription::Created);
+    for sub in [
+        subscription("orders", "billing"),
+        subscription("orders", "shipping"),
+        subscription("orders-eu", "billing"),
+    ] {
+        assert_eq!(
+            catalog.put_subscription(&sub, 10).await.unwrap(),
+            PutSubscription::Created
+        );
     }
 
     assert!(catalog.delete_topic(&orders.name).await.unwrap());
 
     assert_eq!(catalog.get_topic(&orders.name).await.unwrap(), None);
     assert_eq!(catalog.topic_keys(&orders.name).await.unwrap(), None);
-    assert!(catalog.list_subscriptions(&orders.name).await.unwrap().is_empty());
-    assert_eq!(catalog.get_subscription(&orders.name, &sub_name("billing")).await.unwrap(), None);
+    assert!(
+        catalog
+            .list_subscriptions(&orders.name)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
-        catalog.put_subscription(&subscription("orders", "billing"), 10).await.unwrap(),
+        catalog
+            .get_subscription(&orders.name, &sub_name("billing"))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        catalog
+            .put_subscription(&subscription("orders", "billing"), 10)
+            .await
+            .unwrap(),
         PutSubscription::NoTopic
     );
     let mut redis = h.redis();
-    assert_eq!(hget(&mut redis, "{eg:catalog}:topic-keys", "orders/key1"), None);
-    assert_eq!(hget(&mut redis, "{eg:catalog}:subscription-counts", "orders"), None);
+    assert_eq!(
+        hget(&mut redis, "{eg:catalog}:topic-keys", "orders/key1"),
+        None
+    );
+    assert_eq!(
+        hget(&mut redis, "{eg:catalog}:subscription-counts", "orders"),
+        None
+    );
     let left: Vec<String> = query(&mut redis, &["HKEYS", "{eg:catalog}:subscriptions"]);
     assert_eq!(left, ["orders-eu/billing"]);
 
     // The other topic is untouched.
-    assert_eq!(catalog.topic_keys(&orders_eu.name).await.unwrap(), Some(keys("e")));
-    assert_eq!(catalog.list_subscriptions(&orders_eu.name).await.unwrap().len(), 1);
+    assert_eq!(
+        catalog.topic_keys(&orders_eu.name).await.unwrap(),
+        Some(keys("e"))
+    );
+    assert_eq!(
+        catalog
+            .list_subscriptions(&orders_eu.name)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 
-    assert!(!catalog.delete_topic(&orders.name).await.unwrap(), "second delete finds nothing");
+    assert!(
+        !catalog.delete_topic(&orders.name).await.unwrap(),
+        "second delete finds nothing"
+    );
 
     // Recreated, it starts from scratch: new keys and an empty subscription count.
     assert!(catalog.put_topic(&orders, keys("new")).await.unwrap());
-    assert_eq!(catalog.topic_keys(&orders.name).await.unwrap(), Some(keys("new")));
-    assert_eq!(catalog.put_subscription(&subscription("orders", "billing"), 1).await.unwrap(), PutSubscription::Created);
+    assert_eq!(
+        catalog.topic_keys(&orders.name).await.unwrap(),
+        Some(keys("new"))
+    );
+    assert_eq!(
+        catalog
+            .put_subscription(&subscription("orders", "billing"), 1)
+            .await
+            .unwrap(),
+        PutSubscription::Created
+    );
 }
 
 #[tokio::test]
@@ -110,26 +217,87 @@ async fn put_subscription_reports_created_updated_no_topic_and_limit() {
     let catalog = h.catalog();
     let limit = 2;
 
-    assert_eq!(catalog.put_subscription(&subscription("orders", "a-sub"), limit).await.unwrap(), PutSubscription::NoTopic);
-    assert!(catalog.list_subscriptions(&topic_name("orders")).await.unwrap().is_empty());
+    assert_eq!(
+        catalog
+            .put_subscription(&subscription("orders", "a-sub"), limit)
+            .await
+            .unwrap(),
+        PutSubscription::NoTopic
+    );
+    assert!(
+        catalog
+            .list_subscriptions(&topic_name("orders"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
-    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
-    assert_eq!(catalog.put_subscription(&subscription("orders", "a-sub"), limit).await.unwrap(), PutSubscription::Created);
-    assert_eq!(catalog.put_subscription(&subscription("orders", "b-sub"), limit).await.unwrap(), PutSubscription::Created);
+    catalog
+        .put_topic(&topic("orders"), keys("o"))
+        .await
+        .unwrap();
+    assert_eq!(
+        catalog
+            .put_subscription(&subscription("orders", "a-sub"), limit)
+            .await
+            .unwrap(),
+        PutSubscription::Created
+    );
+    assert_eq!(
+        catalog
+            .put_subscription(&subscription("orders", "b-sub"), limit)
+            .await
+            .unwrap(),
+        PutSubscription::Created
+    );
     let version = catalog.version().await.unwrap();
-    assert_eq!(catalog.put_subscription(&subscription("orders", "c-sub"), limit).await.unwrap(), PutSubscription::LimitReached);
-    assert_eq!(catalog.get_subscription(&topic_name("orders"), &sub_name("c-sub")).await.unwrap(), None);
-    assert_eq!(catalog.version().await.unwrap(), version, "a refused put changes nothing");
+    assert_eq!(
+        catalog
+            .put_subscription(&subscription("orders", "c-sub"), limit)
+            .await
+            .unwrap(),
+        PutSubscription::LimitReached
+    );
+    assert_eq!(
+        catalog
+            .get_subscription(&topic_name("orders"), &sub_name("c-sub"))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        catalog.version().await.unwrap(),
+        version,
+        "a refused put changes nothing"
+    );
 
     // Updating an existing subscription is allowed at the limit and replaces it.
     let changed = subscription_to("orders", "a-sub", "http://127.0.0.1:9/other");
-    assert_eq!(catalog.put_subscription(&changed, limit).await.unwrap(), PutSubscription::Updated);
-    let stored = catalog.get_subscription(&topic_name("orders"), &sub_name("a-sub")).await.unwrap().unwrap();
+    assert_eq!(
+        catalog.put_subscription(&changed, limit).await.unwrap(),
+        PutSubscription::Updated
+    );
+    let stored = catalog
+        .get_subscription(&topic_name("orders"), &sub_name("a-sub"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.endpoint_url, "http://127.0.0.1:9/other");
 
     // Deleting one makes room again.
-    assert!(catalog.delete_subscription(&topic_name("orders"), &sub_name("b-sub")).await.unwrap());
-    assert_eq!(catalog.put_subscription(&subscription("orders", "c-sub"), limit).await.unwrap(), PutSubscription::Created);
+    assert!(
+        catalog
+            .delete_subscription(&topic_name("orders"), &sub_name("b-sub"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        catalog
+            .put_subscription(&subscription("orders", "c-sub"), limit)
+            .await
+            .unwrap(),
+        PutSubscription::Created
+    );
 
     let names: Vec<String> = catalog
         .list_subscriptions(&topic_name("orders"))
@@ -140,24 +308,56 @@ async fn put_subscription_reports_created_updated_no_topic_and_limit() {
         .collect();
     assert_eq!(names, ["a-sub", "c-sub"]);
     let mut redis = h.redis();
-    assert_eq!(hget(&mut redis, "{eg:catalog}:subscription-counts", "orders").as_deref(), Some("2"));
+    assert_eq!(
+        hget(&mut redis, "{eg:catalog}:subscription-counts", "orders").as_deref(),
+        Some("2")
+    );
 }
 
 #[tokio::test]
 async fn delete_subscription_reports_whether_it_existed() {
     let h = Harness::start().await;
     let catalog = h.catalog();
-    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
-    catalog.put_subscription(&subscription("orders", "billing"), 10).await.unwrap();
+    catalog
+        .put_topic(&topic("orders"), keys("o"))
+        .await
+        .unwrap();
+    catalog
+        .put_subscription(&subscription("orders", "billing"), 10)
+        .await
+        .unwrap();
 
-    assert!(catalog.delete_subscription(&topic_name("orders"), &sub_name("billing")).await.unwrap());
-    assert_eq!(catalog.get_subscription(&topic_name("orders"), &sub_name("billing")).await.unwrap(), None);
+    assert!(
+        catalog
+            .delete_subscription(&topic_name("orders"), &sub_name("billing"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        catalog
+            .get_subscription(&topic_name("orders"), &sub_name("billing"))
+            .await
+            .unwrap(),
+        None
+    );
     let version = catalog.version().await.unwrap();
 
-    assert!(!catalog.delete_subscription(&topic_name("orders"), &sub_name("billing")).await.unwrap());
-    assert_eq!(catalog.version().await.unwrap(), version, "deleting nothing changes nothing");
+    assert!(
+        !catalog
+            .delete_subscription(&topic_name("orders"), &sub_name("billing"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        catalog.version().await.unwrap(),
+        version,
+        "deleting nothing changes nothing"
+    );
     let mut redis = h.redis();
-    assert_eq!(hget(&mut redis, "{eg:catalog}:subscription-counts", "orders").as_deref(), Some("0"));
+    assert_eq!(
+        hget(&mut redis, "{eg:catalog}:subscription-counts", "orders").as_deref(),
+        Some("0")
+    );
 }
 
 #[tokio::test]
@@ -166,7 +366,10 @@ async fn every_catalog_write_bumps_the_version_and_every_partition_copy() {
     let catalog = h.catalog();
     let mut redis = h.redis();
     let partition_versions = |redis: &mut redis::Connection| -> Vec<Option<u64>> {
-        ["{eg:p0}:catalog-version", "{eg:p1}:catalog-version"].iter().map(|k| query(redis, &["GET", k])).collect()
+        ["{eg:p0}:catalog-version", "{eg:p1}:catalog-version"]
+            .iter()
+            .map(|k| query(redis, &["GET", k]))
+            .collect()
     };
     assert_eq!(catalog.version().await.unwrap(), 0);
     assert_eq!(partition_versions(&mut redis), [None, None]);
@@ -178,15 +381,38 @@ async fn every_catalog_write_bumps_the_version_and_every_partition_copy() {
         match step {
             0 => assert!(catalog.put_topic(&orders, keys("a")).await.unwrap()),
             1 => assert!(!catalog.put_topic(&orders, keys("b")).await.unwrap()),
-            2 => assert!(catalog.regenerate_key(&orders.name, KeyName::Key1, "k").await.unwrap()),
-            3 => assert_eq!(catalog.put_subscription(&billing, 5).await.unwrap(), PutSubscription::Created),
-            4 => assert_eq!(catalog.put_subscription(&billing, 5).await.unwrap(), PutSubscription::Updated),
-            5 => assert!(catalog.delete_subscription(&orders.name, &billing.name).await.unwrap()),
+            2 => assert!(
+                catalog
+                    .regenerate_key(&orders.name, KeyName::Key1, "k")
+                    .await
+                    .unwrap()
+            ),
+            3 => assert_eq!(
+                catalog.put_subscription(&billing, 5).await.unwrap(),
+                PutSubscription::Created
+            ),
+            4 => assert_eq!(
+                catalog.put_subscription(&billing, 5).await.unwrap(),
+                PutSubscription::Updated
+            ),
+            5 => assert!(
+                catalog
+                    .delete_subscription(&orders.name, &billing.name)
+                    .await
+                    .unwrap()
+            ),
             _ => assert!(catalog.delete_topic(&orders.name).await.unwrap()),
         }
         let version = catalog.version().await.unwrap();
-        assert!(version > last, "write #{step} did not bump the version ({last} -> {version})");
-        assert_eq!(partition_versions(&mut redis), [Some(version), Some(version)], "after write #{step}");
+        assert!(
+            version > last,
+            "write #{step} did not bump the version ({last} -> {version})"
+        );
+        assert_eq!(
+            partition_versions(&mut redis),
+            [Some(version), Some(version)],
+            "after write #{step}"
+        );
         last = version;
     }
 }
@@ -195,10 +421,19 @@ async fn every_catalog_write_bumps_the_version_and_every_partition_copy() {
 async fn load_returns_topics_keys_and_subscriptions_at_one_version() {
     let h = Harness::start().await;
     let catalog = h.catalog();
-    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
+    catalog
+        .put_topic(&topic("orders"), keys("o"))
+        .await
+        .unwrap();
     catalog.put_topic(&topic("Audit"), keys("a")).await.unwrap();
-    catalog.put_subscription(&subscription("orders", "billing"), 10).await.unwrap();
-    catalog.put_subscription(&subscription("orders", "shipping"), 10).await.unwrap();
+    catalog
+        .put_subscription(&subscription("orders", "billing"), 10)
+        .await
+        .unwrap();
+    catalog
+        .put_subscription(&subscription("orders", "shipping"), 10)
+        .await
+        .unwrap();
 
     let snapshot = catalog.load().await.unwrap();
     assert_eq!(snapshot.version, catalog.version().await.unwrap());
@@ -216,7 +451,10 @@ async fn load_returns_topics_keys_and_subscriptions_at_one_version() {
     assert_eq!(audit.keys, keys("a"));
     assert!(audit.subscriptions.is_empty());
 
-    assert_eq!(snapshot.subscription("orders", "billing"), Some(&subscription("orders", "billing")));
+    assert_eq!(
+        snapshot.subscription("orders", "billing"),
+        Some(&subscription("orders", "billing"))
+    );
     assert_eq!(snapshot.subscription("audit", "billing"), None);
 }
 
@@ -224,7 +462,10 @@ async fn load_returns_topics_keys_and_subscriptions_at_one_version() {
 async fn catalog_cache_refresh_picks_up_a_change() {
     let h = Harness::start().await;
     let catalog = h.catalog();
-    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
+    catalog
+        .put_topic(&topic("orders"), keys("o"))
+        .await
+        .unwrap();
     let cache = CatalogCache::load(catalog.clone()).await.unwrap();
     assert!(cache.snapshot().topic("orders").is_some());
     assert_eq!(cache.snapshot().subscription("orders", "billing"), None);
@@ -233,13 +474,26 @@ async fn catalog_cache_refresh_picks_up_a_change() {
     let before = cache.snapshot();
     assert!(Arc::ptr_eq(&before, &cache.refresh().await.unwrap()));
 
-    catalog.put_subscription(&subscription("orders", "billing"), 10).await.unwrap();
-    assert_eq!(cache.snapshot().subscription("orders", "billing"), None, "the cache changes only on refresh");
+    catalog
+        .put_subscription(&subscription("orders", "billing"), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        cache.snapshot().subscription("orders", "billing"),
+        None,
+        "the cache changes only on refresh"
+    );
     let fresh = cache.refresh().await.unwrap();
     assert_eq!(fresh.version, catalog.version().await.unwrap());
-    assert_eq!(cache.snapshot().subscription("orders", "billing"), Some(&subscription("orders", "billing")));
+    assert_eq!(
+        cache.snapshot().subscription("orders", "billing"),
+        Some(&subscription("orders", "billing"))
+    );
 
-    catalog.delete_subscription(&topic_name("orders"), &sub_name("billing")).await.unwrap();
+    catalog
+        .delete_subscription(&topic_name("orders"), &sub_name("billing"))
+        .await
+        .unwrap();
     cache.refresh().await.unwrap();
     assert_eq!(cache.snapshot().subscription("orders", "billing"), None);
 }
@@ -248,19 +502,67 @@ async fn catalog_cache_refresh_picks_up_a_change() {
 async fn names_are_case_insensitive() {
     let h = Harness::start().await;
     let catalog = h.catalog();
-    assert!(catalog.put_topic(&topic("Orders"), keys("o")).await.unwrap());
+    assert!(
+        catalog
+            .put_topic(&topic("Orders"), keys("o"))
+            .await
+            .unwrap()
+    );
 
-    let got = catalog.get_topic(&topic_name("orders")).await.unwrap().unwrap();
+    let got = catalog
+        .get_topic(&topic_name("orders"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got.name.as_str(), "Orders", "shown as first spelled");
-    assert_eq!(catalog.topic_keys(&topic_name("ORDERS")).await.unwrap(), Some(keys("o")));
-    assert!(!catalog.put_topic(&topic("ORDERS"), keys("x")).await.unwrap(), "same topic, other case");
+    assert_eq!(
+        catalog.topic_keys(&topic_name("ORDERS")).await.unwrap(),
+        Some(keys("o"))
+    );
+    assert!(
+        !catalog
+            .put_topic(&topic("ORDERS"), keys("x"))
+            .await
+            .unwrap(),
+        "same topic, other case"
+    );
     assert_eq!(catalog.list_topics().await.unwrap().len(), 1);
 
-    assert_eq!(catalog.put_subscription(&subscription("orders", "Billing"), 10).await.unwrap(), PutSubscription::Created);
-    assert_eq!(catalog.put_subscription(&subscription("ORDERS", "BILLING"), 10).await.unwrap(), PutSubscription::Updated);
-    assert!(catalog.get_subscription(&topic_name("oRdErS"), &sub_name("billing")).await.unwrap().is_some());
-    assert_eq!(catalog.list_subscriptions(&topic_name("Orders")).await.unwrap().len(), 1);
-    assert!(catalog.delete_subscription(&topic_name("orders"), &sub_name("bIlLiNg")).await.unwrap());
+    assert_eq!(
+        catalog
+            .put_subscription(&subscription("orders", "Billing"), 10)
+            .await
+            .unwrap(),
+        PutSubscription::Created
+    );
+    assert_eq!(
+        catalog
+            .put_subscription(&subscription("ORDERS", "BILLING"), 10)
+            .await
+            .unwrap(),
+        PutSubscription::Updated
+    );
+    assert!(
+        catalog
+            .get_subscription(&topic_name("oRdErS"), &sub_name("billing"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        catalog
+            .list_subscriptions(&topic_name("Orders"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        catalog
+            .delete_subscription(&topic_name("orders"), &sub_name("bIlLiNg"))
+            .await
+            .unwrap()
+    );
     assert!(catalog.delete_topic(&topic_name("oRDERS")).await.unwrap());
     assert!(catalog.list_topics().await.unwrap().is_empty());
 }
@@ -269,18 +571,27 @@ async fn names_are_case_insensitive() {
 async fn check_layout_refuses_another_partition_count() {
     let h = Harness::start().await;
     let mut redis = h.redis();
-    assert_eq!(query::<String>(&mut redis, &["GET", "{eg:catalog}:partitions"]), PARTITIONS.to_string());
+    assert_eq!(
+        query::<String>(&mut redis, &["GET", "{eg:catalog}:partitions"]),
+        PARTITIONS.to_string()
+    );
 
     let other = Store::connect(&settings(h.server.url(), PARTITIONS + 1)).unwrap();
     match other.check_layout().await {
         Err(StoreError::Layout(message)) => {
             assert!(message.contains("EG__REDIS__PARTITIONS"), "{message}");
-            assert!(message.contains(&format!("EG__REDIS__PARTITIONS={PARTITIONS}")), "{message}");
+            assert!(
+                message.contains(&format!("EG__REDIS__PARTITIONS={PARTITIONS}")),
+                "{message}"
+            );
         }
         other => panic!("expected a layout error, got {other:?}"),
     }
     // The recorded layout is not overwritten, and an agreeing process still passes.
-    assert_eq!(query::<String>(&mut redis, &["GET", "{eg:catalog}:partitions"]), PARTITIONS.to_string());
+    assert_eq!(
+        query::<String>(&mut redis, &["GET", "{eg:catalog}:partitions"]),
+        PARTITIONS.to_string()
+    );
     let same = Store::connect(&settings(h.server.url(), PARTITIONS)).unwrap();
     same.check_layout().await.unwrap();
 }

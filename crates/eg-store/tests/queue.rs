@@ -33,32 +33,53 @@ async fn publish_stores_each_event_once_and_enqueues_one_entry_per_delivery() {
     for e in &events {
         let key = event_hash(&e.event_key);
         assert_eq!(hget(&mut redis, &key, "b"), Some(e.body.clone()));
-        assert_eq!(hget(&mut redis, &key, "r"), Some(e.deliveries.len().to_string()));
+        assert_eq!(
+            hget(&mut redis, &key, "r"),
+            Some(e.deliveries.len().to_string())
+        );
         assert_eq!(query::<u64>(&mut redis, &["HLEN", &key]), 2, "only b and r");
     }
-    let enqueued: Vec<Delivery> = ready_entries(&mut redis, READY).into_iter().map(|(_, d)| d).collect();
+    let enqueued: Vec<Delivery> = ready_entries(&mut redis, READY)
+        .into_iter()
+        .map(|(_, d)| d)
+        .collect();
     let expected: Vec<Delivery> = events.iter().flat_map(|e| e.deliveries.clone()).collect();
     assert_eq!(enqueued, expected);
-    assert_eq!(xlen(&mut redis, "{eg:p1}:ready"), 0, "other partitions untouched");
+    assert_eq!(
+        xlen(&mut redis, "{eg:p1}:ready"),
+        0,
+        "other partitions untouched"
+    );
 }
 
 #[tokio::test]
 async fn publish_with_a_stale_catalog_writes_nothing() {
     let h = Harness::start().await;
     let catalog = h.catalog();
-    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
+    catalog
+        .put_topic(&topic("orders"), keys("o"))
+        .await
+        .unwrap();
     catalog.put_topic(&topic("audit"), keys("a")).await.unwrap();
     let current = catalog.version().await.unwrap();
     let mut redis = h.redis();
 
-    let outcome = h.store.publish(&h.p0(), current - 1, &[event("e1", 2), event("e2", 1)]).await.unwrap();
+    let outcome = h
+        .store
+        .publish(&h.p0(), current - 1, &[event("e1", 2), event("e2", 1)])
+        .await
+        .unwrap();
     assert_eq!(outcome, PublishOutcome::StaleCatalog(current));
     assert!(!exists(&mut redis, &event_hash("e1")));
     assert!(!exists(&mut redis, &event_hash("e2")));
     assert_eq!(xlen(&mut redis, READY), 0);
 
     // Re-matched at the current version, it goes through.
-    let outcome = h.store.publish(&h.p0(), current, &[event("e1", 2), event("e2", 1)]).await.unwrap();
+    let outcome = h
+        .store
+        .publish(&h.p0(), current, &[event("e1", 2), event("e2", 1)])
+        .await
+        .unwrap();
     assert_eq!(outcome, PublishOutcome::Stored);
     assert!(exists(&mut redis, &event_hash("e1")));
     assert_eq!(xlen(&mut redis, READY), 3);
@@ -83,15 +104,24 @@ async fn read_ready_hands_each_delivery_to_one_consumer() {
     let ids: BTreeSet<&str> = a.iter().chain(&b).map(|r| r.entry_id.as_str()).collect();
     assert_eq!(ids.len(), 3);
 
-    assert!(read(&h.store, &p0, "sender-a", 10).await.is_empty(), "nothing new is left");
-    assert!(read(&h.store, &p0, "sender-c", 10).await.is_empty(), "nothing new is left");
+    assert!(
+        read(&h.store, &p0, "sender-a", 10).await.is_empty(),
+        "nothing new is left"
+    );
+    assert!(
+        read(&h.store, &p0, "sender-c", 10).await.is_empty(),
+        "nothing new is left"
+    );
     let mut redis = h.redis();
     let mut owners = pending_owners(&mut redis, READY, "senders");
     owners.sort();
     let mut expected: Vec<(String, String)> = a
         .iter()
         .map(|r| (r.entry_id.clone(), "sender-a".to_owned()))
-        .chain(b.iter().map(|r| (r.entry_id.clone(), "sender-b".to_owned())))
+        .chain(
+            b.iter()
+                .map(|r| (r.entry_id.clone(), "sender-b".to_owned())),
+        )
         .collect();
     expected.sort();
     assert_eq!(owners, expected);
@@ -105,13 +135,25 @@ async fn read_ready_with_a_zero_wait_returns_at_once() {
     let no_wait = |consumer: &'static str| {
         let store = h.store.clone();
         let p0 = p0.clone();
-        async move { tokio::time::timeout(Duration::from_secs(2), store.read_ready(&p0, consumer, 10, Duration::ZERO)).await }
+        async move {
+            tokio::time::timeout(
+                Duration::from_secs(2),
+                store.read_ready(&p0, consumer, 10, Duration::ZERO),
+            )
+            .await
+        }
     };
-    let empty = no_wait("sender").await.expect("a zero wait must not block").unwrap();
+    let empty = no_wait("sender")
+        .await
+        .expect("a zero wait must not block")
+        .unwrap();
     assert!(empty.is_empty());
 
     publish(&h.store, &p0, &[event("e1", 1)]).await;
-    let got = no_wait("sender").await.expect("a zero wait must not block").unwrap();
+    let got = no_wait("sender")
+        .await
+        .expect("a zero wait must not block")
+        .unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].delivery, event("e1", 1).deliveries[0]);
 }
@@ -125,18 +167,44 @@ async fn settle_done_acks_deletes_and_frees_the_event_after_its_last_delivery() 
     assert_eq!(held.len(), 2);
     let mut redis = h.redis();
 
-    assert!(h.store.settle(&p0, &held[0].entry_id, "e1", &Settlement::Done).await.unwrap());
+    assert!(
+        h.store
+            .settle(&p0, &held[0].entry_id, "e1", &Settlement::Done)
+            .await
+            .unwrap()
+    );
     assert_eq!(xlen(&mut redis, READY), 1);
     assert_eq!(pending(&mut redis, READY, "senders"), 1);
-    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
-    assert_eq!(hget(&mut redis, &event_hash("e1"), "b"), Some(body("e1")), "still needed by the other delivery");
+    assert_eq!(
+        hget(&mut redis, &event_hash("e1"), "r").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        hget(&mut redis, &event_hash("e1"), "b"),
+        Some(body("e1")),
+        "still needed by the other delivery"
+    );
 
-    assert!(h.store.settle(&p0, &held[1].entry_id, "e1", &Settlement::Done).await.unwrap());
+    assert!(
+        h.store
+            .settle(&p0, &held[1].entry_id, "e1", &Settlement::Done)
+            .await
+            .unwrap()
+    );
     assert_eq!(xlen(&mut redis, READY), 0);
     assert_eq!(pending(&mut redis, READY, "senders"), 0);
-    assert!(!exists(&mut redis, &event_hash("e1")), "the last delivery frees the event");
+    assert!(
+        !exists(&mut redis, &event_hash("e1")),
+        "the last delivery frees the event"
+    );
 
-    assert!(!h.store.settle(&p0, &held[0].entry_id, "e1", &Settlement::Done).await.unwrap(), "settled twice");
+    assert!(
+        !h.store
+            .settle(&p0, &held[0].entry_id, "e1", &Settlement::Done)
+            .await
+            .unwrap(),
+        "settled twice"
+    );
     assert!(!exists(&mut redis, &event_hash("e1")));
 }
 
@@ -151,18 +219,35 @@ async fn settle_retry_schedules_the_record_at_its_due_time() {
     let next = held.delivery.after_attempt(failed_attempt());
     let due = UnixMillis(UnixMillis::now().0 + 60_000);
 
-    let settlement = Settlement::Retry { delivery: next.clone(), due };
-    assert!(h.store.settle(&p0, &held.entry_id, "e1", &settlement).await.unwrap());
+    let settlement = Settlement::Retry {
+        delivery: next.clone(),
+        due,
+    };
+    assert!(
+        h.store
+            .settle(&p0, &held.entry_id, "e1", &settlement)
+            .await
+            .unwrap()
+    );
 
     let mut redis = h.redis();
-    let members: Vec<(String, i64)> = query(&mut redis, &["ZRANGE", RETRY, "0", "-1", "WITHSCORES"]);
+    let members: Vec<(String, i64)> =
+        query(&mut redis, &["ZRANGE", RETRY, "0", "-1", "WITHSCORES"]);
     assert_eq!(members.len(), 1);
     assert_eq!(Delivery::from_json(&members[0].0).unwrap(), next);
     assert_eq!(members[0].1, due.0);
     assert_eq!(xlen(&mut redis, READY), 0);
     assert_eq!(pending(&mut redis, READY, "senders"), 0);
-    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"), "a retry still needs the event");
-    assert_eq!(h.store.promote_due_retries(&p0, 100).await.unwrap(), 0, "not due yet");
+    assert_eq!(
+        hget(&mut redis, &event_hash("e1"), "r").as_deref(),
+        Some("1"),
+        "a retry still needs the event"
+    );
+    assert_eq!(
+        h.store.promote_due_retries(&p0, 100).await.unwrap(),
+        0,
+        "not due yet"
+    );
 }
 
 #[tokio::test]
@@ -178,25 +263,52 @@ async fn promote_due_retries_moves_only_due_ones_each_exactly_once_even_concurre
     let mut due_ids = BTreeSet::new();
     let (future, past) = held.split_first().unwrap();
     let not_due = future.delivery.after_attempt(failed_attempt());
-    let settlement = Settlement::Retry { delivery: not_due.clone(), due: UnixMillis(now + 3_600_000) };
-    assert!(h.store.settle(&p0, &future.entry_id, "e1", &settlement).await.unwrap());
+    let settlement = Settlement::Retry {
+        delivery: not_due.clone(),
+        due: UnixMillis(now + 3_600_000),
+    };
+    assert!(
+        h.store
+            .settle(&p0, &future.entry_id, "e1", &settlement)
+            .await
+            .unwrap()
+    );
     for (i, r) in past.iter().enumerate() {
-        let settlement = Settlement::Retry { delivery: r.delivery.after_attempt(failed_attempt()), due: UnixMillis(now - 1_000 - i as i64) };
-        assert!(h.store.settle(&p0, &r.entry_id, "e1", &settlement).await.unwrap());
+        let settlement = Settlement::Retry {
+            delivery: r.delivery.after_attempt(failed_attempt()),
+            due: UnixMillis(now - 1_000 - i as i64),
+        };
+        assert!(
+            h.store
+                .settle(&p0, &r.entry_id, "e1", &settlement)
+                .await
+                .unwrap()
+        );
         due_ids.insert(r.delivery.id.clone());
     }
     let mut redis = h.redis();
     assert_eq!(zcard(&mut redis, RETRY), (due_count + 1) as u64);
 
-    let (a, b) = tokio::join!(h.store.promote_due_retries(&p0, 100), h.store.promote_due_retries(&p0, 100));
-    assert_eq!(a.unwrap() + b.unwrap(), due_count, "each due retry moved exactly once");
+    let (a, b) = tokio::join!(
+        h.store.promote_due_retries(&p0, 100),
+        h.store.promote_due_retries(&p0, 100)
+    );
+    assert_eq!(
+        a.unwrap() + b.unwrap(),
+        due_count,
+        "each due retry moved exactly once"
+    );
     assert_eq!(h.store.promote_due_retries(&p0, 100).await.unwrap(), 0);
 
     let moved = ready_entries(&mut redis, READY);
     assert_eq!(moved.len(), due_count);
     let moved_ids: BTreeSet<String> = moved.iter().map(|(_, d)| d.id.clone()).collect();
     assert_eq!(moved_ids, due_ids);
-    assert!(moved.iter().all(|(_, d)| d.attempts == 1 && d.last == Some(failed_attempt())));
+    assert!(
+        moved
+            .iter()
+            .all(|(_, d)| d.attempts == 1 && d.last == Some(failed_attempt()))
+    );
 
     let left: Vec<String> = query(&mut redis, &["ZRANGE", RETRY, "0", "-1"]);
     assert_eq!(left.len(), 1);
@@ -218,32 +330,81 @@ async fn dead_letter_goes_through_the_delay_set_to_the_dead_letter_worker() {
     let entry = dead_letter_entry(&held[0].delivery);
     let mut redis = h.redis();
 
-    let settlement = Settlement::DeadLetter { entry: entry.clone() };
-    assert!(h.store.settle(&p0, &held[0].entry_id, "e1", &settlement).await.unwrap());
-    assert_eq!(xlen(&mut redis, READY), 1, "only the other delivery is left");
+    let settlement = Settlement::DeadLetter {
+        entry: entry.clone(),
+    };
+    assert!(
+        h.store
+            .settle(&p0, &held[0].entry_id, "e1", &settlement)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        xlen(&mut redis, READY),
+        1,
+        "only the other delivery is left"
+    );
     assert_eq!(pending(&mut redis, READY, "senders"), 1);
-    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
+    assert_eq!(
+        hget(&mut redis, &event_hash("e1"), "r").as_deref(),
+        Some("1")
+    );
     let delayed: Vec<String> = query(&mut redis, &["ZRANGE", DL_DELAY, "0", "-1"]);
-    assert_eq!(delayed, [format!("{}\n{}", serde_json::to_string(&entry).unwrap(), body("e1"))]);
+    assert_eq!(
+        delayed,
+        [format!(
+            "{}\n{}",
+            serde_json::to_string(&entry).unwrap(),
+            body("e1")
+        )]
+    );
 
-    assert_eq!(h.store.promote_due_dead_letters(&p0, Duration::from_secs(3600), 10).await.unwrap(), 0);
+    assert_eq!(
+        h.store
+            .promote_due_dead_letters(&p0, Duration::from_secs(3600), 10)
+            .await
+            .unwrap(),
+        0
+    );
     assert_eq!(zcard(&mut redis, DL_DELAY), 1);
     assert_eq!(xlen(&mut redis, DL), 0);
-    assert_eq!(h.store.promote_due_dead_letters(&p0, Duration::ZERO, 10).await.unwrap(), 1);
+    assert_eq!(
+        h.store
+            .promote_due_dead_letters(&p0, Duration::ZERO, 10)
+            .await
+            .unwrap(),
+        1
+    );
     assert_eq!(zcard(&mut redis, DL_DELAY), 0);
     assert_eq!(xlen(&mut redis, DL), 1);
 
-    let items = h.store.read_dead_letters(&p0, "worker", 10, Duration::from_secs(60)).await.unwrap();
+    let items = h
+        .store
+        .read_dead_letters(&p0, "worker", 10, Duration::from_secs(60))
+        .await
+        .unwrap();
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].partition, 0);
     assert_eq!(items[0].entry, entry);
     assert_eq!(items[0].event_json, body("e1"));
     assert_eq!(pending(&mut redis, DL, "deadletter"), 1);
 
-    assert_eq!(h.store.finish_dead_letters(&p0, &[items[0].entry_id.clone()]).await.unwrap(), 1);
+    assert_eq!(
+        h.store
+            .finish_dead_letters(&p0, &[items[0].entry_id.clone()])
+            .await
+            .unwrap(),
+        1
+    );
     assert_eq!(xlen(&mut redis, DL), 0);
     assert_eq!(pending(&mut redis, DL, "deadletter"), 0);
-    assert!(h.store.read_dead_letters(&p0, "worker", 10, Duration::ZERO).await.unwrap().is_empty());
+    assert!(
+        h.store
+            .read_dead_letters(&p0, "worker", 10, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -253,12 +414,34 @@ async fn dead_lettering_the_last_delivery_frees_the_event_but_keeps_its_body_in_
     publish(&h.store, &p0, &[event("e1", 1)]).await;
     let held = read(&h.store, &p0, "sender", 10).await.remove(0);
     let entry = dead_letter_entry(&held.delivery);
-    assert!(h.store.settle(&p0, &held.entry_id, "e1", &Settlement::DeadLetter { entry: entry.clone() }).await.unwrap());
+    assert!(
+        h.store
+            .settle(
+                &p0,
+                &held.entry_id,
+                "e1",
+                &Settlement::DeadLetter {
+                    entry: entry.clone()
+                }
+            )
+            .await
+            .unwrap()
+    );
     let mut redis = h.redis();
     assert!(!exists(&mut redis, &event_hash("e1")));
 
-    assert_eq!(h.store.promote_due_dead_letters(&p0, Duration::ZERO, 10).await.unwrap(), 1);
-    let items = h.store.read_dead_letters(&p0, "worker", 10, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(
+        h.store
+            .promote_due_dead_letters(&p0, Duration::ZERO, 10)
+            .await
+            .unwrap(),
+        1
+    );
+    let items = h
+        .store
+        .read_dead_letters(&p0, "worker", 10, Duration::from_secs(60))
+        .await
+        .unwrap();
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].entry, entry);
     assert_eq!(items[0].event_json, body("e1"));
@@ -272,29 +455,61 @@ async fn an_unfinished_dead_letter_is_handed_out_again_only_after_retry_after() 
     publish(&h.store, &p0, &[event("e1", 1)]).await;
     let held = read(&h.store, &p0, "sender", 10).await.remove(0);
     let entry = dead_letter_entry(&held.delivery);
-    assert!(h.store.settle(&p0, &held.entry_id, "e1", &Settlement::DeadLetter { entry: entry.clone() }).await.unwrap());
-    assert_eq!(h.store.promote_due_dead_letters(&p0, Duration::ZERO, 10).await.unwrap(), 1);
+    assert!(
+        h.store
+            .settle(
+                &p0,
+                &held.entry_id,
+                "e1",
+                &Settlement::DeadLetter {
+                    entry: entry.clone()
+                }
+            )
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        h.store
+            .promote_due_dead_letters(&p0, Duration::ZERO, 10)
+            .await
+            .unwrap(),
+        1
+    );
 
     let before_first_read = Instant::now();
-    let first = h.store.read_dead_letters(&p0, "worker-1", 10, retry_after).await.unwrap();
+    let first = h
+        .store
+        .read_dead_letters(&p0, "worker-1", 10, retry_after)
+        .await
+        .unwrap();
     assert_eq!(first.len(), 1);
     // worker-1 "crashes" here without finishing.
 
     let store = &h.store;
     let p0_ref = &p0;
     let mut early_polls = 0;
-    let again = eventually(Duration::from_secs(5), "the unfinished dead letter to be handed to worker-2", || {
-        early_polls += 1;
-        async move {
-            let items = store.read_dead_letters(p0_ref, "worker-2", 10, retry_after).await.unwrap();
-            if items.is_empty() {
-                return None;
+    let again = eventually(
+        Duration::from_secs(5),
+        "the unfinished dead letter to be handed to worker-2",
+        || {
+            early_polls += 1;
+            async move {
+                let items = store
+                    .read_dead_letters(p0_ref, "worker-2", 10, retry_after)
+                    .await
+                    .unwrap();
+                if items.is_empty() {
+                    return None;
+                }
+                let waited = before_first_read.elapsed();
+                assert!(
+                    waited >= retry_after,
+                    "handed out again after only {waited:?}"
+                );
+                Some(items)
             }
-            let waited = before_first_read.elapsed();
-            assert!(waited >= retry_after, "handed out again after only {waited:?}");
-            Some(items)
-        }
-    })
+        },
+    )
     .await;
     assert!(early_polls > 1, "worker-2 must not get the record at once");
     assert_eq!(again.len(), 1);
@@ -303,8 +518,17 @@ async fn an_unfinished_dead_letter_is_handed_out_again_only_after_retry_after() 
     assert_eq!(again[0].event_json, body("e1"));
 
     let mut redis = h.redis();
-    assert_eq!(pending_owners(&mut redis, DL, "deadletter"), [(first[0].entry_id.clone(), "worker-2".to_owned())]);
-    assert_eq!(h.store.finish_dead_letters(&p0, &[again[0].entry_id.clone()]).await.unwrap(), 1);
+    assert_eq!(
+        pending_owners(&mut redis, DL, "deadletter"),
+        [(first[0].entry_id.clone(), "worker-2".to_owned())]
+    );
+    assert_eq!(
+        h.store
+            .finish_dead_letters(&p0, &[again[0].entry_id.clone()])
+            .await
+            .unwrap(),
+        1
+    );
     assert_eq!(xlen(&mut redis, DL), 0);
 }
 
@@ -321,43 +545,79 @@ async fn an_abandoned_delivery_is_claimed_requeued_and_the_late_settle_is_refuse
 
     let store = &h.store;
     let p0_ref = &p0;
-    let claimed = eventually(Duration::from_secs(5), "sender-b to claim the abandoned delivery", || async move {
-        let claimed = store.claim_abandoned(p0_ref, "sender-b", min_idle, 10).await.unwrap();
-        if claimed.is_empty() {
-            return None;
-        }
-        let waited = before_read.elapsed();
-        assert!(waited >= min_idle, "claimed after only {waited:?}");
-        Some(claimed)
-    })
+    let claimed = eventually(
+        Duration::from_secs(5),
+        "sender-b to claim the abandoned delivery",
+        || async move {
+            let claimed = store
+                .claim_abandoned(p0_ref, "sender-b", min_idle, 10)
+                .await
+                .unwrap();
+            if claimed.is_empty() {
+                return None;
+            }
+            let waited = before_read.elapsed();
+            assert!(waited >= min_idle, "claimed after only {waited:?}");
+            Some(claimed)
+        },
+    )
     .await;
     assert_eq!(claimed.len(), 1);
     let held_by_b = &claimed[0];
     assert_eq!(held_by_b.entry_id, held_by_a.entry_id);
     assert_eq!(held_by_b.delivery, held_by_a.delivery);
     let mut redis = h.redis();
-    assert_eq!(pending_owners(&mut redis, READY, "senders"), [(held_by_a.entry_id.clone(), "sender-b".to_owned())]);
+    assert_eq!(
+        pending_owners(&mut redis, READY, "senders"),
+        [(held_by_a.entry_id.clone(), "sender-b".to_owned())]
+    );
 
     let requeued = held_by_b.delivery.after_attempt(failed_attempt());
-    let settlement = Settlement::Requeue { delivery: requeued.clone() };
-    assert!(h.store.settle(&p0, &held_by_b.entry_id, "e1", &settlement).await.unwrap());
+    let settlement = Settlement::Requeue {
+        delivery: requeued.clone(),
+    };
+    assert!(
+        h.store
+            .settle(&p0, &held_by_b.entry_id, "e1", &settlement)
+            .await
+            .unwrap()
+    );
     let entries = ready_entries(&mut redis, READY);
     assert_eq!(entries.len(), 1);
     assert_ne!(entries[0].0, held_by_a.entry_id, "a new entry");
     assert_eq!(entries[0].1, requeued);
     assert_eq!(entries[0].1.attempts, held_by_a.delivery.attempts + 1);
-    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
+    assert_eq!(
+        hget(&mut redis, &event_hash("e1"), "r").as_deref(),
+        Some("1")
+    );
 
     // sender-a comes back late: whatever it says about the old entry changes nothing.
     for late in [
         Settlement::Done,
-        Settlement::Retry { delivery: requeued.clone(), due: UnixMillis(0) },
-        Settlement::Requeue { delivery: requeued.clone() },
-        Settlement::DeadLetter { entry: dead_letter_entry(&requeued) },
+        Settlement::Retry {
+            delivery: requeued.clone(),
+            due: UnixMillis(0),
+        },
+        Settlement::Requeue {
+            delivery: requeued.clone(),
+        },
+        Settlement::DeadLetter {
+            entry: dead_letter_entry(&requeued),
+        },
     ] {
-        assert!(!h.store.settle(&p0, &held_by_a.entry_id, "e1", &late).await.unwrap(), "{late:?}");
+        assert!(
+            !h.store
+                .settle(&p0, &held_by_a.entry_id, "e1", &late)
+                .await
+                .unwrap(),
+            "{late:?}"
+        );
     }
-    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
+    assert_eq!(
+        hget(&mut redis, &event_hash("e1"), "r").as_deref(),
+        Some("1")
+    );
     assert_eq!(ready_entries(&mut redis, READY), entries);
     assert_eq!(pending(&mut redis, READY, "senders"), 0);
     assert_eq!(zcard(&mut redis, RETRY), 0);
@@ -406,24 +666,64 @@ async fn depths_follow_deliveries_through_every_state() {
     let held = read(&h.store, &p0, "sender", 2).await;
     assert_eq!(shape(h.store.depths(&p0).await.unwrap()), (1, 2, 0, 0));
 
-    let retry = Settlement::Retry { delivery: held[0].delivery.after_attempt(failed_attempt()), due: UnixMillis(UnixMillis::now().0 + 3_600_000) };
-    assert!(h.store.settle(&p0, &held[0].entry_id, "e1", &retry).await.unwrap());
+    let retry = Settlement::Retry {
+        delivery: held[0].delivery.after_attempt(failed_attempt()),
+        due: UnixMillis(UnixMillis::now().0 + 3_600_000),
+    };
+    assert!(
+        h.store
+            .settle(&p0, &held[0].entry_id, "e1", &retry)
+            .await
+            .unwrap()
+    );
     assert_eq!(shape(h.store.depths(&p0).await.unwrap()), (1, 1, 1, 0));
 
-    let dead = Settlement::DeadLetter { entry: dead_letter_entry(&held[1].delivery) };
-    assert!(h.store.settle(&p0, &held[1].entry_id, "e1", &dead).await.unwrap());
+    let dead = Settlement::DeadLetter {
+        entry: dead_letter_entry(&held[1].delivery),
+    };
+    assert!(
+        h.store
+            .settle(&p0, &held[1].entry_id, "e1", &dead)
+            .await
+            .unwrap()
+    );
     assert_eq!(shape(h.store.depths(&p0).await.unwrap()), (1, 0, 1, 1));
 
-    assert_eq!(h.store.promote_due_dead_letters(&p0, Duration::ZERO, 10).await.unwrap(), 1);
-    assert_eq!(shape(h.store.depths(&p0).await.unwrap()), (1, 0, 1, 1), "still owed to the dead-letter worker");
+    assert_eq!(
+        h.store
+            .promote_due_dead_letters(&p0, Duration::ZERO, 10)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        shape(h.store.depths(&p0).await.unwrap()),
+        (1, 0, 1, 1),
+        "still owed to the dead-letter worker"
+    );
 
-    let items = h.store.read_dead_letters(&p0, "worker", 10, Duration::from_secs(60)).await.unwrap();
-    h.store.finish_dead_letters(&p0, &[items[0].entry_id.clone()]).await.unwrap();
+    let items = h
+        .store
+        .read_dead_letters(&p0, "worker", 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    h.store
+        .finish_dead_letters(&p0, &[items[0].entry_id.clone()])
+        .await
+        .unwrap();
     assert_eq!(shape(h.store.depths(&p0).await.unwrap()), (1, 0, 1, 0));
 
     let last = read(&h.store, &p0, "sender", 10).await;
-    assert!(h.store.settle(&p0, &last[0].entry_id, "e1", &Settlement::Done).await.unwrap());
+    assert!(
+        h.store
+            .settle(&p0, &last[0].entry_id, "e1", &Settlement::Done)
+            .await
+            .unwrap()
+    );
     assert_eq!(shape(h.store.depths(&p0).await.unwrap()), (0, 0, 1, 0));
 
-    assert_eq!(shape(h.store.depths(&h.store.keys().partition(1)).await.unwrap()), (0, 0, 0, 0));
+    assert_eq!(
+        shape(h.store.depths(&h.store.keys().partition(1)).await.unwrap()),
+        (0, 0, 0, 0)
+    );
 }

@@ -4,7 +4,10 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use eg_core::deadletter::DeadLetterEntry;
-use eg_core::{DeadLetterReason, Delivery, LastAttempt, OutcomeName, Subscription, SubscriptionName, Topic, TopicName, UnixMillis};
+use eg_core::{
+    DeadLetterReason, Delivery, LastAttempt, OutcomeName, Subscription, SubscriptionName, Topic,
+    TopicName, UnixMillis,
+};
 use eg_store::queue::EventToStore;
 use eg_store::{Catalog, Partition, RedisSettings, Store};
 use eg_testkit::RedisServer;
@@ -88,7 +91,13 @@ pub fn keys(tag: &str) -> [String; 2] {
 }
 
 pub fn delivery(id: &str, event_key: &str) -> Delivery {
-    Delivery::new(id.into(), event_key.into(), "orders".into(), "billing".into(), UnixMillis(1_000))
+    Delivery::new(
+        id.into(),
+        event_key.into(),
+        "orders".into(),
+        "billing".into(),
+        UnixMillis(1_000),
+    )
 }
 
 /// An event with `n` deliveries, ids `<event_key>-d<i>`.
@@ -96,7 +105,9 @@ pub fn event(event_key: &str, n: usize) -> EventToStore {
     EventToStore {
         event_key: event_key.into(),
         body: body(event_key),
-        deliveries: (0..n).map(|i| delivery(&format!("{event_key}-d{i}"), event_key)).collect(),
+        deliveries: (0..n)
+            .map(|i| delivery(&format!("{event_key}-d{i}"), event_key))
+            .collect(),
     }
 }
 
@@ -105,7 +116,11 @@ pub fn body(event_key: &str) -> String {
 }
 
 pub fn failed_attempt() -> LastAttempt {
-    LastAttempt { outcome: OutcomeName::Busy, status: Some(503), at: UnixMillis(2_000) }
+    LastAttempt {
+        outcome: OutcomeName::Busy,
+        status: Some(503),
+        at: UnixMillis(2_000),
+    }
 }
 
 pub fn dead_letter_entry(d: &Delivery) -> DeadLetterEntry {
@@ -132,8 +147,16 @@ pub async fn publish(store: &Store, partition: &Partition, events: &[EventToStor
 }
 
 /// Reads ready deliveries with a short block (never zero: that would be BLOCK 0).
-pub async fn read(store: &Store, partition: &Partition, consumer: &str, count: usize) -> Vec<eg_store::ReadyDelivery> {
-    store.read_ready(partition, consumer, count, Duration::from_millis(20)).await.unwrap()
+pub async fn read(
+    store: &Store,
+    partition: &Partition,
+    consumer: &str,
+    count: usize,
+) -> Vec<eg_store::ReadyDelivery> {
+    store
+        .read_ready(partition, consumer, count, Duration::from_millis(20))
+        .await
+        .unwrap()
 }
 
 // ---- synchronous readers of raw Redis state --------------------------------------
@@ -172,9 +195,16 @@ pub fn pending(conn: &mut redis::Connection, stream: &str, group: &str) -> u64 {
 }
 
 /// `(entry id, consumer)` of every pending entry of `group`.
-pub fn pending_owners(conn: &mut redis::Connection, stream: &str, group: &str) -> Vec<(String, String)> {
-    let rows: Vec<(String, String, u64, u64)> = query(conn, &["XPENDING", stream, group, "-", "+", "100"]);
-    rows.into_iter().map(|(id, consumer, _, _)| (id, consumer)).collect()
+pub fn pending_owners(
+    conn: &mut redis::Connection,
+    stream: &str,
+    group: &str,
+) -> Vec<(String, String)> {
+    let rows: Vec<(String, String, u64, u64)> =
+        query(conn, &["XPENDING", stream, group, "-", "+", "100"]);
+    rows.into_iter()
+        .map(|(id, consumer, _, _)| (id, consumer))
+        .collect()
 }
 
 /// `(entry id, field d)` of every entry of a ready stream, oldest first.

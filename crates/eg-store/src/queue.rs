@@ -107,19 +107,34 @@ impl Store {
     /// Takes over deliveries held longer than `min_idle` by any consumer (a crashed or
     /// stuck sender's), for `consumer`.
     pub async fn claim_abandoned(&self, partition: &Partition, consumer: &str, min_idle: Duration, count: usize) -> Result<Vec<ReadyDelivery>, StoreError> {
+        let ids = self.auto_claim(&partition.ready(), SENDERS_GROUP, consumer, min_idle, count).await?;
+        self.decode_deliveries(partition, ids).await
+    }
+
+    /// `XAUTOCLAIM`, following its cursor through the whole pending list: one call scans
+    /// only about ten times `COUNT` entries, and abandoned entries may sit behind many
+    /// live ones.
+    async fn auto_claim(&self, stream: &str, group: &str, consumer: &str, min_idle: Duration, count: usize) -> Result<Vec<StreamId>, StoreError> {
         let mut conn = self.conn().await?;
-        let reply: StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
-            .arg(partition.ready())
-            .arg(SENDERS_GROUP)
-            .arg(consumer)
-            .arg(min_idle.as_millis() as u64)
-            .arg("0-0")
-            .arg("COUNT")
-            .arg(count)
-            .query_async(&mut *conn)
-            .await?;
-        drop(conn);
-        self.decode_deliveries(partition, reply.claimed).await
+        let mut cursor = "0-0".to_owned();
+        let mut claimed = Vec::new();
+        loop {
+            let reply: StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
+                .arg(stream)
+                .arg(group)
+                .arg(consumer)
+                .arg(min_idle.as_millis() as u64)
+                .arg(&cursor)
+                .arg("COUNT")
+                .arg(count - claimed.len())
+                .query_async(&mut *conn)
+                .await?;
+            claimed.extend(reply.claimed);
+            cursor = reply.next_stream_id;
+            if cursor == "0-0" || claimed.len() >= count {
+                return Ok(claimed);
+            }
+        }
     }
 
     /// Entries that do not decode cannot be delivered by anyone: they are logged in full
@@ -211,18 +226,8 @@ impl Store {
     /// Reads dead-letter records: first those another worker (or this one) held longer
     /// than `retry_after` without finishing, then new ones.
     pub async fn read_dead_letters(&self, partition: &Partition, consumer: &str, count: usize, retry_after: Duration) -> Result<Vec<DeadLetterItem>, StoreError> {
+        let mut ids = self.auto_claim(&partition.deadletter(), DEADLETTER_GROUP, consumer, retry_after, count).await?;
         let mut conn = self.conn().await?;
-        let claimed: StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
-            .arg(partition.deadletter())
-            .arg(DEADLETTER_GROUP)
-            .arg(consumer)
-            .arg(retry_after.as_millis() as u64)
-            .arg("0-0")
-            .arg("COUNT")
-            .arg(count)
-            .query_async(&mut *conn)
-            .await?;
-        let mut ids = claimed.claimed;
         if ids.len() < count {
             let opts = StreamReadOptions::default().group(DEADLETTER_GROUP, consumer).count(count - ids.len());
             let reply: Option<StreamReadReply> = redis::AsyncCommands::xread_options(&mut *conn, &[partition.deadletter()], &[">"], &opts).await?;

@@ -52,7 +52,10 @@ mod tests {
         assert!(folder_path(root, &["c".into(), "..".into()]).is_err());
         assert!(folder_path(root, &["c/d".into()]).is_err());
         assert!(folder_path(root, &["".into()]).is_err());
-        assert_eq!(folder_path(root, &["c".into(), "SUB".into(), "2026".into()]).unwrap(), PathBuf::from("/dl/c/SUB/2026"));
+        assert_eq!(
+            folder_path(root, &["c".into(), "SUB".into(), "2026".into()]).unwrap(),
+            PathBuf::from("/dl/c/SUB/2026")
+        );
     }
 
     #[test]

@@ -40,7 +40,11 @@ impl Worker {
                 retry_interval: s.retry_interval,
                 interval: s.interval,
                 batch: s.batch.max(1),
-                consumer: format!("deadletter-{}-{}", std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()), std::process::id()),
+                consumer: format!(
+                    "deadletter-{}-{}",
+                    std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()),
+                    std::process::id()
+                ),
             }),
         }
     }
@@ -83,9 +87,15 @@ impl Worker {
 
     async fn pass(&self, partition: &Partition) -> Result<(), eg_store::StoreError> {
         let inner = &self.inner;
-        inner.store.promote_due_dead_letters(partition, inner.delay, inner.batch).await?;
+        inner
+            .store
+            .promote_due_dead_letters(partition, inner.delay, inner.batch)
+            .await?;
         loop {
-            let items = inner.store.read_dead_letters(partition, &inner.consumer, inner.batch, inner.retry_interval).await?;
+            let items = inner
+                .store
+                .read_dead_letters(partition, &inner.consumer, inner.batch, inner.retry_interval)
+                .await?;
             if items.is_empty() {
                 return Ok(());
             }
@@ -123,8 +133,9 @@ impl Worker {
             Err(e) => {
                 metrics::counter!(m::DEAD_LETTER_WRITE_FAIL_COUNT).increment(1);
                 let now = inner.clock.now();
-                let (expired, waiting): (Vec<_>, Vec<_>) =
-                    group.into_iter().partition(|i| now.since(i.entry.dead_lettered_at) >= inner.give_up_after);
+                let (expired, waiting): (Vec<_>, Vec<_>) = group
+                    .into_iter()
+                    .partition(|i| now.since(i.entry.dead_lettered_at) >= inner.give_up_after);
                 tracing::warn!(error = %e, folder = %folder.join("/"), waiting = waiting.len(), giving_up = expired.len(), "cannot write dead-letter records");
                 for i in &expired {
                     metrics::counter!(

@@ -38,7 +38,13 @@ async fn receive(State(received): State<Received>, headers: HeaderMap, body: Byt
     let Ok(Value::Array(events)) = serde_json::from_slice::<Value>(&body) else {
         return (StatusCode::BAD_REQUEST, "expected a JSON array of events").into_response();
     };
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("-").to_owned();
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-")
+            .to_owned()
+    };
     for event in events {
         if event["eventType"] == "Microsoft.EventGrid.SubscriptionValidationEvent" {
             let code = event["data"]["validationCode"].clone();
@@ -47,7 +53,11 @@ async fn receive(State(received): State<Received>, headers: HeaderMap, body: Byt
         }
         println!(
             "received {} {} subject={} (subscription {}, delivery count {})",
-            event["eventType"], event["id"], event["subject"], header("aeg-subscription-name"), header("aeg-delivery-count")
+            event["eventType"],
+            event["id"],
+            event["subject"],
+            header("aeg-subscription-name"),
+            header("aeg-delivery-count")
         );
         if let Ok(mut r) = received.lock() {
             if r.len() == KEEP {

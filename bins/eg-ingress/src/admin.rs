@@ -33,7 +33,10 @@ pub fn router(app: Arc<App>) -> Router {
             "/topics/{topic}/eventSubscriptions/{name}",
             get(get_subscription).put(put_subscription).delete(delete_subscription),
         )
-        .route("/topics/{topic}/eventSubscriptions/{name}/getFullUrl", post(get_full_url))
+        .route(
+            "/topics/{topic}/eventSubscriptions/{name}/getFullUrl",
+            post(get_full_url),
+        )
         .layer(middleware::from_fn_with_state(app.clone(), require_token))
         .with_state(app)
 }
@@ -102,7 +105,14 @@ async fn delete_topic(State(app): State<Arc<App>>, Path(topic): Path<String>) ->
     let name = topic_name(&topic)?;
     let existed = app.catalog.delete_topic(&name).await?;
     tracing::info!(topic = %name, existed, "topic deleted");
-    Ok((if existed { StatusCode::OK } else { StatusCode::NO_CONTENT }, Json(Value::Null)))
+    Ok((
+        if existed {
+            StatusCode::OK
+        } else {
+            StatusCode::NO_CONTENT
+        },
+        Json(Value::Null),
+    ))
 }
 
 async fn list_keys(State(app): State<Arc<App>>, Path(topic): Path<String>) -> Reply {
@@ -156,10 +166,18 @@ async fn get_full_url(State(app): State<Arc<App>>, Path((topic, name)): Path<(St
     Ok((StatusCode::OK, Json(json!({ "endpointUrl": sub.endpoint_url }))))
 }
 
-async fn put_subscription(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>, body: Bytes) -> Reply {
+async fn put_subscription(
+    State(app): State<Arc<App>>,
+    Path((topic, name)): Path<(String, String)>,
+    body: Bytes,
+) -> Reply {
     let (t, n) = (topic_name(&topic)?, subscription_name(&name)?);
     let sub = Subscription::from_resource(t, n, &json_body(&body)?, app.clock.now()).map_err(invalid)?;
-    match app.catalog.put_subscription(&sub, app.max_subscriptions_per_topic).await? {
+    match app
+        .catalog
+        .put_subscription(&sub, app.max_subscriptions_per_topic)
+        .await?
+    {
         PutSubscription::NoTopic => Err(Refusal::not_found(format!("topic {topic:?} does not exist"))),
         PutSubscription::LimitReached => Err(Refusal::bad_request(format!(
             "topic {topic:?} already has {} subscriptions, the most allowed",
@@ -168,7 +186,10 @@ async fn put_subscription(State(app): State<Arc<App>>, Path((topic, name)): Path
         outcome => {
             let created = outcome == PutSubscription::Created;
             tracing::info!(topic = %sub.topic, subscription = %sub.name, created, "subscription written");
-            Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, Json(sub.to_resource())))
+            Ok((
+                if created { StatusCode::CREATED } else { StatusCode::OK },
+                Json(sub.to_resource()),
+            ))
         }
     }
 }
@@ -177,5 +198,12 @@ async fn delete_subscription(State(app): State<Arc<App>>, Path((topic, name)): P
     let (t, n) = (topic_name(&topic)?, subscription_name(&name)?);
     let existed = app.catalog.delete_subscription(&t, &n).await?;
     tracing::info!(topic = %t, subscription = %n, existed, "subscription deleted");
-    Ok((if existed { StatusCode::OK } else { StatusCode::NO_CONTENT }, Json(Value::Null)))
+    Ok((
+        if existed {
+            StatusCode::OK
+        } else {
+            StatusCode::NO_CONTENT
+        },
+        Json(Value::Null),
+    ))
 }

@@ -28,7 +28,11 @@ impl App {
         let s = &process.settings;
         let catalog = Catalog::new(process.store.clone());
         let cache = CatalogCache::load(catalog.clone()).await?;
-        let public_url = s.ingress.public_url.clone().unwrap_or_else(|| format!("http://{}", s.ingress.listen));
+        let public_url = s
+            .ingress
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", s.ingress.listen));
         if s.admin.token.is_none() {
             tracing::warn!("no admin token configured (EG__ADMIN__TOKEN): the management API is off");
         }

@@ -40,13 +40,18 @@ impl std::fmt::Display for AuthError {
 }
 
 /// Checks `credential` against the topic's keys; `resource_path` is the publish path.
-pub fn verify(credential: Option<Credential<'_>>, keys: &[String; 2], resource_path: &str, now: DateTime<Utc>) -> Result<(), AuthError> {
+pub fn verify(
+    credential: Option<Credential<'_>>,
+    keys: &[String; 2],
+    resource_path: &str,
+    now: DateTime<Utc>,
+) -> Result<(), AuthError> {
     match credential {
         None => Err(AuthError::Missing),
         Some(Credential::Key(presented)) => {
-            let matched = keys
-                .iter()
-                .fold(0u8, |acc, k| acc | u8::from(bool::from(k.as_bytes().ct_eq(presented.as_bytes()))));
+            let matched = keys.iter().fold(0u8, |acc, k| {
+                acc | u8::from(bool::from(k.as_bytes().ct_eq(presented.as_bytes())))
+            });
             if matched == 1 { Ok(()) } else { Err(AuthError::WrongKey) }
         }
         Some(Credential::SasToken(token)) => verify_token(token, keys, resource_path, now),
@@ -55,7 +60,9 @@ pub fn verify(credential: Option<Credential<'_>>, keys: &[String; 2], resource_p
 
 /// token = `r=<urlenc resource>&e=<urlenc expiry>&s=<urlenc base64(HMAC-SHA256(base64decode(key), "r=…&e=…"))>`
 fn verify_token(token: &str, keys: &[String; 2], resource_path: &str, now: DateTime<Utc>) -> Result<(), AuthError> {
-    let (signed, signature) = token.rsplit_once("&s=").ok_or(AuthError::MalformedToken("no s= part"))?;
+    let (signed, signature) = token
+        .rsplit_once("&s=")
+        .ok_or(AuthError::MalformedToken("no s= part"))?;
     let mut resource = None;
     let mut expiry = None;
     for part in signed.split('&') {
@@ -79,7 +86,9 @@ fn verify_token(token: &str, keys: &[String; 2], resource_path: &str, now: DateT
         .map_err(|_| AuthError::MalformedToken("s= is not base64"))?;
     let valid = keys.iter().any(|key| {
         let Ok(secret) = BASE64.decode(key) else { return false };
-        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&secret) else { return false };
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&secret) else {
+            return false;
+        };
         mac.update(signed.as_bytes());
         mac.verify_slice(&signature).is_ok()
     });
@@ -112,7 +121,8 @@ fn resource_matches(resource: &str, resource_path: &str) -> bool {
         Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
         None => without_query,
     };
-    path.trim_end_matches('/').eq_ignore_ascii_case(resource_path.trim_end_matches('/'))
+    path.trim_end_matches('/')
+        .eq_ignore_ascii_case(resource_path.trim_end_matches('/'))
 }
 
 /// Builds a SAS token the way Event Grid's SDKs do (used by tests and the demo).
@@ -120,7 +130,11 @@ fn resource_matches(resource: &str, resource_path: &str) -> bool {
 pub fn sas_token(resource: &str, expires: DateTime<Utc>, key: &str) -> String {
     use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
     let enc = |s: &str| utf8_percent_encode(s, NON_ALPHANUMERIC).to_string();
-    let signed = format!("r={}&e={}", enc(resource), enc(&expires.format("%m/%d/%Y %I:%M:%S %p").to_string()));
+    let signed = format!(
+        "r={}&e={}",
+        enc(resource),
+        enc(&expires.format("%m/%d/%Y %I:%M:%S %p").to_string())
+    );
     let secret = BASE64.decode(key).unwrap_or_default();
     let mut mac = Hmac::<Sha256>::new_from_slice(&secret).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
     mac.update(signed.as_bytes());
@@ -144,7 +158,10 @@ mod tests {
         let now = Utc::now();
         assert_eq!(verify(Some(Credential::Key(&k[0])), &k, PATH, now), Ok(()));
         assert_eq!(verify(Some(Credential::Key(&k[1])), &k, PATH, now), Ok(()));
-        assert_eq!(verify(Some(Credential::Key("nope")), &k, PATH, now), Err(AuthError::WrongKey));
+        assert_eq!(
+            verify(Some(Credential::Key("nope")), &k, PATH, now),
+            Err(AuthError::WrongKey)
+        );
         assert_eq!(verify(None, &k, PATH, now), Err(AuthError::Missing));
     }
 
@@ -156,11 +173,27 @@ mod tests {
         let good = sas_token(url, now + Duration::hours(1), &k[1]);
         assert_eq!(verify(Some(Credential::SasToken(&good)), &k, PATH, now), Ok(()));
         let expired = sas_token(url, now - Duration::hours(1), &k[0]);
-        assert_eq!(verify(Some(Credential::SasToken(&expired)), &k, PATH, now), Err(AuthError::Expired));
-        let other = sas_token("https://eg.example/topics/other/api/events", now + Duration::hours(1), &k[0]);
-        assert_eq!(verify(Some(Credential::SasToken(&other)), &k, PATH, now), Err(AuthError::WrongResource));
+        assert_eq!(
+            verify(Some(Credential::SasToken(&expired)), &k, PATH, now),
+            Err(AuthError::Expired)
+        );
+        let other = sas_token(
+            "https://eg.example/topics/other/api/events",
+            now + Duration::hours(1),
+            &k[0],
+        );
+        assert_eq!(
+            verify(Some(Credential::SasToken(&other)), &k, PATH, now),
+            Err(AuthError::WrongResource)
+        );
         let forged = sas_token(url, now + Duration::hours(1), &BASE64.encode([9u8; 32]));
-        assert_eq!(verify(Some(Credential::SasToken(&forged)), &k, PATH, now), Err(AuthError::BadSignature));
-        assert!(matches!(verify(Some(Credential::SasToken("garbage")), &k, PATH, now), Err(AuthError::MalformedToken(_))));
+        assert_eq!(
+            verify(Some(Credential::SasToken(&forged)), &k, PATH, now),
+            Err(AuthError::BadSignature)
+        );
+        assert!(matches!(
+            verify(Some(Credential::SasToken("garbage")), &k, PATH, now),
+            Err(AuthError::MalformedToken(_))
+        ));
     }
 }

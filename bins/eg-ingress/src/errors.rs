@@ -11,7 +11,10 @@ pub struct Refusal {
 
 impl Refusal {
     pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
-        Self { status, body: ApiError::new(code, message) }
+        Self {
+            status,
+            body: ApiError::new(code, message),
+        }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -49,7 +52,9 @@ impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         let mut response = (self.status, axum::Json(self.body)).into_response();
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
     }

@@ -46,7 +46,13 @@ pub async fn publish(
 }
 
 /// Returns how many events were accepted.
-async fn accept(app: &App, topic: &str, query: &HashMap<String, String>, headers: &HeaderMap, body: Body) -> Result<usize, Refusal> {
+async fn accept(
+    app: &App,
+    topic: &str,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<usize, Refusal> {
     let name = TopicName::parse(topic).map_err(|_| Refusal::not_found(format!("topic {topic:?} does not exist")))?;
     let resource_path = format!("/topics/{topic}/api/events");
     let mut snapshot = app.cache.snapshot();
@@ -61,10 +67,17 @@ async fn accept(app: &App, topic: &str, query: &HashMap<String, String>, headers
         .await
         .map_err(|_| Refusal::too_large(format!("the request is over {} bytes", app.max_request_bytes)))?;
     let batch = PublishedBatch::parse_event_grid(&bytes, &entry.topic.id(), app.limits).map_err(|e| {
-        if e.is_too_large() { Refusal::too_large(e.to_string()) } else { Refusal::bad_request(e.to_string()) }
+        if e.is_too_large() {
+            Refusal::too_large(e.to_string())
+        } else {
+            Refusal::bad_request(e.to_string())
+        }
     })?;
     let count = batch.events.len();
-    let partition = app.store.keys().partition(rand::random_range(0..app.store.keys().partitions()));
+    let partition = app
+        .store
+        .keys()
+        .partition(rand::random_range(0..app.store.keys().partitions()));
 
     for _ in 0..STALE_CATALOG_RETRIES {
         let entry = topic_entry(&snapshot, &name)?;
@@ -80,7 +93,8 @@ async fn accept(app: &App, topic: &str, query: &HashMap<String, String>, headers
             PublishOutcome::Stored => {
                 let matched: usize = to_store.iter().map(|e| e.deliveries.len()).sum();
                 metrics::counter!(m::MATCHED_EVENT_COUNT, "topic" => name.key()).increment(matched as u64);
-                metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key()).increment((count - to_store.len()) as u64);
+                metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key())
+                    .increment((count - to_store.len()) as u64);
                 tracing::debug!(topic = %name, events = count, deliveries = matched, "accepted");
                 return Ok(count);
             }
@@ -103,14 +117,24 @@ fn topic_entry<'a>(snapshot: &'a CatalogSnapshot, name: &TopicName) -> Result<&'
         .ok_or_else(|| Refusal::not_found(format!("topic {:?} does not exist", name.as_str())))
 }
 
-fn authenticate(entry: &TopicEntry, query: &HashMap<String, String>, headers: &HeaderMap, resource_path: &str) -> Result<(), Refusal> {
+fn authenticate(
+    entry: &TopicEntry,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    resource_path: &str,
+) -> Result<(), Refusal> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let credential = header("aeg-sas-key")
         .or_else(|| query.get("aeg-sas-key").map(String::as_str))
         .map(Credential::Key)
         .or_else(|| header("aeg-sas-token").map(Credential::SasToken))
-        .or_else(|| header("authorization").and_then(|v| v.strip_prefix("SharedAccessSignature ")).map(Credential::SasToken));
-    auth::verify(credential, &entry.keys, resource_path, chrono::Utc::now()).map_err(|e| Refusal::unauthorized(e.to_string()))
+        .or_else(|| {
+            header("authorization")
+                .and_then(|v| v.strip_prefix("SharedAccessSignature "))
+                .map(Credential::SasToken)
+        });
+    auth::verify(credential, &entry.keys, resource_path, chrono::Utc::now())
+        .map_err(|e| Refusal::unauthorized(e.to_string()))
 }
 
 /// One stored event per event that matched something, with one delivery per match.
@@ -133,7 +157,11 @@ fn fan_out(entry: &TopicEntry, events: &[EventGridEvent], now: UnixMillis) -> Ve
                     )
                 })
                 .collect();
-            (!deliveries.is_empty()).then(|| EventToStore { event_key, body: event.to_json(), deliveries })
+            (!deliveries.is_empty()).then(|| EventToStore {
+                event_key,
+                body: event.to_json(),
+                deliveries,
+            })
         })
         .collect()
 }

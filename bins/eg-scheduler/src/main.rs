@@ -18,10 +18,20 @@ async fn main() -> anyhow::Result<()> {
     let (listen, shutdown) = (s.scheduler.listen.clone(), process.shutdown.clone());
     let ops = tokio::spawn(async move { eg_runtime::ops::serve(&listen, ops, shutdown).await });
 
-    let consumer = format!("scheduler-{}-{}", std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()), std::process::id());
+    let consumer = format!(
+        "scheduler-{}-{}",
+        std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()),
+        std::process::id()
+    );
     let mut tasks = Vec::new();
     for p in process.store.keys().all_partitions() {
-        tasks.push(tokio::spawn(promote_loop(process.store.clone(), p.clone(), s.scheduler.interval, s.scheduler.batch, process.shutdown.clone())));
+        tasks.push(tokio::spawn(promote_loop(
+            process.store.clone(),
+            p.clone(),
+            s.scheduler.interval,
+            s.scheduler.batch,
+            process.shutdown.clone(),
+        )));
         tasks.push(tokio::spawn(reclaim::reclaim_loop(
             process.store.clone(),
             p.clone(),
@@ -30,7 +40,11 @@ async fn main() -> anyhow::Result<()> {
             s.scheduler.reclaim_interval,
             process.shutdown.clone(),
         )));
-        tasks.push(tokio::spawn(depth_loop(process.store.clone(), p, process.shutdown.clone())));
+        tasks.push(tokio::spawn(depth_loop(
+            process.store.clone(),
+            p,
+            process.shutdown.clone(),
+        )));
     }
     for t in tasks {
         let _ = t.await;
@@ -75,7 +89,8 @@ async fn depth_loop(store: Store, partition: Partition, shutdown: Shutdown) {
                 metrics::gauge!(m::QUEUE_READY_DEPTH, "partition" => label.clone()).set(d.ready as f64);
                 metrics::gauge!(m::QUEUE_IN_FLIGHT_DEPTH, "partition" => label.clone()).set(d.in_flight as f64);
                 metrics::gauge!(m::QUEUE_RETRY_DEPTH, "partition" => label.clone()).set(d.retry as f64);
-                metrics::gauge!(m::DEAD_LETTER_BACKLOG_DEPTH, "partition" => label.clone()).set(d.deadletter_backlog as f64);
+                metrics::gauge!(m::DEAD_LETTER_BACKLOG_DEPTH, "partition" => label.clone())
+                    .set(d.deadletter_backlog as f64);
             }
             Err(e) => tracing::warn!(error = %e, partition = partition.index, "cannot read queue depths"),
         }

@@ -11,7 +11,14 @@ use std::time::Duration;
 
 const CLAIM_BATCH: usize = 100;
 
-pub async fn reclaim_loop(store: Store, partition: Partition, consumer: String, visibility: Duration, every: Duration, shutdown: Shutdown) {
+pub async fn reclaim_loop(
+    store: Store,
+    partition: Partition,
+    consumer: String,
+    visibility: Duration,
+    every: Duration,
+    shutdown: Shutdown,
+) {
     let mut tick = tokio::time::interval(every);
     loop {
         tokio::select! {
@@ -19,7 +26,10 @@ pub async fn reclaim_loop(store: Store, partition: Partition, consumer: String, 
             _ = shutdown.requested() => return,
         }
         loop {
-            let claimed = match store.claim_abandoned(&partition, &consumer, visibility, CLAIM_BATCH).await {
+            let claimed = match store
+                .claim_abandoned(&partition, &consumer, visibility, CLAIM_BATCH)
+                .await
+            {
                 Ok(c) => c,
                 Err(e) => {
                     if e.is_missing_group() {
@@ -33,8 +43,20 @@ pub async fn reclaim_loop(store: Store, partition: Partition, consumer: String, 
             let full = claimed.len() >= CLAIM_BATCH;
             for ready in claimed {
                 let d = &ready.delivery;
-                let requeued = d.after_attempt(LastAttempt { outcome: OutcomeName::Aborted, status: None, at: UnixMillis::now() });
-                match store.settle(&partition, &ready.entry_id, &d.event_key, &Settlement::Requeue { delivery: requeued }).await {
+                let requeued = d.after_attempt(LastAttempt {
+                    outcome: OutcomeName::Aborted,
+                    status: None,
+                    at: UnixMillis::now(),
+                });
+                match store
+                    .settle(
+                        &partition,
+                        &ready.entry_id,
+                        &d.event_key,
+                        &Settlement::Requeue { delivery: requeued },
+                    )
+                    .await
+                {
                     Ok(true) => {
                         metrics::counter!(m::RECLAIMED_DELIVERY_COUNT, "topic" => d.topic.clone(), "subscription" => d.subscription.clone()).increment(1);
                         tracing::warn!(delivery = %d.id, topic = %d.topic, subscription = %d.subscription, "took back an abandoned delivery");

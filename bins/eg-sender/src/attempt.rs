@@ -20,7 +20,11 @@ pub async fn send(
     max_response_bytes: usize,
 ) -> AttemptResult {
     let event: Value = serde_json::from_str(event_json).unwrap_or(Value::Null);
-    let data_version = event.get("dataVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let data_version = event
+        .get("dataVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let mut request = client
         .post(&subscription.endpoint_url)
         .header("content-type", "application/json; charset=utf-8")
@@ -48,5 +52,8 @@ pub async fn send(
         }
         Err(e) => http::failure(&e),
     };
-    AttemptResult { outcome, took: started.elapsed() }
+    AttemptResult {
+        outcome,
+        took: started.elapsed(),
+    }
 }

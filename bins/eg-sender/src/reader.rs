@@ -9,7 +9,7 @@ use eg_core::{DeliveryPolicy, LastAttempt};
 use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
 use eg_runtime::startup::Process;
-use eg_store::{CatalogCache, Catalog, Clock, Partition, ReadyDelivery, Settlement, Store};
+use eg_store::{Catalog, CatalogCache, Clock, Partition, ReadyDelivery, Settlement, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -140,7 +140,11 @@ impl Sender {
         }
     }
 
-    async fn bodies(&self, partition: &Partition, deliveries: &[ReadyDelivery]) -> Result<Vec<Option<String>>, eg_store::StoreError> {
+    async fn bodies(
+        &self,
+        partition: &Partition,
+        deliveries: &[ReadyDelivery],
+    ) -> Result<Vec<Option<String>>, eg_store::StoreError> {
         let keys: Vec<&str> = deliveries.iter().map(|d| d.delivery.event_key.as_str()).collect();
         self.store.event_bodies(partition, &keys).await
     }
@@ -149,12 +153,14 @@ impl Sender {
     async fn deliver(&self, partition: &Partition, ready: ReadyDelivery, body: Option<String>) {
         let delivery = &ready.delivery;
         let Some(subscription) = self.subscription(&delivery.topic, &delivery.subscription).await else {
-            self.settle(partition, &ready, settle::dropped(delivery, "SubscriptionDeleted")).await;
+            self.settle(partition, &ready, settle::dropped(delivery, "SubscriptionDeleted"))
+                .await;
             return;
         };
         let Some(body) = body else {
             tracing::error!(delivery = %delivery.id, event = %delivery.event_key, "the stored event is gone");
-            self.settle(partition, &ready, settle::dropped(delivery, "EventMissing")).await;
+            self.settle(partition, &ready, settle::dropped(delivery, "EventMissing"))
+                .await;
             return;
         };
         let limits = subscription.retry_policy;
@@ -167,14 +173,20 @@ impl Sender {
         let result = attempt::send(&self.client, &subscription, delivery, &body, self.max_response_bytes).await;
         let now = self.clock.now();
         let outcome_name = result.outcome.name();
-        let attempted = delivery.after_attempt(LastAttempt { outcome: outcome_name, status: result.outcome.status_code(), at: now });
+        let attempted = delivery.after_attempt(LastAttempt {
+            outcome: outcome_name,
+            status: result.outcome.status_code(),
+            at: now,
+        });
         metrics::histogram!(m::DESTINATION_PROCESSING_DURATION_MS, "topic" => delivery.topic.clone(), "subscription" => delivery.subscription.clone())
             .record(result.took.as_secs_f64() * 1000.0);
         if !result.outcome.is_success() {
             metrics::counter!(m::DELIVERY_ATTEMPT_FAIL_COUNT, "topic" => delivery.topic.clone(), "subscription" => delivery.subscription.clone(), "outcome" => outcome_name.as_str())
                 .increment(1);
         }
-        let decision = self.policy.after_attempt(&attempted, &limits, &result.outcome, now, rand::random::<f64>());
+        let decision = self
+            .policy
+            .after_attempt(&attempted, &limits, &result.outcome, now, rand::random::<f64>());
         tracing::debug!(
             topic = %delivery.topic, subscription = %delivery.subscription, delivery = %delivery.id,
             attempt = attempted.attempts, outcome = %outcome_name, status = ?result.outcome.status_code(),
@@ -204,7 +216,11 @@ impl Sender {
     async fn settle(&self, partition: &Partition, ready: &ReadyDelivery, settlement: Settlement) {
         let mut backoff = Duration::from_millis(50);
         for _ in 0..10 {
-            match self.store.settle(partition, &ready.entry_id, &ready.delivery.event_key, &settlement).await {
+            match self
+                .store
+                .settle(partition, &ready.entry_id, &ready.delivery.event_key, &settlement)
+                .await
+            {
                 Ok(true) => return,
                 Ok(false) => {
                     tracing::info!(delivery = %ready.delivery.id, "delivery was taken back before this attempt settled; the new holder owns it");

@@ -8,19 +8,31 @@ use eg_store::Settlement;
 
 /// The settlement for `decision` about `delivery` (already carrying the attempt made).
 pub fn settlement(decision: Decision, delivery: &Delivery, subscription: &Subscription, now: UnixMillis) -> Settlement {
-    let labels = [("topic", delivery.topic.clone()), ("subscription", delivery.subscription.clone())];
+    let labels = [
+        ("topic", delivery.topic.clone()),
+        ("subscription", delivery.subscription.clone()),
+    ];
     match decision {
         Decision::Delivered => {
             metrics::counter!(m::DELIVERY_SUCCESS_COUNT, &labels).increment(1);
             Settlement::Done
         }
-        Decision::RetryAt(due) => Settlement::Retry { delivery: delivery.clone(), due },
+        Decision::RetryAt(due) => Settlement::Retry {
+            delivery: delivery.clone(),
+            due,
+        },
         Decision::DeadLetter(reason) => match &subscription.dead_letter {
             Some(destination) => {
                 metrics::counter!(m::DEAD_LETTERED_COUNT, &with_reason(&labels, reason)).increment(1);
                 tracing::info!(topic = %delivery.topic, subscription = %delivery.subscription, delivery = %delivery.id, %reason, "dead-lettered");
                 Settlement::DeadLetter {
-                    entry: DeadLetterEntry::for_delivery(delivery, subscription, &destination.container_name, reason, now),
+                    entry: DeadLetterEntry::for_delivery(
+                        delivery,
+                        subscription,
+                        &destination.container_name,
+                        reason,
+                        now,
+                    ),
                 }
             }
             None => dropped(delivery, &reason.to_string()),

@@ -2,8 +2,8 @@
 
 use crate::delivery::Delivery;
 use crate::outcome::OutcomeName;
-use crate::subscription::Subscription;
 use crate::policy::DeadLetterReason;
+use crate::subscription::Subscription;
 use crate::time::UnixMillis;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -57,18 +57,13 @@ impl DeadLetterEntry {
             Ok(Value::Object(map)) => map,
             // Stored events are always objects; keep whatever it is rather than lose it.
             Ok(other) => serde_json::Map::from_iter([("data".to_owned(), other)]),
-            Err(_) => serde_json::Map::from_iter([(
-                "data".to_owned(),
-                Value::String(event_json.to_owned()),
-            )]),
+            Err(_) => serde_json::Map::from_iter([("data".to_owned(), Value::String(event_json.to_owned()))]),
         };
         record.insert("deadLetterReason".into(), self.reason.as_str().into());
         record.insert("deliveryAttempts".into(), self.delivery_attempts.into());
         record.insert(
             "lastDeliveryOutcome".into(),
-            self.last_outcome
-                .map_or("Canceled", OutcomeName::as_str)
-                .into(),
+            self.last_outcome.map_or("Canceled", OutcomeName::as_str).into(),
         );
         if let Some(code) = self.last_http_status_code {
             record.insert("lastHttpStatusCode".into(), code.into());

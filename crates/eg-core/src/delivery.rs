@@ -41,13 +41,7 @@ pub struct LastAttempt {
 }
 
 impl Delivery {
-    pub fn new(
-        id: String,
-        event_key: String,
-        topic: String,
-        subscription: String,
-        published_at: UnixMillis,
-    ) -> Self {
+    pub fn new(id: String, event_key: String, topic: String, subscription: String, published_at: UnixMillis) -> Self {
         Self {
             id,
             event_key,
@@ -83,18 +77,12 @@ mod tests {
 
     #[test]
     fn round_trips_through_json() {
-        let d = Delivery::new(
-            "d1".into(),
-            "e1".into(),
-            "t".into(),
-            "s".into(),
-            UnixMillis(5),
-        )
-        .after_attempt(LastAttempt {
-            outcome: OutcomeName::Busy,
-            status: Some(503),
-            at: UnixMillis(9),
-        });
+        let d =
+            Delivery::new("d1".into(), "e1".into(), "t".into(), "s".into(), UnixMillis(5)).after_attempt(LastAttempt {
+                outcome: OutcomeName::Busy,
+                status: Some(503),
+                at: UnixMillis(9),
+            });
         assert_eq!(d.attempts, 1);
         assert_eq!(Delivery::from_json(&d.to_json()).unwrap(), d);
     }

@@ -63,11 +63,7 @@ pub enum PublishError {
     #[error("the request holds {count} events; at most {max} are allowed")]
     TooManyEvents { count: usize, max: usize },
     #[error("events[{index}]: the event is {size} bytes; at most {max} are allowed")]
-    EventTooLarge {
-        index: usize,
-        size: usize,
-        max: usize,
-    },
+    EventTooLarge { index: usize, size: usize, max: usize },
     #[error("events[{index}].{}", .problem)]
     InvalidEvent { index: usize, problem: InvalidField },
 }
@@ -87,13 +83,8 @@ pub struct PublishedBatch {
 
 impl PublishedBatch {
     /// Parses an Event Grid schema publish body for the topic whose id is `topic_id`.
-    pub fn parse_event_grid(
-        body: &[u8],
-        topic_id: &str,
-        limits: PublishLimits,
-    ) -> Result<Self, PublishError> {
-        let value: Value =
-            serde_json::from_slice(body).map_err(|e| PublishError::MalformedJson(e.to_string()))?;
+    pub fn parse_event_grid(body: &[u8], topic_id: &str, limits: PublishLimits) -> Result<Self, PublishError> {
+        let value: Value = serde_json::from_slice(body).map_err(|e| PublishError::MalformedJson(e.to_string()))?;
         let Value::Array(items) = value else {
             return Err(PublishError::NotAnArray);
         };
@@ -134,10 +125,7 @@ impl EventGridEvent {
             return Err(InvalidField::new("", "each event must be a JSON object"));
         };
         if let Some(extra) = fields.keys().find(|k| !KNOWN_FIELDS.contains(&k.as_str())) {
-            return Err(InvalidField::new(
-                extra.clone(),
-                "not a field of the Event Grid schema",
-            ));
+            return Err(InvalidField::new(extra.clone(), "not a field of the Event Grid schema"));
         }
         let id = required_string(&mut fields, "id")?;
         if id.is_empty() {
@@ -200,10 +188,7 @@ fn required_string(fields: &mut Map<String, Value>, name: &str) -> Result<String
     optional_string(fields, name)?.ok_or_else(|| InvalidField::new(name, "is required"))
 }
 
-fn optional_string(
-    fields: &mut Map<String, Value>,
-    name: &str,
-) -> Result<Option<String>, InvalidField> {
+fn optional_string(fields: &mut Map<String, Value>, name: &str) -> Result<Option<String>, InvalidField> {
     match fields.remove(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -260,10 +245,7 @@ mod tests {
         let mut bad = event();
         bad["subject"] = json!(5);
         let err = parse(json!([bad])).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "events[0].subject: must be a string, got a number"
-        );
+        assert_eq!(err.to_string(), "events[0].subject: must be a string, got a number");
     }
 
     #[test]
@@ -279,12 +261,7 @@ mod tests {
 
         let mut extra = event();
         extra["colour"] = json!("red");
-        assert!(
-            parse(json!([extra]))
-                .unwrap_err()
-                .to_string()
-                .contains("colour")
-        );
+        assert!(parse(json!([extra])).unwrap_err().to_string().contains("colour"));
 
         let mut topic = event();
         topic["topic"] = json!("/topics/other");
@@ -327,9 +304,7 @@ mod tests {
         };
         let mut big = event();
         big["data"] = json!("x".repeat(300));
-        let err =
-            PublishedBatch::parse_event_grid(json!([big]).to_string().as_bytes(), TOPIC, limits)
-                .unwrap_err();
+        let err = PublishedBatch::parse_event_grid(json!([big]).to_string().as_bytes(), TOPIC, limits).unwrap_err();
         assert!(err.is_too_large());
     }
 }

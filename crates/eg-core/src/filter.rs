@@ -72,8 +72,7 @@ impl EventFilter {
 
     fn matches_subject(&self, subject: &str) -> bool {
         if self.is_subject_case_sensitive {
-            subject.starts_with(&self.subject_begins_with)
-                && subject.ends_with(&self.subject_ends_with)
+            subject.starts_with(&self.subject_begins_with) && subject.ends_with(&self.subject_ends_with)
         } else {
             let subject = subject.to_lowercase();
             subject.starts_with(&self.subject_begins_with.to_lowercase())
@@ -100,10 +99,7 @@ fn event_types(v: &Value) -> Result<Option<Vec<String>>, InvalidField> {
                 .enumerate()
                 .map(|(i, item)| match item {
                     Value::String(s) if !s.is_empty() => Ok(s.clone()),
-                    _ => Err(InvalidField::new(
-                        format!("{field}[{i}]"),
-                        "must be a non-empty string",
-                    )),
+                    _ => Err(InvalidField::new(format!("{field}[{i}]"), "must be a non-empty string")),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             if types.is_empty() {
@@ -114,10 +110,7 @@ fn event_types(v: &Value) -> Result<Option<Vec<String>>, InvalidField> {
             }
             Ok(Some(types))
         }
-        _ => Err(InvalidField::new(
-            field,
-            "must be an array of strings or null",
-        )),
+        _ => Err(InvalidField::new(field, "must be an array of strings or null")),
     }
 }
 
@@ -187,9 +180,7 @@ mod tests {
         assert_eq!(err.field, "includedEventTypes[0]");
         let err = EventFilter::from_json(&json!({"subjectBeginsWith": "/a/*"})).unwrap_err();
         assert_eq!(err.field, "subjectBeginsWith");
-        let err =
-            EventFilter::from_json(&json!({"advancedFilters": [{"operatorType":"BoolEquals"}]}))
-                .unwrap_err();
+        let err = EventFilter::from_json(&json!({"advancedFilters": [{"operatorType":"BoolEquals"}]})).unwrap_err();
         assert_eq!(err.field, "advancedFilters");
         let err = EventFilter::from_json(&json!({"subjectbegins": "x"})).unwrap_err();
         assert_eq!(err.field, "subjectbegins");

@@ -23,17 +23,11 @@ macro_rules! resource_name {
                         ),
                     ));
                 }
-                if let Some(bad) = raw
-                    .chars()
-                    .find(|c| !(c.is_ascii_alphanumeric() || *c == '-'))
-                {
+                if let Some(bad) = raw.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-')) {
                     return Err(InvalidField::new(
                         "name",
                         format!(
-                            concat!(
-                                $what,
-                                " name may hold only letters, digits and '-', found {:?}"
-                            ),
+                            concat!($what, " name may hold only letters, digits and '-', found {:?}"),
                             bad
                         ),
                     ));
@@ -109,10 +103,7 @@ mod tests {
 
     #[test]
     fn compares_case_insensitively() {
-        assert_eq!(
-            TopicName::parse("Orders").unwrap(),
-            TopicName::parse("orders").unwrap()
-        );
+        assert_eq!(TopicName::parse("Orders").unwrap(), TopicName::parse("orders").unwrap());
         assert_eq!(TopicName::parse("Orders").unwrap().key(), "orders");
     }
 }

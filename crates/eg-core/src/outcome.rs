@@ -12,10 +12,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttemptOutcome {
     /// The endpoint answered. `retry_after` is its `Retry-After`, if any.
-    Status {
-        code: u16,
-        retry_after: Option<Duration>,
-    },
+    Status { code: u16, retry_after: Option<Duration> },
     /// No response within the delivery timeout.
     TimedOut,
     /// Connection refused or reset, TLS failure, broken stream.
@@ -75,13 +72,7 @@ impl fmt::Display for OutcomeName {
 impl AttemptOutcome {
     /// Only 200, 201, 202, 203 and 204 are success (spec §3).
     pub fn is_success(&self) -> bool {
-        matches!(
-            self,
-            Self::Status {
-                code: 200..=204,
-                ..
-            }
-        )
+        matches!(self, Self::Status { code: 200..=204, .. })
     }
 
     pub fn status_code(&self) -> Option<u16> {
@@ -144,10 +135,7 @@ impl Default for OutcomePolicy {
     fn default() -> Self {
         Self {
             not_retried: vec![400, 401, 403, 413],
-            status_minimums: BTreeMap::from([
-                (408, Duration::from_secs(120)),
-                (503, Duration::from_secs(30)),
-            ]),
+            status_minimums: BTreeMap::from([(408, Duration::from_secs(120)), (503, Duration::from_secs(30))]),
             other_status_minimum: Duration::from_secs(10),
         }
     }
@@ -173,16 +161,12 @@ impl OutcomePolicy {
             status_minimums: BTreeMap::new(),
             other_status_minimum: Duration::ZERO,
         };
-        for rule in retry_minimums
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
+        for rule in retry_minimums.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (status, delay) = rule
                 .split_once('=')
                 .ok_or_else(|| err("retry_minimums", rule, "expected STATUS=DURATION".into()))?;
-            let delay = humantime::parse_duration(delay.trim())
-                .map_err(|e| err("retry_minimums", rule, e.to_string()))?;
+            let delay =
+                humantime::parse_duration(delay.trim()).map_err(|e| err("retry_minimums", rule, e.to_string()))?;
             match status.trim() {
                 "*" => policy.other_status_minimum = delay,
                 code => {
@@ -199,9 +183,7 @@ impl OutcomePolicy {
             return Handling::Delivered;
         }
         match outcome {
-            AttemptOutcome::Status { code, .. } if self.not_retried.contains(code) => {
-                Handling::NotRetried
-            }
+            AttemptOutcome::Status { code, .. } if self.not_retried.contains(code) => Handling::NotRetried,
             AttemptOutcome::Status { code, .. } => Handling::Retry {
                 at_least: self
                     .status_minimums

@@ -174,13 +174,7 @@ mod tests {
     }
 
     fn fresh() -> Delivery {
-        Delivery::new(
-            "d".into(),
-            "e".into(),
-            "t".into(),
-            "s".into(),
-            UnixMillis(0),
-        )
+        Delivery::new("d".into(), "e".into(), "t".into(), "s".into(), UnixMillis(0))
     }
 
     #[test]

@@ -153,9 +153,7 @@ impl DeliveryHeader {
         match &self.value {
             HeaderValueSource::Static { value, .. } => Some(value.clone()),
             HeaderValueSource::Dynamic { source_field } => {
-                let found = source_field
-                    .split('.')
-                    .try_fold(event, |v, key| v.get(key))?;
+                let found = source_field.split('.').try_fold(event, |v, key| v.get(key))?;
                 match found {
                     Value::String(s) => Some(s.clone()),
                     Value::Number(n) => Some(n.to_string()),
@@ -176,8 +174,7 @@ impl Subscription {
         now: UnixMillis,
     ) -> Result<Self, InvalidField> {
         let props = object_at(body, "properties")?;
-        let (endpoint_url, batching, delivery_headers) =
-            destination(props).map_err(|e| e.within("properties"))?;
+        let (endpoint_url, batching, delivery_headers) = destination(props).map_err(|e| e.within("properties"))?;
         let filter = match props.get("filter") {
             None | Some(Value::Null) => EventFilter::default(),
             Some(v) => EventFilter::from_json(v).map_err(|e| e.within("properties.filter"))?,
@@ -188,9 +185,7 @@ impl Subscription {
             Some(other) => {
                 return Err(InvalidField::new(
                     "properties.eventDeliverySchema",
-                    format!(
-                        "only \"EventGridSchema\" is supported by this version of eg, got {other}"
-                    ),
+                    format!("only \"EventGridSchema\" is supported by this version of eg, got {other}"),
                 ));
             }
         }
@@ -200,18 +195,14 @@ impl Subscription {
         };
         let dead_letter = match props.get("deadLetterDestination") {
             None | Some(Value::Null) => None,
-            Some(v) => Some(
-                dead_letter_destination(v)
-                    .map_err(|e| e.within("properties.deadLetterDestination"))?,
-            ),
+            Some(v) => Some(dead_letter_destination(v).map_err(|e| e.within("properties.deadLetterDestination"))?),
         };
         let expiration_time = match props.get("expirationTimeUtc") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => {
                 let field = "properties.expirationTimeUtc";
-                let at = DateTime::parse_from_rfc3339(s).map_err(|_| {
-                    InvalidField::new(field, format!("{s:?} is not an RFC 3339 timestamp"))
-                })?;
+                let at = DateTime::parse_from_rfc3339(s)
+                    .map_err(|_| InvalidField::new(field, format!("{s:?} is not an RFC 3339 timestamp")))?;
                 let at = UnixMillis(at.timestamp_millis());
                 if at <= now {
                     return Err(InvalidField::new(field, "must be in the future"));
@@ -289,7 +280,8 @@ impl Subscription {
             "retryPolicy": self.retry_policy,
         });
         if let Some(dl) = &self.dead_letter {
-            props["deadLetterDestination"] = json!({"endpointType": "LocalDirectory", "properties": {"containerName": dl.container_name}});
+            props["deadLetterDestination"] =
+                json!({"endpointType": "LocalDirectory", "properties": {"containerName": dl.container_name}});
         }
         if let Some(at) = self.expiration_time {
             props["expirationTimeUtc"] = Value::String(at.to_rfc3339());
@@ -333,9 +325,7 @@ fn object_at<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, In
     }
 }
 
-fn destination(
-    props: &Map<String, Value>,
-) -> Result<(String, BatchSettings, Vec<DeliveryHeader>), InvalidField> {
+fn destination(props: &Map<String, Value>) -> Result<(String, BatchSettings, Vec<DeliveryHeader>), InvalidField> {
     let dest = props
         .get("destination")
         .ok_or_else(|| InvalidField::new("destination", "is required"))?;
@@ -356,25 +346,16 @@ fn destination(
         Some(_) => return Err(InvalidField::new(field, "must be a string")),
         None => return Err(InvalidField::new(field, "is required")),
     };
-    let parsed = url::Url::parse(&endpoint_url)
-        .map_err(|e| InvalidField::new(field, format!("is not an absolute URL: {e}")))?;
+    let parsed =
+        url::Url::parse(&endpoint_url).map_err(|e| InvalidField::new(field, format!("is not an absolute URL: {e}")))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(InvalidField::new(
-            field,
-            "must be an http or https URL with a host",
-        ));
+        return Err(InvalidField::new(field, "must be an http or https URL with a host"));
     }
     let batching = BatchSettings {
         max_events_per_batch: ranged_u32(dp, "maxEventsPerBatch", 1, 5000, 1)
             .map_err(|e| e.within("destination.properties"))?,
-        preferred_batch_size_in_kilobytes: ranged_u32(
-            dp,
-            "preferredBatchSizeInKilobytes",
-            1,
-            1024,
-            64,
-        )
-        .map_err(|e| e.within("destination.properties"))?,
+        preferred_batch_size_in_kilobytes: ranged_u32(dp, "preferredBatchSizeInKilobytes", 1, 1024, 64)
+            .map_err(|e| e.within("destination.properties"))?,
     };
     let headers = match dp.get("deliveryAttributeMappings") {
         None | Some(Value::Null) => Vec::new(),
@@ -383,13 +364,7 @@ fn destination(
     Ok((endpoint_url, batching, headers))
 }
 
-fn ranged_u32(
-    map: &Map<String, Value>,
-    field: &str,
-    min: u32,
-    max: u32,
-    default: u32,
-) -> Result<u32, InvalidField> {
+fn ranged_u32(map: &Map<String, Value>, field: &str, min: u32, max: u32, default: u32) -> Result<u32, InvalidField> {
     match map.get(field) {
         None | Some(Value::Null) => Ok(default),
         Some(v) => match v.as_u64() {
@@ -423,9 +398,7 @@ fn dead_letter_destination(v: &Value) -> Result<DeadLetterDestination, InvalidFi
     }
     let props = object_at(v, "properties")?;
     match props.get("containerName") {
-        Some(Value::String(name)) => {
-            DeadLetterDestination::new(name).map_err(|e| e.within("properties"))
-        }
+        Some(Value::String(name)) => DeadLetterDestination::new(name).map_err(|e| e.within("properties")),
         _ => Err(InvalidField::new(
             "properties.containerName",
             "is required and must be a string",
@@ -441,10 +414,7 @@ fn delivery_headers(v: &Value) -> Result<Vec<DeliveryHeader>, InvalidField> {
     if items.len() > MAX_DELIVERY_HEADERS {
         return Err(InvalidField::new(
             field,
-            format!(
-                "at most {MAX_DELIVERY_HEADERS} headers, got {}",
-                items.len()
-            ),
+            format!("at most {MAX_DELIVERY_HEADERS} headers, got {}", items.len()),
         ));
     }
     let mut seen: Vec<String> = Vec::new();
@@ -468,7 +438,9 @@ fn delivery_headers(v: &Value) -> Result<Vec<DeliveryHeader>, InvalidField> {
             let value = match item.get("type").and_then(Value::as_str) {
                 Some("Static") => {
                     let value = match props.get("value") {
-                        Some(Value::String(s)) if s.len() <= MAX_HEADER_VALUE_BYTES && !s.contains(['\r', '\n']) => s.clone(),
+                        Some(Value::String(s)) if s.len() <= MAX_HEADER_VALUE_BYTES && !s.contains(['\r', '\n']) => {
+                            s.clone()
+                        }
                         _ => {
                             return Err(InvalidField::new(
                                 at("properties.value"),
@@ -480,8 +452,15 @@ fn delivery_headers(v: &Value) -> Result<Vec<DeliveryHeader>, InvalidField> {
                     HeaderValueSource::Static { value, is_secret }
                 }
                 Some("Dynamic") => match props.get("sourceField") {
-                    Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => HeaderValueSource::Dynamic { source_field: s.clone() },
-                    _ => return Err(InvalidField::new(at("properties.sourceField"), "must be a non-empty string")),
+                    Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => HeaderValueSource::Dynamic {
+                        source_field: s.clone(),
+                    },
+                    _ => {
+                        return Err(InvalidField::new(
+                            at("properties.sourceField"),
+                            "must be a non-empty string",
+                        ));
+                    }
                 },
                 _ => return Err(InvalidField::new(at("type"), "must be \"Static\" or \"Dynamic\"")),
             };
@@ -523,10 +502,7 @@ mod tests {
     fn reads_event_grid_resource_json() {
         let s = parse(body()).unwrap();
         assert_eq!(s.retry_policy.max_delivery_attempts(), 5);
-        assert_eq!(
-            s.retry_policy.event_time_to_live(),
-            Duration::from_secs(3600)
-        );
+        assert_eq!(s.retry_policy.event_time_to_live(), Duration::from_secs(3600));
         assert_eq!(s.dead_letter.unwrap().container_name, "dead-letters");
         assert_eq!(s.batching, BatchSettings::default());
     }
@@ -534,7 +510,8 @@ mod tests {
     #[test]
     fn get_never_shows_the_full_url_or_secrets() {
         let mut b = body();
-        b["properties"]["destination"]["properties"]["deliveryAttributeMappings"] = json!([{"name": "X-Key", "type": "Static", "properties": {"value": "hunter2", "isSecret": true}}]);
+        b["properties"]["destination"]["properties"]["deliveryAttributeMappings"] =
+            json!([{"name": "X-Key", "type": "Static", "properties": {"value": "hunter2", "isSecret": true}}]);
         let shown = parse(b).unwrap().to_resource().to_string();
         assert!(!shown.contains("secret"), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
@@ -582,17 +559,15 @@ mod tests {
             b["properties"]["destination"]["properties"]["deliveryAttributeMappings"] = h;
             parse(b)
         };
-        let err = with(json!([{"name": "aeg-x", "type": "Static", "properties": {"value": "v"}}]))
-            .unwrap_err();
+        let err = with(json!([{"name": "aeg-x", "type": "Static", "properties": {"value": "v"}}])).unwrap_err();
         assert!(err.field.ends_with("[0].name"), "{err}");
-        let err =
-            with(json!([{"name": "bad name", "type": "Static", "properties": {"value": "v"}}]))
-                .unwrap_err();
+        let err = with(json!([{"name": "bad name", "type": "Static", "properties": {"value": "v"}}])).unwrap_err();
         assert!(err.field.ends_with("[0].name"), "{err}");
-        let many: Vec<Value> = (0..11).map(|i| json!({"name": format!("h{i}"), "type": "Static", "properties": {"value": "v"}})).collect();
+        let many: Vec<Value> = (0..11)
+            .map(|i| json!({"name": format!("h{i}"), "type": "Static", "properties": {"value": "v"}}))
+            .collect();
         assert!(with(Value::Array(many)).is_err());
-        let long =
-            json!([{"name": "h", "type": "Static", "properties": {"value": "x".repeat(4097)}}]);
+        let long = json!([{"name": "h", "type": "Static", "properties": {"value": "x".repeat(4097)}}]);
         assert!(with(long).is_err());
     }
 

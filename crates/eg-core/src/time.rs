@@ -15,10 +15,7 @@ impl UnixMillis {
     }
 
     pub fn plus(self, d: Duration) -> Self {
-        Self(
-            self.0
-                .saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
-        )
+        Self(self.0.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
     }
 
     /// Time from `earlier` to `self`, zero if `earlier` is later.
@@ -34,8 +31,7 @@ impl UnixMillis {
 
     /// RFC 3339 with millisecond precision and a `Z`, as Event Grid writes times.
     pub fn to_rfc3339(self) -> String {
-        self.to_datetime()
-            .to_rfc3339_opts(SecondsFormat::Millis, true)
+        self.to_datetime().to_rfc3339_opts(SecondsFormat::Millis, true)
     }
 }
 
@@ -51,9 +47,6 @@ mod tests {
     #[test]
     fn since_never_goes_negative() {
         assert_eq!(UnixMillis(5).since(UnixMillis(10)), Duration::ZERO);
-        assert_eq!(
-            UnixMillis(10).since(UnixMillis(4)),
-            Duration::from_millis(6)
-        );
+        assert_eq!(UnixMillis(10).since(UnixMillis(4)), Duration::from_millis(6));
     }
 }

@@ -24,9 +24,10 @@ impl Topic {
         let input_schema = match body.get("properties") {
             None | Some(Value::Null) => InputSchema::default(),
             Some(Value::Object(props)) => {
-                if let Some(key) = props.keys().find(|k| {
-                    !matches!(k.as_str(), "inputSchema" | "endpoint" | "provisioningState")
-                }) {
+                if let Some(key) = props
+                    .keys()
+                    .find(|k| !matches!(k.as_str(), "inputSchema" | "endpoint" | "provisioningState"))
+                {
                     return Err(InvalidField::new(
                         format!("properties.{key}"),
                         "not a known topic property",
@@ -34,15 +35,11 @@ impl Topic {
                 }
                 match props.get("inputSchema") {
                     None | Some(Value::Null) => InputSchema::default(),
-                    Some(Value::String(s)) if s == "EventGridSchema" => {
-                        InputSchema::EventGridSchema
-                    }
+                    Some(Value::String(s)) if s == "EventGridSchema" => InputSchema::EventGridSchema,
                     Some(other) => {
                         return Err(InvalidField::new(
                             "properties.inputSchema",
-                            format!(
-                                "only \"EventGridSchema\" is supported by this version of eg, got {other}"
-                            ),
+                            format!("only \"EventGridSchema\" is supported by this version of eg, got {other}"),
                         ));
                     }
                 }
@@ -90,8 +87,7 @@ mod tests {
     #[test]
     fn refuses_unknown_schemas_and_properties() {
         let name = || TopicName::parse("orders").unwrap();
-        let err = Topic::from_resource(name(), &json!({"properties": {"inputSchema": "Avro"}}))
-            .unwrap_err();
+        let err = Topic::from_resource(name(), &json!({"properties": {"inputSchema": "Avro"}})).unwrap_err();
         assert_eq!(err.field, "properties.inputSchema");
         let err = Topic::from_resource(name(), &json!({"properties": {"colour": 1}})).unwrap_err();
         assert_eq!(err.field, "properties.colour");

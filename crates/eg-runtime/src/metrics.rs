@@ -21,7 +21,9 @@ pub const QUEUE_IN_FLIGHT_DEPTH: &str = "QueueInFlightDepth";
 pub const QUEUE_RETRY_DEPTH: &str = "QueueRetryDepth";
 pub const DEAD_LETTER_BACKLOG_DEPTH: &str = "DeadLetterBacklogDepth";
 
-const LATENCY_BUCKETS_MS: [f64; 14] = [1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0];
+const LATENCY_BUCKETS_MS: [f64; 14] = [
+    1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
+];
 
 /// Installs the process-wide recorder and describes every metric.
 pub fn install() -> anyhow::Result<PrometheusHandle> {
@@ -35,19 +37,37 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_counter!(PUBLISH_SUCCESS_COUNT, "Events accepted (durable) by topic");
-    describe_counter!(PUBLISH_FAIL_COUNT, "Events refused or not made durable, by topic and error");
+    describe_counter!(
+        PUBLISH_FAIL_COUNT,
+        "Events refused or not made durable, by topic and error"
+    );
     describe_histogram!(PUBLISH_SUCCESS_LATENCY_MS, "Time to accept a publish request, ms");
     describe_counter!(UNMATCHED_EVENT_COUNT, "Published events that matched no subscription");
-    describe_counter!(MATCHED_EVENT_COUNT, "Deliveries created (event x matching subscription)");
+    describe_counter!(
+        MATCHED_EVENT_COUNT,
+        "Deliveries created (event x matching subscription)"
+    );
     describe_counter!(DELIVERY_SUCCESS_COUNT, "Deliveries the endpoint accepted");
     describe_counter!(DELIVERY_ATTEMPT_FAIL_COUNT, "Failed attempts, by outcome");
     describe_counter!(DEAD_LETTERED_COUNT, "Deliveries dead-lettered, by reason");
     describe_counter!(DROPPED_EVENT_COUNT, "Deliveries dropped, by reason");
-    describe_histogram!(DESTINATION_PROCESSING_DURATION_MS, "Time the endpoint took to answer, ms");
-    describe_counter!(RECLAIMED_DELIVERY_COUNT, "Deliveries taken back from a holder that did not settle them in time");
-    describe_counter!(DEAD_LETTER_WRITE_FAIL_COUNT, "Failed writes to a dead-letter destination");
+    describe_histogram!(
+        DESTINATION_PROCESSING_DURATION_MS,
+        "Time the endpoint took to answer, ms"
+    );
+    describe_counter!(
+        RECLAIMED_DELIVERY_COUNT,
+        "Deliveries taken back from a holder that did not settle them in time"
+    );
+    describe_counter!(
+        DEAD_LETTER_WRITE_FAIL_COUNT,
+        "Failed writes to a dead-letter destination"
+    );
     describe_gauge!(QUEUE_READY_DEPTH, "Deliveries waiting to be sent, by partition");
     describe_gauge!(QUEUE_IN_FLIGHT_DEPTH, "Deliveries held by a sender, by partition");
     describe_gauge!(QUEUE_RETRY_DEPTH, "Deliveries waiting for a retry, by partition");
-    describe_gauge!(DEAD_LETTER_BACKLOG_DEPTH, "Dead-letter records not yet written, by partition");
+    describe_gauge!(
+        DEAD_LETTER_BACKLOG_DEPTH,
+        "Dead-letter records not yet written, by partition"
+    );
 }

@@ -253,7 +253,12 @@ impl Settings {
         let mut args = args.into_iter().skip(1);
         while let Some(arg) = args.next() {
             match arg.as_str() {
-                "--config" => file = Some(args.next().ok_or_else(|| SettingsError::Usage("--config needs a file".into()))?),
+                "--config" => {
+                    file = Some(
+                        args.next()
+                            .ok_or_else(|| SettingsError::Usage("--config needs a file".into()))?,
+                    )
+                }
                 other if other.starts_with("--config=") => file = Some(other["--config=".len()..].to_owned()),
                 other => {
                     return Err(SettingsError::Usage(format!(
@@ -296,14 +301,19 @@ impl Settings {
             return Err(SettingsError::Invalid("redis.partitions must be at least 1".into()));
         }
         if !matches!(self.log.format.as_str(), "text" | "json") {
-            return Err(SettingsError::Invalid(format!("log.format must be \"text\" or \"json\", got {:?}", self.log.format)));
+            return Err(SettingsError::Invalid(format!(
+                "log.format must be \"text\" or \"json\", got {:?}",
+                self.log.format
+            )));
         }
         Ok(())
     }
 
     pub fn delivery_policy(&self) -> Result<DeliveryPolicy, SettingsError> {
         let schedule = match &self.delivery.retry_schedule {
-            Some(s) if !s.trim().is_empty() => RetrySchedule::parse(s).map_err(|e| SettingsError::Invalid(format!("delivery.{e}")))?,
+            Some(s) if !s.trim().is_empty() => {
+                RetrySchedule::parse(s).map_err(|e| SettingsError::Invalid(format!("delivery.{e}")))?
+            }
             _ => RetrySchedule::default(),
         };
         let outcomes = OutcomePolicy::parse(&self.delivery.not_retried, &self.delivery.retry_minimums)
@@ -366,7 +376,10 @@ mod tests {
         assert_eq!(s.deadletter.delay, Duration::from_secs(1));
         assert_eq!(s.deadletter.dir, PathBuf::from("/tmp/dl"));
         assert_eq!(s.ingress.listen, "0.0.0.0:9000");
-        assert_eq!(s.delivery_policy().unwrap().schedule.delay_after(3), Duration::from_secs(5));
+        assert_eq!(
+            s.delivery_policy().unwrap().schedule.delay_after(3),
+            Duration::from_secs(5)
+        );
     }
 
     #[test]

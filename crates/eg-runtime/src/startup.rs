@@ -39,7 +39,13 @@ pub async fn start(tier: &'static str) -> anyhow::Result<Process> {
             }
         }
     }
-    Ok(Process { settings, store, clock, metrics, shutdown })
+    Ok(Process {
+        settings,
+        store,
+        clock,
+        metrics,
+        shutdown,
+    })
 }
 
 async fn prepare(store: &Store, clock: &Clock) -> Result<(), eg_store::StoreError> {

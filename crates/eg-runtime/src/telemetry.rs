@@ -5,7 +5,9 @@ use tracing_subscriber::EnvFilter;
 
 pub fn init(log: &LogSection) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&log.level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let result = if log.format == "json" {
         builder.json().flatten_event(true).try_init()
     } else {

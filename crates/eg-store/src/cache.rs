@@ -38,7 +38,14 @@ impl CatalogSnapshot {
                 Ok(topic) => {
                     let key1 = keys.get(&format!("{key}/key1")).cloned().unwrap_or_default();
                     let key2 = keys.get(&format!("{key}/key2")).cloned().unwrap_or_default();
-                    Some((key, TopicEntry { topic, keys: [key1, key2], subscriptions: Vec::new() }))
+                    Some((
+                        key,
+                        TopicEntry {
+                            topic,
+                            keys: [key1, key2],
+                            subscriptions: Vec::new(),
+                        },
+                    ))
                 }
                 Err(e) => {
                     tracing::error!(topic = %key, error = %e, "skipping a topic that does not parse");
@@ -53,10 +60,15 @@ impl CatalogSnapshot {
                         entry.subscriptions.push(sub);
                     }
                 }
-                Err(e) => tracing::error!(subscription = %field, error = %e, "skipping a subscription that does not parse"),
+                Err(e) => {
+                    tracing::error!(subscription = %field, error = %e, "skipping a subscription that does not parse")
+                }
             }
         }
-        Self { version, topics: by_topic }
+        Self {
+            version,
+            topics: by_topic,
+        }
     }
 
     pub fn topic(&self, topic_key: &str) -> Option<&TopicEntry> {

@@ -118,7 +118,10 @@ impl Catalog {
         let mut conn = self.store.conn().await?;
         let t = name.key();
         let (k1, k2): (Option<String>, Option<String>) = conn
-            .hmget(self.store.keys.topic_keys(), &[format!("{t}/key1"), format!("{t}/key2")])
+            .hmget(
+                self.store.keys.topic_keys(),
+                &[format!("{t}/key1"), format!("{t}/key2")],
+            )
             .await?;
         Ok(k1.zip(k2).map(|(a, b)| [a, b]))
     }
@@ -164,17 +167,32 @@ impl Catalog {
             [status] if status == "NO_TOPIC" => Ok(PutSubscription::NoTopic),
             [status] if status == "LIMIT" => Ok(PutSubscription::LimitReached),
             [status, created, version] if status == "OK" => {
-                let version = version.parse().map_err(|e| StoreError::corrupt(k.catalog_version(), e))?;
+                let version = version
+                    .parse()
+                    .map_err(|e| StoreError::corrupt(k.catalog_version(), e))?;
                 self.publish_version(version).await?;
-                Ok(if created == "1" { PutSubscription::Created } else { PutSubscription::Updated })
+                Ok(if created == "1" {
+                    PutSubscription::Created
+                } else {
+                    PutSubscription::Updated
+                })
             }
-            other => Err(StoreError::corrupt(k.subscriptions(), format!("unexpected script reply {other:?}"))),
+            other => Err(StoreError::corrupt(
+                k.subscriptions(),
+                format!("unexpected script reply {other:?}"),
+            )),
         }
     }
 
-    pub async fn get_subscription(&self, topic: &TopicName, name: &SubscriptionName) -> Result<Option<Subscription>, StoreError> {
+    pub async fn get_subscription(
+        &self,
+        topic: &TopicName,
+        name: &SubscriptionName,
+    ) -> Result<Option<Subscription>, StoreError> {
         let mut conn = self.store.conn().await?;
-        let raw: Option<String> = conn.hget(self.store.keys.subscriptions(), subscription_field(topic, name)).await?;
+        let raw: Option<String> = conn
+            .hget(self.store.keys.subscriptions(), subscription_field(topic, name))
+            .await?;
         raw.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::corrupt(self.store.keys.subscriptions(), e)))
             .transpose()
     }

@@ -69,7 +69,13 @@ impl Store {
         let mut conn = self.conn().await?;
         let key = self.keys.layout();
         let wanted = self.keys.partitions();
-        let _: bool = redis::cmd("SET").arg(&key).arg(wanted).arg("NX").query_async(&mut *conn).await.map(|v: Option<String>| v.is_some())?;
+        let _: bool = redis::cmd("SET")
+            .arg(&key)
+            .arg(wanted)
+            .arg("NX")
+            .query_async(&mut *conn)
+            .await
+            .map(|v: Option<String>| v.is_some())?;
         let stored: u16 = redis::cmd("GET").arg(&key).query_async(&mut *conn).await?;
         if stored != wanted {
             return Err(StoreError::Layout(format!(

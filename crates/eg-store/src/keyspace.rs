@@ -107,7 +107,14 @@ mod tests {
     #[test]
     fn partition_keys_share_one_hash_tag() {
         let p = Keyspace::new("eg", 4).partition(3);
-        for key in [p.ready(), p.retry(), p.deadletter(), p.deadletter_delay(), p.catalog_version(), p.event("x")] {
+        for key in [
+            p.ready(),
+            p.retry(),
+            p.deadletter(),
+            p.deadletter_delay(),
+            p.catalog_version(),
+            p.event("x"),
+        ] {
             assert!(key.starts_with("{eg:p3}:"), "{key}");
         }
     }

@@ -68,7 +68,12 @@ pub struct Depths {
 impl Store {
     /// Stores the events of one publish request and enqueues their deliveries in one
     /// atomic step on one partition. `catalog_version` is the snapshot matched against.
-    pub async fn publish(&self, partition: &Partition, catalog_version: u64, events: &[EventToStore]) -> Result<PublishOutcome, StoreError> {
+    pub async fn publish(
+        &self,
+        partition: &Partition,
+        catalog_version: u64,
+        events: &[EventToStore],
+    ) -> Result<PublishOutcome, StoreError> {
         let mut invocation = scripts::PUBLISH.prepare_invoke();
         invocation.key(partition.catalog_version()).key(partition.ready());
         for e in events {
@@ -86,19 +91,29 @@ impl Store {
         match reply.as_slice() {
             [ok] if ok == "OK" => Ok(PublishOutcome::Stored),
             [stale, version] if stale == "STALE" => Ok(PublishOutcome::StaleCatalog(version.parse().unwrap_or(0))),
-            other => Err(StoreError::corrupt(partition.ready(), format!("unexpected publish reply {other:?}"))),
+            other => Err(StoreError::corrupt(
+                partition.ready(),
+                format!("unexpected publish reply {other:?}"),
+            )),
         }
     }
 
     /// Reads up to `count` new deliveries for `consumer`, waiting up to `block` for some
     /// (a zero `block` does not wait: Redis would take `BLOCK 0` as "wait forever").
-    pub async fn read_ready(&self, partition: &Partition, consumer: &str, count: usize, block: Duration) -> Result<Vec<ReadyDelivery>, StoreError> {
+    pub async fn read_ready(
+        &self,
+        partition: &Partition,
+        consumer: &str,
+        count: usize,
+        block: Duration,
+    ) -> Result<Vec<ReadyDelivery>, StoreError> {
         let mut opts = StreamReadOptions::default().group(SENDERS_GROUP, consumer).count(count);
         if block.as_millis() > 0 {
             opts = opts.block(block.as_millis() as usize);
         }
         let mut conn = self.conn().await?;
-        let reply: Option<StreamReadReply> = redis::AsyncCommands::xread_options(&mut *conn, &[partition.ready()], &[">"], &opts).await?;
+        let reply: Option<StreamReadReply> =
+            redis::AsyncCommands::xread_options(&mut *conn, &[partition.ready()], &[">"], &opts).await?;
         drop(conn);
         let ids = reply.into_iter().flat_map(|r| r.keys).flat_map(|k| k.ids).collect();
         self.decode_deliveries(partition, ids).await
@@ -106,15 +121,30 @@ impl Store {
 
     /// Takes over deliveries held longer than `min_idle` by any consumer (a crashed or
     /// stuck sender's), for `consumer`.
-    pub async fn claim_abandoned(&self, partition: &Partition, consumer: &str, min_idle: Duration, count: usize) -> Result<Vec<ReadyDelivery>, StoreError> {
-        let ids = self.auto_claim(&partition.ready(), SENDERS_GROUP, consumer, min_idle, count).await?;
+    pub async fn claim_abandoned(
+        &self,
+        partition: &Partition,
+        consumer: &str,
+        min_idle: Duration,
+        count: usize,
+    ) -> Result<Vec<ReadyDelivery>, StoreError> {
+        let ids = self
+            .auto_claim(&partition.ready(), SENDERS_GROUP, consumer, min_idle, count)
+            .await?;
         self.decode_deliveries(partition, ids).await
     }
 
     /// `XAUTOCLAIM`, following its cursor through the whole pending list: one call scans
     /// only about ten times `COUNT` entries, and abandoned entries may sit behind many
     /// live ones.
-    async fn auto_claim(&self, stream: &str, group: &str, consumer: &str, min_idle: Duration, count: usize) -> Result<Vec<StreamId>, StoreError> {
+    async fn auto_claim(
+        &self,
+        stream: &str,
+        group: &str,
+        consumer: &str,
+        min_idle: Duration,
+        count: usize,
+    ) -> Result<Vec<StreamId>, StoreError> {
         let mut conn = self.conn().await?;
         let mut cursor = "0-0".to_owned();
         let mut claimed = Vec::new();
@@ -139,13 +169,21 @@ impl Store {
 
     /// Entries that do not decode cannot be delivered by anyone: they are logged in full
     /// and removed, so they do not block the stream forever.
-    async fn decode_deliveries(&self, partition: &Partition, ids: Vec<StreamId>) -> Result<Vec<ReadyDelivery>, StoreError> {
+    async fn decode_deliveries(
+        &self,
+        partition: &Partition,
+        ids: Vec<StreamId>,
+    ) -> Result<Vec<ReadyDelivery>, StoreError> {
         let mut out = Vec::with_capacity(ids.len());
         let mut poison = Vec::new();
         for entry in ids {
             let raw: Option<String> = entry.get("d");
             match raw.as_deref().map(Delivery::from_json) {
-                Some(Ok(delivery)) => out.push(ReadyDelivery { partition: partition.index, entry_id: entry.id, delivery }),
+                Some(Ok(delivery)) => out.push(ReadyDelivery {
+                    partition: partition.index,
+                    entry_id: entry.id,
+                    delivery,
+                }),
                 _ => {
                     tracing::error!(stream = %partition.ready(), entry = %entry.id, record = ?raw, "removing a ready entry that is not a delivery record");
                     poison.push(entry.id);
@@ -159,7 +197,11 @@ impl Store {
     }
 
     /// The stored bodies of these events (`None` where an event is gone).
-    pub async fn event_bodies(&self, partition: &Partition, event_keys: &[&str]) -> Result<Vec<Option<String>>, StoreError> {
+    pub async fn event_bodies(
+        &self,
+        partition: &Partition,
+        event_keys: &[&str],
+    ) -> Result<Vec<Option<String>>, StoreError> {
         if event_keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -174,7 +216,13 @@ impl Store {
     /// Ends the hold on a ready entry and moves the delivery on, atomically. Returns
     /// false when the entry was no longer held (reclaimed or settled by someone else),
     /// in which case nothing changed.
-    pub async fn settle(&self, partition: &Partition, entry_id: &str, event_key: &str, settlement: &Settlement) -> Result<bool, StoreError> {
+    pub async fn settle(
+        &self,
+        partition: &Partition,
+        entry_id: &str,
+        event_key: &str,
+        settlement: &Settlement,
+    ) -> Result<bool, StoreError> {
         let (action, payload, due) = match settlement {
             Settlement::Done => ("done", String::new(), 0),
             Settlement::Retry { delivery, due } => ("retry", delivery.to_json(), due.0),
@@ -203,15 +251,29 @@ impl Store {
 
     /// Moves retries that are due into the ready stream; returns how many moved.
     pub async fn promote_due_retries(&self, partition: &Partition, max: usize) -> Result<usize, StoreError> {
-        self.promote(&partition.retry(), &partition.ready(), "d", max, Duration::ZERO).await
+        self.promote(&partition.retry(), &partition.ready(), "d", max, Duration::ZERO)
+            .await
     }
 
     /// Moves dead-letter records older than `delay` into the dead-letter stream.
-    pub async fn promote_due_dead_letters(&self, partition: &Partition, delay: Duration, max: usize) -> Result<usize, StoreError> {
-        self.promote(&partition.deadletter_delay(), &partition.deadletter(), "r", max, delay).await
+    pub async fn promote_due_dead_letters(
+        &self,
+        partition: &Partition,
+        delay: Duration,
+        max: usize,
+    ) -> Result<usize, StoreError> {
+        self.promote(&partition.deadletter_delay(), &partition.deadletter(), "r", max, delay)
+            .await
     }
 
-    async fn promote(&self, set: &str, stream: &str, field: &str, max: usize, delay: Duration) -> Result<usize, StoreError> {
+    async fn promote(
+        &self,
+        set: &str,
+        stream: &str,
+        field: &str,
+        max: usize,
+        delay: Duration,
+    ) -> Result<usize, StoreError> {
         let mut conn = self.conn().await?;
         Ok(scripts::PROMOTE
             .key(set)
@@ -225,12 +287,23 @@ impl Store {
 
     /// Reads dead-letter records: first those another worker (or this one) held longer
     /// than `retry_after` without finishing, then new ones.
-    pub async fn read_dead_letters(&self, partition: &Partition, consumer: &str, count: usize, retry_after: Duration) -> Result<Vec<DeadLetterItem>, StoreError> {
-        let mut ids = self.auto_claim(&partition.deadletter(), DEADLETTER_GROUP, consumer, retry_after, count).await?;
+    pub async fn read_dead_letters(
+        &self,
+        partition: &Partition,
+        consumer: &str,
+        count: usize,
+        retry_after: Duration,
+    ) -> Result<Vec<DeadLetterItem>, StoreError> {
+        let mut ids = self
+            .auto_claim(&partition.deadletter(), DEADLETTER_GROUP, consumer, retry_after, count)
+            .await?;
         let mut conn = self.conn().await?;
         if ids.len() < count {
-            let opts = StreamReadOptions::default().group(DEADLETTER_GROUP, consumer).count(count - ids.len());
-            let reply: Option<StreamReadReply> = redis::AsyncCommands::xread_options(&mut *conn, &[partition.deadletter()], &[">"], &opts).await?;
+            let opts = StreamReadOptions::default()
+                .group(DEADLETTER_GROUP, consumer)
+                .count(count - ids.len());
+            let reply: Option<StreamReadReply> =
+                redis::AsyncCommands::xread_options(&mut *conn, &[partition.deadletter()], &[">"], &opts).await?;
             ids.extend(reply.into_iter().flat_map(|r| r.keys).flat_map(|k| k.ids));
         }
         drop(conn);
@@ -238,9 +311,14 @@ impl Store {
         let mut poison = Vec::new();
         for entry in ids {
             let raw: Option<String> = entry.get("r");
-            let parsed = raw.as_deref().and_then(|r| r.split_once('\n')).and_then(|(meta, body)| {
-                serde_json::from_str::<DeadLetterEntry>(meta).ok().map(|m| (m, body.to_owned()))
-            });
+            let parsed = raw
+                .as_deref()
+                .and_then(|r| r.split_once('\n'))
+                .and_then(|(meta, body)| {
+                    serde_json::from_str::<DeadLetterEntry>(meta)
+                        .ok()
+                        .map(|m| (m, body.to_owned()))
+                });
             match parsed {
                 Some((entry_meta, event_json)) => out.push(DeadLetterItem {
                     partition: partition.index,
@@ -255,14 +333,16 @@ impl Store {
             }
         }
         if !poison.is_empty() {
-            self.ack_delete(&partition.deadletter(), DEADLETTER_GROUP, &poison).await?;
+            self.ack_delete(&partition.deadletter(), DEADLETTER_GROUP, &poison)
+                .await?;
         }
         Ok(out)
     }
 
     /// Finishes dead-letter records (written, or given up on).
     pub async fn finish_dead_letters(&self, partition: &Partition, entry_ids: &[String]) -> Result<u64, StoreError> {
-        self.ack_delete(&partition.deadletter(), DEADLETTER_GROUP, entry_ids).await
+        self.ack_delete(&partition.deadletter(), DEADLETTER_GROUP, entry_ids)
+            .await
     }
 
     async fn ack_delete(&self, stream: &str, group: &str, ids: &[String]) -> Result<u64, StoreError> {
@@ -270,7 +350,12 @@ impl Store {
             return Ok(0);
         }
         let mut conn = self.conn().await?;
-        Ok(scripts::ACK_DELETE.key(stream).arg(group).arg(ids).invoke_async(&mut *conn).await?)
+        Ok(scripts::ACK_DELETE
+            .key(stream)
+            .arg(group)
+            .arg(ids)
+            .invoke_async(&mut *conn)
+            .await?)
     }
 
     pub async fn depths(&self, partition: &Partition) -> Result<Depths, StoreError> {
@@ -283,9 +368,13 @@ impl Store {
             .zcard(partition.deadletter_delay())
             .xlen(partition.deadletter());
         let mut conn = self.conn().await?;
-        let (ready, pending, retry, delayed, dl): (u64, redis::Value, u64, u64, u64) = pipe.query_async(&mut *conn).await?;
+        let (ready, pending, retry, delayed, dl): (u64, redis::Value, u64, u64, u64) =
+            pipe.query_async(&mut *conn).await?;
         let in_flight = match pending {
-            redis::Value::Array(items) => items.first().and_then(|v| redis::from_redis_value_ref::<u64>(v).ok()).unwrap_or(0),
+            redis::Value::Array(items) => items
+                .first()
+                .and_then(|v| redis::from_redis_value_ref::<u64>(v).ok())
+                .unwrap_or(0),
             _ => 0,
         };
         Ok(Depths {

@@ -20,10 +20,7 @@ async fn put_topic_creates_then_updates_and_keeps_its_keys() {
         catalog.put_topic(&orders, keys("first")).await.unwrap(),
         "first put creates"
     );
-    assert_eq!(
-        catalog.topic_keys(&orders.name).await.unwrap(),
-        Some(keys("first"))
-    );
+    assert_eq!(catalog.topic_keys(&orders.name).await.unwrap(), Some(keys("first")));
 
     assert!(
         !catalog.put_topic(&orders, keys("second")).await.unwrap(),
@@ -45,10 +42,7 @@ async fn put_topic_creates_then_updates_and_keeps_its_keys() {
         Some("first-key2")
     );
     let raw = hget(&mut redis, "{eg:catalog}:topics", "orders").unwrap();
-    assert_eq!(
-        serde_json::from_str::<eg_core::Topic>(&raw).unwrap(),
-        orders
-    );
+    assert_eq!(serde_json::from_str::<eg_core::Topic>(&raw).unwrap(), orders);
     assert_eq!(catalog.get_topic(&orders.name).await.unwrap(), Some(orders));
 }
 
@@ -144,13 +138,7 @@ async fn delete_topic_removes_the_topic_its_keys_and_all_its_subscriptions() {
 
     assert_eq!(catalog.get_topic(&orders.name).await.unwrap(), None);
     assert_eq!(catalog.topic_keys(&orders.name).await.unwrap(), None);
-    assert!(
-        catalog
-            .list_subscriptions(&orders.name)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(catalog.list_subscriptions(&orders.name).await.unwrap().is_empty());
     assert_eq!(
         catalog
             .get_subscription(&orders.name, &sub_name("billing"))
@@ -166,30 +154,14 @@ async fn delete_topic_removes_the_topic_its_keys_and_all_its_subscriptions() {
         PutSubscription::NoTopic
     );
     let mut redis = h.redis();
-    assert_eq!(
-        hget(&mut redis, "{eg:catalog}:topic-keys", "orders/key1"),
-        None
-    );
-    assert_eq!(
-        hget(&mut redis, "{eg:catalog}:subscription-counts", "orders"),
-        None
-    );
+    assert_eq!(hget(&mut redis, "{eg:catalog}:topic-keys", "orders/key1"), None);
+    assert_eq!(hget(&mut redis, "{eg:catalog}:subscription-counts", "orders"), None);
     let left: Vec<String> = query(&mut redis, &["HKEYS", "{eg:catalog}:subscriptions"]);
     assert_eq!(left, ["orders-eu/billing"]);
 
     // The other topic is untouched.
-    assert_eq!(
-        catalog.topic_keys(&orders_eu.name).await.unwrap(),
-        Some(keys("e"))
-    );
-    assert_eq!(
-        catalog
-            .list_subscriptions(&orders_eu.name)
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(catalog.topic_keys(&orders_eu.name).await.unwrap(), Some(keys("e")));
+    assert_eq!(catalog.list_subscriptions(&orders_eu.name).await.unwrap().len(), 1);
 
     assert!(
         !catalog.delete_topic(&orders.name).await.unwrap(),
@@ -198,10 +170,7 @@ async fn delete_topic_removes_the_topic_its_keys_and_all_its_subscriptions() {
 
     // Recreated, it starts from scratch: new keys and an empty subscription count.
     assert!(catalog.put_topic(&orders, keys("new")).await.unwrap());
-    assert_eq!(
-        catalog.topic_keys(&orders.name).await.unwrap(),
-        Some(keys("new"))
-    );
+    assert_eq!(catalog.topic_keys(&orders.name).await.unwrap(), Some(keys("new")));
     assert_eq!(
         catalog
             .put_subscription(&subscription("orders", "billing"), 1)
@@ -232,10 +201,7 @@ async fn put_subscription_reports_created_updated_no_topic_and_limit() {
             .is_empty()
     );
 
-    catalog
-        .put_topic(&topic("orders"), keys("o"))
-        .await
-        .unwrap();
+    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
     assert_eq!(
         catalog
             .put_subscription(&subscription("orders", "a-sub"), limit)
@@ -318,10 +284,7 @@ async fn put_subscription_reports_created_updated_no_topic_and_limit() {
 async fn delete_subscription_reports_whether_it_existed() {
     let h = Harness::start().await;
     let catalog = h.catalog();
-    catalog
-        .put_topic(&topic("orders"), keys("o"))
-        .await
-        .unwrap();
+    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
     catalog
         .put_subscription(&subscription("orders", "billing"), 10)
         .await
@@ -381,12 +344,7 @@ async fn every_catalog_write_bumps_the_version_and_every_partition_copy() {
         match step {
             0 => assert!(catalog.put_topic(&orders, keys("a")).await.unwrap()),
             1 => assert!(!catalog.put_topic(&orders, keys("b")).await.unwrap()),
-            2 => assert!(
-                catalog
-                    .regenerate_key(&orders.name, KeyName::Key1, "k")
-                    .await
-                    .unwrap()
-            ),
+            2 => assert!(catalog.regenerate_key(&orders.name, KeyName::Key1, "k").await.unwrap()),
             3 => assert_eq!(
                 catalog.put_subscription(&billing, 5).await.unwrap(),
                 PutSubscription::Created
@@ -395,12 +353,7 @@ async fn every_catalog_write_bumps_the_version_and_every_partition_copy() {
                 catalog.put_subscription(&billing, 5).await.unwrap(),
                 PutSubscription::Updated
             ),
-            5 => assert!(
-                catalog
-                    .delete_subscription(&orders.name, &billing.name)
-                    .await
-                    .unwrap()
-            ),
+            5 => assert!(catalog.delete_subscription(&orders.name, &billing.name).await.unwrap()),
             _ => assert!(catalog.delete_topic(&orders.name).await.unwrap()),
         }
         let version = catalog.version().await.unwrap();
@@ -421,10 +374,7 @@ async fn every_catalog_write_bumps_the_version_and_every_partition_copy() {
 async fn load_returns_topics_keys_and_subscriptions_at_one_version() {
     let h = Harness::start().await;
     let catalog = h.catalog();
-    catalog
-        .put_topic(&topic("orders"), keys("o"))
-        .await
-        .unwrap();
+    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
     catalog.put_topic(&topic("Audit"), keys("a")).await.unwrap();
     catalog
         .put_subscription(&subscription("orders", "billing"), 10)
@@ -462,10 +412,7 @@ async fn load_returns_topics_keys_and_subscriptions_at_one_version() {
 async fn catalog_cache_refresh_picks_up_a_change() {
     let h = Harness::start().await;
     let catalog = h.catalog();
-    catalog
-        .put_topic(&topic("orders"), keys("o"))
-        .await
-        .unwrap();
+    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
     let cache = CatalogCache::load(catalog.clone()).await.unwrap();
     assert!(cache.snapshot().topic("orders").is_some());
     assert_eq!(cache.snapshot().subscription("orders", "billing"), None);
@@ -502,28 +449,16 @@ async fn catalog_cache_refresh_picks_up_a_change() {
 async fn names_are_case_insensitive() {
     let h = Harness::start().await;
     let catalog = h.catalog();
-    assert!(
-        catalog
-            .put_topic(&topic("Orders"), keys("o"))
-            .await
-            .unwrap()
-    );
+    assert!(catalog.put_topic(&topic("Orders"), keys("o")).await.unwrap());
 
-    let got = catalog
-        .get_topic(&topic_name("orders"))
-        .await
-        .unwrap()
-        .unwrap();
+    let got = catalog.get_topic(&topic_name("orders")).await.unwrap().unwrap();
     assert_eq!(got.name.as_str(), "Orders", "shown as first spelled");
     assert_eq!(
         catalog.topic_keys(&topic_name("ORDERS")).await.unwrap(),
         Some(keys("o"))
     );
     assert!(
-        !catalog
-            .put_topic(&topic("ORDERS"), keys("x"))
-            .await
-            .unwrap(),
+        !catalog.put_topic(&topic("ORDERS"), keys("x")).await.unwrap(),
         "same topic, other case"
     );
     assert_eq!(catalog.list_topics().await.unwrap().len(), 1);
@@ -550,11 +485,7 @@ async fn names_are_case_insensitive() {
             .is_some()
     );
     assert_eq!(
-        catalog
-            .list_subscriptions(&topic_name("Orders"))
-            .await
-            .unwrap()
-            .len(),
+        catalog.list_subscriptions(&topic_name("Orders")).await.unwrap().len(),
         1
     );
     assert!(

@@ -13,10 +13,7 @@ use std::time::Duration;
 async fn a_published_delivery_and_its_event_survive_a_kill_and_restart() {
     let mut h = Harness::start().await;
     let catalog = h.catalog();
-    catalog
-        .put_topic(&topic("orders"), keys("o"))
-        .await
-        .unwrap();
+    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
     catalog
         .put_subscription(&subscription("orders", "billing"), 10)
         .await
@@ -58,9 +55,7 @@ async fn a_delivery_in_flight_at_the_kill_can_be_claimed_after_restart() {
     let mut h = Harness::start().await;
     let published = event("e1", 1);
     publish(&h.store, &h.p0(), std::slice::from_ref(&published)).await;
-    let held = read(&h.store, &h.p0(), "crashed-sender", 10)
-        .await
-        .remove(0);
+    let held = read(&h.store, &h.p0(), "crashed-sender", 10).await.remove(0);
 
     h.server.restart();
 
@@ -118,10 +113,7 @@ async fn a_missing_consumer_group_is_reported_and_ensure_groups_recreates_it() {
     let store = connect(&h.server).await;
     let p0 = store.keys().partition(0);
     let mut redis = h.redis();
-    let destroyed: u64 = query(
-        &mut redis,
-        &["XGROUP", "DESTROY", "{eg:p0}:ready", "senders"],
-    );
+    let destroyed: u64 = query(&mut redis, &["XGROUP", "DESTROY", "{eg:p0}:ready", "senders"]);
     assert_eq!(destroyed, 1);
 
     let err = store

@@ -33,33 +33,20 @@ async fn publish_stores_each_event_once_and_enqueues_one_entry_per_delivery() {
     for e in &events {
         let key = event_hash(&e.event_key);
         assert_eq!(hget(&mut redis, &key, "b"), Some(e.body.clone()));
-        assert_eq!(
-            hget(&mut redis, &key, "r"),
-            Some(e.deliveries.len().to_string())
-        );
+        assert_eq!(hget(&mut redis, &key, "r"), Some(e.deliveries.len().to_string()));
         assert_eq!(query::<u64>(&mut redis, &["HLEN", &key]), 2, "only b and r");
     }
-    let enqueued: Vec<Delivery> = ready_entries(&mut redis, READY)
-        .into_iter()
-        .map(|(_, d)| d)
-        .collect();
+    let enqueued: Vec<Delivery> = ready_entries(&mut redis, READY).into_iter().map(|(_, d)| d).collect();
     let expected: Vec<Delivery> = events.iter().flat_map(|e| e.deliveries.clone()).collect();
     assert_eq!(enqueued, expected);
-    assert_eq!(
-        xlen(&mut redis, "{eg:p1}:ready"),
-        0,
-        "other partitions untouched"
-    );
+    assert_eq!(xlen(&mut redis, "{eg:p1}:ready"), 0, "other partitions untouched");
 }
 
 #[tokio::test]
 async fn publish_with_a_stale_catalog_writes_nothing() {
     let h = Harness::start().await;
     let catalog = h.catalog();
-    catalog
-        .put_topic(&topic("orders"), keys("o"))
-        .await
-        .unwrap();
+    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
     catalog.put_topic(&topic("audit"), keys("a")).await.unwrap();
     let current = catalog.version().await.unwrap();
     let mut redis = h.redis();
@@ -118,10 +105,7 @@ async fn read_ready_hands_each_delivery_to_one_consumer() {
     let mut expected: Vec<(String, String)> = a
         .iter()
         .map(|r| (r.entry_id.clone(), "sender-a".to_owned()))
-        .chain(
-            b.iter()
-                .map(|r| (r.entry_id.clone(), "sender-b".to_owned())),
-        )
+        .chain(b.iter().map(|r| (r.entry_id.clone(), "sender-b".to_owned())))
         .collect();
     expected.sort();
     assert_eq!(owners, expected);
@@ -143,17 +127,11 @@ async fn read_ready_with_a_zero_wait_returns_at_once() {
             .await
         }
     };
-    let empty = no_wait("sender")
-        .await
-        .expect("a zero wait must not block")
-        .unwrap();
+    let empty = no_wait("sender").await.expect("a zero wait must not block").unwrap();
     assert!(empty.is_empty());
 
     publish(&h.store, &p0, &[event("e1", 1)]).await;
-    let got = no_wait("sender")
-        .await
-        .expect("a zero wait must not block")
-        .unwrap();
+    let got = no_wait("sender").await.expect("a zero wait must not block").unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].delivery, event("e1", 1).deliveries[0]);
 }
@@ -175,10 +153,7 @@ async fn settle_done_acks_deletes_and_frees_the_event_after_its_last_delivery() 
     );
     assert_eq!(xlen(&mut redis, READY), 1);
     assert_eq!(pending(&mut redis, READY, "senders"), 1);
-    assert_eq!(
-        hget(&mut redis, &event_hash("e1"), "r").as_deref(),
-        Some("1")
-    );
+    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
     assert_eq!(
         hget(&mut redis, &event_hash("e1"), "b"),
         Some(body("e1")),
@@ -223,16 +198,10 @@ async fn settle_retry_schedules_the_record_at_its_due_time() {
         delivery: next.clone(),
         due,
     };
-    assert!(
-        h.store
-            .settle(&p0, &held.entry_id, "e1", &settlement)
-            .await
-            .unwrap()
-    );
+    assert!(h.store.settle(&p0, &held.entry_id, "e1", &settlement).await.unwrap());
 
     let mut redis = h.redis();
-    let members: Vec<(String, i64)> =
-        query(&mut redis, &["ZRANGE", RETRY, "0", "-1", "WITHSCORES"]);
+    let members: Vec<(String, i64)> = query(&mut redis, &["ZRANGE", RETRY, "0", "-1", "WITHSCORES"]);
     assert_eq!(members.len(), 1);
     assert_eq!(Delivery::from_json(&members[0].0).unwrap(), next);
     assert_eq!(members[0].1, due.0);
@@ -243,11 +212,7 @@ async fn settle_retry_schedules_the_record_at_its_due_time() {
         Some("1"),
         "a retry still needs the event"
     );
-    assert_eq!(
-        h.store.promote_due_retries(&p0, 100).await.unwrap(),
-        0,
-        "not due yet"
-    );
+    assert_eq!(h.store.promote_due_retries(&p0, 100).await.unwrap(), 0, "not due yet");
 }
 
 #[tokio::test]
@@ -267,23 +232,13 @@ async fn promote_due_retries_moves_only_due_ones_each_exactly_once_even_concurre
         delivery: not_due.clone(),
         due: UnixMillis(now + 3_600_000),
     };
-    assert!(
-        h.store
-            .settle(&p0, &future.entry_id, "e1", &settlement)
-            .await
-            .unwrap()
-    );
+    assert!(h.store.settle(&p0, &future.entry_id, "e1", &settlement).await.unwrap());
     for (i, r) in past.iter().enumerate() {
         let settlement = Settlement::Retry {
             delivery: r.delivery.after_attempt(failed_attempt()),
             due: UnixMillis(now - 1_000 - i as i64),
         };
-        assert!(
-            h.store
-                .settle(&p0, &r.entry_id, "e1", &settlement)
-                .await
-                .unwrap()
-        );
+        assert!(h.store.settle(&p0, &r.entry_id, "e1", &settlement).await.unwrap());
         due_ids.insert(r.delivery.id.clone());
     }
     let mut redis = h.redis();
@@ -293,11 +248,7 @@ async fn promote_due_retries_moves_only_due_ones_each_exactly_once_even_concurre
         h.store.promote_due_retries(&p0, 100),
         h.store.promote_due_retries(&p0, 100)
     );
-    assert_eq!(
-        a.unwrap() + b.unwrap(),
-        due_count,
-        "each due retry moved exactly once"
-    );
+    assert_eq!(a.unwrap() + b.unwrap(), due_count, "each due retry moved exactly once");
     assert_eq!(h.store.promote_due_retries(&p0, 100).await.unwrap(), 0);
 
     let moved = ready_entries(&mut redis, READY);
@@ -330,33 +281,15 @@ async fn dead_letter_goes_through_the_delay_set_to_the_dead_letter_worker() {
     let entry = dead_letter_entry(&held[0].delivery);
     let mut redis = h.redis();
 
-    let settlement = Settlement::DeadLetter {
-        entry: entry.clone(),
-    };
-    assert!(
-        h.store
-            .settle(&p0, &held[0].entry_id, "e1", &settlement)
-            .await
-            .unwrap()
-    );
-    assert_eq!(
-        xlen(&mut redis, READY),
-        1,
-        "only the other delivery is left"
-    );
+    let settlement = Settlement::DeadLetter { entry: entry.clone() };
+    assert!(h.store.settle(&p0, &held[0].entry_id, "e1", &settlement).await.unwrap());
+    assert_eq!(xlen(&mut redis, READY), 1, "only the other delivery is left");
     assert_eq!(pending(&mut redis, READY, "senders"), 1);
-    assert_eq!(
-        hget(&mut redis, &event_hash("e1"), "r").as_deref(),
-        Some("1")
-    );
+    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
     let delayed: Vec<String> = query(&mut redis, &["ZRANGE", DL_DELAY, "0", "-1"]);
     assert_eq!(
         delayed,
-        [format!(
-            "{}\n{}",
-            serde_json::to_string(&entry).unwrap(),
-            body("e1")
-        )]
+        [format!("{}\n{}", serde_json::to_string(&entry).unwrap(), body("e1"))]
     );
 
     assert_eq!(
@@ -369,10 +302,7 @@ async fn dead_letter_goes_through_the_delay_set_to_the_dead_letter_worker() {
     assert_eq!(zcard(&mut redis, DL_DELAY), 1);
     assert_eq!(xlen(&mut redis, DL), 0);
     assert_eq!(
-        h.store
-            .promote_due_dead_letters(&p0, Duration::ZERO, 10)
-            .await
-            .unwrap(),
+        h.store.promote_due_dead_letters(&p0, Duration::ZERO, 10).await.unwrap(),
         1
     );
     assert_eq!(zcard(&mut redis, DL_DELAY), 0);
@@ -420,9 +350,7 @@ async fn dead_lettering_the_last_delivery_frees_the_event_but_keeps_its_body_in_
                 &p0,
                 &held.entry_id,
                 "e1",
-                &Settlement::DeadLetter {
-                    entry: entry.clone()
-                }
+                &Settlement::DeadLetter { entry: entry.clone() }
             )
             .await
             .unwrap()
@@ -431,10 +359,7 @@ async fn dead_lettering_the_last_delivery_frees_the_event_but_keeps_its_body_in_
     assert!(!exists(&mut redis, &event_hash("e1")));
 
     assert_eq!(
-        h.store
-            .promote_due_dead_letters(&p0, Duration::ZERO, 10)
-            .await
-            .unwrap(),
+        h.store.promote_due_dead_letters(&p0, Duration::ZERO, 10).await.unwrap(),
         1
     );
     let items = h
@@ -461,18 +386,13 @@ async fn an_unfinished_dead_letter_is_handed_out_again_only_after_retry_after() 
                 &p0,
                 &held.entry_id,
                 "e1",
-                &Settlement::DeadLetter {
-                    entry: entry.clone()
-                }
+                &Settlement::DeadLetter { entry: entry.clone() }
             )
             .await
             .unwrap()
     );
     assert_eq!(
-        h.store
-            .promote_due_dead_letters(&p0, Duration::ZERO, 10)
-            .await
-            .unwrap(),
+        h.store.promote_due_dead_letters(&p0, Duration::ZERO, 10).await.unwrap(),
         1
     );
 
@@ -502,10 +422,7 @@ async fn an_unfinished_dead_letter_is_handed_out_again_only_after_retry_after() 
                     return None;
                 }
                 let waited = before_first_read.elapsed();
-                assert!(
-                    waited >= retry_after,
-                    "handed out again after only {waited:?}"
-                );
+                assert!(waited >= retry_after, "handed out again after only {waited:?}");
                 Some(items)
             }
         },
@@ -549,10 +466,7 @@ async fn an_abandoned_delivery_is_claimed_requeued_and_the_late_settle_is_refuse
         Duration::from_secs(5),
         "sender-b to claim the abandoned delivery",
         || async move {
-            let claimed = store
-                .claim_abandoned(p0_ref, "sender-b", min_idle, 10)
-                .await
-                .unwrap();
+            let claimed = store.claim_abandoned(p0_ref, "sender-b", min_idle, 10).await.unwrap();
             if claimed.is_empty() {
                 return None;
             }
@@ -587,10 +501,7 @@ async fn an_abandoned_delivery_is_claimed_requeued_and_the_late_settle_is_refuse
     assert_ne!(entries[0].0, held_by_a.entry_id, "a new entry");
     assert_eq!(entries[0].1, requeued);
     assert_eq!(entries[0].1.attempts, held_by_a.delivery.attempts + 1);
-    assert_eq!(
-        hget(&mut redis, &event_hash("e1"), "r").as_deref(),
-        Some("1")
-    );
+    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
 
     // sender-a comes back late: whatever it says about the old entry changes nothing.
     for late in [
@@ -607,17 +518,11 @@ async fn an_abandoned_delivery_is_claimed_requeued_and_the_late_settle_is_refuse
         },
     ] {
         assert!(
-            !h.store
-                .settle(&p0, &held_by_a.entry_id, "e1", &late)
-                .await
-                .unwrap(),
+            !h.store.settle(&p0, &held_by_a.entry_id, "e1", &late).await.unwrap(),
             "{late:?}"
         );
     }
-    assert_eq!(
-        hget(&mut redis, &event_hash("e1"), "r").as_deref(),
-        Some("1")
-    );
+    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
     assert_eq!(ready_entries(&mut redis, READY), entries);
     assert_eq!(pending(&mut redis, READY, "senders"), 0);
     assert_eq!(zcard(&mut redis, RETRY), 0);
@@ -670,30 +575,17 @@ async fn depths_follow_deliveries_through_every_state() {
         delivery: held[0].delivery.after_attempt(failed_attempt()),
         due: UnixMillis(UnixMillis::now().0 + 3_600_000),
     };
-    assert!(
-        h.store
-            .settle(&p0, &held[0].entry_id, "e1", &retry)
-            .await
-            .unwrap()
-    );
+    assert!(h.store.settle(&p0, &held[0].entry_id, "e1", &retry).await.unwrap());
     assert_eq!(shape(h.store.depths(&p0).await.unwrap()), (1, 1, 1, 0));
 
     let dead = Settlement::DeadLetter {
         entry: dead_letter_entry(&held[1].delivery),
     };
-    assert!(
-        h.store
-            .settle(&p0, &held[1].entry_id, "e1", &dead)
-            .await
-            .unwrap()
-    );
+    assert!(h.store.settle(&p0, &held[1].entry_id, "e1", &dead).await.unwrap());
     assert_eq!(shape(h.store.depths(&p0).await.unwrap()), (1, 0, 1, 1));
 
     assert_eq!(
-        h.store
-            .promote_due_dead_letters(&p0, Duration::ZERO, 10)
-            .await
-            .unwrap(),
+        h.store.promote_due_dead_letters(&p0, Duration::ZERO, 10).await.unwrap(),
         1
     );
     assert_eq!(

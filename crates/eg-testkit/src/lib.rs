@@ -15,7 +15,10 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts a fresh server and waits until it answers.
     pub fn start() -> Self {
-        let dir = tempfile::Builder::new().prefix("eg-redis-").tempdir().expect("temp dir for redis");
+        let dir = tempfile::Builder::new()
+            .prefix("eg-redis-")
+            .tempdir()
+            .expect("temp dir for redis");
         let mut server = Self { dir, child: None };
         server.spawn();
         server
@@ -44,7 +47,9 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start redis-server ({e}); install it, e.g. `apt-get install redis-server`"));
+            .unwrap_or_else(|e| {
+                panic!("cannot start redis-server ({e}); install it, e.g. `apt-get install redis-server`")
+            });
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {

@@ -5,8 +5,7 @@
 
 use eg_core::deadletter::DeadLetterEntry;
 use eg_core::{
-    DeadLetterReason, Delivery, LastAttempt, OutcomeName, Subscription, SubscriptionName, Topic,
-    TopicName, UnixMillis,
+    DeadLetterReason, Delivery, LastAttempt, OutcomeName, Subscription, SubscriptionName, Topic, TopicName, UnixMillis,
 };
 use eg_store::queue::EventToStore;
 use eg_store::{Catalog, Partition, RedisSettings, Store};
@@ -147,12 +146,7 @@ pub async fn publish(store: &Store, partition: &Partition, events: &[EventToStor
 }
 
 /// Reads ready deliveries with a short block (never zero: that would be BLOCK 0).
-pub async fn read(
-    store: &Store,
-    partition: &Partition,
-    consumer: &str,
-    count: usize,
-) -> Vec<eg_store::ReadyDelivery> {
+pub async fn read(store: &Store, partition: &Partition, consumer: &str, count: usize) -> Vec<eg_store::ReadyDelivery> {
     store
         .read_ready(partition, consumer, count, Duration::from_millis(20))
         .await
@@ -195,16 +189,9 @@ pub fn pending(conn: &mut redis::Connection, stream: &str, group: &str) -> u64 {
 }
 
 /// `(entry id, consumer)` of every pending entry of `group`.
-pub fn pending_owners(
-    conn: &mut redis::Connection,
-    stream: &str,
-    group: &str,
-) -> Vec<(String, String)> {
-    let rows: Vec<(String, String, u64, u64)> =
-        query(conn, &["XPENDING", stream, group, "-", "+", "100"]);
-    rows.into_iter()
-        .map(|(id, consumer, _, _)| (id, consumer))
-        .collect()
+pub fn pending_owners(conn: &mut redis::Connection, stream: &str, group: &str) -> Vec<(String, String)> {
+    let rows: Vec<(String, String, u64, u64)> = query(conn, &["XPENDING", stream, group, "-", "+", "100"]);
+    rows.into_iter().map(|(id, consumer, _, _)| (id, consumer)).collect()
 }
 
 /// `(entry id, field d)` of every entry of a ready stream, oldest first.

@@ -34,6 +34,7 @@ async fn main() -> anyhow::Result<()> {
         )));
         tasks.push(tokio::spawn(reclaim::reclaim_loop(
             process.store.clone(),
+            process.clock.clone(),
             p.clone(),
             consumer.clone(),
             s.delivery.visibility_timeout,

@@ -3,16 +3,17 @@
 //! outcome `Aborted`, and the delivery goes back to the ready stream; the sender that
 //! picks it up decides whether attempts or time are left.
 
-use eg_core::{LastAttempt, OutcomeName, UnixMillis};
+use eg_core::{LastAttempt, OutcomeName};
 use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
-use eg_store::{Partition, Settlement, Store};
+use eg_store::{Clock, Partition, Settlement, Store};
 use std::time::Duration;
 
 const CLAIM_BATCH: usize = 100;
 
 pub async fn reclaim_loop(
     store: Store,
+    clock: Clock,
     partition: Partition,
     consumer: String,
     visibility: Duration,
@@ -46,7 +47,7 @@ pub async fn reclaim_loop(
                 let requeued = d.after_attempt(LastAttempt {
                     outcome: OutcomeName::Aborted,
                     status: None,
-                    at: UnixMillis::now(),
+                    at: clock.now(),
                 });
                 match store
                     .settle(

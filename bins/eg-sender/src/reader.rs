@@ -92,10 +92,12 @@ impl Sender {
                 _ = shutdown.requested() => return,
             };
             let free = 1 + self.slots.available_permits();
-            let batch = tokio::select! {
-                r = self.store.read_ready(&partition, &self.consumer, free.min(100), READ_BLOCK) => r,
-                _ = shutdown.requested() => return,
-            };
+            // Not cancelled by shutdown: entries Redis hands over must reach an attempt, not
+            // sit pending until the visibility timeout. The read waits at most READ_BLOCK.
+            let batch = self
+                .store
+                .read_ready(&partition, &self.consumer, free.min(100), READ_BLOCK)
+                .await;
             let deliveries = match batch {
                 Ok(d) => {
                     backoff = Duration::from_millis(100);

@@ -2,6 +2,7 @@
 
 use crate::{admin, publish};
 use axum::Router;
+use axum::http::Request;
 use axum::routing::{get, post};
 use eg_core::event::PublishLimits;
 use eg_runtime::startup::Process;
@@ -9,6 +10,7 @@ use eg_runtime::{Shutdown, ops};
 use eg_store::{Catalog, CatalogCache, Clock, Store};
 use std::sync::Arc;
 use std::time::Duration;
+use tower_http::trace::TraceLayer;
 
 pub struct App {
     pub store: Store,
@@ -59,9 +61,14 @@ impl App {
         if self.admin_token.is_some() {
             router = router.nest("/admin", admin::router(self.clone()));
         }
+        // A span per request with the path only: a query may carry `aeg-sas-key`.
+        let trace = TraceLayer::new_for_http().make_span_with(
+            |r: &Request<_>| tracing::info_span!("request", method = %r.method(), path = %r.uri().path()),
+        );
         router
             .merge(ops::router(process.store.clone(), process.metrics.clone()))
             .route("/", get(|| async { "eg-ingress" }))
+            .layer(trace)
     }
 
     /// Keeps the catalog copy fresh; publishes also refresh it when Redis says it is stale.

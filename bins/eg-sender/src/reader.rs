@@ -13,6 +13,7 @@ use eg_store::{Catalog, CatalogCache, Clock, Partition, ReadyDelivery, Settlemen
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
+use tracing::Instrument;
 
 /// Longest a blocking read waits, so shutdown is noticed promptly.
 const READ_BLOCK: Duration = Duration::from_secs(1);
@@ -134,10 +135,20 @@ impl Sender {
                 };
                 let sender = self.clone();
                 let partition = partition.clone();
-                tokio::spawn(async move {
-                    sender.deliver(&partition, ready, body).await;
-                    drop(permit);
-                });
+                let span = tracing::info_span!(
+                    "delivery",
+                    topic = %ready.delivery.topic,
+                    subscription = %ready.delivery.subscription,
+                    delivery = %ready.delivery.id,
+                    attempt = ready.delivery.attempts
+                );
+                tokio::spawn(
+                    async move {
+                        sender.deliver(&partition, ready, body).await;
+                        drop(permit);
+                    }
+                    .instrument(span),
+                );
             }
         }
     }

@@ -58,7 +58,8 @@ async fn accept(
     let mut snapshot = app.cache.snapshot();
     if snapshot.topic(&name.key()).is_none() {
         // Created through another ingress copy a moment ago?
-        snapshot = app.cache.reload().await?;
+        // (Reloads only if the catalog moved: unknown names cannot make every request reload it.)
+        snapshot = app.cache.refresh().await?;
     }
     let entry = topic_entry(&snapshot, &name)?;
     authenticate(entry, query, headers, &resource_path)?;

@@ -165,10 +165,19 @@ impl Sender {
     /// One delivery, from pick-up to settlement.
     async fn deliver(&self, partition: &Partition, ready: ReadyDelivery, body: Option<String>) {
         let delivery = &ready.delivery;
-        let Some(subscription) = self.subscription(&delivery.topic, &delivery.subscription).await else {
-            self.settle(partition, &ready, settle::dropped(delivery, "SubscriptionDeleted"))
-                .await;
-            return;
+        let subscription = match self.subscription(&delivery.topic, &delivery.subscription).await {
+            Ok(Some(subscription)) => subscription,
+            Ok(None) => {
+                self.settle(partition, &ready, settle::dropped(delivery, "SubscriptionDeleted"))
+                    .await;
+                return;
+            }
+            // Unknown whether it still exists: leave it held; it is taken back and retried
+            // after the visibility timeout rather than dropped on a Redis hiccup.
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look up the subscription; leaving the delivery for later");
+                return;
+            }
         };
         let Some(body) = body else {
             tracing::error!(delivery = %delivery.id, event = %delivery.event_key, "the stored event is gone");
@@ -210,18 +219,13 @@ impl Sender {
     }
 
     /// The subscription, refreshing the catalog once if this copy does not know it yet
-    /// (it may have been created a moment ago through another process).
-    async fn subscription(&self, topic: &str, name: &str) -> Option<Subscription> {
+    /// (it may have been created a moment ago through another process). `Ok(None)` means
+    /// it does not exist; an error means that could not be known.
+    async fn subscription(&self, topic: &str, name: &str) -> Result<Option<Subscription>, eg_store::StoreError> {
         if let Some(s) = self.cache.snapshot().subscription(topic, name) {
-            return Some(s.clone());
+            return Ok(Some(s.clone()));
         }
-        match self.cache.refresh().await {
-            Ok(snapshot) => snapshot.subscription(topic, name).cloned(),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot refresh the catalog");
-                None
-            }
-        }
+        Ok(self.cache.refresh().await?.subscription(topic, name).cloned())
     }
 
     /// Settles, retrying while Redis is unreachable. If it never succeeds the delivery

@@ -5,17 +5,16 @@ use axum::Router;
 use axum::http::Request;
 use axum::routing::{get, post};
 use eg_core::event::PublishLimits;
+use eg_runtime::ops;
 use eg_runtime::startup::Process;
-use eg_runtime::{Shutdown, ops};
 use eg_store::{Catalog, CatalogCache, Clock, Store};
 use std::sync::Arc;
-use std::time::Duration;
 use tower_http::trace::TraceLayer;
 
 pub struct App {
     pub store: Store,
     pub catalog: Catalog,
-    pub cache: CatalogCache,
+    pub cache: Arc<CatalogCache>,
     pub clock: Clock,
     pub limits: PublishLimits,
     pub max_request_bytes: usize,
@@ -29,7 +28,7 @@ impl App {
     pub async fn build(process: &Process) -> anyhow::Result<Arc<Self>> {
         let s = &process.settings;
         let catalog = Catalog::new(process.store.clone());
-        let cache = CatalogCache::load(catalog.clone()).await?;
+        let cache = Arc::new(CatalogCache::load(catalog.clone()).await?);
         let public_url = s
             .ingress
             .public_url
@@ -69,23 +68,5 @@ impl App {
             .merge(ops::router(process.store.clone(), process.metrics.clone()))
             .route("/", get(|| async { "eg-ingress" }))
             .layer(trace)
-    }
-
-    /// Keeps the catalog copy fresh; publishes also refresh it when Redis says it is stale.
-    pub fn spawn_catalog_refresh(self: &Arc<Self>, every: Duration, shutdown: Shutdown) {
-        let app = self.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {
-                        if let Err(e) = app.cache.refresh().await {
-                            tracing::warn!(error = %e, "cannot refresh the catalog");
-                        }
-                    }
-                    _ = shutdown.requested() => return,
-                }
-            }
-        });
     }
 }

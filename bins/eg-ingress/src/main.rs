@@ -14,7 +14,11 @@ async fn main() -> anyhow::Result<()> {
     let process = eg_runtime::startup::start("eg-ingress").await?;
     let app = app::App::build(&process).await?;
     eg_runtime::startup::spawn_clock_sync(process.store.clone(), process.clock.clone(), process.shutdown.clone());
-    app.spawn_catalog_refresh(process.settings.catalog.refresh_interval, process.shutdown.clone());
+    eg_runtime::startup::spawn_catalog_refresh(
+        app.cache.clone(),
+        process.settings.catalog.refresh_interval,
+        process.shutdown.clone(),
+    );
     let router = app.router(&process);
     eg_runtime::ops::serve(&process.settings.ingress.listen, router, process.shutdown.clone()).await?;
     tracing::info!("stopped");

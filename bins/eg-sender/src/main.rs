@@ -14,7 +14,11 @@ async fn main() -> anyhow::Result<()> {
     let process = eg_runtime::startup::start("eg-sender").await?;
     let sender = reader::Sender::build(&process).await?;
     eg_runtime::startup::spawn_clock_sync(process.store.clone(), process.clock.clone(), process.shutdown.clone());
-    sender.spawn_catalog_refresh(process.settings.catalog.refresh_interval, process.shutdown.clone());
+    eg_runtime::startup::spawn_catalog_refresh(
+        sender.catalog(),
+        process.settings.catalog.refresh_interval,
+        process.shutdown.clone(),
+    );
     let ops = eg_runtime::ops::router(process.store.clone(), process.metrics.clone());
     let (listen, shutdown) = (process.settings.sender.listen.clone(), process.shutdown.clone());
     let ops = tokio::spawn(async move { eg_runtime::ops::serve(&listen, ops, shutdown).await });

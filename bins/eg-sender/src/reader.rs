@@ -20,7 +20,7 @@ const READ_BLOCK: Duration = Duration::from_secs(1);
 
 pub struct Sender {
     store: Store,
-    cache: CatalogCache,
+    cache: Arc<CatalogCache>,
     clock: Clock,
     policy: DeliveryPolicy,
     client: reqwest::Client,
@@ -31,6 +31,10 @@ pub struct Sender {
 }
 
 impl Sender {
+    pub fn catalog(&self) -> Arc<CatalogCache> {
+        self.cache.clone()
+    }
+
     pub async fn build(process: &Process) -> anyhow::Result<Arc<Self>> {
         let s = &process.settings;
         let consumer = format!(
@@ -42,7 +46,7 @@ impl Sender {
         tracing::info!(%consumer, concurrency = s.sender.concurrency, "sender ready");
         Ok(Arc::new(Self {
             store: process.store.clone(),
-            cache: CatalogCache::load(Catalog::new(process.store.clone())).await?,
+            cache: Arc::new(CatalogCache::load(Catalog::new(process.store.clone())).await?),
             clock: process.clock.clone(),
             policy: s.delivery_policy()?,
             client: crate::http::client(s.delivery.timeout)?,
@@ -51,23 +55,6 @@ impl Sender {
             max_response_bytes: s.sender.max_response_bytes,
             consumer,
         }))
-    }
-
-    pub fn spawn_catalog_refresh(self: &Arc<Self>, every: Duration, shutdown: Shutdown) {
-        let sender = self.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {
-                        if let Err(e) = sender.cache.refresh().await {
-                            tracing::warn!(error = %e, "cannot refresh the catalog");
-                        }
-                    }
-                    _ = shutdown.requested() => return,
-                }
-            }
-        });
     }
 
     /// Runs until shutdown, then waits for the attempts in flight to settle.

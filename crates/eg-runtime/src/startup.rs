@@ -3,8 +3,9 @@
 //! when a tier starts; it waits with backoff instead of exiting.
 
 use crate::{Settings, Shutdown, metrics, telemetry};
-use eg_store::{Clock, Store};
+use eg_store::{CatalogCache, Clock, Store};
 use metrics_exporter_prometheus::PrometheusHandle;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub struct Process {
@@ -63,6 +64,23 @@ pub fn spawn_clock_sync(store: Store, clock: Clock, shutdown: Shutdown) {
                 _ = tick.tick() => {
                     if let Err(e) = clock.sync(&store).await {
                         tracing::warn!(error = %e, "cannot read redis time");
+                    }
+                }
+                _ = shutdown.requested() => return,
+            }
+        }
+    });
+}
+
+/// Keeps a catalog copy fresh: a cheap version check every `every`, a reload when it moved.
+pub fn spawn_catalog_refresh(cache: Arc<CatalogCache>, every: Duration, shutdown: Shutdown) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(e) = cache.refresh().await {
+                        tracing::warn!(error = %e, "cannot refresh the catalog");
                     }
                 }
                 _ = shutdown.requested() => return,

@@ -1,1 +1,849 @@
-//! system test harness
+//! System test harness: the four eg binaries as child processes sharing one real Redis,
+//! a temporary dead-letter directory, and recording webhook receivers.
+//!
+//! * [`System::start`] starts `redis-server`, `eg-ingress`, `eg-scheduler`,
+//!   `eg-deadletter` and N `eg-sender`s (from `target/<profile>/`, built by
+//!   `cargo build --workspace`), each logging to a file of its own, and waits until
+//!   every one answers `/healthz` (ingress also `/readyz`).
+//! * [`Receiver::start`] is a webhook endpoint that records every request and answers
+//!   as told ([`Behaviour`]).
+//! * Every child process is killed when the [`System`] is dropped; when the test is
+//!   failing, the tail of every log is printed and the logs are kept.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use eg_testkit::RedisServer;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+pub use eg_testkit::eventually;
+
+/// The management API's bearer token in every system.
+pub const ADMIN_TOKEN: &str = "system-test-admin-token";
+
+/// The deadline for anything that should happen within a few seconds on an idle
+/// machine: generous, because tests run in parallel on small machines.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long a tier may take to start and answer `/healthz`.
+const START_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Lines of each log printed when a test fails.
+const LOG_TAIL_LINES: usize = 60;
+
+/// How a [`System`] is set up. Later `env` values win over the harness defaults.
+#[derive(Debug, Clone)]
+pub struct Options {
+    senders: usize,
+    env: Vec<(String, String)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            senders: 1,
+            env: Vec::new(),
+        }
+    }
+}
+
+impl Options {
+    /// How many `eg-sender` processes to start (0 is fine: start them later).
+    pub fn senders(mut self, count: usize) -> Self {
+        self.senders = count;
+        self
+    }
+
+    /// An extra `EG__…` variable for every tier, overriding the harness default.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// `EG__DELIVERY__RETRY_SCHEDULE` (the harness default is `1s`).
+    pub fn retry_schedule(self, schedule: &str) -> Self {
+        self.env("EG__DELIVERY__RETRY_SCHEDULE", schedule)
+    }
+
+    /// `EG__DELIVERY__TIMEOUT` and `EG__DELIVERY__VISIBILITY_TIMEOUT` (defaults `2s`, `4s`).
+    pub fn delivery_timeouts(self, timeout: &str, visibility_timeout: &str) -> Self {
+        self.env("EG__DELIVERY__TIMEOUT", timeout)
+            .env("EG__DELIVERY__VISIBILITY_TIMEOUT", visibility_timeout)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Ingress,
+    Scheduler,
+    DeadLetter,
+    Sender,
+}
+
+impl Role {
+    fn binary(self) -> &'static str {
+        match self {
+            Role::Ingress => "eg-ingress",
+            Role::Scheduler => "eg-scheduler",
+            Role::DeadLetter => "eg-deadletter",
+            Role::Sender => "eg-sender",
+        }
+    }
+
+    fn listen_variable(self) -> &'static str {
+        match self {
+            Role::Ingress => "EG__INGRESS__LISTEN",
+            Role::Scheduler => "EG__SCHEDULER__LISTEN",
+            Role::DeadLetter => "EG__DEADLETTER__LISTEN",
+            Role::Sender => "EG__SENDER__LISTEN",
+        }
+    }
+}
+
+/// A running tier; killed (SIGKILL) when dropped, so nothing leaks even when a test
+/// panics half-way through starting a system.
+struct Tier {
+    child: Child,
+    /// `http://127.0.0.1:PORT` of its HTTP listener (ops endpoints; ingress: everything).
+    url: String,
+}
+
+impl Drop for Tier {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What every tier of one system is started with.
+struct Launcher {
+    bin_dir: PathBuf,
+    log_dir: PathBuf,
+    env: Vec<(String, String)>,
+    http: reqwest::Client,
+}
+
+impl Launcher {
+    /// Starts `role`, logging to `<log_dir>/<label>.log`, and waits until it is healthy.
+    /// A port taken between choosing and binding it (by a parallel test) is retried.
+    async fn spawn(&self, role: Role, label: &str) -> Tier {
+        let binary = self.bin_dir.join(role.binary());
+        let log_path = self.log_dir.join(format!("{label}.log"));
+        for _ in 0..5 {
+            let port = free_port();
+            let log = File::options()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .expect("create a log file");
+            let mut command = Command::new(&binary);
+            // Hermetic: nothing from the developer's environment changes the tiers.
+            for (key, _) in std::env::vars() {
+                if key.starts_with("EG__") {
+                    command.env_remove(key);
+                }
+            }
+            for key in [
+                "RUST_LOG",
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "ALL_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "all_proxy",
+            ] {
+                command.env_remove(key);
+            }
+            command
+                .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .env(role.listen_variable(), format!("127.0.0.1:{port}"))
+                .env("NO_COLOR", "1")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("clone the log file handle"))
+                .stderr(log);
+            let child = command.spawn().unwrap_or_else(|e| {
+                panic!(
+                    "cannot start {} ({e}); run `cargo build --workspace` first",
+                    binary.display()
+                )
+            });
+            let mut tier = Tier {
+                child,
+                url: format!("http://127.0.0.1:{port}"),
+            };
+            match self.wait_healthy(&mut tier, role).await {
+                Ok(()) => return tier,
+                Err(exit) => {
+                    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                    if log.contains("cannot listen") {
+                        continue; // the port was taken meanwhile: try another
+                    }
+                    panic!(
+                        "{label} exited during start-up ({exit}); its log:\n{}",
+                        tail(&log, LOG_TAIL_LINES)
+                    );
+                }
+            }
+        }
+        panic!("{label} could not find a free port to listen on");
+    }
+
+    /// `Err` with the exit status if the process exited; panics after the deadline.
+    async fn wait_healthy(&self, tier: &mut Tier, role: Role) -> Result<(), String> {
+        let deadline = Instant::now() + START_DEADLINE;
+        let paths: &[&str] = if role == Role::Ingress {
+            &["/healthz", "/readyz"]
+        } else {
+            &["/healthz"]
+        };
+        loop {
+            if let Some(status) = tier.child.try_wait().expect("poll a child process") {
+                return Err(status.to_string());
+            }
+            let mut healthy = true;
+            for path in paths {
+                let answer = self
+                    .http
+                    .get(format!("{}{path}", tier.url))
+                    .timeout(Duration::from_secs(2))
+                    .send()
+                    .await;
+                healthy &= answer.is_ok_and(|r| r.status() == StatusCode::OK);
+            }
+            if healthy {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                panic!("{} did not become healthy within {START_DEADLINE:?}", role.binary());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A whole eg deployment for one test. Dropping it kills every process.
+pub struct System {
+    // Declared (so dropped) before `redis`: tiers die before their Redis does.
+    ingress: Tier,
+    scheduler: Tier,
+    deadletter: Tier,
+    senders: Vec<Option<Tier>>,
+    sender_starts: usize,
+    launcher: Launcher,
+    redis: RedisServer,
+    dead_letter_dir: Option<tempfile::TempDir>,
+    log_dir: Option<tempfile::TempDir>,
+    http: reqwest::Client,
+    keys: Mutex<HashMap<String, String>>,
+}
+
+impl System {
+    /// Redis, a dead-letter directory and the four tiers, all healthy.
+    pub async fn start(options: Options) -> Self {
+        let bin_dir = binary_dir();
+        let redis = RedisServer::start();
+        let dead_letter_dir = tempfile::Builder::new()
+            .prefix("eg-dead-letters-")
+            .tempdir()
+            .expect("dead-letter dir");
+        let log_dir = tempfile::Builder::new().prefix("eg-logs-").tempdir().expect("log dir");
+        let mut env: Vec<(String, String)> = [
+            ("EG__REDIS__URL", redis.url()),
+            ("EG__REDIS__PARTITIONS", "2".into()),
+            ("EG__ADMIN__TOKEN", ADMIN_TOKEN.into()),
+            ("EG__DELIVERY__RETRY_SCHEDULE", "1s".into()),
+            ("EG__DELIVERY__RETRY_MINIMUMS", "*=0s".into()),
+            ("EG__DELIVERY__MAX_JITTER", "100ms".into()),
+            ("EG__DELIVERY__TIMEOUT", "2s".into()),
+            ("EG__DELIVERY__VISIBILITY_TIMEOUT", "4s".into()),
+            ("EG__SCHEDULER__INTERVAL", "100ms".into()),
+            ("EG__SCHEDULER__RECLAIM_INTERVAL", "500ms".into()),
+            ("EG__DEADLETTER__DELAY", "1s".into()),
+            ("EG__DEADLETTER__INTERVAL", "200ms".into()),
+            ("EG__DEADLETTER__DIR", dead_letter_dir.path().display().to_string()),
+            ("EG__CATALOG__REFRESH_INTERVAL", "500ms".into()),
+            ("EG__LOG__LEVEL", "info".into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        env.extend(options.env);
+        let http = http_client();
+        let launcher = Launcher {
+            bin_dir,
+            log_dir: log_dir.path().to_path_buf(),
+            env,
+            http: http.clone(),
+        };
+        let (ingress, scheduler, deadletter) = tokio::join!(
+            launcher.spawn(Role::Ingress, "ingress"),
+            launcher.spawn(Role::Scheduler, "scheduler"),
+            launcher.spawn(Role::DeadLetter, "deadletter"),
+        );
+        let mut system = Self {
+            ingress,
+            scheduler,
+            deadletter,
+            senders: Vec::new(),
+            sender_starts: 0,
+            launcher,
+            redis,
+            dead_letter_dir: Some(dead_letter_dir),
+            log_dir: Some(log_dir),
+            http,
+            keys: Mutex::default(),
+        };
+        for _ in 0..options.senders {
+            system.start_sender().await;
+        }
+        system
+    }
+
+    /// Starts one more `eg-sender`; returns its index for [`System::kill_sender`].
+    pub async fn start_sender(&mut self) -> usize {
+        let label = format!("sender-{}", self.sender_starts);
+        self.sender_starts += 1;
+        let tier = self.launcher.spawn(Role::Sender, &label).await;
+        self.senders.push(Some(tier));
+        self.senders.len() - 1
+    }
+
+    /// Kills sender `index` with SIGKILL: no chance to settle what it holds.
+    pub fn kill_sender(&mut self, index: usize) {
+        let tier = self.senders.get_mut(index).and_then(Option::take);
+        drop(tier.unwrap_or_else(|| panic!("sender {index} is not running")));
+    }
+
+    /// SIGKILLs Redis and starts it again from its append-only file; the tiers are left
+    /// running and must reconnect on their own.
+    pub fn restart_redis(&mut self) {
+        self.redis.restart();
+    }
+
+    pub fn redis(&self) -> &RedisServer {
+        &self.redis
+    }
+
+    /// `http://127.0.0.1:PORT` of the ingress.
+    pub fn ingress_url(&self) -> &str {
+        &self.ingress.url
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    pub fn dead_letter_dir(&self) -> &Path {
+        self.dead_letter_dir
+            .as_ref()
+            .map(tempfile::TempDir::path)
+            .expect("dead-letter dir")
+    }
+
+    /// A management API call with the right bearer token.
+    pub async fn admin(&self, method: Method, path: &str, body: Option<&Value>) -> reqwest::Response {
+        let mut request = self
+            .http
+            .request(method, format!("{}/admin{path}", self.ingress.url))
+            .bearer_auth(ADMIN_TOKEN);
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_string());
+        }
+        request.send().await.expect("management API request")
+    }
+
+    /// Creates a topic and returns its `key1` (also remembered for [`System::publish`]).
+    pub async fn create_topic(&self, topic: &str) -> String {
+        let body = json!({"properties": {"inputSchema": "EventGridSchema"}});
+        let (status, answer) =
+            json_reply(self.admin(Method::PUT, &format!("/topics/{topic}"), Some(&body)).await).await;
+        assert!(status.is_success(), "PUT topic {topic}: {status} {answer}");
+        let (status, keys) = json_reply(
+            self.admin(Method::POST, &format!("/topics/{topic}/listKeys"), None)
+                .await,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "listKeys of {topic}: {keys}");
+        let key1 = keys["key1"].as_str().expect("key1 in listKeys").to_owned();
+        self.keys
+            .lock()
+            .expect("keys lock")
+            .insert(topic.to_owned(), key1.clone());
+        key1
+    }
+
+    /// Creates (or replaces) a subscription; returns the resource the API answered with.
+    pub async fn create_subscription(&self, topic: &str, name: &str, body: Value) -> Value {
+        let path = format!("/topics/{topic}/eventSubscriptions/{name}");
+        let (status, answer) = json_reply(self.admin(Method::PUT, &path, Some(&body)).await).await;
+        assert!(
+            status.is_success(),
+            "PUT subscription {topic}/{name}: {status} {answer}"
+        );
+        answer
+    }
+
+    /// Publishes `events` (a JSON array) with the topic's `key1`.
+    pub async fn publish(&self, topic: &str, events: &Value) -> reqwest::Response {
+        let key = self.keys.lock().expect("keys lock").get(topic).cloned();
+        let key = key.unwrap_or_else(|| panic!("create_topic({topic:?}) first"));
+        self.publish_raw(topic, Some(&key), events.to_string().into_bytes())
+            .await
+    }
+
+    /// Publishes and insists on `200`.
+    pub async fn publish_ok(&self, topic: &str, events: &Value) {
+        let (status, body) = text_reply(self.publish(topic, events).await).await;
+        assert_eq!(status, StatusCode::OK, "publish to {topic}: {body}");
+    }
+
+    /// A publish request with any key (or none) and any body.
+    pub async fn publish_raw(&self, topic: &str, key: Option<&str>, body: Vec<u8>) -> reqwest::Response {
+        let mut request = self
+            .http
+            .post(format!(
+                "{}/topics/{topic}/api/events?api-version=2018-01-01",
+                self.ingress.url
+            ))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(key) = key {
+            request = request.header("aeg-sas-key", key);
+        }
+        request.send().await.expect("publish request")
+    }
+
+    /// The `/metrics` text of every running sender, one after the other (so
+    /// [`metric`] sums over senders).
+    pub async fn sender_metrics(&self) -> String {
+        let mut text = String::new();
+        for tier in self.senders.iter().flatten() {
+            text.push_str(&self.metrics_of(tier).await);
+            text.push('\n');
+        }
+        text
+    }
+
+    pub async fn ingress_metrics(&self) -> String {
+        self.metrics_of(&self.ingress).await
+    }
+
+    pub async fn scheduler_metrics(&self) -> String {
+        self.metrics_of(&self.scheduler).await
+    }
+
+    pub async fn deadletter_metrics(&self) -> String {
+        self.metrics_of(&self.deadletter).await
+    }
+
+    async fn metrics_of(&self, tier: &Tier) -> String {
+        match self.http.get(format!("{}/metrics", tier.url)).send().await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Every record of every dead-letter file written so far.
+    pub fn dead_letter_records(&self) -> Vec<DeadLettered> {
+        let root = self.dead_letter_dir();
+        let mut records = Vec::new();
+        for path in files_under(root) {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if name.starts_with('.') || !name.ends_with(".json") {
+                continue; // a file being written
+            }
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+            let value: Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON ({e}): {text}", path.display()));
+            let items = value
+                .as_array()
+                .unwrap_or_else(|| panic!("{} is not a JSON array: {text}", path.display()));
+            let relative = path.strip_prefix(root).expect("under the root").to_path_buf();
+            records.extend(items.iter().map(|record| DeadLettered {
+                path: relative.clone(),
+                record: record.clone(),
+            }));
+        }
+        records
+    }
+
+    /// Waits until `count` dead-letter records exist, and returns them.
+    pub async fn wait_dead_letters(&self, count: usize, timeout: Duration) -> Vec<DeadLettered> {
+        eventually(timeout, &format!("{count} dead-letter record(s)"), || async {
+            let records = self.dead_letter_records();
+            (records.len() >= count).then_some(records)
+        })
+        .await
+    }
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        // The test failed: show what the tiers said, and keep it.
+        if let Some(dir) = self.log_dir.take() {
+            let dir = dir.keep();
+            let mut logs = files_under(&dir);
+            logs.sort();
+            for log in logs {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                eprintln!(
+                    "----- {} (last {LOG_TAIL_LINES} lines) -----\n{}",
+                    log.display(),
+                    tail(&text, LOG_TAIL_LINES)
+                );
+            }
+            eprintln!("----- logs kept in {}", dir.display());
+        }
+        if let Some(dir) = self.dead_letter_dir.take() {
+            eprintln!("----- dead-letter files kept in {}", dir.keep().display());
+        }
+    }
+}
+
+/// One record of a dead-letter file; `path` is relative to the dead-letter root.
+#[derive(Debug, Clone)]
+pub struct DeadLettered {
+    pub path: PathBuf,
+    pub record: Value,
+}
+
+/// The directory holding the workspace's binaries: the test executable is
+/// `target/<profile>/deps/<test>`, the binaries are in `target/<profile>/`.
+fn binary_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test executable lives in target/<profile>/deps")
+        .to_path_buf();
+    for role in [Role::Ingress, Role::Scheduler, Role::DeadLetter, Role::Sender] {
+        let binary = dir.join(role.binary());
+        assert!(
+            binary.is_file(),
+            "{} is missing: run `cargo build --workspace` first (the system tests run the binaries)",
+            binary.display()
+        );
+    }
+    dir
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local address").port()
+}
+
+fn http_client() -> reqwest::Client {
+    // reqwest is built without a default TLS crypto provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .no_proxy()
+        .build()
+        .expect("an HTTP client")
+}
+
+fn files_under(root: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The status and JSON body of a response (`Null` when the body is empty or not JSON).
+pub async fn json_reply(response: reqwest::Response) -> (StatusCode, Value) {
+    let (status, text) = text_reply(response).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+pub async fn text_reply(response: reqwest::Response) -> (StatusCode, String) {
+    let status = response.status();
+    (status, response.text().await.unwrap_or_default())
+}
+
+/// An Event Grid schema event as a publisher sends it.
+pub fn event(id: &str, event_type: &str, subject: &str, data: Value) -> Value {
+    json!({
+        "id": id,
+        "eventType": event_type,
+        "subject": subject,
+        "eventTime": "2026-01-02T03:04:05.678Z",
+        "data": data,
+    })
+}
+
+/// A WebHook subscription body for `endpoint_url`, with `extra` merged into its
+/// `properties` (e.g. `filter`, `retryPolicy`, `deadLetterDestination`).
+pub fn subscription(endpoint_url: &str, extra: Value) -> Value {
+    let mut properties = json!({
+        "destination": {"endpointType": "WebHook", "properties": {"endpointUrl": endpoint_url}},
+    });
+    if let (Some(target), Value::Object(extra)) = (properties.as_object_mut(), extra) {
+        target.extend(extra);
+    }
+    json!({ "properties": properties })
+}
+
+/// `deadLetterDestination` for a container of the dead-letter directory.
+pub fn dead_letter_to(container: &str) -> Value {
+    json!({"endpointType": "LocalDirectory", "properties": {"containerName": container}})
+}
+
+/// The sum of every sample of metric `name` whose labels include all of `labels`
+/// (Prometheus text format); 0 when there is none.
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(parse_sample)
+        .filter(|(n, l, _)| n == name && labels.iter().all(|(k, v)| l.get(*k).is_some_and(|x| x == v)))
+        .map(|(_, _, value)| value)
+        .sum()
+}
+
+fn parse_sample(line: &str) -> Option<(String, HashMap<String, String>, f64)> {
+    let line = line.trim();
+    let (series, value) = line.rsplit_once(' ')?;
+    let value: f64 = value.parse().ok()?;
+    let Some((name, rest)) = series.split_once('{') else {
+        return Some((series.to_owned(), HashMap::new(), value));
+    };
+    let mut labels = HashMap::new();
+    let mut rest = rest.strip_suffix('}')?;
+    while let Some((key, after)) = rest.split_once("=\"") {
+        let mut val = String::new();
+        let mut chars = after.char_indices();
+        let mut end = after.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => {
+                    if let Some((_, escaped)) = chars.next() {
+                        val.push(if escaped == 'n' { '\n' } else { escaped });
+                    }
+                }
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                c => val.push(c),
+            }
+        }
+        labels.insert(key.trim_start_matches(',').trim().to_owned(), val);
+        rest = &after[end..];
+    }
+    Some((name.to_owned(), labels, value))
+}
+
+/// How a [`Receiver`] answers.
+#[derive(Debug, Clone, Copy)]
+pub enum Behaviour {
+    /// Always this status.
+    Status(u16),
+    /// `status` for the first `failures` requests, then 200.
+    FailFirst { failures: usize, status: u16 },
+    /// Waits this long before answering the first request (200); answers the rest at once.
+    SlowFirst(Duration),
+}
+
+/// One request a [`Receiver`] got.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub path: String,
+    /// Header names in lower case.
+    pub headers: HashMap<String, String>,
+    /// The body as JSON (`Null` if it was not JSON).
+    pub body: Value,
+    pub raw_body: String,
+    pub at: Instant,
+    /// The status the receiver answered (or is about to answer) with.
+    pub status: u16,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+    }
+
+    /// The ids of the events in the body.
+    pub fn event_ids(&self) -> Vec<String> {
+        self.body
+            .as_array()
+            .map(|events| {
+                events
+                    .iter()
+                    .filter_map(|e| e["id"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+struct ReceiverState {
+    behaviour: Behaviour,
+    requests: Mutex<Vec<Recorded>>,
+}
+
+/// A recording webhook endpoint on `127.0.0.1:<free port>`, served on the test's runtime.
+pub struct Receiver {
+    url: String,
+    state: Arc<ReceiverState>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Receiver {
+    pub async fn start(behaviour: Behaviour) -> Self {
+        let state = Arc::new(ReceiverState {
+            behaviour,
+            requests: Mutex::default(),
+        });
+        let app = Router::new().fallback(receive).with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the receiver");
+        let address = listener.local_addr().expect("receiver address");
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self {
+            url: format!("http://{address}/hook"),
+            state,
+            task,
+        }
+    }
+
+    /// The endpoint URL to subscribe (`http://127.0.0.1:PORT/hook`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn received(&self) -> Vec<Recorded> {
+        self.state.requests.lock().expect("receiver lock").clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.state.requests.lock().expect("receiver lock").len()
+    }
+
+    /// The ids of every event received, in arrival order, duplicates included.
+    pub fn event_ids(&self) -> Vec<String> {
+        self.received().iter().flat_map(Recorded::event_ids).collect()
+    }
+
+    /// The ids of the events the receiver accepted (answered 2xx), duplicates included.
+    pub fn delivered_ids(&self) -> Vec<String> {
+        self.received()
+            .iter()
+            .filter(|r| (200..300).contains(&r.status))
+            .flat_map(Recorded::event_ids)
+            .collect()
+    }
+
+    /// Waits until at least `count` requests have arrived; returns them all.
+    pub async fn wait_for(&self, count: usize, timeout: Duration) -> Vec<Recorded> {
+        eventually(timeout, &format!("{count} request(s) at {}", self.url), || async {
+            let received = self.received();
+            (received.len() >= count).then_some(received)
+        })
+        .await
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn receive(State(state): State<Arc<ReceiverState>>, uri: Uri, headers: HeaderMap, body: Bytes) -> StatusCode {
+    let raw_body = String::from_utf8_lossy(&body).into_owned();
+    let (status, delay) = {
+        let mut requests = state.requests.lock().expect("receiver lock");
+        let seen_before = requests.len();
+        let (status, delay) = match state.behaviour {
+            Behaviour::Status(code) => (code, None),
+            Behaviour::FailFirst { failures, status } => (if seen_before < failures { status } else { 200 }, None),
+            Behaviour::SlowFirst(delay) => (200, (seen_before == 0).then_some(delay)),
+        };
+        requests.push(Recorded {
+            path: uri.path().to_owned(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_ascii_lowercase(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: serde_json::from_str(&raw_body).unwrap_or(Value::Null),
+            raw_body,
+            at: Instant::now(),
+            status,
+        });
+        (status, delay)
+    };
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+    StatusCode::from_u16(status).expect("a valid status code")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_prometheus_samples_by_label() {
+        let text = "# TYPE DroppedEventCount counter\n\
+            DroppedEventCount{topic=\"t\",subscription=\"s\",reason=\"NonRetriableFailure\"} 1\n\
+            DroppedEventCount{topic=\"t\",subscription=\"s2\",reason=\"NonRetriableFailure\"} 2\n\
+            DroppedEventCount{topic=\"t\",subscription=\"s\",reason=\"TimeToLiveExceeded\"} 4\n\
+            Other 7\n";
+        assert_eq!(metric(text, "DroppedEventCount", &[("subscription", "s")]), 5.0);
+        assert_eq!(
+            metric(text, "DroppedEventCount", &[("reason", "NonRetriableFailure")]),
+            3.0
+        );
+        assert_eq!(metric(text, "DroppedEventCount", &[("subscription", "x")]), 0.0);
+        assert_eq!(metric(text, "Other", &[]), 7.0);
+        assert_eq!(metric(text, "Missing", &[]), 0.0);
+    }
+
+    #[test]
+    fn merges_subscription_properties() {
+        let body = subscription("http://h/x", json!({"retryPolicy": {"maxDeliveryAttempts": 3}}));
+        assert_eq!(
+            body["properties"]["destination"]["properties"]["endpointUrl"],
+            "http://h/x"
+        );
+        assert_eq!(body["properties"]["retryPolicy"]["maxDeliveryAttempts"], 3);
+    }
+}

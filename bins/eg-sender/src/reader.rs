@@ -9,7 +9,7 @@ use eg_core::{DeliveryPolicy, LastAttempt};
 use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
 use eg_runtime::startup::Process;
-use eg_store::{Catalog, CatalogCache, Clock, Partition, ReadyDelivery, Settlement, Store};
+use eg_store::{Catalog, CatalogCache, Clock, Partition, ReadyDelivery, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -217,15 +217,23 @@ impl Sender {
 
     /// Settles, retrying while Redis is unreachable. If it never succeeds the delivery
     /// stays pending and is reclaimed after the visibility timeout: a duplicate, not a loss.
-    async fn settle(&self, partition: &Partition, ready: &ReadyDelivery, settlement: Settlement) {
+    async fn settle(&self, partition: &Partition, ready: &ReadyDelivery, settled: settle::Settled) {
         let mut backoff = Duration::from_millis(50);
         for _ in 0..10 {
             match self
                 .store
-                .settle(partition, &ready.entry_id, &ready.delivery.event_key, &settlement)
+                .settle(
+                    partition,
+                    &ready.entry_id,
+                    &ready.delivery.event_key,
+                    &settled.settlement,
+                )
                 .await
             {
-                Ok(true) => return,
+                Ok(true) => {
+                    settled.record();
+                    return;
+                }
                 Ok(false) => {
                     tracing::info!(delivery = %ready.delivery.id, "delivery was taken back before this attempt settled; the new holder owns it");
                     return;

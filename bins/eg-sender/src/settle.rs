@@ -1,4 +1,5 @@
-//! Turns a decision of eg-core into a settlement in Redis, with its metrics and log.
+//! Turns a decision of eg-core into a settlement in Redis, and counts and logs it once
+//! the settlement took effect (a settle that finds the delivery taken back counts nothing).
 
 use eg_core::deadletter::DeadLetterEntry;
 use eg_core::subscription::Subscription;
@@ -6,25 +7,33 @@ use eg_core::{DeadLetterReason, Decision, Delivery, UnixMillis};
 use eg_runtime::metrics as m;
 use eg_store::Settlement;
 
+/// A settlement with what it means for the metrics.
+pub struct Settled {
+    pub settlement: Settlement,
+    tally: Tally,
+    delivery: Delivery,
+}
+
+enum Tally {
+    Delivered,
+    Retried,
+    DeadLettered(DeadLetterReason),
+    Dropped(String),
+}
+
 /// The settlement for `decision` about `delivery` (already carrying the attempt made).
-pub fn settlement(decision: Decision, delivery: &Delivery, subscription: &Subscription, now: UnixMillis) -> Settlement {
-    let labels = [
-        ("topic", delivery.topic.clone()),
-        ("subscription", delivery.subscription.clone()),
-    ];
-    match decision {
-        Decision::Delivered => {
-            metrics::counter!(m::DELIVERY_SUCCESS_COUNT, &labels).increment(1);
-            Settlement::Done
-        }
-        Decision::RetryAt(due) => Settlement::Retry {
-            delivery: delivery.clone(),
-            due,
-        },
+pub fn settlement(decision: Decision, delivery: &Delivery, subscription: &Subscription, now: UnixMillis) -> Settled {
+    let (settlement, tally) = match decision {
+        Decision::Delivered => (Settlement::Done, Tally::Delivered),
+        Decision::RetryAt(due) => (
+            Settlement::Retry {
+                delivery: delivery.clone(),
+                due,
+            },
+            Tally::Retried,
+        ),
         Decision::DeadLetter(reason) => match &subscription.dead_letter {
-            Some(destination) => {
-                metrics::counter!(m::DEAD_LETTERED_COUNT, &with_reason(&labels, reason)).increment(1);
-                tracing::info!(topic = %delivery.topic, subscription = %delivery.subscription, delivery = %delivery.id, %reason, "dead-lettered");
+            Some(destination) => (
                 Settlement::DeadLetter {
                     entry: DeadLetterEntry::for_delivery(
                         delivery,
@@ -33,27 +42,50 @@ pub fn settlement(decision: Decision, delivery: &Delivery, subscription: &Subscr
                         reason,
                         now,
                     ),
-                }
-            }
-            None => dropped(delivery, &reason.to_string()),
+                },
+                Tally::DeadLettered(reason),
+            ),
+            None => (Settlement::Done, Tally::Dropped(reason.to_string())),
         },
-        Decision::Drop(reason) => dropped(delivery, &reason.to_string()),
+        Decision::Drop(reason) => (Settlement::Done, Tally::Dropped(reason.to_string())),
+    };
+    Settled {
+        settlement,
+        tally,
+        delivery: delivery.clone(),
     }
 }
 
-/// A delivery that ends without reaching anyone: counted and logged with its reason.
-pub fn dropped(delivery: &Delivery, reason: &str) -> Settlement {
-    metrics::counter!(
-        m::DROPPED_EVENT_COUNT,
-        "topic" => delivery.topic.clone(),
-        "subscription" => delivery.subscription.clone(),
-        "reason" => reason.to_owned()
-    )
-    .increment(1);
-    tracing::warn!(topic = %delivery.topic, subscription = %delivery.subscription, delivery = %delivery.id, attempts = delivery.attempts, reason, "dropped");
-    Settlement::Done
+/// A delivery that ends without reaching anyone, for `reason`.
+pub fn dropped(delivery: &Delivery, reason: &str) -> Settled {
+    Settled {
+        settlement: Settlement::Done,
+        tally: Tally::Dropped(reason.to_owned()),
+        delivery: delivery.clone(),
+    }
 }
 
-fn with_reason(labels: &[(&'static str, String); 2], reason: DeadLetterReason) -> [(&'static str, String); 3] {
-    [labels[0].clone(), labels[1].clone(), ("reason", reason.to_string())]
+impl Settled {
+    /// Counts and logs the settlement; call once it took effect.
+    pub fn record(&self) {
+        let d = &self.delivery;
+        let (topic, subscription) = (d.topic.clone(), d.subscription.clone());
+        match &self.tally {
+            Tally::Delivered => {
+                metrics::counter!(m::DELIVERY_SUCCESS_COUNT, "topic" => topic, "subscription" => subscription)
+                    .increment(1);
+            }
+            Tally::Retried => {}
+            Tally::DeadLettered(reason) => {
+                metrics::counter!(m::DEAD_LETTERED_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.as_str())
+                    .increment(1);
+                tracing::info!(topic = %d.topic, subscription = %d.subscription, delivery = %d.id, attempts = d.attempts, %reason, "dead-lettered");
+            }
+            Tally::Dropped(reason) => {
+                metrics::counter!(m::DROPPED_EVENT_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.clone())
+                    .increment(1);
+                tracing::warn!(topic = %d.topic, subscription = %d.subscription, delivery = %d.id, attempts = d.attempts, reason, "dropped");
+            }
+        }
+    }
 }

@@ -72,6 +72,21 @@ async fn publish_with_a_stale_catalog_writes_nothing() {
     assert_eq!(xlen(&mut redis, READY), 3);
 }
 
+#[tokio::test]
+async fn publish_against_a_catalog_redis_has_lost_is_refused_as_stale() {
+    let h = Harness::start().await;
+    let catalog = h.catalog();
+    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
+    let cached = catalog.version().await.unwrap();
+    let mut redis = h.redis();
+    let _: () = query(&mut redis, &["FLUSHALL"]);
+
+    let outcome = h.store.publish(&h.p0(), cached, &[event("e1", 1)]).await.unwrap();
+    assert_eq!(outcome, PublishOutcome::StaleCatalog(0));
+    assert!(!exists(&mut redis, &event_hash("e1")));
+    assert_eq!(query::<u64>(&mut redis, &["EXISTS", READY]), 0);
+}
+
 // ---- read and settle ---------------------------------------------------------------
 
 #[tokio::test]

@@ -9,9 +9,16 @@
 -- then, per event in KEYS order: body, M (its number of deliveries), M delivery records
 --
 -- Returns {"OK"} or {"STALE", version} when the catalog changed after the caller's
--- snapshot; nothing is written then, and the caller re-matches with a fresh catalog.
-local seen = tonumber(redis.call('GET', KEYS[1]) or '0')
-if seen > tonumber(ARGV[1]) then
+-- snapshot (or vanished); nothing is written then, and the caller re-matches with a fresh catalog.
+local raw = redis.call('GET', KEYS[1])
+local cached = tonumber(ARGV[1])
+-- Every catalog write sets this key before the API call returns, so its absence under a
+-- non-empty cached catalog means Redis lost its data: the catalog must be read again.
+if raw == false and cached > 0 then
+  return {'STALE', '0'}
+end
+local seen = tonumber(raw or '0')
+if seen > cached then
   return {'STALE', tostring(seen)}
 end
 local n = tonumber(ARGV[2])

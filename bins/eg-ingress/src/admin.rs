@@ -74,6 +74,16 @@ fn invalid(e: InvalidField) -> Refusal {
     Refusal::bad_request(e.to_string())
 }
 
+/// `200` when something was deleted, `204` when there was nothing to delete (as Event Grid).
+fn deleted(existed: bool) -> (StatusCode, Json<Value>) {
+    let status = if existed {
+        StatusCode::OK
+    } else {
+        StatusCode::NO_CONTENT
+    };
+    (status, Json(Value::Null))
+}
+
 fn new_key() -> String {
     BASE64.encode(rand::random::<[u8; 32]>())
 }
@@ -105,14 +115,7 @@ async fn delete_topic(State(app): State<Arc<App>>, Path(topic): Path<String>) ->
     let name = topic_name(&topic)?;
     let existed = app.catalog.delete_topic(&name).await?;
     tracing::info!(topic = %name, existed, "topic deleted");
-    Ok((
-        if existed {
-            StatusCode::OK
-        } else {
-            StatusCode::NO_CONTENT
-        },
-        Json(Value::Null),
-    ))
+    Ok(deleted(existed))
 }
 
 async fn list_keys(State(app): State<Arc<App>>, Path(topic): Path<String>) -> Reply {
@@ -198,12 +201,5 @@ async fn delete_subscription(State(app): State<Arc<App>>, Path((topic, name)): P
     let (t, n) = (topic_name(&topic)?, subscription_name(&name)?);
     let existed = app.catalog.delete_subscription(&t, &n).await?;
     tracing::info!(topic = %t, subscription = %n, existed, "subscription deleted");
-    Ok((
-        if existed {
-            StatusCode::OK
-        } else {
-            StatusCode::NO_CONTENT
-        },
-        Json(Value::Null),
-    ))
+    Ok(deleted(existed))
 }

@@ -7,8 +7,8 @@ use crate::errors::Refusal;
 use axum::body::{Body, to_bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use eg_core::event::PublishedBatch;
-use eg_core::{Delivery, EventGridEvent, TopicName, UnixMillis};
+use eg_core::event::{AcceptedEvent, PublishedBatch};
+use eg_core::{Delivery, TopicName, UnixMillis};
 use eg_runtime::metrics as m;
 use eg_store::queue::EventToStore;
 use eg_store::{CatalogSnapshot, PublishOutcome, TopicEntry};
@@ -82,8 +82,6 @@ async fn accept(
 
     for _ in 0..STALE_CATALOG_RETRIES {
         let entry = topic_entry(&snapshot, &name)?;
-        // The catalog moved: the key presented may have been regenerated since.
-        authenticate(entry, query, headers, &resource_path)?;
         let now = app.clock.now();
         let to_store = fan_out(entry, &batch.events, now);
         if to_store.is_empty() {
@@ -102,6 +100,8 @@ async fn accept(
             PublishOutcome::StaleCatalog(version) => {
                 tracing::debug!(topic = %name, cached = snapshot.version, current = version, "catalog changed; re-matching");
                 snapshot = app.cache.reload().await?;
+                // The key presented may have been regenerated since.
+                authenticate(topic_entry(&snapshot, &name)?, query, headers, &resource_path)?;
             }
         }
     }
@@ -139,15 +139,15 @@ fn authenticate(
 }
 
 /// One stored event per event that matched something, with one delivery per match.
-fn fan_out(entry: &TopicEntry, events: &[EventGridEvent], now: UnixMillis) -> Vec<EventToStore> {
+fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis) -> Vec<EventToStore> {
     events
         .iter()
-        .filter_map(|event| {
+        .filter_map(|accepted| {
             let event_key = uuid::Uuid::new_v4().simple().to_string();
             let deliveries: Vec<Delivery> = entry
                 .subscriptions
                 .iter()
-                .filter(|s| s.matches(event, now))
+                .filter(|s| s.matches(&accepted.event, now))
                 .map(|s| {
                     Delivery::new(
                         uuid::Uuid::new_v4().simple().to_string(),
@@ -160,7 +160,7 @@ fn fan_out(entry: &TopicEntry, events: &[EventGridEvent], now: UnixMillis) -> Ve
                 .collect();
             (!deliveries.is_empty()).then(|| EventToStore {
                 event_key,
-                body: event.to_json(),
+                body: accepted.json.clone(),
                 deliveries,
             })
         })

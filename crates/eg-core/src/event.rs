@@ -78,7 +78,15 @@ impl PublishError {
 /// The validated events of one publish request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PublishedBatch {
-    pub events: Vec<EventGridEvent>,
+    pub events: Vec<AcceptedEvent>,
+}
+
+/// A validated event with its stored JSON form, serialized once for the size check
+/// and reused as the body that is stored and delivered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AcceptedEvent {
+    pub event: EventGridEvent,
+    pub json: String,
 }
 
 impl PublishedBatch {
@@ -103,15 +111,15 @@ impl PublishedBatch {
             .map(|(index, item)| {
                 let event = EventGridEvent::from_published(item, topic_id)
                     .map_err(|problem| PublishError::InvalidEvent { index, problem })?;
-                let size = event.encoded_len();
-                if size > limits.max_event_bytes {
+                let json = event.to_json();
+                if json.len() > limits.max_event_bytes {
                     return Err(PublishError::EventTooLarge {
                         index,
-                        size,
+                        size: json.len(),
                         max: limits.max_event_bytes,
                     });
                 }
-                Ok(event)
+                Ok(AcceptedEvent { event, json })
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self { events })
@@ -178,10 +186,6 @@ impl EventGridEvent {
         // Serializing a struct of strings and `Value`s cannot fail.
         serde_json::to_string(self).unwrap_or_default()
     }
-
-    fn encoded_len(&self) -> usize {
-        self.to_json().len()
-    }
 }
 
 fn required_string(fields: &mut Map<String, Value>, name: &str) -> Result<String, InvalidField> {
@@ -228,7 +232,8 @@ mod tests {
     #[test]
     fn stamps_topic_and_versions() {
         let batch = parse(json!([event()])).unwrap();
-        let e = &batch.events[0];
+        let e = &batch.events[0].event;
+        assert_eq!(batch.events[0].json, e.to_json());
         assert_eq!(e.topic, TOPIC);
         assert_eq!(e.metadata_version, "1");
         assert_eq!(e.data_version, "");

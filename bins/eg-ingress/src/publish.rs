@@ -147,7 +147,7 @@ fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis) -> Vec
             let deliveries: Vec<Delivery> = entry
                 .subscriptions
                 .iter()
-                .filter(|s| s.matches(&accepted.event, now))
+                .filter(|s| s.matches(&accepted.routing(), now))
                 .map(|s| {
                     Delivery::new(
                         uuid::Uuid::new_v4().simple().to_string(),

@@ -2,6 +2,7 @@
 //! far. This is the record that travels through the ready streams and retry sets.
 
 use crate::outcome::OutcomeName;
+use crate::schema::StoredFormat;
 use crate::time::UnixMillis;
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +29,9 @@ pub struct Delivery {
     pub published_at: UnixMillis,
     #[serde(rename = "l", default, skip_serializing_if = "Option::is_none")]
     pub last: Option<LastAttempt>,
+    /// How the stored event is written; absent for Event Grid schema, the common case.
+    #[serde(rename = "f", default, skip_serializing_if = "StoredFormat::is_event_grid")]
+    pub format: StoredFormat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,7 +54,13 @@ impl Delivery {
             attempts: 0,
             published_at,
             last: None,
+            format: StoredFormat::EventGrid,
         }
+    }
+
+    /// The same delivery of an event stored in `format`.
+    pub fn with_format(self, format: StoredFormat) -> Self {
+        Self { format, ..self }
     }
 
     /// The same delivery after one more attempt that ended in `last`.

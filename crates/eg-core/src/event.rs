@@ -4,6 +4,7 @@
 //! first problem, named by event index and field.
 
 use crate::api_error::InvalidField;
+use crate::routing::Routing;
 use chrono::DateTime;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -81,12 +82,38 @@ pub struct PublishedBatch {
     pub events: Vec<AcceptedEvent>,
 }
 
-/// A validated event with its stored JSON form, serialized once for the size check
-/// and reused as the body that is stored and delivered.
+/// A validated event, whatever its schema: its stored JSON form (serialized once for
+/// the size check and reused as the body that is stored) and what filters read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AcceptedEvent {
-    pub event: EventGridEvent,
+    /// The event as stored: Event Grid schema, a CloudEvent, or a custom event's
+    /// Event Grid envelope (the published object in `data`).
     pub json: String,
+    pub fields: Map<String, Value>,
+    pub event_type: String,
+    pub subject: String,
+}
+
+impl AcceptedEvent {
+    /// Builds the accepted form of a stored JSON object.
+    pub fn new(fields: Map<String, Value>, event_type: String, subject: String) -> Self {
+        // Serializing a map of `Value`s cannot fail.
+        let json = serde_json::to_string(&fields).unwrap_or_default();
+        Self {
+            json,
+            fields,
+            event_type,
+            subject,
+        }
+    }
+
+    pub fn routing(&self) -> Routing<'_> {
+        Routing {
+            event_type: &self.event_type,
+            subject: &self.subject,
+            fields: &self.fields,
+        }
+    }
 }
 
 impl PublishedBatch {
@@ -111,15 +138,15 @@ impl PublishedBatch {
             .map(|(index, item)| {
                 let event = EventGridEvent::from_published(item, topic_id)
                     .map_err(|problem| PublishError::InvalidEvent { index, problem })?;
-                let json = event.to_json();
-                if json.len() > limits.max_event_bytes {
+                let accepted = event.accepted();
+                if accepted.json.len() > limits.max_event_bytes {
                     return Err(PublishError::EventTooLarge {
                         index,
-                        size: json.len(),
+                        size: accepted.json.len(),
                         max: limits.max_event_bytes,
                     });
                 }
-                Ok(AcceptedEvent { event, json })
+                Ok(accepted)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self { events })
@@ -181,7 +208,16 @@ impl EventGridEvent {
         })
     }
 
-    /// The compact JSON form: what is stored once and delivered as is.
+    /// The accepted form: stored once and delivered as is.
+    pub fn accepted(&self) -> AcceptedEvent {
+        let fields = match serde_json::to_value(self) {
+            Ok(Value::Object(map)) => map,
+            _ => Map::new(),
+        };
+        AcceptedEvent::new(fields, self.event_type.clone(), self.subject.clone())
+    }
+
+    /// The compact JSON form.
     pub fn to_json(&self) -> String {
         // Serializing a struct of strings and `Value`s cannot fail.
         serde_json::to_string(self).unwrap_or_default()
@@ -232,8 +268,9 @@ mod tests {
     #[test]
     fn stamps_topic_and_versions() {
         let batch = parse(json!([event()])).unwrap();
-        let e = &batch.events[0].event;
-        assert_eq!(batch.events[0].json, e.to_json());
+        let e: EventGridEvent = serde_json::from_str(&batch.events[0].json).unwrap();
+        assert_eq!(batch.events[0].event_type, "Created");
+        assert_eq!(batch.events[0].subject, "/a");
         assert_eq!(e.topic, TOPIC);
         assert_eq!(e.metadata_version, "1");
         assert_eq!(e.data_version, "");

@@ -5,7 +5,7 @@
 //! `isSubjectCaseSensitive`.
 
 use crate::api_error::InvalidField;
-use crate::event::EventGridEvent;
+use crate::routing::Routing;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -59,7 +59,7 @@ impl EventFilter {
         Ok(filter)
     }
 
-    pub fn matches(&self, event: &EventGridEvent) -> bool {
+    pub fn matches(&self, event: &Routing<'_>) -> bool {
         self.matches_type(&event.event_type) && self.matches_subject(&event.subject)
     }
 
@@ -135,16 +135,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn event(event_type: &str, subject: &str) -> EventGridEvent {
-        EventGridEvent {
-            id: "1".into(),
-            topic: "t".into(),
-            subject: subject.into(),
-            event_type: event_type.into(),
-            event_time: "2026-01-01T00:00:00Z".into(),
-            data: None,
-            data_version: String::new(),
-            metadata_version: "1".into(),
+    static EMPTY: std::sync::LazyLock<serde_json::Map<String, Value>> = std::sync::LazyLock::new(Default::default);
+
+    fn event<'a>(event_type: &'a str, subject: &'a str) -> Routing<'a> {
+        Routing {
+            event_type,
+            subject,
+            fields: &EMPTY,
         }
     }
 

@@ -2,14 +2,10 @@
 
 use crate::api_error::InvalidField;
 use crate::names::TopicName;
+use crate::schema::InputSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub enum InputSchema {
-    #[default]
-    EventGridSchema,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

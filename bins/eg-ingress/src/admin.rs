@@ -147,7 +147,8 @@ async fn list_subscriptions(State(app): State<Arc<App>>, Path(topic): Path<Strin
         return Err(Refusal::not_found(format!("topic {topic:?} does not exist")));
     }
     let subs = app.catalog.list_subscriptions(&name).await?;
-    let value: Vec<Value> = subs.iter().map(Subscription::to_resource).collect();
+    let now = app.clock.now();
+    let value: Vec<Value> = subs.iter().map(|s| s.to_resource(now)).collect();
     Ok((StatusCode::OK, Json(json!({ "value": value }))))
 }
 
@@ -161,7 +162,7 @@ async fn find_subscription(app: &App, topic: &str, name: &str) -> Result<Subscri
 
 async fn get_subscription(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
     let sub = find_subscription(&app, &topic, &name).await?;
-    Ok((StatusCode::OK, Json(sub.to_resource())))
+    Ok((StatusCode::OK, Json(sub.to_resource(app.clock.now()))))
 }
 
 async fn get_full_url(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
@@ -175,7 +176,10 @@ async fn put_subscription(
     body: Bytes,
 ) -> Reply {
     let (t, n) = (topic_name(&topic)?, subscription_name(&name)?);
-    let sub = Subscription::from_resource(t, n, &json_body(&body)?, app.clock.now()).map_err(invalid)?;
+    let Some(parent) = app.catalog.get_topic(&t).await? else {
+        return Err(Refusal::not_found(format!("topic {topic:?} does not exist")));
+    };
+    let sub = Subscription::from_resource(&parent, n, &json_body(&body)?, app.clock.now()).map_err(invalid)?;
     match app
         .catalog
         .put_subscription(&sub, app.max_subscriptions_per_topic)
@@ -191,7 +195,7 @@ async fn put_subscription(
             tracing::info!(topic = %sub.topic, subscription = %sub.name, created, "subscription written");
             Ok((
                 if created { StatusCode::CREATED } else { StatusCode::OK },
-                Json(sub.to_resource()),
+                Json(sub.to_resource(app.clock.now())),
             ))
         }
     }

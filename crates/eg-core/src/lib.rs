@@ -20,6 +20,7 @@ pub mod schema;
 pub mod subscription;
 pub mod time;
 pub mod topic;
+pub mod validation;
 
 pub use api_error::ApiError;
 pub use delivery::{Delivery, LastAttempt};

@@ -21,6 +21,9 @@ pub enum AttemptOutcome {
     ResolutionError,
     /// The attempt's holder vanished (a sender crashed mid-delivery).
     Aborted,
+    /// The endpoint resolved to an address deliveries may not go to (loopback, private,
+    /// link-local, metadata …) and no allow-list entry covers it. Never retried.
+    AddressNotAllowed,
 }
 
 /// `lastDeliveryOutcome` names (spec §6).
@@ -40,6 +43,8 @@ pub enum OutcomeName {
     Aborted,
     Canceled,
     GenericError,
+    /// eg's own: the endpoint's address is not allowed (spec §8, endpoint safety).
+    AddressNotAllowed,
 }
 
 impl OutcomeName {
@@ -59,7 +64,30 @@ impl OutcomeName {
             Self::Aborted => "Aborted",
             Self::Canceled => "Canceled",
             Self::GenericError => "GenericError",
+            Self::AddressNotAllowed => "AddressNotAllowed",
         }
+    }
+
+    pub const ALL: [OutcomeName; 15] = [
+        Self::Succeeded,
+        Self::NotFound,
+        Self::Unauthorized,
+        Self::Forbidden,
+        Self::BadRequest,
+        Self::PayloadTooLarge,
+        Self::TimedOut,
+        Self::Busy,
+        Self::SocketError,
+        Self::ResolutionError,
+        Self::Probation,
+        Self::Aborted,
+        Self::Canceled,
+        Self::GenericError,
+        Self::AddressNotAllowed,
+    ];
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str().eq_ignore_ascii_case(raw))
     }
 }
 
@@ -99,6 +127,7 @@ impl AttemptOutcome {
             Self::SocketError => OutcomeName::SocketError,
             Self::ResolutionError => OutcomeName::ResolutionError,
             Self::Aborted => OutcomeName::Aborted,
+            Self::AddressNotAllowed => OutcomeName::AddressNotAllowed,
         }
     }
 }
@@ -119,6 +148,8 @@ pub enum Handling {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutcomePolicy {
     not_retried: Vec<u16>,
+    /// Transport outcomes (timed out, socket error …) that are not retried either.
+    not_retried_outcomes: Vec<OutcomeName>,
     status_minimums: BTreeMap<u16, Duration>,
     other_status_minimum: Duration,
 }
@@ -135,6 +166,7 @@ impl Default for OutcomePolicy {
     fn default() -> Self {
         Self {
             not_retried: vec![400, 401, 403, 413],
+            not_retried_outcomes: Vec::new(),
             status_minimums: BTreeMap::from([(408, Duration::from_secs(120)), (503, Duration::from_secs(30))]),
             other_status_minimum: Duration::from_secs(10),
         }
@@ -142,22 +174,40 @@ impl Default for OutcomePolicy {
 }
 
 impl OutcomePolicy {
+    /// The namespace-topic table (spec §10): HTTP 400, 401, 403, 404, 414 and the
+    /// outcomes TimedOut, SocketError and Canceled are not retried; no status minimums.
+    pub fn namespace_topic() -> Self {
+        Self {
+            not_retried: vec![400, 401, 403, 404, 414],
+            not_retried_outcomes: vec![OutcomeName::TimedOut, OutcomeName::SocketError, OutcomeName::Canceled],
+            status_minimums: BTreeMap::new(),
+            other_status_minimum: Duration::ZERO,
+        }
+    }
+
     /// Builds the table from its two settings: `not_retried` such as `400,401,403,413`
-    /// and `retry_minimums` such as `408=2m,503=30s,*=10s` (`*` = any other status).
+    /// (status codes, or outcome names such as `TimedOut`) and `retry_minimums` such as
+    /// `408=2m,503=30s,*=10s` (`*` = any other status).
     pub fn parse(not_retried: &str, retry_minimums: &str) -> Result<Self, OutcomePolicyError> {
         let err = |setting, input: &str, problem: String| OutcomePolicyError {
             setting,
             input: input.to_owned(),
             problem,
         };
-        let not_retried = not_retried
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| parse_status(s).map_err(|p| err("not_retried", s, p)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut statuses = Vec::new();
+        let mut outcomes = Vec::new();
+        for item in not_retried.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            if let Some(outcome) = OutcomeName::parse(item) {
+                outcomes.push(outcome);
+            } else {
+                statuses.push(parse_status(item).map_err(|p| {
+                    err("not_retried", item, format!("{p}, nor an outcome name"))
+                })?);
+            }
+        }
         let mut policy = Self {
-            not_retried,
+            not_retried: statuses,
+            not_retried_outcomes: outcomes,
             status_minimums: BTreeMap::new(),
             other_status_minimum: Duration::ZERO,
         };
@@ -181,6 +231,9 @@ impl OutcomePolicy {
     pub fn classify(&self, outcome: &AttemptOutcome) -> Handling {
         if outcome.is_success() {
             return Handling::Delivered;
+        }
+        if matches!(outcome, AttemptOutcome::AddressNotAllowed) || self.not_retried_outcomes.contains(&outcome.name()) {
+            return Handling::NotRetried;
         }
         match outcome {
             AttemptOutcome::Status { code, .. } if self.not_retried.contains(code) => Handling::NotRetried,
@@ -238,6 +291,25 @@ mod tests {
     }
 
     #[test]
+    fn namespace_topic_table_follows_spec_section_10() {
+        let p = OutcomePolicy::namespace_topic();
+        for code in [400, 401, 403, 404, 414] {
+            assert_eq!(p.classify(&status(code)), Handling::NotRetried, "{code}");
+        }
+        assert_eq!(p.classify(&AttemptOutcome::TimedOut), Handling::NotRetried);
+        assert_eq!(p.classify(&AttemptOutcome::SocketError), Handling::NotRetried);
+        assert!(matches!(p.classify(&status(500)), Handling::Retry { .. }));
+        assert!(matches!(p.classify(&status(503)), Handling::Retry { .. }));
+    }
+
+    #[test]
+    fn refused_addresses_are_never_retried() {
+        let p = OutcomePolicy::parse("", "").unwrap();
+        assert_eq!(p.classify(&AttemptOutcome::AddressNotAllowed), Handling::NotRetried);
+        assert_eq!(AttemptOutcome::AddressNotAllowed.name().as_str(), "AddressNotAllowed");
+    }
+
+    #[test]
     fn names_follow_event_grid() {
         assert_eq!(status(404).name(), OutcomeName::NotFound);
         assert_eq!(status(429).name(), OutcomeName::Busy);
@@ -262,6 +334,8 @@ mod tests {
             }
         );
         assert!(OutcomePolicy::parse("4000", "").is_err());
+        let p = OutcomePolicy::parse("400,TimedOut", "").unwrap();
+        assert_eq!(p.classify(&AttemptOutcome::TimedOut), Handling::NotRetried);
         assert!(OutcomePolicy::parse("", "503").is_err());
         assert!(OutcomePolicy::parse("", "503=later").is_err());
     }

@@ -9,7 +9,11 @@ use crate::event::json_type;
 use crate::routing::Routing;
 use crate::filter::EventFilter;
 use crate::names::{SubscriptionName, TopicName};
+use crate::profile::DeliveryProfile;
+use crate::schema::DeliverySchema;
 use crate::time::UnixMillis;
+use crate::topic::Topic;
+use crate::validation::Provisioning;
 use chrono::DateTime;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -34,26 +38,42 @@ pub struct Subscription {
     pub delivery_headers: Vec<DeliveryHeader>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expiration_time: Option<UnixMillis>,
+    #[serde(default)]
+    pub delivery_schema: DeliverySchema,
+    /// The topic's delivery profile, copied when the subscription is created.
+    #[serde(default)]
+    pub profile: DeliveryProfile,
+    /// Whether the endpoint has consented (spec §8); only `Succeeded` subscriptions match.
+    #[serde(default)]
+    pub provisioning: Provisioning,
 }
 
+/// When delivery of one event stops: after `max_delivery_attempts` attempts or once its
+/// time-to-live has passed, whichever comes first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RetryPolicy {
     max_delivery_attempts: u32,
-    event_time_to_live_in_minutes: u32,
+    event_time_to_live_seconds: u64,
 }
 
 impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
             max_delivery_attempts: 30,
-            event_time_to_live_in_minutes: 1440,
+            event_time_to_live_seconds: 1440 * 60,
         }
     }
 }
 
+/// Namespace-topic limits (spec §10): `maxDeliveryCount` 1–10, TTL `PT1M` … `P7D`.
+pub const NAMESPACE_MAX_DELIVERY_COUNT: u32 = 10;
+pub const NAMESPACE_MIN_TTL: Duration = Duration::from_secs(60);
+pub const NAMESPACE_MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+pub const NAMESPACE_DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
+
 impl RetryPolicy {
-    /// `maxDeliveryAttempts` 1–30, `eventTimeToLiveInMinutes` 1–1440.
+    /// Custom-topic limits: `maxDeliveryAttempts` 1–30, `eventTimeToLiveInMinutes` 1–1440.
     pub fn new(max_delivery_attempts: u32, ttl_minutes: u32) -> Result<Self, InvalidField> {
         if !(1..=30).contains(&max_delivery_attempts) {
             return Err(InvalidField::new(
@@ -69,7 +89,27 @@ impl RetryPolicy {
         }
         Ok(Self {
             max_delivery_attempts,
-            event_time_to_live_in_minutes: ttl_minutes,
+            event_time_to_live_seconds: u64::from(ttl_minutes) * 60,
+        })
+    }
+
+    /// Namespace-topic limits: `maxDeliveryCount` 1–10, time-to-live `PT1M` … `P7D`.
+    pub fn namespace(max_delivery_count: u32, ttl: Duration) -> Result<Self, InvalidField> {
+        if !(1..=NAMESPACE_MAX_DELIVERY_COUNT).contains(&max_delivery_count) {
+            return Err(InvalidField::new(
+                "maxDeliveryCount",
+                format!("must be between 1 and {NAMESPACE_MAX_DELIVERY_COUNT}, got {max_delivery_count}"),
+            ));
+        }
+        if !(NAMESPACE_MIN_TTL..=NAMESPACE_MAX_TTL).contains(&ttl) {
+            return Err(InvalidField::new(
+                "eventTimeToLive",
+                format!("must be between PT1M and P7D, got {}", iso8601_duration(ttl)),
+            ));
+        }
+        Ok(Self {
+            max_delivery_attempts: max_delivery_count,
+            event_time_to_live_seconds: ttl.as_secs(),
         })
     }
 
@@ -78,7 +118,44 @@ impl RetryPolicy {
     }
 
     pub fn event_time_to_live(&self) -> Duration {
-        Duration::from_secs(u64::from(self.event_time_to_live_in_minutes) * 60)
+        Duration::from_secs(self.event_time_to_live_seconds)
+    }
+
+    /// The policy as the API shows it for `profile`.
+    fn to_resource(self, profile: DeliveryProfile) -> Value {
+        match profile {
+            DeliveryProfile::CustomTopic => json!({
+                "maxDeliveryAttempts": self.max_delivery_attempts,
+                "eventTimeToLiveInMinutes": self.event_time_to_live_seconds / 60,
+            }),
+            DeliveryProfile::NamespaceTopic => json!({
+                "maxDeliveryCount": self.max_delivery_attempts,
+                "eventTimeToLive": iso8601_duration(self.event_time_to_live()),
+            }),
+        }
+    }
+}
+
+/// Parses an ISO 8601 duration such as `PT1M` or `P7D`; years and months are refused
+/// because their length is not fixed.
+pub fn parse_iso8601_duration(raw: &str) -> Result<Duration, String> {
+    let parsed = iso8601::duration(raw).map_err(|_| format!("{raw:?} is not an ISO 8601 duration such as PT10M or P1D"))?;
+    if let iso8601::Duration::YMDHMS { year, month, .. } = parsed
+        && (year != 0 || month != 0)
+    {
+        return Err(format!("{raw:?}: years and months are not allowed; use days (P30D)"));
+    }
+    Ok(parsed.into())
+}
+
+/// Formats a duration as ISO 8601 in its largest exact unit (`P7D`, `PT90M`, `PT45S`).
+pub fn iso8601_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        s if s > 0 && s % 86_400 == 0 => format!("P{}D", s / 86_400),
+        s if s > 0 && s % 3600 == 0 => format!("PT{}H", s / 3600),
+        s if s > 0 && s % 60 == 0 => format!("PT{}M", s / 60),
+        s => format!("PT{s}S"),
     }
 }
 
@@ -168,8 +245,10 @@ impl DeliveryHeader {
 
 impl Subscription {
     /// Reads a `PUT …/eventSubscriptions/{name}` body.
+    /// The subscription starts `Succeeded`; whoever runs the validation handshake
+    /// replaces `provisioning` with its result before storing it.
     pub fn from_resource(
-        topic: TopicName,
+        topic: &Topic,
         name: SubscriptionName,
         body: &Value,
         now: UnixMillis,
@@ -180,19 +259,11 @@ impl Subscription {
             None | Some(Value::Null) => EventFilter::default(),
             Some(v) => EventFilter::from_json(v).map_err(|e| e.within("properties.filter"))?,
         };
-        match props.get("eventDeliverySchema") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) if s == "EventGridSchema" => {}
-            Some(other) => {
-                return Err(InvalidField::new(
-                    "properties.eventDeliverySchema",
-                    format!("only \"EventGridSchema\" is supported by this version of eg, got {other}"),
-                ));
-            }
-        }
+        let delivery_schema = delivery_schema(topic, props.get("eventDeliverySchema"))
+            .map_err(|e| e.within("properties"))?;
         let retry_policy = match props.get("retryPolicy") {
-            None | Some(Value::Null) => RetryPolicy::default(),
-            Some(v) => retry_policy(v).map_err(|e| e.within("properties.retryPolicy"))?,
+            None | Some(Value::Null) => RetryPolicy::default_for(topic.profile),
+            Some(v) => retry_policy(v, topic.profile).map_err(|e| e.within("properties.retryPolicy"))?,
         };
         let dead_letter = match props.get("deadLetterDestination") {
             None | Some(Value::Null) => None,
@@ -238,7 +309,7 @@ impl Subscription {
         }
         Ok(Self {
             name,
-            topic,
+            topic: topic.name.clone(),
             endpoint_url,
             filter,
             retry_policy,
@@ -246,11 +317,15 @@ impl Subscription {
             batching,
             delivery_headers,
             expiration_time,
+            delivery_schema,
+            profile: topic.profile,
+            provisioning: Provisioning::Succeeded,
         })
     }
 
-    /// The resource as `GET` shows it: the endpoint's base URL only, no secret header values.
-    pub fn to_resource(&self) -> Value {
+    /// The resource as `GET` shows it at `now`: the endpoint's base URL only, no secret
+    /// header values, no validation code.
+    pub fn to_resource(&self, now: UnixMillis) -> Value {
         let headers: Vec<Value> = self
             .delivery_headers
             .iter()
@@ -274,12 +349,15 @@ impl Subscription {
         }
         let mut props = json!({
             "topic": format!("/topics/{}", self.topic),
-            "provisioningState": "Succeeded",
+            "provisioningState": self.provisioning.state_at(now).as_str(),
             "destination": {"endpointType": "WebHook", "properties": destination_props},
             "filter": self.filter,
-            "eventDeliverySchema": "EventGridSchema",
-            "retryPolicy": self.retry_policy,
+            "eventDeliverySchema": self.delivery_schema,
+            "retryPolicy": self.retry_policy.to_resource(self.profile),
         });
+        if let Some(message) = self.provisioning.message(now) {
+            props["provisioningMessage"] = Value::String(message);
+        }
         if let Some(dl) = &self.dead_letter {
             props["deadLetterDestination"] =
                 json!({"endpointType": "LocalDirectory", "properties": {"containerName": dl.container_name}});
@@ -297,7 +375,7 @@ impl Subscription {
 
     /// Whether a published event goes to this subscription.
     pub fn matches(&self, event: &Routing<'_>, now: UnixMillis) -> bool {
-        self.expiration_time.is_none_or(|at| now < at) && self.filter.matches(event)
+        self.provisioning.is_active() && self.expiration_time.is_none_or(|at| now < at) && self.filter.matches(event)
     }
 }
 
@@ -378,13 +456,95 @@ fn ranged_u32(map: &Map<String, Value>, field: &str, min: u32, max: u32, default
     }
 }
 
-fn retry_policy(v: &Value) -> Result<RetryPolicy, InvalidField> {
+impl RetryPolicy {
+    pub fn default_for(profile: DeliveryProfile) -> Self {
+        match profile {
+            DeliveryProfile::CustomTopic => Self::default(),
+            DeliveryProfile::NamespaceTopic => Self {
+                max_delivery_attempts: NAMESPACE_MAX_DELIVERY_COUNT,
+                event_time_to_live_seconds: NAMESPACE_DEFAULT_TTL.as_secs(),
+            },
+        }
+    }
+}
+
+fn retry_policy(v: &Value, profile: DeliveryProfile) -> Result<RetryPolicy, InvalidField> {
     let Value::Object(map) = v else {
         return Err(InvalidField::new("", "must be an object"));
     };
-    let attempts = ranged_u32(map, "maxDeliveryAttempts", 1, 30, 30)?;
-    let ttl = ranged_u32(map, "eventTimeToLiveInMinutes", 1, 1440, 1440)?;
-    RetryPolicy::new(attempts, ttl)
+    let (known, other): (&[&str], &str) = match profile {
+        DeliveryProfile::CustomTopic => (
+            &["maxDeliveryAttempts", "eventTimeToLiveInMinutes"],
+            "namespace-topic fields (maxDeliveryCount, eventTimeToLive) are for topics with deliveryProfile NamespaceTopic",
+        ),
+        DeliveryProfile::NamespaceTopic => (
+            &["maxDeliveryCount", "eventTimeToLive"],
+            "this topic uses the NamespaceTopic profile: give maxDeliveryCount (1-10) and eventTimeToLive (ISO 8601, PT1M-P7D)",
+        ),
+    };
+    if let Some(key) = map.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(InvalidField::new(key.clone(), format!("not a retry policy field here; {other}")));
+    }
+    match profile {
+        DeliveryProfile::CustomTopic => {
+            let attempts = ranged_u32(map, "maxDeliveryAttempts", 1, 30, 30)?;
+            let ttl = ranged_u32(map, "eventTimeToLiveInMinutes", 1, 1440, 1440)?;
+            RetryPolicy::new(attempts, ttl)
+        }
+        DeliveryProfile::NamespaceTopic => {
+            let count = ranged_u32(map, "maxDeliveryCount", 1, NAMESPACE_MAX_DELIVERY_COUNT, NAMESPACE_MAX_DELIVERY_COUNT)?;
+            let ttl = match map.get("eventTimeToLive") {
+                None | Some(Value::Null) => NAMESPACE_DEFAULT_TTL,
+                Some(Value::String(raw)) => {
+                    parse_iso8601_duration(raw).map_err(|e| InvalidField::new("eventTimeToLive", e))?
+                }
+                Some(other) => {
+                    return Err(InvalidField::new(
+                        "eventTimeToLive",
+                        format!("must be an ISO 8601 duration string, got {}", json_type(other)),
+                    ));
+                }
+            };
+            RetryPolicy::namespace(count, ttl)
+        }
+    }
+}
+
+/// The delivery schema asked for, checked against the topic's input schema (spec §1)
+/// and profile (namespace topics deliver CloudEvents only).
+fn delivery_schema(topic: &Topic, raw: Option<&Value>) -> Result<DeliverySchema, InvalidField> {
+    let field = "eventDeliverySchema";
+    let schema = match raw {
+        None | Some(Value::Null) => topic.input_schema.default_delivery(),
+        Some(Value::String(s)) => DeliverySchema::parse(s).ok_or_else(|| {
+            InvalidField::new(
+                field,
+                format!("{s:?} is not a delivery schema; use EventGridSchema, CloudEventSchemaV1_0 or CustomInputSchema"),
+            )
+        })?,
+        Some(other) => {
+            return Err(InvalidField::new(
+                field,
+                format!("must be a string, got {}", json_type(other)),
+            ));
+        }
+    };
+    if !topic.input_schema.can_deliver_as(schema) {
+        return Err(InvalidField::new(
+            field,
+            format!(
+                "a topic with input schema {} cannot deliver {schema}",
+                topic.input_schema
+            ),
+        ));
+    }
+    if topic.profile == DeliveryProfile::NamespaceTopic && schema != DeliverySchema::CloudEventSchemaV1_0 {
+        return Err(InvalidField::new(
+            field,
+            "topics with the NamespaceTopic profile deliver CloudEventSchemaV1_0 only",
+        ));
+    }
+    Ok(schema)
 }
 
 fn dead_letter_destination(v: &Value) -> Result<DeadLetterDestination, InvalidField> {
@@ -483,7 +643,7 @@ mod tests {
 
     fn parse(body: Value) -> Result<Subscription, InvalidField> {
         Subscription::from_resource(
-            TopicName::parse("orders").unwrap(),
+            &Topic::from_resource(TopicName::parse("orders").unwrap(), &json!({})).unwrap(),
             SubscriptionName::parse("billing").unwrap(),
             &body,
             UnixMillis(0),
@@ -513,7 +673,7 @@ mod tests {
         let mut b = body();
         b["properties"]["destination"]["properties"]["deliveryAttributeMappings"] =
             json!([{"name": "X-Key", "type": "Static", "properties": {"value": "hunter2", "isSecret": true}}]);
-        let shown = parse(b).unwrap().to_resource().to_string();
+        let shown = parse(b).unwrap().to_resource(UnixMillis(0)).to_string();
         assert!(!shown.contains("secret"), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("https://hooks.example/in"), "{shown}");
@@ -598,5 +758,115 @@ mod tests {
         };
         assert!(s.matches(&e, UnixMillis(0)));
         assert!(!s.matches(&e, UnixMillis(1000)));
+    }
+
+    fn topic(props: Value) -> Topic {
+        let mut t = Topic::from_resource(TopicName::parse("orders").unwrap(), &json!({})).unwrap();
+        if let Some(schema) = props.get("inputSchema").and_then(Value::as_str) {
+            t.input_schema = crate::schema::InputSchema::parse(schema).unwrap();
+        }
+        if props.get("namespace").is_some() {
+            t.profile = DeliveryProfile::NamespaceTopic;
+        }
+        t
+    }
+
+    fn parse_on(topic: &Topic, body: Value) -> Result<Subscription, InvalidField> {
+        Subscription::from_resource(topic, SubscriptionName::parse("billing").unwrap(), &body, UnixMillis(0))
+    }
+
+    #[test]
+    fn delivery_schema_follows_the_conversion_table() {
+        let with_schema = |schema: &str| {
+            let mut b = body();
+            b["properties"]["eventDeliverySchema"] = json!(schema);
+            b
+        };
+        let eg = topic(json!({}));
+        assert_eq!(parse_on(&eg, body()).unwrap().delivery_schema, DeliverySchema::EventGridSchema);
+        assert_eq!(
+            parse_on(&eg, with_schema("CloudEventSchemaV1_0")).unwrap().delivery_schema,
+            DeliverySchema::CloudEventSchemaV1_0
+        );
+        let err = parse_on(&eg, with_schema("CustomInputSchema")).unwrap_err();
+        assert_eq!(err.field, "properties.eventDeliverySchema");
+        assert!(err.to_string().contains("cannot deliver"), "{err}");
+        let ce = topic(json!({"inputSchema": "CloudEventSchemaV1_0"}));
+        assert_eq!(parse_on(&ce, body()).unwrap().delivery_schema, DeliverySchema::CloudEventSchemaV1_0);
+        assert!(parse_on(&ce, with_schema("EventGridSchema")).is_err());
+        let custom = topic(json!({"inputSchema": "CustomEventSchema"}));
+        for schema in ["EventGridSchema", "CloudEventSchemaV1_0", "CustomInputSchema"] {
+            assert!(parse_on(&custom, with_schema(schema)).is_ok(), "{schema}");
+        }
+        assert!(parse_on(&eg, with_schema("Avro")).is_err());
+    }
+
+    #[test]
+    fn namespace_profile_has_its_own_retry_policy() {
+        let ns = topic(json!({"inputSchema": "CloudEventSchemaV1_0", "namespace": true}));
+        let mut b = body();
+        b["properties"]["retryPolicy"] = json!({"maxDeliveryCount": 3, "eventTimeToLive": "PT5M"});
+        let s = parse_on(&ns, b).unwrap();
+        assert_eq!(s.retry_policy.max_delivery_attempts(), 3);
+        assert_eq!(s.retry_policy.event_time_to_live(), Duration::from_secs(300));
+        assert_eq!(s.profile, DeliveryProfile::NamespaceTopic);
+        let shown = s.to_resource(UnixMillis(0));
+        assert_eq!(shown["properties"]["retryPolicy"]["eventTimeToLive"], "PT5M");
+        assert_eq!(shown["properties"]["retryPolicy"]["maxDeliveryCount"], 3);
+
+        let refused = |policy: Value| {
+            let mut b = body();
+            b["properties"]["retryPolicy"] = policy;
+            parse_on(&ns, b).unwrap_err().field
+        };
+        assert_eq!(refused(json!({"maxDeliveryCount": 11})), "properties.retryPolicy.maxDeliveryCount");
+        assert_eq!(refused(json!({"eventTimeToLive": "PT30S"})), "properties.retryPolicy.eventTimeToLive");
+        assert_eq!(refused(json!({"eventTimeToLive": "P8D"})), "properties.retryPolicy.eventTimeToLive");
+        assert_eq!(refused(json!({"eventTimeToLive": "P1M"})), "properties.retryPolicy.eventTimeToLive");
+        assert_eq!(refused(json!({"maxDeliveryAttempts": 5})), "properties.retryPolicy.maxDeliveryAttempts");
+        let default = parse_on(&ns, body_without_retry()).unwrap();
+        assert_eq!(default.retry_policy.max_delivery_attempts(), 10);
+        let mut b = body();
+        b["properties"]["eventDeliverySchema"] = json!("EventGridSchema");
+        b["properties"]["retryPolicy"] = json!({});
+        assert!(parse_on(&ns, b).is_err());
+    }
+
+    fn body_without_retry() -> Value {
+        let mut b = body();
+        b["properties"].as_object_mut().unwrap().remove("retryPolicy");
+        b
+    }
+
+    #[test]
+    fn iso8601_durations_parse_and_format() {
+        assert_eq!(parse_iso8601_duration("PT1M").unwrap(), Duration::from_secs(60));
+        assert_eq!(parse_iso8601_duration("P7D").unwrap(), Duration::from_secs(7 * 86_400));
+        assert!(parse_iso8601_duration("P1Y").is_err());
+        assert!(parse_iso8601_duration("7 days").is_err());
+        assert_eq!(iso8601_duration(Duration::from_secs(7 * 86_400)), "P7D");
+        assert_eq!(iso8601_duration(Duration::from_secs(5400)), "PT90M");
+        assert_eq!(iso8601_duration(Duration::from_secs(45)), "PT45S");
+    }
+
+    #[test]
+    fn only_validated_subscriptions_match() {
+        let mut s = parse(body()).unwrap();
+        let fields = serde_json::Map::new();
+        let e = Routing {
+            event_type: "A",
+            subject: "s",
+            fields: &fields,
+        };
+        assert!(s.matches(&e, UnixMillis(0)));
+        s.provisioning = Provisioning::AwaitingManualAction {
+            code: "c".into(),
+            deadline: UnixMillis(10),
+        };
+        assert!(!s.matches(&e, UnixMillis(0)));
+        let shown = s.to_resource(UnixMillis(0));
+        assert_eq!(shown["properties"]["provisioningState"], "AwaitingManualAction");
+        assert!(!shown.to_string().contains("\"c\""));
+        assert_eq!(s.to_resource(UnixMillis(10))["properties"]["provisioningState"], "Failed");
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::api_error::InvalidField;
 use crate::names::TopicName;
+use crate::profile::DeliveryProfile;
 use crate::schema::InputSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -12,6 +13,8 @@ use serde_json::{Value, json};
 pub struct Topic {
     pub name: TopicName,
     pub input_schema: InputSchema,
+    #[serde(default)]
+    pub profile: DeliveryProfile,
 }
 
 impl Topic {
@@ -42,7 +45,11 @@ impl Topic {
             }
             Some(_) => return Err(InvalidField::new("properties", "must be an object")),
         };
-        Ok(Self { name, input_schema })
+        Ok(Self {
+            name,
+            input_schema,
+            profile: DeliveryProfile::default(),
+        })
     }
 
     /// The id stamped into each event's `topic` field.

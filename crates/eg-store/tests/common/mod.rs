@@ -73,7 +73,7 @@ pub fn topic(name: &str) -> Topic {
 
 pub fn subscription_to(topic: &str, name: &str, url: &str) -> Subscription {
     Subscription::from_resource(
-        topic_name(topic),
+        &self::topic(topic),
         sub_name(name),
         &json!({"properties":{"destination":{"endpointType":"WebHook","properties":{"endpointUrl": url}}}}),
         UnixMillis(0),

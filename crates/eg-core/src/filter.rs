@@ -2,8 +2,11 @@
 //!
 //! Basic filter: `includedEventTypes` (null = all, compared case-insensitively),
 //! `subjectBeginsWith` / `subjectEndsWith` (literal, no wildcards) under
-//! `isSubjectCaseSensitive`.
+//! `isSubjectCaseSensitive`. An event must also pass every one of the `advancedFilters`
+//! (see [`crate::advanced_filter`]), which match arrays element-wise only under
+//! `enableAdvancedFilteringOnArrays`.
 
+use crate::advanced_filter::{self, AdvancedFilter};
 use crate::api_error::InvalidField;
 use crate::routing::Routing;
 use serde::{Deserialize, Serialize};
@@ -22,6 +25,12 @@ pub struct EventFilter {
     pub subject_ends_with: String,
     #[serde(default)]
     pub is_subject_case_sensitive: bool,
+    /// Absent from the stored and shown form when empty, so filters without them
+    /// read and print as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advanced_filters: Vec<AdvancedFilter>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub enable_advanced_filtering_on_arrays: bool,
 }
 
 impl EventFilter {
@@ -36,21 +45,11 @@ impl EventFilter {
                 "includedEventTypes" => filter.included_event_types = event_types(v)?,
                 "subjectBeginsWith" => filter.subject_begins_with = subject_affix(key, v)?,
                 "subjectEndsWith" => filter.subject_ends_with = subject_affix(key, v)?,
-                "isSubjectCaseSensitive" => {
-                    filter.is_subject_case_sensitive = match v {
-                        Value::Null => false,
-                        Value::Bool(b) => *b,
-                        _ => return Err(InvalidField::new(key.clone(), "must be a boolean")),
-                    }
+                "isSubjectCaseSensitive" => filter.is_subject_case_sensitive = flag(key, v)?,
+                "advancedFilters" => {
+                    filter.advanced_filters = advanced_filter::parse_list(v).map_err(|e| e.within(key))?;
                 }
-                "advancedFilters" | "enableAdvancedFilteringOnArrays" => {
-                    if !is_empty(v) {
-                        return Err(InvalidField::new(
-                            key.clone(),
-                            "advanced filters are not supported by this version of eg",
-                        ));
-                    }
-                }
+                "enableAdvancedFilteringOnArrays" => filter.enable_advanced_filtering_on_arrays = flag(key, v)?,
                 other => {
                     return Err(InvalidField::new(other, "not a known filter field"));
                 }
@@ -60,7 +59,12 @@ impl EventFilter {
     }
 
     pub fn matches(&self, event: &Routing<'_>) -> bool {
-        self.matches_type(&event.event_type) && self.matches_subject(&event.subject)
+        self.matches_type(event.event_type)
+            && self.matches_subject(event.subject)
+            && self
+                .advanced_filters
+                .iter()
+                .all(|f| f.matches(event, self.enable_advanced_filtering_on_arrays))
     }
 
     fn matches_type(&self, event_type: &str) -> bool {
@@ -81,11 +85,16 @@ impl EventFilter {
     }
 }
 
-fn is_empty(v: &Value) -> bool {
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// An optional boolean: `null` means false.
+fn flag(field: &str, v: &Value) -> Result<bool, InvalidField> {
     match v {
-        Value::Null | Value::Bool(false) => true,
-        Value::Array(items) => items.is_empty(),
-        _ => false,
+        Value::Null => Ok(false),
+        Value::Bool(b) => Ok(*b),
+        _ => Err(InvalidField::new(field, "must be a boolean")),
     }
 }
 
@@ -178,8 +187,97 @@ mod tests {
         let err = EventFilter::from_json(&json!({"subjectBeginsWith": "/a/*"})).unwrap_err();
         assert_eq!(err.field, "subjectBeginsWith");
         let err = EventFilter::from_json(&json!({"advancedFilters": [{"operatorType":"BoolEquals"}]})).unwrap_err();
-        assert_eq!(err.field, "advancedFilters");
+        assert_eq!(err.field, "advancedFilters[0].key");
         let err = EventFilter::from_json(&json!({"subjectbegins": "x"})).unwrap_err();
         assert_eq!(err.field, "subjectbegins");
+    }
+
+    fn order(data: Value) -> Value {
+        json!({"id": "1", "subject": "/orders/1", "eventType": "Order.Created", "data": data})
+    }
+
+    fn matches(f: &EventFilter, event: &Value) -> bool {
+        f.matches(&Routing {
+            event_type: event["eventType"].as_str().unwrap(),
+            subject: event["subject"].as_str().unwrap(),
+            fields: event.as_object().unwrap(),
+        })
+    }
+
+    #[test]
+    fn advanced_filters_are_and_ed_with_each_other_and_the_basic_filter() {
+        let f = filter(json!({
+            "includedEventTypes": ["Order.Created"],
+            "advancedFilters": [
+                {"operatorType": "NumberGreaterThan", "key": "data.total", "value": 100},
+                {"operatorType": "StringIn", "key": "data.country", "values": ["NL", "BE"]}
+            ]
+        }));
+        assert!(matches(&f, &order(json!({"total": 150, "country": "nl"}))));
+        assert!(!matches(&f, &order(json!({"total": 50, "country": "nl"}))));
+        assert!(!matches(&f, &order(json!({"total": 150, "country": "de"}))));
+        let mut other_type = order(json!({"total": 150, "country": "nl"}));
+        other_type["eventType"] = json!("Order.Deleted");
+        assert!(!matches(&f, &other_type));
+    }
+
+    #[test]
+    fn enable_advanced_filtering_on_arrays_switches_element_wise_matching() {
+        let advanced = json!([{"operatorType": "StringIn", "key": "data.tags", "values": ["urgent"]}]);
+        let event = order(json!({"tags": ["new", "URGENT"]}));
+        assert!(!matches(&filter(json!({"advancedFilters": advanced})), &event));
+        let on = filter(json!({"advancedFilters": advanced, "enableAdvancedFilteringOnArrays": true}));
+        assert!(on.enable_advanced_filtering_on_arrays);
+        assert!(matches(&on, &event));
+        assert!(!filter(json!({"enableAdvancedFilteringOnArrays": null})).enable_advanced_filtering_on_arrays);
+    }
+
+    #[test]
+    fn advanced_filter_errors_name_the_full_path() {
+        let mut advanced = vec![json!({"operatorType": "IsNotNull", "key": "id"}); 3];
+        advanced.push(json!({"operatorType": "NumberIn", "key": "data.n", "values": [1, 2, "3"]}));
+        let err = EventFilter::from_json(&json!({"advancedFilters": advanced})).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "advancedFilters[3].values[2]: must be a number, got a string"
+        );
+        let err = EventFilter::from_json(&json!({"advancedFilters": {"operatorType": "IsNotNull"}})).unwrap_err();
+        assert_eq!(err.field, "advancedFilters");
+        let err = EventFilter::from_json(&json!({"enableAdvancedFilteringOnArrays": "yes"})).unwrap_err();
+        assert_eq!(err.to_string(), "enableAdvancedFilteringOnArrays: must be a boolean");
+        let err = EventFilter::from_json(&json!({"isSubjectCaseSensitive": 1})).unwrap_err();
+        assert_eq!(err.field, "isSubjectCaseSensitive");
+    }
+
+    #[test]
+    fn filters_without_advanced_filters_store_and_show_as_before() {
+        let stored = r#"{"includedEventTypes":["A"],"subjectBeginsWith":"/a","isSubjectCaseSensitive":false}"#;
+        let f: EventFilter = serde_json::from_str(stored).unwrap();
+        assert!(f.advanced_filters.is_empty() && !f.enable_advanced_filtering_on_arrays);
+        assert_eq!(serde_json::to_string(&f).unwrap(), stored);
+        let f = filter(json!({"advancedFilters": [], "enableAdvancedFilteringOnArrays": false}));
+        assert_eq!(
+            serde_json::to_value(&f).unwrap(),
+            json!({"isSubjectCaseSensitive": false})
+        );
+    }
+
+    #[test]
+    fn advanced_filters_store_and_show_in_event_grid_layout() {
+        let input = json!({
+            "advancedFilters": [
+                {"operatorType": "NumberIn", "key": "data.x", "values": [1, 2]},
+                {"operatorType": "NumberLessThan", "key": "data.n", "value": 5},
+                {"operatorType": "NumberInRange", "key": "data.n", "values": [[1, 5], [10, 20]]},
+                {"operatorType": "IsNullOrUndefined", "key": "data.y"}
+            ],
+            "enableAdvancedFilteringOnArrays": true,
+            "isSubjectCaseSensitive": false
+        });
+        let f = filter(input.clone());
+        assert_eq!(serde_json::to_value(&f).unwrap(), input);
+        let stored: EventFilter = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+        assert_eq!(stored, f);
+        assert_eq!(EventFilter::from_json(&serde_json::to_value(&f).unwrap()).unwrap(), f);
     }
 }

@@ -5,7 +5,12 @@
 //! Redis or HTTP clients: time and randomness come in as arguments, so the policy is
 //! tested in microseconds with an injected clock.
 
+pub mod address;
+pub mod advanced_filter;
 pub mod api_error;
+pub mod batch;
+pub mod cloudevents;
+pub mod custom_schema;
 pub mod deadletter;
 pub mod delivery;
 pub mod event;
@@ -13,7 +18,9 @@ pub mod filter;
 pub mod names;
 pub mod outcome;
 pub mod policy;
+pub mod probation;
 pub mod profile;
+pub mod render;
 pub mod retry;
 pub mod routing;
 pub mod schema;

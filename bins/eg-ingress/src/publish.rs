@@ -67,13 +67,17 @@ async fn accept(
     let bytes = to_bytes(body, app.max_request_bytes)
         .await
         .map_err(|_| Refusal::too_large(format!("the request is over {} bytes", app.max_request_bytes)))?;
-    let batch = PublishedBatch::parse_event_grid(&bytes, &entry.topic.id(), app.limits).map_err(|e| {
-        if e.is_too_large() {
-            Refusal::too_large(e.to_string())
-        } else {
-            Refusal::bad_request(e.to_string())
-        }
-    })?;
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    let batch =
+        PublishedBatch::parse(&bytes, content_type, &entry.topic, app.clock.now(), app.limits).map_err(|e| {
+            if e.is_too_large() {
+                Refusal::too_large(e.to_string())
+            } else {
+                Refusal::bad_request(e.to_string())
+            }
+        })?;
     let count = batch.events.len();
     let partition = app
         .store

@@ -1,12 +1,33 @@
-//! Dead-letter records (spec §6, Event Grid schema) and where they are written.
+//! Dead-letter records (spec §6) and where they are written.
+//!
+//! A record is the event with the dead-letter fields beside it, in the form that
+//! matches what the subscription was receiving (`DeadLetterFormat`):
+//! - Event Grid schema: `deadLetterReason`, `deliveryAttempts`, `lastDeliveryOutcome`,
+//!   `lastHttpStatusCode` (when there was one), `publishTime`, `lastDeliveryAttemptTime`
+//!   beside the event's fields;
+//! - CloudEvents: the same names in lower case beside the CloudEvent's attributes (the
+//!   event as the subscription received it, converted if it was stored otherwise);
+//! - custom schema: the Event Grid form of the stored envelope, i.e. the envelope's
+//!   fields, the dead-letter fields and the object as published in `data`;
+//! - namespace-topic profile (spec §10):
+//!   `{"deadLetterProperties":{"deadletterreason","deliveryattempts","deliveryresult",
+//!   "publishutc","deliveryattemptutc"},"event":{…the CloudEvent…}}`. The reason and
+//!   result are the same codes the other forms use (`MaxDeliveryAttemptsExceeded`,
+//!   `NotFound`, …) rather than the prose of seed 002, so every form is read the same way.
+//!
+//! The last attempt time falls back to the dead-lettering time when no attempt was
+//! made, and the last outcome to `Canceled`.
 
 use crate::delivery::Delivery;
 use crate::outcome::OutcomeName;
 use crate::policy::DeadLetterReason;
+use crate::profile::DeliveryProfile;
+use crate::render;
+use crate::schema::{DeliverySchema, StoredFormat};
 use crate::subscription::Subscription;
 use crate::time::UnixMillis;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// Everything the dead-letter worker needs besides the event itself. It travels
 /// through Redis from whichever tier decided to dead-letter.
@@ -25,6 +46,39 @@ pub struct DeadLetterEntry {
     pub publish_time: UnixMillis,
     pub last_attempt_time: Option<UnixMillis>,
     pub dead_lettered_at: UnixMillis,
+    /// The record's form; absent (Event Grid) in entries written before it existed.
+    #[serde(default, skip_serializing_if = "DeadLetterFormat::is_event_grid")]
+    pub format: DeadLetterFormat,
+}
+
+/// The form of a dead-letter record (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum DeadLetterFormat {
+    /// The stored Event Grid event with the camelCase fields beside it.
+    #[default]
+    EventGrid,
+    /// The CloudEvent, rendered from the event stored `from`, with lower-case fields.
+    CloudEvents { from: StoredFormat },
+    /// The stored custom envelope with the camelCase fields beside it.
+    Custom,
+    /// `{"deadLetterProperties":{…},"event":<the CloudEvent rendered from the stored event>}`.
+    NamespaceTopic { from: StoredFormat },
+}
+
+impl DeadLetterFormat {
+    /// The form for an event stored as `stored`, delivered in `schema` under `profile`.
+    pub fn choose(stored: StoredFormat, schema: DeliverySchema, profile: DeliveryProfile) -> Self {
+        match (profile, schema, stored) {
+            (DeliveryProfile::NamespaceTopic, _, from) => Self::NamespaceTopic { from },
+            (_, DeliverySchema::CloudEventSchemaV1_0, from) => Self::CloudEvents { from },
+            (_, DeliverySchema::CustomInputSchema, _) | (_, _, StoredFormat::Custom) => Self::Custom,
+            _ => Self::EventGrid,
+        }
+    }
+
+    pub fn is_event_grid(&self) -> bool {
+        *self == Self::EventGrid
+    }
 }
 
 impl DeadLetterEntry {
@@ -48,35 +102,52 @@ impl DeadLetterEntry {
             publish_time: delivery.published_at,
             last_attempt_time: delivery.last.map(|l| l.at),
             dead_lettered_at: now,
+            format: DeadLetterFormat::choose(delivery.format, subscription.delivery_schema, subscription.profile),
         }
     }
 
-    /// The record written to the destination: the event with the dead-letter fields beside it.
+    /// The record written to the destination for the event stored as `event_json`.
     pub fn record(&self, event_json: &str) -> Value {
-        let mut record = match serde_json::from_str::<Value>(event_json) {
-            Ok(Value::Object(map)) => map,
-            // Stored events are always objects; keep whatever it is rather than lose it.
-            Ok(other) => serde_json::Map::from_iter([("data".to_owned(), other)]),
-            Err(_) => serde_json::Map::from_iter([("data".to_owned(), Value::String(event_json.to_owned()))]),
-        };
-        record.insert("deadLetterReason".into(), self.reason.as_str().into());
-        record.insert("deliveryAttempts".into(), self.delivery_attempts.into());
-        record.insert(
-            "lastDeliveryOutcome".into(),
-            self.last_outcome.map_or("Canceled", OutcomeName::as_str).into(),
-        );
-        if let Some(code) = self.last_http_status_code {
-            record.insert("lastHttpStatusCode".into(), code.into());
+        let outcome = self.last_outcome.map_or("Canceled", OutcomeName::as_str);
+        let attempt_time = self.last_attempt_time.unwrap_or(self.dead_lettered_at).to_rfc3339();
+        match self.format {
+            DeadLetterFormat::EventGrid | DeadLetterFormat::Custom => {
+                let mut record = stored_object(event_json);
+                record.insert("deadLetterReason".into(), self.reason.as_str().into());
+                record.insert("deliveryAttempts".into(), self.delivery_attempts.into());
+                record.insert("lastDeliveryOutcome".into(), outcome.into());
+                if let Some(code) = self.last_http_status_code {
+                    record.insert("lastHttpStatusCode".into(), code.into());
+                }
+                record.insert("publishTime".into(), self.publish_time.to_rfc3339().into());
+                record.insert("lastDeliveryAttemptTime".into(), attempt_time.into());
+                Value::Object(record)
+            }
+            DeadLetterFormat::CloudEvents { from } => {
+                let mut record = cloud_event(event_json, from);
+                record.insert("deadletterreason".into(), self.reason.as_str().into());
+                record.insert("deliveryattempts".into(), self.delivery_attempts.into());
+                record.insert("lastdeliveryoutcome".into(), outcome.into());
+                if let Some(code) = self.last_http_status_code {
+                    record.insert("lasthttpstatuscode".into(), code.into());
+                }
+                record.insert("publishtime".into(), self.publish_time.to_rfc3339().into());
+                record.insert("lastdeliveryattempttime".into(), attempt_time.into());
+                Value::Object(record)
+            }
+            DeadLetterFormat::NamespaceTopic { from } => {
+                let mut properties = Map::new();
+                properties.insert("deadletterreason".into(), self.reason.as_str().into());
+                properties.insert("deliveryattempts".into(), self.delivery_attempts.into());
+                properties.insert("deliveryresult".into(), outcome.into());
+                properties.insert("publishutc".into(), self.publish_time.to_rfc3339().into());
+                properties.insert("deliveryattemptutc".into(), attempt_time.into());
+                let mut record = Map::new();
+                record.insert("deadLetterProperties".into(), Value::Object(properties));
+                record.insert("event".into(), Value::Object(cloud_event(event_json, from)));
+                Value::Object(record)
+            }
         }
-        record.insert("publishTime".into(), self.publish_time.to_rfc3339().into());
-        record.insert(
-            "lastDeliveryAttemptTime".into(),
-            self.last_attempt_time
-                .unwrap_or(self.dead_lettered_at)
-                .to_rfc3339()
-                .into(),
-        );
-        Value::Object(record)
     }
 
     /// The folder, relative to the dead-letter root, of a file holding this record:
@@ -92,6 +163,27 @@ impl DeadLetterEntry {
             at.day().to_string(),
             at.hour().to_string(),
         ]
+    }
+}
+
+/// The stored event as an object. Stored events are always objects; keep whatever it
+/// is rather than lose it.
+fn stored_object(event_json: &str) -> Map<String, Value> {
+    match serde_json::from_str::<Value>(event_json) {
+        Ok(Value::Object(map)) => map,
+        Ok(other) => Map::from_iter([("data".to_owned(), other)]),
+        Err(_) => Map::from_iter([("data".to_owned(), Value::String(event_json.to_owned()))]),
+    }
+}
+
+/// The CloudEvent the subscription was sent, or the stored event if it cannot be rendered.
+fn cloud_event(event_json: &str, from: StoredFormat) -> Map<String, Value> {
+    match render::render(event_json, from, DeliverySchema::CloudEventSchemaV1_0) {
+        Ok(rendered) => match rendered.into_value() {
+            Value::Object(map) => map,
+            _ => stored_object(event_json),
+        },
+        Err(_) => stored_object(event_json),
     }
 }
 
@@ -114,6 +206,7 @@ mod tests {
             last_attempt_time: Some(UnixMillis(1_000)),
             // 2026-03-04T05:06:07Z
             dead_lettered_at: UnixMillis(1_772_600_767_000),
+            format: DeadLetterFormat::EventGrid,
         }
     }
 
@@ -128,6 +221,224 @@ mod tests {
         assert_eq!(r["lastHttpStatusCode"], 500);
         assert_eq!(r["publishTime"], "1970-01-01T00:00:00.000Z");
         assert_eq!(r["lastDeliveryAttemptTime"], "1970-01-01T00:00:01.000Z");
+    }
+
+    const CLOUD_EVENT: &str = r#"{"specversion":"1.0","id":"c1","source":"/orders","type":"Created","subject":"o/1","comexampleextension1":"v","data":{"k":1}}"#;
+    const EVENT_GRID: &str = r#"{"id":"1","topic":"/topics/orders","subject":"/a","eventType":"Created","eventTime":"2026-01-02T03:04:05Z","data":{"k":1},"dataVersion":"2","metadataVersion":"1"}"#;
+
+    fn keys(v: &Value) -> Vec<&str> {
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    #[test]
+    fn cloud_events_records_use_lower_case_names() {
+        let e = DeadLetterEntry {
+            format: DeadLetterFormat::CloudEvents {
+                from: StoredFormat::CloudEvents,
+            },
+            ..entry()
+        };
+        let r = e.record(CLOUD_EVENT);
+        assert_eq!(
+            r,
+            json!({
+                "specversion": "1.0", "id": "c1", "source": "/orders", "type": "Created", "subject": "o/1",
+                "comexampleextension1": "v", "data": {"k": 1},
+                "deadletterreason": "MaxDeliveryAttemptsExceeded",
+                "deliveryattempts": 3,
+                "lastdeliveryoutcome": "GenericError",
+                "lasthttpstatuscode": 500,
+                "publishtime": "1970-01-01T00:00:00.000Z",
+                "lastdeliveryattempttime": "1970-01-01T00:00:01.000Z",
+            })
+        );
+    }
+
+    #[test]
+    fn cloud_events_records_of_event_grid_events_hold_the_converted_event() {
+        let e = DeadLetterEntry {
+            format: DeadLetterFormat::CloudEvents {
+                from: StoredFormat::EventGrid,
+            },
+            last_http_status_code: None,
+            ..entry()
+        };
+        let r = e.record(EVENT_GRID);
+        assert_eq!(r["specversion"], "1.0");
+        assert_eq!(r["source"], "/topics/orders");
+        assert_eq!(r["type"], "Created");
+        assert_eq!(r["dataversion"], "2");
+        assert_eq!(r["data"], json!({"k": 1}));
+        assert_eq!(r["deadletterreason"], "MaxDeliveryAttemptsExceeded");
+        assert!(r.get("lasthttpstatuscode").is_none());
+        assert!(r.get("eventType").is_none());
+    }
+
+    #[test]
+    fn custom_records_are_the_envelope_with_the_fields() {
+        let envelope = r#"{"id":"8b","topic":"/topics/shop","subject":"subjectDefault","eventType":"myEventType","eventTime":"2020-08-13T18:11:29.4121391Z","data":{"prop1":"my property","prop2":5},"dataVersion":"1.0","metadataVersion":"1"}"#;
+        let e = DeadLetterEntry {
+            format: DeadLetterFormat::Custom,
+            ..entry()
+        };
+        let r = e.record(envelope);
+        assert_eq!(
+            keys(&r),
+            [
+                "data",
+                "dataVersion",
+                "deadLetterReason",
+                "deliveryAttempts",
+                "eventTime",
+                "eventType",
+                "id",
+                "lastDeliveryAttemptTime",
+                "lastDeliveryOutcome",
+                "lastHttpStatusCode",
+                "metadataVersion",
+                "publishTime",
+                "subject",
+                "topic"
+            ]
+        );
+        assert_eq!(r["data"], json!({"prop1": "my property", "prop2": 5}));
+    }
+
+    #[test]
+    fn namespace_topic_records_wrap_the_cloud_event() {
+        let e = DeadLetterEntry {
+            format: DeadLetterFormat::NamespaceTopic {
+                from: StoredFormat::CloudEvents,
+            },
+            last_outcome: Some(OutcomeName::NotFound),
+            last_http_status_code: Some(404),
+            ..entry()
+        };
+        assert_eq!(
+            e.record(CLOUD_EVENT),
+            json!({
+                "deadLetterProperties": {
+                    "deadletterreason": "MaxDeliveryAttemptsExceeded",
+                    "deliveryattempts": 3,
+                    "deliveryresult": "NotFound",
+                    "publishutc": "1970-01-01T00:00:00.000Z",
+                    "deliveryattemptutc": "1970-01-01T00:00:01.000Z",
+                },
+                "event": serde_json::from_str::<Value>(CLOUD_EVENT).unwrap(),
+            })
+        );
+    }
+
+    #[test]
+    fn never_attempted_events_fall_back_to_canceled_and_now() {
+        let e = DeadLetterEntry {
+            last_outcome: None,
+            last_http_status_code: None,
+            last_attempt_time: None,
+            delivery_attempts: 0,
+            reason: DeadLetterReason::TimeToLiveExceeded,
+            ..entry()
+        };
+        let r = e.record(EVENT_GRID);
+        assert_eq!(r["lastDeliveryOutcome"], "Canceled");
+        assert_eq!(r["lastDeliveryAttemptTime"], "2026-03-04T05:06:07.000Z");
+        assert_eq!(r["deadLetterReason"], "TimeToLiveExceeded");
+        assert!(r.get("lastHttpStatusCode").is_none());
+    }
+
+    #[test]
+    fn unrenderable_events_are_kept_rather_than_lost() {
+        let e = DeadLetterEntry {
+            format: DeadLetterFormat::NamespaceTopic {
+                from: StoredFormat::EventGrid,
+            },
+            ..entry()
+        };
+        assert_eq!(e.record("not json")["event"], json!({"data": "not json"}));
+    }
+
+    #[test]
+    fn the_format_follows_profile_schema_and_stored_form() {
+        use DeliverySchema as D;
+        use StoredFormat as S;
+        let choose = DeadLetterFormat::choose;
+        let custom_topic = DeliveryProfile::CustomTopic;
+        assert_eq!(
+            choose(S::EventGrid, D::EventGridSchema, custom_topic),
+            DeadLetterFormat::EventGrid
+        );
+        assert_eq!(
+            choose(S::EventGrid, D::CloudEventSchemaV1_0, custom_topic),
+            DeadLetterFormat::CloudEvents { from: S::EventGrid }
+        );
+        assert_eq!(
+            choose(S::CloudEvents, D::CloudEventSchemaV1_0, custom_topic),
+            DeadLetterFormat::CloudEvents { from: S::CloudEvents }
+        );
+        assert_eq!(
+            choose(S::Custom, D::CustomInputSchema, custom_topic),
+            DeadLetterFormat::Custom
+        );
+        assert_eq!(
+            choose(S::Custom, D::EventGridSchema, custom_topic),
+            DeadLetterFormat::Custom
+        );
+        assert_eq!(
+            choose(S::Custom, D::CloudEventSchemaV1_0, custom_topic),
+            DeadLetterFormat::CloudEvents { from: S::Custom }
+        );
+        assert_eq!(
+            choose(S::CloudEvents, D::CloudEventSchemaV1_0, DeliveryProfile::NamespaceTopic),
+            DeadLetterFormat::NamespaceTopic { from: S::CloudEvents }
+        );
+    }
+
+    #[test]
+    fn for_delivery_reads_the_subscription() {
+        use crate::names::{SubscriptionName, TopicName};
+        use crate::topic::Topic;
+        let topic = Topic::from_resource(
+            TopicName::parse("orders").unwrap(),
+            &json!({"properties": {"deliveryProfile": "NamespaceTopic"}}),
+        )
+        .unwrap();
+        let sub = Subscription::from_resource(
+            &topic,
+            SubscriptionName::parse("Billing").unwrap(),
+            &json!({"properties": {"destination": {"endpointType": "WebHook", "properties": {"endpointUrl": "https://h.example/in"}}}}),
+            UnixMillis(0),
+        )
+        .unwrap();
+        assert_eq!(sub.delivery_schema, DeliverySchema::CloudEventSchemaV1_0);
+        let d = Delivery::new("d".into(), "e".into(), "orders".into(), "billing".into(), UnixMillis(5))
+            .with_format(StoredFormat::CloudEvents);
+        let e = DeadLetterEntry::for_delivery(&d, &sub, "dl", DeadLetterReason::NonRetriableFailure, UnixMillis(9));
+        assert_eq!(
+            e.format,
+            DeadLetterFormat::NamespaceTopic {
+                from: StoredFormat::CloudEvents
+            }
+        );
+        assert_eq!(e.subscription, "Billing");
+    }
+
+    #[test]
+    fn entries_round_trip_and_old_entries_still_decode() {
+        let e = DeadLetterEntry {
+            format: DeadLetterFormat::CloudEvents {
+                from: StoredFormat::Custom,
+            },
+            ..entry()
+        };
+        let raw = serde_json::to_string(&e).unwrap();
+        assert_eq!(serde_json::from_str::<DeadLetterEntry>(&raw).unwrap(), e);
+        let old = serde_json::to_string(&entry()).unwrap();
+        assert!(!old.contains("format"), "{old}");
+        let mut legacy: Value = serde_json::from_str(&old).unwrap();
+        legacy.as_object_mut().unwrap().remove("format");
+        assert_eq!(serde_json::from_value::<DeadLetterEntry>(legacy).unwrap(), entry());
     }
 
     #[test]

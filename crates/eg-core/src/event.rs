@@ -1,13 +1,31 @@
-//! Event Grid schema events (spec §1): parsing a publish body into validated events.
+//! Publishing (spec §1): turning a publish request's body into validated events.
 //!
-//! A publish request is all-or-nothing, so parsing either yields every event or the
-//! first problem, named by event index and field.
+//! `PublishedBatch::parse` is the one entry point: it picks the topic's input schema
+//! (Event Grid schema here, CloudEvents in `cloudevents`, custom in `custom_schema`),
+//! checks the content type against it, and yields every event's stored form or the
+//! first problem, named by event index and field. A publish request is all-or-nothing.
+//!
+//! Content types, read case-insensitively and ignoring parameters such as
+//! `; charset=utf-8` (Azure's SDKs send `application/json` for Event Grid events and
+//! `application/cloudevents-batch+json; charset=utf-8` for CloudEvents):
+//! - Event Grid schema and custom topics take a JSON array whatever the content type
+//!   says (curl's default form type included), except a CloudEvents one, which is
+//!   refused with a message saying what the topic accepts.
+//! - CloudEvents topics take `application/cloudevents+json` as exactly one event
+//!   object, `application/cloudevents-batch+json` as an array, and anything else
+//!   (`application/json`, none) leniently as an array or a single object. Other
+//!   `application/cloudevents…` types (binary or non-JSON formats) are refused.
 
 use crate::api_error::InvalidField;
 use crate::routing::Routing;
+use crate::schema::InputSchema;
+use crate::time::UnixMillis;
+use crate::topic::Topic;
+use crate::{cloudevents, custom_schema::InputSchemaMapping};
 use chrono::DateTime;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::fmt;
 
 /// Event Grid's own fields; anything else in a published event is refused.
 const KNOWN_FIELDS: [&str; 8] = [
@@ -59,14 +77,49 @@ pub enum PublishError {
     MalformedJson(String),
     #[error("the request body must be a JSON array of events")]
     NotAnArray,
+    #[error(
+        "with content type application/cloudevents+json the body must be one CloudEvent (a JSON object); \
+         send several as a JSON array with content type application/cloudevents-batch+json"
+    )]
+    NotAnObject,
     #[error("the request holds no events")]
     Empty,
     #[error("the request holds {count} events; at most {max} are allowed")]
     TooManyEvents { count: usize, max: usize },
     #[error("events[{index}]: the event is {size} bytes; at most {max} are allowed")]
     EventTooLarge { index: usize, size: usize, max: usize },
-    #[error("events[{index}].{}", .problem)]
+    #[error("{}", EventProblem::new(.index, .problem))]
     InvalidEvent { index: usize, problem: InvalidField },
+    #[error(
+        "this topic accepts {accepts} events; content type {content_type:?} is for CloudEvents, \
+         which only a CloudEventSchemaV1_0 topic accepts"
+    )]
+    WrongSchema { accepts: InputSchema, content_type: String },
+    #[error(
+        "content type {0:?} is not supported: CloudEvents are accepted in structured JSON mode, as \
+         application/cloudevents+json (one event) or application/cloudevents-batch+json (an array)"
+    )]
+    UnsupportedContentType(String),
+}
+
+/// `events[3].eventTime: …`, or `events[3]: …` when the problem is the whole event.
+struct EventProblem<'a>(usize, &'a InvalidField);
+
+impl<'a> EventProblem<'a> {
+    fn new(index: &usize, problem: &'a InvalidField) -> Self {
+        Self(*index, problem)
+    }
+}
+
+impl fmt::Display for EventProblem<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self(index, problem) = self;
+        if problem.field.is_empty() {
+            write!(f, "events[{index}]: {}", problem.problem)
+        } else {
+            write!(f, "events[{index}].{problem}")
+        }
+    }
 }
 
 impl PublishError {
@@ -116,41 +169,143 @@ impl AcceptedEvent {
     }
 }
 
+/// How a publish request's content type asks its body to be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum BodyType {
+    /// `application/cloudevents+json`: exactly one CloudEvent.
+    CloudEvent,
+    /// `application/cloudevents-batch+json`: an array of CloudEvents.
+    CloudEventBatch,
+    /// Another `application/cloudevents…` type: a mode this service does not speak.
+    OtherCloudEvents(String),
+    /// Anything else, or no content type: JSON, read by the topic's schema.
+    Json,
+}
+
+impl BodyType {
+    fn of(content_type: Option<&str>) -> Self {
+        let media_type = content_type
+            .and_then(|ct| ct.split(';').next())
+            .map(|t| t.trim().to_ascii_lowercase())
+            .unwrap_or_default();
+        match media_type.as_str() {
+            "application/cloudevents+json" => Self::CloudEvent,
+            "application/cloudevents-batch+json" => Self::CloudEventBatch,
+            t if t.starts_with("application/cloudevents") => Self::OtherCloudEvents(t.to_owned()),
+            _ => Self::Json,
+        }
+    }
+
+    fn is_cloud_events(&self) -> bool {
+        !matches!(self, Self::Json)
+    }
+}
+
 impl PublishedBatch {
+    /// Parses a publish body for `topic`, in the topic's input schema. `now` is the
+    /// publish time (the `eventTime` of a custom event whose topic maps none).
+    pub fn parse(
+        body: &[u8],
+        content_type: Option<&str>,
+        topic: &Topic,
+        now: UnixMillis,
+        limits: PublishLimits,
+    ) -> Result<Self, PublishError> {
+        let body_type = BodyType::of(content_type);
+        let topic_id = topic.id();
+        match topic.input_schema {
+            InputSchema::EventGridSchema | InputSchema::CustomEventSchema if body_type.is_cloud_events() => {
+                Err(PublishError::WrongSchema {
+                    accepts: topic.input_schema,
+                    content_type: content_type.unwrap_or_default().trim().to_owned(),
+                })
+            }
+            InputSchema::EventGridSchema => {
+                let items = json_array(body)?;
+                accept_all(items, limits, |item| {
+                    EventGridEvent::from_published(item, &topic_id).map(|e| e.accepted())
+                })
+            }
+            InputSchema::CustomEventSchema => {
+                let items = json_array(body)?;
+                // A custom topic always has a mapping (`Topic::from_resource` sees to it);
+                // an empty one still refuses every event, naming eventType.
+                let fallback = InputSchemaMapping::default();
+                let mapping = topic.input_mapping.as_ref().unwrap_or(&fallback);
+                let mut new_id = || uuid::Uuid::new_v4().to_string();
+                accept_all(items, limits, |item| mapping.apply(item, &topic_id, now, &mut new_id))
+            }
+            InputSchema::CloudEventSchemaV1_0 => {
+                let items = match body_type {
+                    BodyType::OtherCloudEvents(t) => return Err(PublishError::UnsupportedContentType(t)),
+                    BodyType::CloudEvent => match json_value(body)? {
+                        item @ Value::Object(_) => vec![item],
+                        _ => return Err(PublishError::NotAnObject),
+                    },
+                    BodyType::CloudEventBatch => json_array(body)?,
+                    BodyType::Json => match json_value(body)? {
+                        Value::Array(items) => items,
+                        item @ Value::Object(_) => vec![item],
+                        _ => return Err(PublishError::NotAnArray),
+                    },
+                };
+                accept_all(items, limits, cloudevents::accept)
+            }
+        }
+    }
+
     /// Parses an Event Grid schema publish body for the topic whose id is `topic_id`.
     pub fn parse_event_grid(body: &[u8], topic_id: &str, limits: PublishLimits) -> Result<Self, PublishError> {
-        let value: Value = serde_json::from_slice(body).map_err(|e| PublishError::MalformedJson(e.to_string()))?;
-        let Value::Array(items) = value else {
-            return Err(PublishError::NotAnArray);
-        };
-        if items.is_empty() {
-            return Err(PublishError::Empty);
-        }
-        if items.len() > limits.max_events {
-            return Err(PublishError::TooManyEvents {
-                count: items.len(),
-                max: limits.max_events,
-            });
-        }
-        let events = items
-            .into_iter()
-            .enumerate()
-            .map(|(index, item)| {
-                let event = EventGridEvent::from_published(item, topic_id)
-                    .map_err(|problem| PublishError::InvalidEvent { index, problem })?;
-                let accepted = event.accepted();
-                if accepted.json.len() > limits.max_event_bytes {
-                    return Err(PublishError::EventTooLarge {
-                        index,
-                        size: accepted.json.len(),
-                        max: limits.max_event_bytes,
-                    });
-                }
-                Ok(accepted)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { events })
+        let items = json_array(body)?;
+        accept_all(items, limits, |item| {
+            EventGridEvent::from_published(item, topic_id).map(|e| e.accepted())
+        })
     }
+}
+
+fn json_value(body: &[u8]) -> Result<Value, PublishError> {
+    serde_json::from_slice(body).map_err(|e| PublishError::MalformedJson(e.to_string()))
+}
+
+fn json_array(body: &[u8]) -> Result<Vec<Value>, PublishError> {
+    match json_value(body)? {
+        Value::Array(items) => Ok(items),
+        _ => Err(PublishError::NotAnArray),
+    }
+}
+
+/// Accepts every item or none: the count limit, each item's validation, then the size
+/// of its stored form.
+fn accept_all(
+    items: Vec<Value>,
+    limits: PublishLimits,
+    mut accept: impl FnMut(Value) -> Result<AcceptedEvent, InvalidField>,
+) -> Result<PublishedBatch, PublishError> {
+    if items.is_empty() {
+        return Err(PublishError::Empty);
+    }
+    if items.len() > limits.max_events {
+        return Err(PublishError::TooManyEvents {
+            count: items.len(),
+            max: limits.max_events,
+        });
+    }
+    let events = items
+        .into_iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let accepted = accept(item).map_err(|problem| PublishError::InvalidEvent { index, problem })?;
+            if accepted.json.len() > limits.max_event_bytes {
+                return Err(PublishError::EventTooLarge {
+                    index,
+                    size: accepted.json.len(),
+                    max: limits.max_event_bytes,
+                });
+            }
+            Ok(accepted)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(PublishedBatch { events })
 }
 
 impl EventGridEvent {
@@ -348,5 +503,274 @@ mod tests {
         big["data"] = json!("x".repeat(300));
         let err = PublishedBatch::parse_event_grid(json!([big]).to_string().as_bytes(), TOPIC, limits).unwrap_err();
         assert!(err.is_too_large());
+    }
+    mod dispatch {
+        use super::*;
+        use crate::names::TopicName;
+
+        fn topic(props: Value) -> Topic {
+            Topic::from_resource(TopicName::parse("orders").unwrap(), &json!({ "properties": props })).unwrap()
+        }
+
+        fn event_grid_topic() -> Topic {
+            topic(json!({}))
+        }
+
+        fn cloud_events_topic() -> Topic {
+            topic(json!({"inputSchema": "CloudEventSchemaV1_0"}))
+        }
+
+        fn custom_topic() -> Topic {
+            topic(json!({"inputSchema": "CustomEventSchema", "inputSchemaMapping": {
+                "inputSchemaMappingType": "Json",
+                "properties": {"id": {"sourceField": "orderId"}, "eventType": {"sourceField": "kind", "defaultValue": "Order"}}
+            }}))
+        }
+
+        fn parse_as(topic: &Topic, content_type: Option<&str>, body: &str) -> Result<PublishedBatch, PublishError> {
+            PublishedBatch::parse(
+                body.as_bytes(),
+                content_type,
+                topic,
+                UnixMillis(0),
+                PublishLimits::default(),
+            )
+        }
+
+        fn cloud_event() -> Value {
+            json!({"specversion": "1.0", "id": "1", "source": "/orders", "type": "Created"})
+        }
+
+        /// What azure-eventgrid for Python sends for `EventGridEvent(...)`.
+        const PYTHON_EVENT_GRID: &str = r#"[{"id": "e8a4e2b0-0bd1-4d0a-9ac4-6a4b8f3bb9a1", "subject": "Door1", "data": {"itemSku": "Contoso Item SKU #1"}, "eventType": "Contoso.Items.ItemReceived", "eventTime": "2021-02-18T20:18:10.539861Z", "dataVersion": "2.0"}]"#;
+
+        /// What Azure.Messaging.EventGrid for .NET sends for an `EventGridEvent`.
+        const DOTNET_EVENT_GRID: &str = r#"[{"subject":"ExampleEventSubject","eventType":"Example.EventType","eventTime":"2021-02-18T20:18:10.5398616+00:00","id":"4f7fd1c4-7d0e-4e73-9e71-3dc5a2d2a8b5","data":{"Property1":"Value1","Property2":"Value2"},"dataVersion":"1.0"}]"#;
+
+        /// What azure-eventgrid for Python sends for `CloudEvent(data=b"...", extension1=...)`.
+        const PYTHON_CLOUD_EVENTS: &str = r#"[{"id": "8ef65d7e-2bb6-41f6-b8a8-b4e1fa4c3a2b", "source": "/azure/sdk/eventgrid/samples/sync", "type": "Azure.Sdk.Sample", "specversion": "1.0", "time": "2021-02-18T20:18:10.539861Z", "data_base64": "aGVsbG8gd29ybGQ=", "datacontenttype": "application/octet-stream", "extension1": "value1", "extension2": 2}, {"id": "d5d0c3a5-bc1b-4a5e-a4c6-f03e25f3c6bd", "source": "/azure/sdk/eventgrid/samples/sync", "type": "Azure.Sdk.Sample", "specversion": "1.0", "time": "2021-02-18T20:18:10.539861Z", "data": {"team": "event grid squad"}, "subject": "Door1"}]"#;
+
+        /// What Azure.Messaging.EventGrid for .NET and @azure/eventgrid for JS send.
+        const DOTNET_CLOUD_EVENTS: &str = r#"[{"id":"994bc3f8-c90c-6fc3-9e83-6783db2221d5","source":"/contoso/items","type":"Contoso.Items.ItemReceived","data":{"itemSku":"Contoso Item SKU #1"},"time":"2021-02-18T20:18:10.5398616+00:00","specversion":"1.0","datacontenttype":"application/json"}]"#;
+
+        #[test]
+        fn sdk_event_grid_bodies_are_accepted() {
+            let t = event_grid_topic();
+            for body in [PYTHON_EVENT_GRID, DOTNET_EVENT_GRID] {
+                for ct in [Some("application/json"), Some("application/json; charset=utf-8"), None] {
+                    let batch = parse_as(&t, ct, body).unwrap();
+                    assert_eq!(batch.events.len(), 1);
+                    let e: EventGridEvent = serde_json::from_str(&batch.events[0].json).unwrap();
+                    assert_eq!(e.topic, "/topics/orders");
+                }
+            }
+            // curl -d sends a form content type; Event Grid's own examples publish that way.
+            assert!(parse_as(&t, Some("application/x-www-form-urlencoded"), PYTHON_EVENT_GRID).is_ok());
+        }
+
+        #[test]
+        fn sdk_cloud_events_bodies_are_accepted_as_published() {
+            let t = cloud_events_topic();
+            for (body, ct) in [
+                (PYTHON_CLOUD_EVENTS, "application/cloudevents-batch+json; charset=utf-8"),
+                (DOTNET_CLOUD_EVENTS, "application/cloudevents-batch+json; charset=utf-8"),
+                (DOTNET_CLOUD_EVENTS, "Application/CloudEvents-Batch+JSON"),
+            ] {
+                let batch = parse_as(&t, Some(ct), body).unwrap();
+                let published: Vec<Value> = serde_json::from_str(body).unwrap();
+                let stored: Vec<Value> = batch
+                    .events
+                    .iter()
+                    .map(|e| serde_json::from_str(&e.json).unwrap())
+                    .collect();
+                assert_eq!(stored, published);
+            }
+            let batch = parse_as(&t, Some("application/cloudevents-batch+json"), PYTHON_CLOUD_EVENTS).unwrap();
+            assert_eq!(batch.events[0].event_type, "Azure.Sdk.Sample");
+            assert_eq!(batch.events[0].subject, "");
+            assert_eq!(batch.events[1].subject, "Door1");
+        }
+
+        #[test]
+        fn cloud_events_content_types() {
+            let t = cloud_events_topic();
+            let one = cloud_event().to_string();
+            let many = json!([cloud_event(), cloud_event()]).to_string();
+            assert_eq!(
+                parse_as(&t, Some("application/cloudevents+json"), &one)
+                    .unwrap()
+                    .events
+                    .len(),
+                1
+            );
+            assert_eq!(
+                parse_as(&t, Some("application/cloudevents+json; charset=utf-8"), &many).unwrap_err(),
+                PublishError::NotAnObject
+            );
+            assert_eq!(
+                parse_as(&t, Some("application/cloudevents-batch+json"), &one).unwrap_err(),
+                PublishError::NotAnArray
+            );
+            assert_eq!(
+                parse_as(&t, Some("application/cloudevents-batch+json"), &many)
+                    .unwrap()
+                    .events
+                    .len(),
+                2
+            );
+            // application/json or none: an array or a single object.
+            for ct in [Some("application/json"), None] {
+                assert_eq!(parse_as(&t, ct, &one).unwrap().events.len(), 1);
+                assert_eq!(parse_as(&t, ct, &many).unwrap().events.len(), 2);
+                assert_eq!(parse_as(&t, ct, "5").unwrap_err(), PublishError::NotAnArray);
+            }
+            let err = parse_as(&t, Some("application/cloudevents+xml"), &one).unwrap_err();
+            assert_eq!(
+                err,
+                PublishError::UnsupportedContentType("application/cloudevents+xml".into())
+            );
+            assert!(matches!(
+                parse_as(&t, Some("application/cloudevents+json"), "{"),
+                Err(PublishError::MalformedJson(_))
+            ));
+            assert_eq!(
+                parse_as(&t, Some("application/cloudevents-batch+json"), "[]").unwrap_err(),
+                PublishError::Empty
+            );
+        }
+
+        #[test]
+        fn cloud_events_errors_name_index_and_attribute() {
+            let t = cloud_events_topic();
+            let mut bad = cloud_event();
+            bad["time"] = json!("yesterday");
+            let err = parse_as(
+                &t,
+                Some("application/cloudevents-batch+json"),
+                &json!([cloud_event(), bad]).to_string(),
+            )
+            .unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "events[1].time: \"yesterday\" is not an RFC 3339 timestamp"
+            );
+            let mut bad = cloud_event();
+            bad["ext"] = json!({"a": 1});
+            let err = parse_as(&t, Some("application/cloudevents+json"), &bad.to_string()).unwrap_err();
+            assert!(err.to_string().starts_with("events[0].ext: "), "{err}");
+            let err = parse_as(&t, None, "[1]").unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "events[0]: each event must be a JSON object (a CloudEvent), got a number"
+            );
+        }
+
+        #[test]
+        fn cloud_events_content_types_are_refused_by_other_topics() {
+            let body = json!([cloud_event()]).to_string();
+            for (t, schema) in [
+                (event_grid_topic(), "EventGridSchema"),
+                (custom_topic(), "CustomEventSchema"),
+            ] {
+                for ct in [
+                    "application/cloudevents-batch+json; charset=utf-8",
+                    "application/cloudevents+json",
+                ] {
+                    let err = parse_as(&t, Some(ct), &body).unwrap_err();
+                    assert!(matches!(err, PublishError::WrongSchema { .. }), "{err}");
+                    assert!(
+                        err.to_string()
+                            .starts_with(&format!("this topic accepts {schema} events")),
+                        "{err}"
+                    );
+                }
+            }
+        }
+
+        #[test]
+        fn cloud_events_are_not_event_grid_events() {
+            let err = parse_as(
+                &event_grid_topic(),
+                Some("application/json"),
+                &json!([cloud_event()]).to_string(),
+            )
+            .unwrap_err();
+            assert!(err.to_string().starts_with("events[0]."), "{err}");
+        }
+
+        #[test]
+        fn custom_topics_take_arrays_of_objects() {
+            let t = custom_topic();
+            let batch = parse_as(
+                &t,
+                Some("application/json"),
+                r#"[{"orderId": "o1", "kind": "Sold", "n": 1}, {"orderId": "o2"}]"#,
+            )
+            .unwrap();
+            assert_eq!(batch.events[0].event_type, "Sold");
+            assert_eq!(batch.events[1].event_type, "Order");
+            let e: EventGridEvent = serde_json::from_str(&batch.events[0].json).unwrap();
+            assert_eq!(e.id, "o1");
+            assert_eq!(e.topic, "/topics/orders");
+            assert_eq!(e.event_time, "1970-01-01T00:00:00.000Z");
+            assert_eq!(e.data, Some(json!({"orderId": "o1", "kind": "Sold", "n": 1})));
+
+            let err = parse_as(&t, None, r#"[{"orderId": "o1"}, {"kind": "Sold"}]"#).unwrap_err();
+            assert!(err.to_string().starts_with("events[1].orderId: is required"), "{err}");
+            let err = parse_as(&t, None, r#"[{"orderId": "o1"}, "text"]"#).unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with("events[1]: each event must be a JSON object"),
+                "{err}"
+            );
+            assert_eq!(
+                parse_as(&t, None, r#"{"orderId": "o1"}"#).unwrap_err(),
+                PublishError::NotAnArray
+            );
+        }
+
+        #[test]
+        fn size_and_count_limits_apply_to_every_schema() {
+            let limits = PublishLimits {
+                max_events: 1,
+                max_event_bytes: 150,
+            };
+            let big = "x".repeat(200);
+            let cases = [
+                (
+                    event_grid_topic(),
+                    json!([{"id": "1", "subject": "", "eventType": "T", "eventTime": "2026-01-01T00:00:00Z", "data": big}]),
+                ),
+                (
+                    cloud_events_topic(),
+                    json!([{"specversion": "1.0", "id": "1", "source": "/s", "type": "T", "data": big}]),
+                ),
+                (custom_topic(), json!([{"orderId": "1", "blob": big}])),
+            ];
+            for (t, body) in cases {
+                let err =
+                    PublishedBatch::parse(body.to_string().as_bytes(), None, &t, UnixMillis(0), limits).unwrap_err();
+                assert!(err.is_too_large(), "{err}");
+                assert!(err.to_string().starts_with("events[0]: the event is"), "{err}");
+                let two = json!([body[0], body[0]]).to_string();
+                let err = PublishedBatch::parse(two.as_bytes(), None, &t, UnixMillis(0), limits).unwrap_err();
+                assert_eq!(err, PublishError::TooManyEvents { count: 2, max: 1 });
+            }
+        }
+
+        #[test]
+        fn the_stored_form_is_what_the_size_limit_measures() {
+            // Event Grid stamps topic and metadataVersion: the stored form is larger than the published one.
+            let body = r#"[{"id":"1","subject":"","eventType":"T","eventTime":"2026-01-01T00:00:00Z"}]"#;
+            let stored_len = parse_as(&event_grid_topic(), None, body).unwrap().events[0].json.len();
+            assert!(stored_len > body.len() - 2);
+            let limits = PublishLimits {
+                max_events: 10,
+                max_event_bytes: stored_len - 1,
+            };
+            let err =
+                PublishedBatch::parse(body.as_bytes(), None, &event_grid_topic(), UnixMillis(0), limits).unwrap_err();
+            assert!(err.is_too_large());
+        }
     }
 }

@@ -1,54 +1,126 @@
-//! Topics (spec §1): a named place to publish to, with an input schema.
+//! Topics (spec §1): a named place to publish to, with an input schema, the custom
+//! schema's input mapping, and the delivery profile (spec §10) its subscriptions follow.
+//!
+//! A topic is stored in the catalog with serde; every field added after the first
+//! version has a serde default so topics stored before it still load.
 
 use crate::api_error::InvalidField;
+use crate::custom_schema::InputSchemaMapping;
+use crate::event::json_type;
 use crate::names::TopicName;
 use crate::profile::DeliveryProfile;
 use crate::schema::InputSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-
+use serde_json::{Map, Value, json};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Topic {
     pub name: TopicName,
     pub input_schema: InputSchema,
+    /// Present exactly when `input_schema` is `CustomEventSchema`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_mapping: Option<InputSchemaMapping>,
     #[serde(default)]
     pub profile: DeliveryProfile,
 }
 
 impl Topic {
-    /// Reads a `PUT /admin/topics/{topic}` body (which may be empty).
+    /// Reads a `PUT /admin/topics/{topic}` body (which may be empty): Event Grid's
+    /// `properties.inputSchema` and `properties.inputSchemaMapping`, and eg's own
+    /// `properties.deliveryProfile` (`CustomTopic`, the default, or `NamespaceTopic`).
+    ///
+    /// A `NamespaceTopic` takes CloudEvents only: with no `inputSchema` it gets
+    /// `CloudEventSchemaV1_0`, with another one it is refused.
     pub fn from_resource(name: TopicName, body: &Value) -> Result<Self, InvalidField> {
-        let input_schema = match body.get("properties") {
-            None | Some(Value::Null) => InputSchema::default(),
-            Some(Value::Object(props)) => {
-                if let Some(key) = props
-                    .keys()
-                    .find(|k| !matches!(k.as_str(), "inputSchema" | "endpoint" | "provisioningState"))
-                {
-                    return Err(InvalidField::new(
-                        format!("properties.{key}"),
-                        "not a known topic property",
-                    ));
-                }
-                match props.get("inputSchema") {
-                    None | Some(Value::Null) => InputSchema::default(),
-                    Some(Value::String(s)) if s == "EventGridSchema" => InputSchema::EventGridSchema,
-                    Some(other) => {
-                        return Err(InvalidField::new(
-                            "properties.inputSchema",
-                            format!("only \"EventGridSchema\" is supported by this version of eg, got {other}"),
-                        ));
-                    }
-                }
+        let empty = Map::new();
+        let props = match body.get("properties") {
+            None | Some(Value::Null) => &empty,
+            Some(Value::Object(props)) => props,
+            Some(other) => {
+                return Err(InvalidField::new(
+                    "properties",
+                    format!("must be an object, got {}", json_type(other)),
+                ));
             }
-            Some(_) => return Err(InvalidField::new("properties", "must be an object")),
+        };
+        if let Some(key) = props.keys().find(|k| {
+            !matches!(
+                k.as_str(),
+                "inputSchema" | "inputSchemaMapping" | "deliveryProfile" | "endpoint" | "provisioningState"
+            )
+        }) {
+            return Err(InvalidField::new(
+                format!("properties.{key}"),
+                "not a known topic property",
+            ));
+        }
+        let profile = match props.get("deliveryProfile") {
+            None | Some(Value::Null) => DeliveryProfile::default(),
+            Some(Value::String(s)) => DeliveryProfile::parse(s).ok_or_else(|| {
+                InvalidField::new(
+                    "properties.deliveryProfile",
+                    format!("must be \"CustomTopic\" or \"NamespaceTopic\", got {s:?}"),
+                )
+            })?,
+            Some(other) => {
+                return Err(InvalidField::new(
+                    "properties.deliveryProfile",
+                    format!("must be a string, got {}", json_type(other)),
+                ));
+            }
+        };
+        let input_schema = match props.get("inputSchema") {
+            None | Some(Value::Null) if profile == DeliveryProfile::NamespaceTopic => InputSchema::CloudEventSchemaV1_0,
+            None | Some(Value::Null) => InputSchema::default(),
+            Some(Value::String(s)) => InputSchema::parse(s).ok_or_else(|| {
+                InvalidField::new(
+                    "properties.inputSchema",
+                    format!(
+                        "must be \"EventGridSchema\", \"CloudEventSchemaV1_0\" or \"CustomEventSchema\", got {s:?}"
+                    ),
+                )
+            })?,
+            Some(other) => {
+                return Err(InvalidField::new(
+                    "properties.inputSchema",
+                    format!("must be a string, got {}", json_type(other)),
+                ));
+            }
+        };
+        if profile == DeliveryProfile::NamespaceTopic && input_schema != InputSchema::CloudEventSchemaV1_0 {
+            return Err(InvalidField::new(
+                "properties.deliveryProfile",
+                format!(
+                    "a NamespaceTopic takes CloudEvents only: its inputSchema must be CloudEventSchemaV1_0, not {input_schema}"
+                ),
+            ));
+        }
+        let field = "properties.inputSchemaMapping";
+        let input_mapping = match (props.get("inputSchemaMapping").filter(|v| !v.is_null()), input_schema) {
+            (Some(v), InputSchema::CustomEventSchema) => {
+                Some(InputSchemaMapping::from_resource(v).map_err(|e| e.within(field))?)
+            }
+            (None, InputSchema::CustomEventSchema) => {
+                return Err(InvalidField::new(
+                    field,
+                    "is required when inputSchema is CustomEventSchema: it says which field of each event \
+                     gives id, topic, eventTime, eventType, subject and dataVersion",
+                ));
+            }
+            (Some(_), other) => {
+                return Err(InvalidField::new(
+                    field,
+                    format!("only a CustomEventSchema topic takes an input schema mapping; this one is {other}"),
+                ));
+            }
+            (None, _) => None,
         };
         Ok(Self {
             name,
             input_schema,
-            profile: DeliveryProfile::default(),
+            input_mapping,
+            profile,
         })
     }
 
@@ -59,16 +131,21 @@ impl Topic {
 
     /// The resource as the management API shows it; `public_base` is the ingress's public URL.
     pub fn to_resource(&self, public_base: &str) -> Value {
-        json!({
+        let mut resource = json!({
             "id": self.id(),
             "name": self.name,
             "type": "Microsoft.EventGrid/topics",
             "properties": {
                 "endpoint": format!("{}/topics/{}/api/events", public_base.trim_end_matches('/'), self.name),
                 "inputSchema": self.input_schema,
+                "deliveryProfile": self.profile,
                 "provisioningState": "Succeeded",
             }
-        })
+        });
+        if let Some(mapping) = &self.input_mapping {
+            resource["properties"]["inputSchemaMapping"] = mapping.to_resource();
+        }
+        resource
     }
 }
 
@@ -85,6 +162,97 @@ mod tests {
             "http://localhost:8080/topics/orders/api/events"
         );
         assert_eq!(r["properties"]["inputSchema"], "EventGridSchema");
+    }
+
+    fn name() -> TopicName {
+        TopicName::parse("orders").unwrap()
+    }
+
+    fn mapping() -> Value {
+        json!({"inputSchemaMappingType": "Json", "properties": {
+            "id": {"sourceField": "orderId"},
+            "eventType": {"sourceField": "kind", "defaultValue": "Order"},
+            "subject": {"defaultValue": "/orders"}
+        }})
+    }
+
+    #[test]
+    fn reads_every_input_schema() {
+        for (raw, schema) in [
+            ("EventGridSchema", InputSchema::EventGridSchema),
+            ("CloudEventSchemaV1_0", InputSchema::CloudEventSchemaV1_0),
+            ("cloudeventschemav1_0", InputSchema::CloudEventSchemaV1_0),
+        ] {
+            let t = Topic::from_resource(name(), &json!({"properties": {"inputSchema": raw}})).unwrap();
+            assert_eq!(t.input_schema, schema);
+            assert_eq!(t.input_mapping, None);
+        }
+        let t = Topic::from_resource(
+            name(),
+            &json!({"properties": {"inputSchema": "CustomEventSchema", "inputSchemaMapping": mapping()}}),
+        )
+        .unwrap();
+        assert_eq!(t.input_schema, InputSchema::CustomEventSchema);
+        let m = t.input_mapping.as_ref().unwrap();
+        assert_eq!(m.id.as_deref(), Some("orderId"));
+        assert_eq!(m.subject.default_value.as_deref(), Some("/orders"));
+        let shown = t.to_resource("http://h");
+        assert_eq!(shown["properties"]["inputSchema"], "CustomEventSchema");
+        assert_eq!(shown["properties"]["inputSchemaMapping"], mapping());
+        assert_eq!(shown["properties"]["deliveryProfile"], "CustomTopic");
+    }
+
+    #[test]
+    fn the_mapping_goes_with_the_custom_schema_only() {
+        let err =
+            Topic::from_resource(name(), &json!({"properties": {"inputSchema": "CustomEventSchema"}})).unwrap_err();
+        assert_eq!(err.field, "properties.inputSchemaMapping");
+        let err = Topic::from_resource(name(), &json!({"properties": {"inputSchemaMapping": mapping()}})).unwrap_err();
+        assert_eq!(err.field, "properties.inputSchemaMapping");
+        let mut bad = mapping();
+        bad["properties"]["eventTime"] = json!({"defaultValue": "now"});
+        let err = Topic::from_resource(
+            name(),
+            &json!({"properties": {"inputSchema": "CustomEventSchema", "inputSchemaMapping": bad}}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.field,
+            "properties.inputSchemaMapping.properties.eventTime.defaultValue"
+        );
+    }
+
+    #[test]
+    fn namespace_topics_take_cloud_events_only() {
+        let t = Topic::from_resource(name(), &json!({"properties": {"deliveryProfile": "NamespaceTopic"}})).unwrap();
+        assert_eq!(t.profile, DeliveryProfile::NamespaceTopic);
+        assert_eq!(t.input_schema, InputSchema::CloudEventSchemaV1_0);
+        assert_eq!(
+            t.to_resource("http://h")["properties"]["deliveryProfile"],
+            "NamespaceTopic"
+        );
+        let err = Topic::from_resource(
+            name(),
+            &json!({"properties": {"deliveryProfile": "NamespaceTopic", "inputSchema": "EventGridSchema"}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "properties.deliveryProfile");
+        assert!(err.problem.contains("CloudEventSchemaV1_0"), "{err}");
+        let err = Topic::from_resource(name(), &json!({"properties": {"deliveryProfile": "Basic"}})).unwrap_err();
+        assert_eq!(err.field, "properties.deliveryProfile");
+    }
+
+    #[test]
+    fn round_trips_through_the_catalog_and_loads_old_topics() {
+        let t = Topic::from_resource(
+            name(),
+            &json!({"properties": {"inputSchema": "CustomEventSchema", "inputSchemaMapping": mapping()}}),
+        )
+        .unwrap();
+        let stored = serde_json::to_string(&t).unwrap();
+        assert_eq!(serde_json::from_str::<Topic>(&stored).unwrap(), t);
+        let old: Topic = serde_json::from_str(r#"{"name":"orders","inputSchema":"EventGridSchema"}"#).unwrap();
+        assert_eq!(old, Topic::from_resource(name(), &json!({})).unwrap());
     }
 
     #[test]

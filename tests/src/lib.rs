@@ -21,6 +21,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 use eg_testkit::RedisServer;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -272,6 +273,7 @@ impl System {
             ("EG__DEADLETTER__DIR", dead_letter_dir.path().display().to_string()),
             ("EG__CATALOG__REFRESH_INTERVAL", "500ms".into()),
             ("EG__LOG__LEVEL", "info".into()),
+            ("EG__DELIVERY__ALLOWED_NETWORKS", "127.0.0.1/32".into()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
@@ -672,6 +674,16 @@ pub enum Behaviour {
     SlowFirst(Duration),
 }
 
+/// How a [`Receiver`] answers validation handshakes (spec §8). Handshake requests are
+/// recorded apart from deliveries ([`Receiver::validations`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Validation {
+    /// Echo the Event Grid validation code; allow any origin for CloudEvents.
+    Consent,
+    /// Answer 200 with no body and no `WebHook-Allowed-Origin` (no consent).
+    Ignore,
+}
+
 /// One request a [`Receiver`] got.
 #[derive(Debug, Clone)]
 pub struct Recorded {
@@ -707,7 +719,9 @@ impl Recorded {
 
 struct ReceiverState {
     behaviour: Behaviour,
+    validation: Validation,
     requests: Mutex<Vec<Recorded>>,
+    validations: Mutex<Vec<Recorded>>,
 }
 
 /// A recording webhook endpoint on `127.0.0.1:<free port>`, served on the test's runtime.
@@ -719,9 +733,15 @@ pub struct Receiver {
 
 impl Receiver {
     pub async fn start(behaviour: Behaviour) -> Self {
+        Self::start_with(behaviour, Validation::Consent).await
+    }
+
+    pub async fn start_with(behaviour: Behaviour, validation: Validation) -> Self {
         let state = Arc::new(ReceiverState {
             behaviour,
+            validation,
             requests: Mutex::default(),
+            validations: Mutex::default(),
         });
         let app = Router::new().fallback(receive).with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -750,6 +770,11 @@ impl Receiver {
 
     pub fn count(&self) -> usize {
         self.state.requests.lock().expect("receiver lock").len()
+    }
+
+    /// The validation handshake requests (Event Grid POSTs and CloudEvents OPTIONS).
+    pub fn validations(&self) -> Vec<Recorded> {
+        self.state.validations.lock().expect("receiver lock").clone()
     }
 
     /// The ids of every event received, in arrival order, duplicates included.
@@ -782,8 +807,68 @@ impl Drop for Receiver {
     }
 }
 
-async fn receive(State(state): State<Arc<ReceiverState>>, uri: Uri, headers: HeaderMap, body: Bytes) -> StatusCode {
+fn record(uri: &Uri, headers: &HeaderMap, raw_body: String, status: u16) -> Recorded {
+    Recorded {
+        path: uri.path().to_owned(),
+        headers: headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_ascii_lowercase(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: serde_json::from_str(&raw_body).unwrap_or(Value::Null),
+        raw_body,
+        at: Instant::now(),
+        status,
+    }
+}
+
+/// Answers a validation handshake, if this request is one.
+fn handshake(state: &ReceiverState, method: &Method, uri: &Uri, headers: &HeaderMap, raw_body: &str) -> Option<Response> {
+    let is_event_grid = headers
+        .get("aeg-event-type")
+        .is_some_and(|v| v.as_bytes() == b"SubscriptionValidation");
+    if *method != Method::OPTIONS && !is_event_grid {
+        return None;
+    }
+    state
+        .validations
+        .lock()
+        .expect("receiver lock")
+        .push(record(uri, headers, raw_body.to_owned(), 200));
+    let consent = state.validation == Validation::Consent;
+    if *method == Method::OPTIONS {
+        let mut response = StatusCode::OK.into_response();
+        if consent {
+            response
+                .headers_mut()
+                .insert("webhook-allowed-origin", axum::http::HeaderValue::from_static("*"));
+        }
+        return Some(response);
+    }
+    let body: Value = serde_json::from_str(raw_body).unwrap_or(Value::Null);
+    let code = body[0]["data"]["validationCode"].as_str().unwrap_or_default().to_owned();
+    Some(if consent {
+        axum::Json(json!({ "validationResponse": code })).into_response()
+    } else {
+        StatusCode::OK.into_response()
+    })
+}
+
+async fn receive(
+    State(state): State<Arc<ReceiverState>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let raw_body = String::from_utf8_lossy(&body).into_owned();
+    if let Some(response) = handshake(&state, &method, &uri, &headers, &raw_body) {
+        return response;
+    }
     let (status, delay) = {
         let mut requests = state.requests.lock().expect("receiver lock");
         let seen_before = requests.len();
@@ -792,28 +877,13 @@ async fn receive(State(state): State<Arc<ReceiverState>>, uri: Uri, headers: Hea
             Behaviour::FailFirst { failures, status } => (if seen_before < failures { status } else { 200 }, None),
             Behaviour::SlowFirst(delay) => (200, (seen_before == 0).then_some(delay)),
         };
-        requests.push(Recorded {
-            path: uri.path().to_owned(),
-            headers: headers
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.as_str().to_ascii_lowercase(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
-            body: serde_json::from_str(&raw_body).unwrap_or(Value::Null),
-            raw_body,
-            at: Instant::now(),
-            status,
-        });
+        requests.push(record(&uri, &headers, raw_body, status));
         (status, delay)
     };
     if let Some(delay) = delay {
         tokio::time::sleep(delay).await;
     }
-    StatusCode::from_u16(status).expect("a valid status code")
+    StatusCode::from_u16(status).expect("a valid status code").into_response()
 }
 
 #[cfg(test)]

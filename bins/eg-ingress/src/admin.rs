@@ -5,7 +5,7 @@
 use crate::app::App;
 use crate::errors::Refusal;
 use axum::body::Bytes;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -14,7 +14,11 @@ use axum::{Json, Router};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use eg_core::api_error::InvalidField;
+use eg_core::probation::{self, EndpointId, HealthState};
+use eg_core::subscription::base_url;
+use eg_core::validation::Provisioning;
 use eg_core::{Subscription, SubscriptionName, Topic, TopicName};
+use std::collections::HashMap;
 use eg_store::catalog::{KeyName, PutSubscription};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -36,6 +40,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route(
             "/topics/{topic}/eventSubscriptions/{name}/getFullUrl",
             post(get_full_url),
+        )
+        .route(
+            "/topics/{topic}/eventSubscriptions/{name}/deliveryHealth",
+            get(delivery_health),
         )
         .layer(middleware::from_fn_with_state(app.clone(), require_token))
         .with_state(app)
@@ -179,7 +187,12 @@ async fn put_subscription(
     let Some(parent) = app.catalog.get_topic(&t).await? else {
         return Err(Refusal::not_found(format!("topic {topic:?} does not exist")));
     };
-    let sub = Subscription::from_resource(&parent, n, &json_body(&body)?, app.clock.now()).map_err(invalid)?;
+    let mut sub = Subscription::from_resource(&parent, n, &json_body(&body)?, app.clock.now()).map_err(invalid)?;
+    let previous = app.catalog.get_subscription(&t, &sub.name).await?;
+    sub.provisioning = app
+        .validator
+        .provision(&parent, &sub, previous.as_ref(), app.clock.now())
+        .await?;
     match app
         .catalog
         .put_subscription(&sub, app.max_subscriptions_per_topic)
@@ -192,7 +205,8 @@ async fn put_subscription(
         ))),
         outcome => {
             let created = outcome == PutSubscription::Created;
-            tracing::info!(topic = %sub.topic, subscription = %sub.name, created, "subscription written");
+            let state = sub.provisioning.state_at(app.clock.now());
+            tracing::info!(topic = %sub.topic, subscription = %sub.name, created, %state, "subscription written");
             Ok((
                 if created { StatusCode::CREATED } else { StatusCode::OK },
                 Json(sub.to_resource(app.clock.now())),
@@ -206,4 +220,57 @@ async fn delete_subscription(State(app): State<Arc<App>>, Path((topic, name)): P
     let existed = app.catalog.delete_subscription(&t, &n).await?;
     tracing::info!(topic = %t, subscription = %n, existed, "subscription deleted");
     Ok(deleted(existed))
+}
+
+/// `GET /validation/topics/{topic}/eventSubscriptions/{name}?code=…`: the manual half of
+/// the validation handshake. Unauthenticated: the code, sent only to the endpoint, is
+/// the proof of consent.
+pub async fn manual_validation(
+    State(app): State<Arc<App>>,
+    Path((topic, name)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<(StatusCode, Json<Value>), Refusal> {
+    let code = query.get("code").map(String::as_str).unwrap_or_default();
+    let sub = find_subscription(&app, &topic, &name).await?;
+    let now = app.clock.now();
+    if sub.provisioning.is_active() {
+        return Ok((StatusCode::OK, Json(json!({"provisioningState": "Succeeded"}))));
+    }
+    if !sub.provisioning.accepts_manual(code, now) {
+        return Err(Refusal::bad_request(
+            "code: not this subscription's validation code, or its validation window is over (write the subscription again to restart validation)",
+        ));
+    }
+    let validated = Subscription {
+        provisioning: Provisioning::Succeeded,
+        ..sub
+    };
+    app.catalog.put_subscription(&validated, app.max_subscriptions_per_topic).await?;
+    tracing::info!(topic = %validated.topic, subscription = %validated.name, "endpoint validated by a GET on its validation URL");
+    Ok((StatusCode::OK, Json(json!({"provisioningState": "Succeeded"}))))
+}
+
+/// The subscription endpoint's delivery health: probation state as every sender sees it.
+async fn delivery_health(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
+    let sub = find_subscription(&app, &topic, &name).await?;
+    let health = app.store.endpoint_health(&EndpointId::of(&sub.endpoint_url)).await?;
+    let now = app.clock.now();
+    let state = probation::state_of(health.as_ref(), now);
+    let health = health.unwrap_or_default();
+    let mut body = json!({
+        "endpointBaseUrl": base_url(&sub.endpoint_url),
+        "state": state.as_str(),
+        "consecutiveFailures": health.consecutive_failures,
+        "probationLevel": health.level,
+    });
+    if let HealthState::Probation { until } = state {
+        body["probationUntil"] = json!(until.to_rfc3339());
+    }
+    if let Some(outcome) = health.last_failure {
+        body["lastFailureOutcome"] = json!(outcome.as_str());
+    }
+    if let Some(at) = health.last_failure_at {
+        body["lastFailureTime"] = json!(at.to_rfc3339());
+    }
+    Ok((StatusCode::OK, Json(body)))
 }

@@ -1,5 +1,6 @@
 //! The ingress application: shared state and routes.
 
+use crate::validation::Validator;
 use crate::{admin, publish};
 use axum::Router;
 use axum::http::Request;
@@ -22,6 +23,7 @@ pub struct App {
     /// Base of each topic's `endpoint`.
     pub public_url: String,
     pub admin_token: Option<String>,
+    pub validator: Validator,
 }
 
 impl App {
@@ -48,6 +50,7 @@ impl App {
             },
             max_request_bytes: s.ingress.max_request_bytes,
             max_subscriptions_per_topic: s.ingress.max_subscriptions_per_topic,
+            validator: Validator::new(s, &public_url)?,
             public_url,
             admin_token: s.admin.token.clone().filter(|t| !t.is_empty()),
         }))
@@ -56,6 +59,10 @@ impl App {
     pub fn router(self: &Arc<Self>, process: &Process) -> Router {
         let mut router = Router::new()
             .route("/topics/{topic}/api/events", post(publish::publish))
+            .route(
+                "/validation/topics/{topic}/eventSubscriptions/{name}",
+                get(admin::manual_validation),
+            )
             .with_state(self.clone());
         if self.admin_token.is_some() {
             router = router.nest("/admin", admin::router(self.clone()));

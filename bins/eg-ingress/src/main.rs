@@ -8,6 +8,7 @@ mod app;
 mod auth;
 mod errors;
 mod publish;
+mod validation;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

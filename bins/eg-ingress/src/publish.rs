@@ -144,6 +144,7 @@ fn authenticate(
 
 /// One stored event per event that matched something, with one delivery per match.
 fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis) -> Vec<EventToStore> {
+    let format = entry.topic.input_schema.stored_format();
     events
         .iter()
         .filter_map(|accepted| {
@@ -160,6 +161,7 @@ fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis) -> Vec
                         s.name.key(),
                         now,
                     )
+                    .with_format(format)
                 })
                 .collect();
             (!deliveries.is_empty()).then(|| EventToStore {

@@ -2,6 +2,7 @@
 //! holder vanished (after the visibility timeout) and publishes queue depths. Every
 //! step is an atomic script, so any number of copies run with no leader.
 
+mod health;
 mod reclaim;
 
 use eg_runtime::Shutdown;
@@ -47,6 +48,12 @@ async fn main() -> anyhow::Result<()> {
             process.shutdown.clone(),
         )));
     }
+    tasks.push(tokio::spawn(health::health_loop(
+        process.store.clone(),
+        process.clock.clone(),
+        Duration::from_secs(5),
+        process.shutdown.clone(),
+    )));
     for t in tasks {
         let _ = t.await;
     }

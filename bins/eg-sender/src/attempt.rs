@@ -1,59 +1,101 @@
-//! One delivery attempt: the request of spec §3 and its outcome.
+//! One delivery attempt: the request of spec §3 for a batch of rendered events, and its
+//! outcome. The request runs in its own task so that, when it times out, it can go on
+//! being listened to for a late success (spec §5) without holding a concurrency slot.
 
-use crate::http;
+use crate::late::PendingResponse;
+use eg_core::AttemptOutcome;
+use eg_core::render::DeliveryBody;
 use eg_core::subscription::Subscription;
-use eg_core::{AttemptOutcome, Delivery};
+use eg_outbound::Client;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
-pub struct AttemptResult {
+pub struct Attempt {
     pub outcome: AttemptOutcome,
     pub took: Duration,
+    /// The request, still running after the attempt timed out (late-success listening on).
+    pub pending: Option<PendingResponse>,
 }
 
-/// POSTs the event (as a one-element array) to the subscription's endpoint.
+/// What goes into one request.
+pub struct Request<'a> {
+    pub subscription: &'a Subscription,
+    pub body: DeliveryBody,
+    /// The first event as delivered: dynamic delivery headers read their source field here.
+    pub first_event: Value,
+    /// `aeg-delivery-count`: attempts the batch's first event has had before this one.
+    pub delivery_count: u32,
+}
+
+/// POSTs the batch. `timeout` bounds the attempt; with `late_window` the request keeps
+/// running that much longer in the background after a timeout.
 pub async fn send(
-    client: &reqwest::Client,
-    subscription: &Subscription,
-    delivery: &Delivery,
-    event_json: &str,
+    client: &Client,
+    request: Request<'_>,
+    timeout: Duration,
+    late_window: Option<Duration>,
     max_response_bytes: usize,
-) -> AttemptResult {
-    let event: Value = serde_json::from_str(event_json).unwrap_or(Value::Null);
-    let data_version = event
-        .get("dataVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let mut request = client
+) -> Attempt {
+    let Request {
+        subscription,
+        body,
+        first_event,
+        delivery_count,
+    } = request;
+    let mut builder = client
         .post(&subscription.endpoint_url)
-        .header("content-type", "application/json; charset=utf-8")
+        .timeout(timeout + late_window.unwrap_or_default())
+        .header("content-type", body.content_type)
         .header("aeg-event-type", "Notification")
         .header("aeg-subscription-name", subscription.name.as_str().to_ascii_uppercase())
-        .header("aeg-delivery-count", delivery.attempts.to_string())
-        .header("aeg-metadata-version", "1")
-        .header("aeg-data-version", data_version);
+        .header("aeg-delivery-count", delivery_count.to_string())
+        .header("aeg-metadata-version", "1");
+    if let Some(version) = &body.data_version {
+        builder = builder.header("aeg-data-version", version.as_str());
+    }
     for h in &subscription.delivery_headers {
-        if let Some(value) = h.value_for(&event) {
-            request = request.header(h.name.as_str(), value);
+        // A dynamic value that cannot be a header value (a line break, say) is left out
+        // rather than failing the whole request.
+        if let Some(value) = h.value_for(&first_event)
+            && reqwest::header::HeaderValue::from_str(&value).is_ok()
+        {
+            builder = builder.header(h.name.as_str(), value);
         }
     }
-    let body = format!("[{event_json}]");
     let started = Instant::now();
-    let outcome = match request.body(body).send().await {
-        Ok(response) => {
-            let code = response.status().as_u16();
-            let retry_after = http::retry_after(response.headers());
-            match http::drain(response, max_response_bytes).await {
-                Ok(()) => AttemptOutcome::Status { code, retry_after },
-                // The status line came, but the body did not in time: the attempt failed.
-                Err(e) => http::failure(&e),
+    let mut task = tokio::spawn(async move {
+        match builder.body(body.body).send().await {
+            Ok(response) => {
+                let code = response.status().as_u16();
+                let retry_after = eg_outbound::retry_after(response.headers());
+                match eg_outbound::drain(response, max_response_bytes).await {
+                    Ok(()) => AttemptOutcome::Status { code, retry_after },
+                    // The status line came, but the body did not in time: the attempt failed.
+                    Err(e) => eg_outbound::classify(&e),
+                }
+            }
+            Err(e) => e.outcome(),
+        }
+    });
+    match tokio::time::timeout(timeout, &mut task).await {
+        Ok(joined) => Attempt {
+            outcome: joined.unwrap_or(AttemptOutcome::SocketError),
+            took: started.elapsed(),
+            pending: None,
+        },
+        Err(_) => {
+            let pending = match late_window {
+                Some(_) => Some(task),
+                None => {
+                    task.abort();
+                    None
+                }
+            };
+            Attempt {
+                outcome: AttemptOutcome::TimedOut,
+                took: started.elapsed(),
+                pending,
             }
         }
-        Err(e) => http::failure(&e),
-    };
-    AttemptResult {
-        outcome,
-        took: started.elapsed(),
     }
 }

@@ -3,7 +3,8 @@
 //! eg-core: done, retry at T, dead-letter, or drop. Run as many copies as load needs.
 
 mod attempt;
-mod http;
+mod deliver;
+mod late;
 mod reader;
 mod settle;
 

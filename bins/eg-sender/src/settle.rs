@@ -56,6 +56,18 @@ pub fn settlement(decision: Decision, delivery: &Delivery, subscription: &Subscr
     }
 }
 
+/// A delivery held back uncharged (endpoint probation) until `due`.
+pub fn held_back(delivery: Delivery, due: UnixMillis) -> Settled {
+    Settled {
+        settlement: Settlement::Retry {
+            delivery: delivery.clone(),
+            due,
+        },
+        tally: Tally::Retried,
+        delivery,
+    }
+}
+
 /// A delivery that ends without reaching anyone, for `reason`.
 pub fn dropped(delivery: &Delivery, reason: &str) -> Settled {
     Settled {

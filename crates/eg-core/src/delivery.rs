@@ -72,6 +72,26 @@ impl Delivery {
         }
     }
 
+    /// The same delivery held back because its endpoint is on probation (spec §8): no
+    /// attempt is charged; the last outcome says why it waited.
+    pub fn held_back(&self, now: UnixMillis) -> Self {
+        let last = match self.last {
+            Some(last) => LastAttempt {
+                outcome: OutcomeName::Probation,
+                ..last
+            },
+            None => LastAttempt {
+                outcome: OutcomeName::Probation,
+                status: None,
+                at: now,
+            },
+        };
+        Self {
+            last: Some(last),
+            ..self.clone()
+        }
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
@@ -95,5 +115,22 @@ mod tests {
             });
         assert_eq!(d.attempts, 1);
         assert_eq!(Delivery::from_json(&d.to_json()).unwrap(), d);
+    }
+
+    #[test]
+    fn holding_back_charges_no_attempt() {
+        let d = Delivery::new("d1".into(), "e1".into(), "t".into(), "s".into(), UnixMillis(5));
+        let held = d.held_back(UnixMillis(7));
+        assert_eq!(held.attempts, 0);
+        assert_eq!(held.last.unwrap().outcome, OutcomeName::Probation);
+        let tried = d.after_attempt(LastAttempt {
+            outcome: OutcomeName::Busy,
+            status: Some(503),
+            at: UnixMillis(9),
+        });
+        let held = tried.held_back(UnixMillis(20));
+        assert_eq!(held.attempts, 1);
+        assert_eq!(held.last.unwrap().status, Some(503));
+        assert_eq!(held.last.unwrap().at, UnixMillis(9));
     }
 }

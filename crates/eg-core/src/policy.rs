@@ -3,6 +3,7 @@
 
 use crate::delivery::Delivery;
 use crate::outcome::{AttemptOutcome, Handling, OutcomePolicy};
+use crate::profile::DeliveryProfile;
 use crate::retry::RetrySchedule;
 use crate::subscription::RetryPolicy;
 use crate::time::UnixMillis;
@@ -116,6 +117,14 @@ impl DeliveryPolicy {
         Decision::RetryAt(at.min(deadline))
     }
 
+    /// When a delivery held back until `until` (endpoint probation) is looked at again:
+    /// spread a little so held-back deliveries do not all return at once, and never
+    /// later than the end of its time-to-live.
+    pub fn held_back_until(&self, delivery: &Delivery, limits: &RetryPolicy, until: UnixMillis, now: UnixMillis, jitter_draw: f64) -> UnixMillis {
+        let wait = until.since(now);
+        until.plus(self.jitter(wait.max(Duration::from_secs(10)), jitter_draw)).min(ttl_deadline(delivery, limits))
+    }
+
     /// Drop instead of dead-letter when there is nowhere to dead-letter to.
     pub fn without_dead_letter_destination(decision: Decision) -> Decision {
         match decision {
@@ -137,6 +146,35 @@ impl DeliveryPolicy {
     fn jitter(&self, delay: Duration, draw: f64) -> Duration {
         let bound = (delay / 10).min(self.max_jitter);
         bound.mul_f64(draw.clamp(0.0, 1.0))
+    }
+}
+
+/// One delivery policy per delivery profile (spec §5 and §10).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfilePolicies {
+    pub custom_topic: DeliveryPolicy,
+    pub namespace_topic: DeliveryPolicy,
+}
+
+impl Default for ProfilePolicies {
+    fn default() -> Self {
+        Self {
+            custom_topic: DeliveryPolicy::default(),
+            namespace_topic: DeliveryPolicy {
+                schedule: RetrySchedule::namespace_topic(),
+                outcomes: OutcomePolicy::namespace_topic(),
+                ..DeliveryPolicy::default()
+            },
+        }
+    }
+}
+
+impl ProfilePolicies {
+    pub fn of(&self, profile: DeliveryProfile) -> &DeliveryPolicy {
+        match profile {
+            DeliveryProfile::CustomTopic => &self.custom_topic,
+            DeliveryProfile::NamespaceTopic => &self.namespace_topic,
+        }
     }
 }
 
@@ -354,5 +392,38 @@ mod tests {
             prop_assert!(policy.jitter(delay, draw) <= policy.max_jitter);
             prop_assert!(policy.jitter(delay, draw) <= delay / 10);
         }
+    }
+
+    #[test]
+    fn namespace_profile_retries_on_its_own_schedule_and_table() {
+        let policies = ProfilePolicies::default();
+        let ns = policies.of(DeliveryProfile::NamespaceTopic);
+        let limits = RetryPolicy::namespace(10, Duration::from_secs(86_400)).unwrap();
+        let mut d = fresh();
+        let mut delays = Vec::new();
+        let mut now = UnixMillis(0);
+        for _ in 0..6 {
+            d = failed(&d, now);
+            match ns.after_attempt(&d, &limits, &status(500), now, 0.0) {
+                Decision::RetryAt(at) => {
+                    delays.push(at.since(now).as_secs());
+                    now = at;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(delays, [10, 30, 60, 300, 300, 300]);
+        let timed_out = ns.after_attempt(&failed(&fresh(), now), &limits, &AttemptOutcome::TimedOut, now, 0.0);
+        assert_eq!(timed_out, Decision::DeadLetter(DeadLetterReason::NonRetriableFailure));
+        assert_eq!(
+            ns.after_attempt(&failed(&fresh(), now), &limits, &status(404), now, 0.0),
+            Decision::DeadLetter(DeadLetterReason::NonRetriableFailure)
+        );
+        // The custom-topic profile retries a 404.
+        let custom = policies.of(DeliveryProfile::CustomTopic);
+        assert!(matches!(
+            custom.after_attempt(&failed(&fresh(), now), &limits, &status(404), now, 0.0),
+            Decision::RetryAt(_)
+        ));
     }
 }

@@ -37,6 +37,19 @@ impl Default for RetrySchedule {
 }
 
 impl RetrySchedule {
+    /// The namespace-topic schedule (spec §10): the first attempt is immediate, then
+    /// 10 s, 30 s, 1 min, 5 min, and every 5 min after that.
+    pub fn namespace_topic() -> Self {
+        Self {
+            steps: vec![
+                Duration::from_secs(10),
+                Duration::from_secs(30),
+                Duration::from_secs(60),
+                Duration::from_secs(300),
+            ],
+        }
+    }
+
     /// Parses comma-separated durations such as `1s,2s,5s`.
     pub fn parse(input: &str) -> Result<Self, ScheduleError> {
         let error = |problem: String| ScheduleError {

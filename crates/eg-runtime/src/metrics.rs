@@ -20,6 +20,11 @@ pub const QUEUE_READY_DEPTH: &str = "QueueReadyDepth";
 pub const QUEUE_IN_FLIGHT_DEPTH: &str = "QueueInFlightDepth";
 pub const QUEUE_RETRY_DEPTH: &str = "QueueRetryDepth";
 pub const DEAD_LETTER_BACKLOG_DEPTH: &str = "DeadLetterBacklogDepth";
+pub const ENDPOINT_PROBATION_COUNT: &str = "EndpointProbationCount";
+pub const DELIVERY_DELAYED_COUNT: &str = "DeliveryDelayedCount";
+pub const ENDPOINT_ON_PROBATION: &str = "EndpointOnProbation";
+pub const ENDPOINT_PROBATION_REMAINING_SECONDS: &str = "EndpointProbationRemainingSeconds";
+pub const LATE_SUCCESS_COUNT: &str = "LateSuccessCount";
 
 const LATENCY_BUCKETS_MS: [f64; 14] = [
     1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
@@ -48,6 +53,26 @@ fn describe() {
         "Deliveries created (event x matching subscription)"
     );
     describe_counter!(DELIVERY_SUCCESS_COUNT, "Deliveries the endpoint accepted");
+    describe_counter!(
+        ENDPOINT_PROBATION_COUNT,
+        "Times a subscription's endpoint was put on probation (or had it extended)"
+    );
+    describe_counter!(
+        DELIVERY_DELAYED_COUNT,
+        "Deliveries held back, uncharged, because their endpoint is on probation"
+    );
+    describe_gauge!(
+        ENDPOINT_ON_PROBATION,
+        "1 while a subscription's endpoint is on probation or probing, else 0"
+    );
+    describe_gauge!(
+        ENDPOINT_PROBATION_REMAINING_SECONDS,
+        "Seconds until a subscription's endpoint's probation ends"
+    );
+    describe_counter!(
+        LATE_SUCCESS_COUNT,
+        "Timed-out attempts answered with success later, by result: retry_cancelled or too_late (a duplicate)"
+    );
     describe_counter!(DELIVERY_ATTEMPT_FAIL_COUNT, "Failed attempts, by outcome");
     describe_counter!(DEAD_LETTERED_COUNT, "Deliveries dead-lettered, by reason");
     describe_counter!(DROPPED_EVENT_COUNT, "Deliveries dropped, by reason");

@@ -14,7 +14,8 @@ use std::sync::{Arc, RwLock};
 pub struct TopicEntry {
     pub topic: Topic,
     pub keys: [String; 2],
-    pub subscriptions: Vec<Subscription>,
+    /// Shared, so senders can hold one without copying it per delivery.
+    pub subscriptions: Vec<Arc<Subscription>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -57,7 +58,7 @@ impl CatalogSnapshot {
             match serde_json::from_str::<Subscription>(&raw) {
                 Ok(sub) => {
                     if let Some(entry) = by_topic.get_mut(&sub.topic.key()) {
-                        entry.subscriptions.push(sub);
+                        entry.subscriptions.push(Arc::new(sub));
                     }
                 }
                 Err(e) => {
@@ -76,6 +77,10 @@ impl CatalogSnapshot {
     }
 
     pub fn subscription(&self, topic_key: &str, subscription_key: &str) -> Option<&Subscription> {
+        self.subscription_arc(topic_key, subscription_key).map(|s| &**s)
+    }
+
+    pub fn subscription_arc(&self, topic_key: &str, subscription_key: &str) -> Option<&Arc<Subscription>> {
         self.topics
             .get(topic_key)?
             .subscriptions

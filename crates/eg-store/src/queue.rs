@@ -249,6 +249,19 @@ impl Store {
         Ok(settled == 1)
     }
 
+    /// Cancels the queued retry `delivery` (the record exactly as settled with
+    /// `Settlement::Retry`) after a late success. `false` when it is no longer queued.
+    pub async fn cancel_retry(&self, partition: &Partition, delivery: &Delivery) -> Result<bool, StoreError> {
+        let mut conn = self.conn().await?;
+        let cancelled: i64 = scripts::CANCEL_RETRY
+            .key(partition.retry())
+            .key(partition.event(&delivery.event_key))
+            .arg(delivery.to_json())
+            .invoke_async(&mut *conn)
+            .await?;
+        Ok(cancelled == 1)
+    }
+
     /// Moves retries that are due into the ready stream; returns how many moved.
     pub async fn promote_due_retries(&self, partition: &Partition, max: usize) -> Result<usize, StoreError> {
         self.promote(&partition.retry(), &partition.ready(), "d", max, Duration::ZERO)

@@ -231,6 +231,45 @@ async fn settle_retry_schedules_the_record_at_its_due_time() {
 }
 
 #[tokio::test]
+async fn a_late_success_cancels_the_queued_retry_only_while_it_is_queued() {
+    let h = Harness::start().await;
+    let p0 = h.p0();
+    publish(&h.store, &p0, &[event("e1", 2)]).await;
+    let mut held = read(&h.store, &p0, "sender", 10).await;
+    let due = UnixMillis(UnixMillis::now().0 + 60_000);
+    let mut retries = Vec::new();
+    for d in held.drain(..) {
+        let next = d.delivery.after_attempt(failed_attempt());
+        let settlement = Settlement::Retry {
+            delivery: next.clone(),
+            due,
+        };
+        assert!(h.store.settle(&p0, &d.entry_id, "e1", &settlement).await.unwrap());
+        retries.push(next);
+    }
+    let mut redis = h.redis();
+
+    assert!(h.store.cancel_retry(&p0, &retries[0]).await.unwrap());
+    assert_eq!(zcard(&mut redis, RETRY), 1, "only that retry is gone");
+    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
+    assert!(!h.store.cancel_retry(&p0, &retries[0]).await.unwrap(), "cancelled once only");
+
+    // A retry that has already gone back to the ready stream cannot be cancelled.
+    let _: i64 = query(&mut redis, &["ZADD", RETRY, "0", &retries[1].to_json()]);
+    assert_eq!(h.store.promote_due_retries(&p0, 100).await.unwrap(), 1);
+    assert!(!h.store.cancel_retry(&p0, &retries[1]).await.unwrap());
+    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"), "the promoted retry still needs the event");
+
+    // Cancelling the last outstanding delivery frees the event.
+    let last = read(&h.store, &p0, "sender", 10).await.remove(0);
+    let next = last.delivery.after_attempt(failed_attempt());
+    let settlement = Settlement::Retry { delivery: next.clone(), due };
+    assert!(h.store.settle(&p0, &last.entry_id, "e1", &settlement).await.unwrap());
+    assert!(h.store.cancel_retry(&p0, &next).await.unwrap());
+    assert_eq!(hget(&mut redis, &event_hash("e1"), "r"), None, "event freed");
+}
+
+#[tokio::test]
 async fn promote_due_retries_moves_only_due_ones_each_exactly_once_even_concurrently() {
     let h = Harness::start().await;
     let p0 = h.p0();

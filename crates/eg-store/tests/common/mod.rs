@@ -135,6 +135,7 @@ pub fn dead_letter_entry(d: &Delivery) -> DeadLetterEntry {
         publish_time: d.published_at,
         last_attempt_time: Some(UnixMillis(2_000)),
         dead_lettered_at: UnixMillis(3_000),
+        format: Default::default(),
     }
 }
 

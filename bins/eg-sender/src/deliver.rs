@@ -1,0 +1,290 @@
+//! One batch of deliveries for one subscription, from pick-up to settlement: the
+//! pre-attempt checks, the endpoint's probation gate, the attempt, the endpoint's
+//! health, and each delivery's own decision (every event keeps its own attempt count
+//! and time-to-live, even when the batch failed as a whole).
+
+use crate::attempt::{self, Attempt, Request};
+use crate::late::LateListeners;
+use crate::settle;
+use eg_core::policy::ProfilePolicies;
+use eg_core::probation::{EndpointAttempt, EndpointId, Gate, HealthChange, ProbationPolicy};
+use eg_core::subscription::Subscription;
+use eg_core::{Decision, LastAttempt};
+use eg_core::render::{self, RenderedEvent};
+use eg_outbound::Client;
+use eg_runtime::metrics as m;
+use eg_runtime::startup::Process;
+use eg_store::{Catalog, CatalogCache, Clock, Partition, ReadyDelivery, Settlement, Store};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+pub struct Sender {
+    pub(crate) store: Store,
+    pub(crate) cache: Arc<CatalogCache>,
+    clock: Clock,
+    policies: ProfilePolicies,
+    probation: Option<ProbationPolicy>,
+    outbound: Client,
+    timeout: Duration,
+    late: LateListeners,
+    pub(crate) slots: Arc<Semaphore>,
+    pub(crate) concurrency: usize,
+    max_response_bytes: usize,
+    pub(crate) consumer: String,
+}
+
+/// A delivery read from a ready stream, with its stored event.
+pub struct Held {
+    pub partition: Partition,
+    pub ready: ReadyDelivery,
+    pub body: String,
+}
+
+/// Deliveries for one subscription that go in one request.
+pub struct Batch {
+    pub subscription: Arc<Subscription>,
+    pub held: Vec<Held>,
+}
+
+impl Sender {
+    pub fn catalog(&self) -> Arc<CatalogCache> {
+        self.cache.clone()
+    }
+
+    pub async fn build(process: &Process) -> anyhow::Result<Arc<Self>> {
+        let s = &process.settings;
+        let consumer = format!(
+            "sender-{}-{}-{:04x}",
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()),
+            std::process::id(),
+            rand::random::<u16>()
+        );
+        tracing::info!(%consumer, concurrency = s.sender.concurrency, "sender ready");
+        let outbound = Client::new(s.outbound_settings(s.delivery.timeout + s.sender.late_success_window)?)?;
+        Ok(Arc::new(Self {
+            store: process.store.clone(),
+            cache: Arc::new(CatalogCache::load(Catalog::new(process.store.clone())).await?),
+            clock: process.clock.clone(),
+            policies: s.delivery_policies()?,
+            probation: s.probation_policy()?,
+            outbound,
+            timeout: s.delivery.timeout,
+            late: LateListeners::new(s.sender.late_success_window, s.sender.max_late_listeners),
+            slots: Arc::new(Semaphore::new(s.sender.concurrency.max(1))),
+            concurrency: s.sender.concurrency.max(1),
+            max_response_bytes: s.sender.max_response_bytes,
+            consumer,
+        }))
+    }
+
+    /// One batch, from pick-up to settlement.
+    pub async fn deliver(&self, batch: Batch) {
+        let Batch { subscription, held } = batch;
+        let policy = self.policies.of(subscription.profile);
+        let limits = subscription.retry_policy;
+
+        // Out of attempts or time already (a retry that woke at its TTL deadline).
+        let now = self.clock.now();
+        let mut live = Vec::with_capacity(held.len());
+        for h in held {
+            match policy.before_attempt(&h.ready.delivery, &limits, now) {
+                Some(reason) => {
+                    let settled = settle::settlement(Decision::DeadLetter(reason), &h.ready.delivery, &subscription, now);
+                    self.settle(&h, settled).await;
+                }
+                None => live.push(h),
+            }
+        }
+        if live.is_empty() {
+            return;
+        }
+
+        let endpoint = EndpointId::of(&subscription.endpoint_url);
+        let started_at = now;
+        if let Gate::Wait(until) = self.gate(&endpoint, now).await {
+            self.hold_back(&subscription, live, until).await;
+            return;
+        }
+
+        let (live, request) = self.render(&subscription, live).await;
+        let Some(request) = request else { return };
+        let attempt = attempt::send(
+            &self.outbound,
+            request,
+            self.timeout,
+            self.late.window(),
+            self.max_response_bytes,
+        )
+        .await;
+        let Attempt { outcome, took, .. } = &attempt;
+        let now = self.clock.now();
+        let outcome_name = outcome.name();
+        self.record_health(&endpoint, &subscription, outcome, started_at, now).await;
+
+        let (topic, sub) = (subscription.topic.key(), subscription.name.key());
+        metrics::histogram!(m::DESTINATION_PROCESSING_DURATION_MS, "topic" => topic.clone(), "subscription" => sub.clone())
+            .record(took.as_secs_f64() * 1000.0);
+        if !outcome.is_success() {
+            metrics::counter!(m::DELIVERY_ATTEMPT_FAIL_COUNT, "topic" => topic, "subscription" => sub, "outcome" => outcome_name.as_str())
+                .increment(live.len() as u64);
+        }
+        tracing::debug!(
+            events = live.len(), outcome = %outcome_name, status = ?outcome.status_code(),
+            took_ms = took.as_millis() as u64, "attempt"
+        );
+
+        let mut retries = Vec::new();
+        for h in &live {
+            let attempted = h.ready.delivery.after_attempt(LastAttempt {
+                outcome: outcome_name,
+                status: outcome.status_code(),
+                at: now,
+            });
+            let decision = policy.after_attempt(&attempted, &limits, outcome, now, rand::random::<f64>());
+            let settled = settle::settlement(decision, &attempted, &subscription, now);
+            let retry = match &settled.settlement {
+                Settlement::Retry { delivery, .. } => Some(delivery.clone()),
+                _ => None,
+            };
+            if self.settle(h, settled).await
+                && let Some(retry) = retry
+            {
+                retries.push((h.partition.clone(), retry));
+            }
+        }
+        if let Some(pending) = attempt.pending {
+            self.late.listen(self.store.clone(), subscription.clone(), pending, retries);
+        }
+    }
+
+    /// Renders each event in the subscription's delivery schema and builds the request.
+    /// An event that cannot be rendered (a corrupt record) cannot be delivered by anyone:
+    /// it is dropped, counted and logged, and the rest of the batch goes on.
+    async fn render<'a>(&self, subscription: &'a Subscription, held: Vec<Held>) -> (Vec<Held>, Option<Request<'a>>) {
+        let schema = subscription.delivery_schema;
+        let mut kept = Vec::with_capacity(held.len());
+        let mut failed = Vec::new();
+        let mut rendered: Vec<RenderedEvent<'_>> = Vec::with_capacity(held.len());
+        for h in &held {
+            match render::render(&h.body, h.ready.delivery.format, schema) {
+                Ok(event) => rendered.push(event),
+                Err(e) => {
+                    tracing::error!(error = %e, delivery = %h.ready.delivery.id, "cannot render the stored event");
+                    failed.push(h.ready.delivery.id.clone());
+                }
+            }
+        }
+        let request = (!rendered.is_empty()).then(|| Request {
+            subscription,
+            first_event: rendered[0].value().into_owned(),
+            body: render::delivery_body(schema, &rendered),
+            delivery_count: 0,
+        });
+        drop(rendered);
+        for h in held {
+            if failed.contains(&h.ready.delivery.id) {
+                let settled = settle::dropped(&h.ready.delivery, "EventUnrenderable");
+                self.settle(&h, settled).await;
+            } else {
+                kept.push(h);
+            }
+        }
+        let request = request.map(|r| Request {
+            delivery_count: kept.first().map_or(0, |h| h.ready.delivery.attempts),
+            ..r
+        });
+        (kept, request)
+    }
+
+    /// The endpoint's probation gate; an unreadable gate lets the attempt through
+    /// (probation protects endpoints, it must not stop delivery when Redis hiccups).
+    async fn gate(&self, endpoint: &EndpointId, now: eg_core::UnixMillis) -> Gate {
+        if self.probation.is_none() {
+            return Gate::Open;
+        }
+        match self.store.endpoint_gate(endpoint, now, self.timeout).await {
+            Ok(gate) => gate,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the endpoint's health; attempting anyway");
+                Gate::Open
+            }
+        }
+    }
+
+    async fn record_health(
+        &self,
+        endpoint: &EndpointId,
+        subscription: &Subscription,
+        outcome: &eg_core::AttemptOutcome,
+        started_at: eg_core::UnixMillis,
+        finished_at: eg_core::UnixMillis,
+    ) {
+        let Some(policy) = &self.probation else { return };
+        let attempt = EndpointAttempt {
+            outcome: outcome.name(),
+            started_at,
+            finished_at,
+        };
+        match self.store.record_endpoint_result(endpoint, &attempt, policy).await {
+            Ok(HealthChange::ProbationStarted { level, until, length, .. }) => {
+                metrics::counter!(m::ENDPOINT_PROBATION_COUNT, "topic" => subscription.topic.key(), "subscription" => subscription.name.key())
+                    .increment(1);
+                tracing::warn!(until = %until.to_rfc3339(), length = ?length, level, outcome = %outcome.name(), "endpoint put on probation");
+            }
+            Ok(HealthChange::Succeeded { ended_probation: true }) => {
+                tracing::info!("endpoint recovered; probation over");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot record the endpoint's health"),
+        }
+    }
+
+    /// The endpoint is on probation: nothing is attempted and no attempt is charged; each
+    /// delivery waits in the retry set until the probation ends (or its TTL does).
+    async fn hold_back(&self, subscription: &Subscription, held: Vec<Held>, until: eg_core::UnixMillis) {
+        let policy = self.policies.of(subscription.profile);
+        let now = self.clock.now();
+        metrics::counter!(m::DELIVERY_DELAYED_COUNT, "topic" => subscription.topic.key(), "subscription" => subscription.name.key())
+            .increment(held.len() as u64);
+        for h in held {
+            let delivery = h.ready.delivery.held_back(now);
+            let due = policy.held_back_until(&delivery, &subscription.retry_policy, until, now, rand::random::<f64>());
+            self.settle(&h, settle::held_back(delivery, due)).await;
+        }
+    }
+
+    /// Settles, retrying while Redis is unreachable. If it never succeeds the delivery
+    /// stays pending and is reclaimed after the visibility timeout: a duplicate, not a
+    /// loss. Returns whether the settlement took effect.
+    pub(crate) async fn settle(&self, held: &Held, settled: settle::Settled) -> bool {
+        self.settle_ready(&held.partition, &held.ready, settled).await
+    }
+
+    pub(crate) async fn settle_ready(&self, partition: &Partition, ready: &ReadyDelivery, settled: settle::Settled) -> bool {
+        let mut backoff = Duration::from_millis(50);
+        for _ in 0..10 {
+            match self
+                .store
+                .settle(partition, &ready.entry_id, &ready.delivery.event_key, &settled.settlement)
+                .await
+            {
+                Ok(true) => {
+                    settled.record();
+                    return true;
+                }
+                Ok(false) => {
+                    tracing::info!(delivery = %ready.delivery.id, "delivery was taken back before this attempt settled; the new holder owns it");
+                    return false;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, delivery = %ready.delivery.id, retry_in = ?backoff, "cannot settle");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        tracing::error!(delivery = %ready.delivery.id, "giving up settling; the delivery will be reclaimed and retried");
+        false
+    }
+}

@@ -27,6 +27,8 @@ export EG__DEADLETTER__DIR="$dir/deadletters"
 export EG__DEADLETTER__DELAY="${EG__DEADLETTER__DELAY:-10s}"
 export EG__DELIVERY__RETRY_SCHEDULE="${EG__DELIVERY__RETRY_SCHEDULE:-2s,5s,10s}"
 export EG__INGRESS__LISTEN="${EG__INGRESS__LISTEN:-127.0.0.1:8080}"
+# The demo receiver listens on loopback, which deliveries may not reach unless allowed.
+export EG__DELIVERY__ALLOWED_NETWORKS="${EG__DELIVERY__ALLOWED_NETWORKS:-127.0.0.1/32}"
 export EG_DEMO_RECEIVER_LISTEN="${EG_DEMO_RECEIVER_LISTEN:-127.0.0.1:9000}"
 
 start() {

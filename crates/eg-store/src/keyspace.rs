@@ -98,6 +98,11 @@ impl Keyspace {
     pub fn layout(&self) -> String {
         self.catalog("partitions")
     }
+    /// One endpoint's health (`eg_core::probation`), in a hash tag of its own, so endpoints
+    /// spread over a cluster's slots. The id is a hash: the key never shows the URL.
+    pub fn endpoint(&self, id: &eg_core::probation::EndpointId) -> String {
+        format!("{{{}:endpoint:{id}}}", self.prefix)
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod clock;
 pub mod connection;
 pub mod error;
+pub mod health;
 pub mod keyspace;
 pub mod queue;
 mod scripts;

@@ -21,3 +21,6 @@ script!(REGENERATE_KEY, "regenerate_key.lua");
 script!(PUT_SUBSCRIPTION, "put_subscription.lua");
 script!(DELETE_SUBSCRIPTION, "delete_subscription.lua");
 script!(LOAD_CATALOG, "load_catalog.lua");
+script!(ENDPOINT_GATE, "endpoint_gate.lua");
+script!(ENDPOINT_RECORD, "endpoint_record.lua");
+script!(CANCEL_RETRY, "cancel_retry.lua");

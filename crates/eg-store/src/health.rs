@@ -1,0 +1,228 @@
+//! Per-endpoint health in Redis (spec §8, probation): one hash per endpoint, shared by
+//! every sender, changed only by two scripts that run `eg_core::probation`'s machine.
+//!
+//! - `endpoint_gate` before each attempt: go ahead, probe, or wait until a time.
+//! - `record_endpoint_result` after each attempt: count the failure, start or lengthen
+//!   probation, or reset on success.
+//! - `endpoint_health` / `endpoint_healths` read the state for display and gauges.
+//!
+//! Each script touches only its endpoint's key, which has a hash tag of its own. Keys
+//! expire [`ENDPOINT_KEY_TTL`] after their last write, so endpoints nobody sends to any
+//! more leave nothing behind. Times come from the caller: pass `Clock::now()`, which is
+//! corrected to Redis's clock, so all senders agree.
+
+use crate::connection::Store;
+use crate::error::StoreError;
+use crate::scripts;
+use eg_core::UnixMillis;
+use eg_core::probation::{
+    EndpointAttempt, EndpointHealth, EndpointId, Gate, HealthChange, ProbationPolicy, Signal, parse_outcome,
+};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// How long an endpoint's health outlives its last write (at least; longer when the
+/// policy's longest probation or the probe lease would not fit twice).
+pub const ENDPOINT_KEY_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn key_ttl(longest: Duration) -> u64 {
+    millis(ENDPOINT_KEY_TTL.max(longest.saturating_mul(2)))
+}
+
+impl Store {
+    /// Asks whether an attempt to this endpoint may go ahead now. `probe_lease` is how
+    /// long a prober may take (the delivery timeout); `now` is `Clock::now()`.
+    ///
+    /// On `Gate::Wait(t)` make no attempt and charge none; try again at `t` (plus jitter).
+    /// On `Gate::Probe` attempt, and record the result with `record_endpoint_result`.
+    pub async fn endpoint_gate(
+        &self,
+        id: &EndpointId,
+        now: UnixMillis,
+        probe_lease: Duration,
+    ) -> Result<Gate, StoreError> {
+        let key = self.keys.endpoint(id);
+        let mut conn = self.conn().await?;
+        let reply: Vec<String> = scripts::ENDPOINT_GATE
+            .key(&key)
+            .arg(now.0)
+            .arg(millis(probe_lease))
+            .arg(key_ttl(probe_lease))
+            .invoke_async(&mut *conn)
+            .await?;
+        let bad = || StoreError::corrupt(&key, format!("unexpected endpoint_gate reply {reply:?}"));
+        match reply.as_slice() {
+            [open] if open == "OPEN" => Ok(Gate::Open),
+            [probe, _] if probe == "PROBE" => Ok(Gate::Probe),
+            [wait, until] if wait == "WAIT" => Ok(Gate::Wait(UnixMillis(until.parse().map_err(|_| bad())?))),
+            _ => Err(bad()),
+        }
+    }
+
+    /// Records a finished attempt in its endpoint's health and says what changed, for
+    /// logs ("endpoint put on probation for 20s") and metrics. Outcomes that say nothing
+    /// about the endpoint (`Probation`, `Aborted`, `Canceled`) are not sent to Redis.
+    pub async fn record_endpoint_result(
+        &self,
+        id: &EndpointId,
+        attempt: &EndpointAttempt,
+        policy: &ProbationPolicy,
+    ) -> Result<HealthChange, StoreError> {
+        let success = match Signal::of(attempt.outcome) {
+            Signal::Ignored => return Ok(HealthChange::Ignored),
+            Signal::Success => true,
+            Signal::Failure => false,
+        };
+        let key = self.keys.endpoint(id);
+        let mut invocation = scripts::ENDPOINT_RECORD.prepare_invoke();
+        invocation
+            .key(&key)
+            .arg(attempt.finished_at.0)
+            .arg(attempt.started_at.0)
+            .arg(if success { "success" } else { "failure" })
+            .arg(attempt.outcome.as_str())
+            .arg(policy.failure_threshold())
+            .arg(key_ttl(policy.max()));
+        if !success {
+            for step in policy.ladder(attempt.outcome) {
+                invocation.arg(millis(step));
+            }
+        }
+        let mut conn = self.conn().await?;
+        let reply: Vec<String> = invocation.invoke_async(&mut *conn).await?;
+        decode_change(&reply)
+            .ok_or_else(|| StoreError::corrupt(&key, format!("unexpected endpoint_record reply {reply:?}")))
+    }
+
+    /// One endpoint's stored health; `None` when it has none (healthy, no recent failure).
+    pub async fn endpoint_health(&self, id: &EndpointId) -> Result<Option<EndpointHealth>, StoreError> {
+        let mut healths = self.endpoint_healths(std::slice::from_ref(id)).await?;
+        Ok(healths.pop().flatten())
+    }
+
+    /// The stored health of many endpoints, in one pipelined round trip, in order.
+    pub async fn endpoint_healths(&self, ids: &[EndpointId]) -> Result<Vec<Option<EndpointHealth>>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = ids.iter().map(|id| self.keys.endpoint(id)).collect();
+        let mut pipe = redis::pipe();
+        for key in &keys {
+            pipe.hgetall(key);
+        }
+        let mut conn = self.conn().await?;
+        let hashes: Vec<HashMap<String, String>> = pipe.query_async(&mut *conn).await?;
+        keys.iter()
+            .zip(hashes)
+            .map(|(key, fields)| decode_health(&fields).map_err(|problem| StoreError::corrupt(key, problem)))
+            .collect()
+    }
+}
+
+fn decode_change(reply: &[String]) -> Option<HealthChange> {
+    let int = |s: &String| s.parse::<i64>().ok();
+    let count = |s: &String| s.parse::<u32>().ok();
+    Some(match reply {
+        [ok, was] if ok == "OK" => HealthChange::Succeeded {
+            ended_probation: was == "1",
+        },
+        [failed, f] if failed == "FAILED" => HealthChange::Failed {
+            consecutive_failures: count(f)?,
+        },
+        [on, f, until] if on == "ONPROBATION" => HealthChange::FailedOnProbation {
+            until: UnixMillis(int(until)?),
+            consecutive_failures: count(f)?,
+        },
+        [started, f, level, until, length] if started == "PROBATION" => HealthChange::ProbationStarted {
+            level: count(level)?,
+            until: UnixMillis(int(until)?),
+            length: Duration::from_millis(length.parse().ok()?),
+            consecutive_failures: count(f)?,
+        },
+        _ => return None,
+    })
+}
+
+/// The hash fields the scripts write: f, l, u, p, o, t (see the scripts' headers).
+fn decode_health(fields: &HashMap<String, String>) -> Result<Option<EndpointHealth>, String> {
+    if fields.is_empty() {
+        return Ok(None);
+    }
+    let get = |name: &str| fields.get(name).map(String::as_str);
+    let count = |name: &str| -> Result<u32, String> {
+        get(name).map_or(Ok(0), |v| {
+            v.parse().map_err(|_| format!("field {name} = {v:?} is not a count"))
+        })
+    };
+    let time = |name: &str| -> Result<Option<UnixMillis>, String> {
+        get(name)
+            .map(|v| {
+                v.parse()
+                    .map(UnixMillis)
+                    .map_err(|_| format!("field {name} = {v:?} is not a time"))
+            })
+            .transpose()
+    };
+    let last_failure = get("o")
+        .map(|v| parse_outcome(v).ok_or_else(|| format!("field o = {v:?} is not an outcome")))
+        .transpose()?;
+    Ok(Some(EndpointHealth {
+        consecutive_failures: count("f")?,
+        level: count("l")?,
+        probation_until: time("u")?,
+        probe_lease_until: time("p")?,
+        last_failure,
+        last_failure_at: time("t")?,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn decodes_every_reply_shape() {
+        let r = |parts: &[&str]| parts.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            decode_change(&r(&["OK", "1"])),
+            Some(HealthChange::Succeeded { ended_probation: true })
+        );
+        assert_eq!(
+            decode_change(&r(&["FAILED", "3"])),
+            Some(HealthChange::Failed {
+                consecutive_failures: 3
+            })
+        );
+        assert_eq!(
+            decode_change(&r(&["PROBATION", "10", "2", "5000", "20000"])),
+            Some(HealthChange::ProbationStarted {
+                level: 2,
+                until: UnixMillis(5000),
+                length: Duration::from_secs(20),
+                consecutive_failures: 10
+            })
+        );
+        assert_eq!(decode_change(&r(&["PROBATION", "x"])), None);
+        assert_eq!(decode_change(&r(&["FAILED", "-1"])), None);
+    }
+
+    #[test]
+    fn a_key_that_is_not_health_is_corrupt() {
+        let fields = HashMap::from([("o".to_string(), "Nope".to_string())]);
+        assert!(decode_health(&fields).is_err());
+        let fields = HashMap::from([("u".to_string(), "soon".to_string())]);
+        assert!(decode_health(&fields).is_err());
+        assert_eq!(decode_health(&HashMap::new()), Ok(None));
+    }
+
+    #[test]
+    fn keys_outlive_the_longest_probation() {
+        assert_eq!(key_ttl(Duration::from_secs(3600)), millis(ENDPOINT_KEY_TTL));
+        assert_eq!(key_ttl(ENDPOINT_KEY_TTL), millis(ENDPOINT_KEY_TTL) * 2);
+    }
+}

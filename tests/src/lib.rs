@@ -827,7 +827,13 @@ fn record(uri: &Uri, headers: &HeaderMap, raw_body: String, status: u16) -> Reco
 }
 
 /// Answers a validation handshake, if this request is one.
-fn handshake(state: &ReceiverState, method: &Method, uri: &Uri, headers: &HeaderMap, raw_body: &str) -> Option<Response> {
+fn handshake(
+    state: &ReceiverState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    raw_body: &str,
+) -> Option<Response> {
     let is_event_grid = headers
         .get("aeg-event-type")
         .is_some_and(|v| v.as_bytes() == b"SubscriptionValidation");
@@ -850,7 +856,10 @@ fn handshake(state: &ReceiverState, method: &Method, uri: &Uri, headers: &Header
         return Some(response);
     }
     let body: Value = serde_json::from_str(raw_body).unwrap_or(Value::Null);
-    let code = body[0]["data"]["validationCode"].as_str().unwrap_or_default().to_owned();
+    let code = body[0]["data"]["validationCode"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     Some(if consent {
         axum::Json(json!({ "validationResponse": code })).into_response()
     } else {
@@ -883,7 +892,9 @@ async fn receive(
     if let Some(delay) = delay {
         tokio::time::sleep(delay).await;
     }
-    StatusCode::from_u16(status).expect("a valid status code").into_response()
+    StatusCode::from_u16(status)
+        .expect("a valid status code")
+        .into_response()
 }
 
 #[cfg(test)]

@@ -18,9 +18,9 @@ use eg_core::probation::{self, EndpointId, HealthState};
 use eg_core::subscription::base_url;
 use eg_core::validation::Provisioning;
 use eg_core::{Subscription, SubscriptionName, Topic, TopicName};
-use std::collections::HashMap;
 use eg_store::catalog::{KeyName, PutSubscription};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
@@ -245,7 +245,9 @@ pub async fn manual_validation(
         provisioning: Provisioning::Succeeded,
         ..sub
     };
-    app.catalog.put_subscription(&validated, app.max_subscriptions_per_topic).await?;
+    app.catalog
+        .put_subscription(&validated, app.max_subscriptions_per_topic)
+        .await?;
     tracing::info!(topic = %validated.topic, subscription = %validated.name, "endpoint validated by a GET on its validation URL");
     Ok((StatusCode::OK, Json(json!({"provisioningState": "Succeeded"}))))
 }

@@ -66,10 +66,12 @@ impl Validator {
         }
         let url = &subscription.endpoint_url;
         match subscription.delivery_schema {
-            DeliverySchema::CloudEventSchemaV1_0 => match cloudevents_handshake(&self.client, url, &self.origin, None).await {
-                Handshake::Accepted { .. } => Ok(Provisioning::Succeeded),
-                other => Err(failed(other)),
-            },
+            DeliverySchema::CloudEventSchemaV1_0 => {
+                match cloudevents_handshake(&self.client, url, &self.origin, None).await {
+                    Handshake::Accepted { .. } => Ok(Provisioning::Succeeded),
+                    other => Err(failed(other)),
+                }
+            }
             DeliverySchema::EventGridSchema | DeliverySchema::CustomInputSchema => {
                 let code = uuid::Uuid::new_v4().to_string();
                 let validation_url = format!(
@@ -109,7 +111,8 @@ fn failed(handshake: Handshake) -> Refusal {
             "properties.destination.properties.endpointUrl: the CloudEvents validation handshake failed: {reason}"
         )),
         Handshake::Unreachable(outcome) => Refusal::bad_request(format!(
-            "properties.destination.properties.endpointUrl: the CloudEvents validation handshake failed: the endpoint could not be reached ({})", outcome.name()
+            "properties.destination.properties.endpointUrl: the CloudEvents validation handshake failed: the endpoint could not be reached ({})",
+            outcome.name()
         )),
         Handshake::Accepted { .. } => Refusal::bad_request("unexpected handshake result"),
     }

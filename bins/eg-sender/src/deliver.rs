@@ -8,9 +8,9 @@ use crate::late::LateListeners;
 use crate::settle;
 use eg_core::policy::ProfilePolicies;
 use eg_core::probation::{EndpointAttempt, EndpointId, Gate, HealthChange, ProbationPolicy};
+use eg_core::render::{self, RenderedEvent};
 use eg_core::subscription::Subscription;
 use eg_core::{Decision, LastAttempt};
-use eg_core::render::{self, RenderedEvent};
 use eg_outbound::Client;
 use eg_runtime::metrics as m;
 use eg_runtime::startup::Process;
@@ -90,7 +90,8 @@ impl Sender {
         for h in held {
             match policy.before_attempt(&h.ready.delivery, &limits, now) {
                 Some(reason) => {
-                    let settled = settle::settlement(Decision::DeadLetter(reason), &h.ready.delivery, &subscription, now);
+                    let settled =
+                        settle::settlement(Decision::DeadLetter(reason), &h.ready.delivery, &subscription, now);
                     self.settle(&h, settled).await;
                 }
                 None => live.push(h),
@@ -120,7 +121,8 @@ impl Sender {
         let Attempt { outcome, took, .. } = &attempt;
         let now = self.clock.now();
         let outcome_name = outcome.name();
-        self.record_health(&endpoint, &subscription, outcome, started_at, now).await;
+        self.record_health(&endpoint, &subscription, outcome, started_at, now)
+            .await;
 
         let (topic, sub) = (subscription.topic.key(), subscription.name.key());
         metrics::histogram!(m::DESTINATION_PROCESSING_DURATION_MS, "topic" => topic.clone(), "subscription" => sub.clone())
@@ -154,7 +156,8 @@ impl Sender {
             }
         }
         if let Some(pending) = attempt.pending {
-            self.late.listen(self.store.clone(), subscription.clone(), pending, retries);
+            self.late
+                .listen(self.store.clone(), subscription.clone(), pending, retries);
         }
     }
 
@@ -227,7 +230,9 @@ impl Sender {
             finished_at,
         };
         match self.store.record_endpoint_result(endpoint, &attempt, policy).await {
-            Ok(HealthChange::ProbationStarted { level, until, length, .. }) => {
+            Ok(HealthChange::ProbationStarted {
+                level, until, length, ..
+            }) => {
                 metrics::counter!(m::ENDPOINT_PROBATION_COUNT, "topic" => subscription.topic.key(), "subscription" => subscription.name.key())
                     .increment(1);
                 tracing::warn!(until = %until.to_rfc3339(), length = ?length, level, outcome = %outcome.name(), "endpoint put on probation");
@@ -261,12 +266,22 @@ impl Sender {
         self.settle_ready(&held.partition, &held.ready, settled).await
     }
 
-    pub(crate) async fn settle_ready(&self, partition: &Partition, ready: &ReadyDelivery, settled: settle::Settled) -> bool {
+    pub(crate) async fn settle_ready(
+        &self,
+        partition: &Partition,
+        ready: &ReadyDelivery,
+        settled: settle::Settled,
+    ) -> bool {
         let mut backoff = Duration::from_millis(50);
         for _ in 0..10 {
             match self
                 .store
-                .settle(partition, &ready.entry_id, &ready.delivery.event_key, &settled.settlement)
+                .settle(
+                    partition,
+                    &ready.entry_id,
+                    &ready.delivery.event_key,
+                    &settled.settlement,
+                )
                 .await
             {
                 Ok(true) => {

@@ -200,9 +200,9 @@ impl OutcomePolicy {
             if let Some(outcome) = OutcomeName::parse(item) {
                 outcomes.push(outcome);
             } else {
-                statuses.push(parse_status(item).map_err(|p| {
-                    err("not_retried", item, format!("{p}, nor an outcome name"))
-                })?);
+                statuses.push(
+                    parse_status(item).map_err(|p| err("not_retried", item, format!("{p}, nor an outcome name")))?,
+                );
             }
         }
         let mut policy = Self {

@@ -120,9 +120,18 @@ impl DeliveryPolicy {
     /// When a delivery held back until `until` (endpoint probation) is looked at again:
     /// spread a little so held-back deliveries do not all return at once, and never
     /// later than the end of its time-to-live.
-    pub fn held_back_until(&self, delivery: &Delivery, limits: &RetryPolicy, until: UnixMillis, now: UnixMillis, jitter_draw: f64) -> UnixMillis {
+    pub fn held_back_until(
+        &self,
+        delivery: &Delivery,
+        limits: &RetryPolicy,
+        until: UnixMillis,
+        now: UnixMillis,
+        jitter_draw: f64,
+    ) -> UnixMillis {
         let wait = until.since(now);
-        until.plus(self.jitter(wait.max(Duration::from_secs(10)), jitter_draw)).min(ttl_deadline(delivery, limits))
+        until
+            .plus(self.jitter(wait.max(Duration::from_secs(10)), jitter_draw))
+            .min(ttl_deadline(delivery, limits))
     }
 
     /// Drop instead of dead-letter when there is nowhere to dead-letter to.

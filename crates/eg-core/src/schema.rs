@@ -63,9 +63,13 @@ impl InputSchema {
     }
 
     pub fn parse(raw: &str) -> Option<Self> {
-        [Self::EventGridSchema, Self::CloudEventSchemaV1_0, Self::CustomEventSchema]
-            .into_iter()
-            .find(|s| s.as_str().eq_ignore_ascii_case(raw))
+        [
+            Self::EventGridSchema,
+            Self::CloudEventSchemaV1_0,
+            Self::CustomEventSchema,
+        ]
+        .into_iter()
+        .find(|s| s.as_str().eq_ignore_ascii_case(raw))
     }
 
     /// The delivery schema a subscription gets when it names none: the input's own.
@@ -98,9 +102,13 @@ impl DeliverySchema {
     }
 
     pub fn parse(raw: &str) -> Option<Self> {
-        [Self::EventGridSchema, Self::CloudEventSchemaV1_0, Self::CustomInputSchema]
-            .into_iter()
-            .find(|s| s.as_str().eq_ignore_ascii_case(raw))
+        [
+            Self::EventGridSchema,
+            Self::CloudEventSchemaV1_0,
+            Self::CustomInputSchema,
+        ]
+        .into_iter()
+        .find(|s| s.as_str().eq_ignore_ascii_case(raw))
     }
 }
 

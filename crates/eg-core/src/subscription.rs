@@ -6,10 +6,10 @@
 
 use crate::api_error::InvalidField;
 use crate::event::json_type;
-use crate::routing::Routing;
 use crate::filter::EventFilter;
 use crate::names::{SubscriptionName, TopicName};
 use crate::profile::DeliveryProfile;
+use crate::routing::Routing;
 use crate::schema::DeliverySchema;
 use crate::time::UnixMillis;
 use crate::topic::Topic;
@@ -139,7 +139,8 @@ impl RetryPolicy {
 /// Parses an ISO 8601 duration such as `PT1M` or `P7D`; years and months are refused
 /// because their length is not fixed.
 pub fn parse_iso8601_duration(raw: &str) -> Result<Duration, String> {
-    let parsed = iso8601::duration(raw).map_err(|_| format!("{raw:?} is not an ISO 8601 duration such as PT10M or P1D"))?;
+    let parsed =
+        iso8601::duration(raw).map_err(|_| format!("{raw:?} is not an ISO 8601 duration such as PT10M or P1D"))?;
     if let iso8601::Duration::YMDHMS { year, month, .. } = parsed
         && (year != 0 || month != 0)
     {
@@ -259,8 +260,8 @@ impl Subscription {
             None | Some(Value::Null) => EventFilter::default(),
             Some(v) => EventFilter::from_json(v).map_err(|e| e.within("properties.filter"))?,
         };
-        let delivery_schema = delivery_schema(topic, props.get("eventDeliverySchema"))
-            .map_err(|e| e.within("properties"))?;
+        let delivery_schema =
+            delivery_schema(topic, props.get("eventDeliverySchema")).map_err(|e| e.within("properties"))?;
         let retry_policy = match props.get("retryPolicy") {
             None | Some(Value::Null) => RetryPolicy::default_for(topic.profile),
             Some(v) => retry_policy(v, topic.profile).map_err(|e| e.within("properties.retryPolicy"))?,
@@ -483,7 +484,10 @@ fn retry_policy(v: &Value, profile: DeliveryProfile) -> Result<RetryPolicy, Inva
         ),
     };
     if let Some(key) = map.keys().find(|k| !known.contains(&k.as_str())) {
-        return Err(InvalidField::new(key.clone(), format!("not a retry policy field here; {other}")));
+        return Err(InvalidField::new(
+            key.clone(),
+            format!("not a retry policy field here; {other}"),
+        ));
     }
     match profile {
         DeliveryProfile::CustomTopic => {
@@ -492,7 +496,13 @@ fn retry_policy(v: &Value, profile: DeliveryProfile) -> Result<RetryPolicy, Inva
             RetryPolicy::new(attempts, ttl)
         }
         DeliveryProfile::NamespaceTopic => {
-            let count = ranged_u32(map, "maxDeliveryCount", 1, NAMESPACE_MAX_DELIVERY_COUNT, NAMESPACE_MAX_DELIVERY_COUNT)?;
+            let count = ranged_u32(
+                map,
+                "maxDeliveryCount",
+                1,
+                NAMESPACE_MAX_DELIVERY_COUNT,
+                NAMESPACE_MAX_DELIVERY_COUNT,
+            )?;
             let ttl = match map.get("eventTimeToLive") {
                 None | Some(Value::Null) => NAMESPACE_DEFAULT_TTL,
                 Some(Value::String(raw)) => {
@@ -519,7 +529,9 @@ fn delivery_schema(topic: &Topic, raw: Option<&Value>) -> Result<DeliverySchema,
         Some(Value::String(s)) => DeliverySchema::parse(s).ok_or_else(|| {
             InvalidField::new(
                 field,
-                format!("{s:?} is not a delivery schema; use EventGridSchema, CloudEventSchemaV1_0 or CustomInputSchema"),
+                format!(
+                    "{s:?} is not a delivery schema; use EventGridSchema, CloudEventSchemaV1_0 or CustomInputSchema"
+                ),
             )
         })?,
         Some(other) => {
@@ -783,16 +795,24 @@ mod tests {
             b
         };
         let eg = topic(json!({}));
-        assert_eq!(parse_on(&eg, body()).unwrap().delivery_schema, DeliverySchema::EventGridSchema);
         assert_eq!(
-            parse_on(&eg, with_schema("CloudEventSchemaV1_0")).unwrap().delivery_schema,
+            parse_on(&eg, body()).unwrap().delivery_schema,
+            DeliverySchema::EventGridSchema
+        );
+        assert_eq!(
+            parse_on(&eg, with_schema("CloudEventSchemaV1_0"))
+                .unwrap()
+                .delivery_schema,
             DeliverySchema::CloudEventSchemaV1_0
         );
         let err = parse_on(&eg, with_schema("CustomInputSchema")).unwrap_err();
         assert_eq!(err.field, "properties.eventDeliverySchema");
         assert!(err.to_string().contains("cannot deliver"), "{err}");
         let ce = topic(json!({"inputSchema": "CloudEventSchemaV1_0"}));
-        assert_eq!(parse_on(&ce, body()).unwrap().delivery_schema, DeliverySchema::CloudEventSchemaV1_0);
+        assert_eq!(
+            parse_on(&ce, body()).unwrap().delivery_schema,
+            DeliverySchema::CloudEventSchemaV1_0
+        );
         assert!(parse_on(&ce, with_schema("EventGridSchema")).is_err());
         let custom = topic(json!({"inputSchema": "CustomEventSchema"}));
         for schema in ["EventGridSchema", "CloudEventSchemaV1_0", "CustomInputSchema"] {
@@ -819,11 +839,26 @@ mod tests {
             b["properties"]["retryPolicy"] = policy;
             parse_on(&ns, b).unwrap_err().field
         };
-        assert_eq!(refused(json!({"maxDeliveryCount": 11})), "properties.retryPolicy.maxDeliveryCount");
-        assert_eq!(refused(json!({"eventTimeToLive": "PT30S"})), "properties.retryPolicy.eventTimeToLive");
-        assert_eq!(refused(json!({"eventTimeToLive": "P8D"})), "properties.retryPolicy.eventTimeToLive");
-        assert_eq!(refused(json!({"eventTimeToLive": "P1M"})), "properties.retryPolicy.eventTimeToLive");
-        assert_eq!(refused(json!({"maxDeliveryAttempts": 5})), "properties.retryPolicy.maxDeliveryAttempts");
+        assert_eq!(
+            refused(json!({"maxDeliveryCount": 11})),
+            "properties.retryPolicy.maxDeliveryCount"
+        );
+        assert_eq!(
+            refused(json!({"eventTimeToLive": "PT30S"})),
+            "properties.retryPolicy.eventTimeToLive"
+        );
+        assert_eq!(
+            refused(json!({"eventTimeToLive": "P8D"})),
+            "properties.retryPolicy.eventTimeToLive"
+        );
+        assert_eq!(
+            refused(json!({"eventTimeToLive": "P1M"})),
+            "properties.retryPolicy.eventTimeToLive"
+        );
+        assert_eq!(
+            refused(json!({"maxDeliveryAttempts": 5})),
+            "properties.retryPolicy.maxDeliveryAttempts"
+        );
         let default = parse_on(&ns, body_without_retry()).unwrap();
         assert_eq!(default.retry_policy.max_delivery_attempts(), 10);
         let mut b = body();
@@ -867,6 +902,9 @@ mod tests {
         let shown = s.to_resource(UnixMillis(0));
         assert_eq!(shown["properties"]["provisioningState"], "AwaitingManualAction");
         assert!(!shown.to_string().contains("\"c\""));
-        assert_eq!(s.to_resource(UnixMillis(10))["properties"]["provisioningState"], "Failed");
+        assert_eq!(
+            s.to_resource(UnixMillis(10))["properties"]["provisioningState"],
+            "Failed"
+        );
     }
 }

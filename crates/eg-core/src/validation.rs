@@ -63,9 +63,10 @@ impl Provisioning {
     /// Whether a manual `GET` presenting `code` at `now` completes the validation.
     pub fn accepts_manual(&self, code: &str, now: UnixMillis) -> bool {
         match self {
-            Self::AwaitingManualAction { code: expected, deadline } => {
-                now < *deadline && constant_time_eq(expected.as_bytes(), code.as_bytes())
-            }
+            Self::AwaitingManualAction {
+                code: expected,
+                deadline,
+            } => now < *deadline && constant_time_eq(expected.as_bytes(), code.as_bytes()),
             _ => false,
         }
     }

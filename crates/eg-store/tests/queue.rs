@@ -252,18 +252,28 @@ async fn a_late_success_cancels_the_queued_retry_only_while_it_is_queued() {
     assert!(h.store.cancel_retry(&p0, &retries[0]).await.unwrap());
     assert_eq!(zcard(&mut redis, RETRY), 1, "only that retry is gone");
     assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
-    assert!(!h.store.cancel_retry(&p0, &retries[0]).await.unwrap(), "cancelled once only");
+    assert!(
+        !h.store.cancel_retry(&p0, &retries[0]).await.unwrap(),
+        "cancelled once only"
+    );
 
     // A retry that has already gone back to the ready stream cannot be cancelled.
     let _: i64 = query(&mut redis, &["ZADD", RETRY, "0", &retries[1].to_json()]);
     assert_eq!(h.store.promote_due_retries(&p0, 100).await.unwrap(), 1);
     assert!(!h.store.cancel_retry(&p0, &retries[1]).await.unwrap());
-    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"), "the promoted retry still needs the event");
+    assert_eq!(
+        hget(&mut redis, &event_hash("e1"), "r").as_deref(),
+        Some("1"),
+        "the promoted retry still needs the event"
+    );
 
     // Cancelling the last outstanding delivery frees the event.
     let last = read(&h.store, &p0, "sender", 10).await.remove(0);
     let next = last.delivery.after_attempt(failed_attempt());
-    let settlement = Settlement::Retry { delivery: next.clone(), due };
+    let settlement = Settlement::Retry {
+        delivery: next.clone(),
+        due,
+    };
     assert!(h.store.settle(&p0, &last.entry_id, "e1", &settlement).await.unwrap());
     assert!(h.store.cancel_retry(&p0, &next).await.unwrap());
     assert_eq!(hget(&mut redis, &event_hash("e1"), "r"), None, "event freed");

@@ -1,0 +1,27 @@
+//! Every HTTP request eg makes to a user's endpoint goes through this crate.
+//!
+//! It owns:
+//!
+//! - the one guarded HTTP client ([`Client`]): no redirects, no proxies, and the
+//!   deployment's [`AddressPolicy`](eg_core::address::AddressPolicy) applied to every
+//!   address a connection is about to use — IP literals in the URL before the request
+//!   is built, and every address a host name resolves to at every new connection, so a
+//!   name that resolves (or re-resolves, DNS rebinding) to 127.0.0.1 is refused too;
+//! - what a transport failure means ([`classify`]), `Retry-After` ([`retry_after`]) and
+//!   reading a response body without holding more than a bound ([`drain`]);
+//! - the endpoint validation handshakes of spec §8 ([`event_grid_handshake`],
+//!   [`cloudevents_handshake`]).
+//!
+//! It must not: hand out a `reqwest::Client` (a caller could then skip the checks);
+//! decide retries or dead-lettering (that is `eg_core::OutcomePolicy`); build event
+//! bodies or know about subscriptions; log or put into an error a full endpoint URL
+//! (query strings carry secrets).
+
+mod client;
+mod handshake;
+mod resolve;
+mod response;
+
+pub use client::{Blocked, BuildError, Client, OutboundSettings, RequestBuilder, SendError, check_url};
+pub use handshake::{Handshake, Rate, cloudevents_handshake, event_grid_handshake};
+pub use response::{classify, drain, retry_after};

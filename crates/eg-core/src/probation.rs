@@ -79,7 +79,10 @@ impl Signal {
     pub fn of(outcome: OutcomeName) -> Self {
         match outcome {
             OutcomeName::Succeeded => Self::Success,
-            OutcomeName::Probation | OutcomeName::Aborted | OutcomeName::Canceled => Self::Ignored,
+            // A refused address says nothing about the endpoint: nothing was sent.
+            OutcomeName::Probation | OutcomeName::Aborted | OutcomeName::Canceled | OutcomeName::AddressNotAllowed => {
+                Self::Ignored
+            }
             _ => Self::Failure,
         }
     }

@@ -2,12 +2,12 @@
 //! file (`--config <file>`), then environment variables `EG__SECTION__KEY`
 //! (e.g. `EG__REDIS__URL`). Every tier reads the same settings and uses its sections.
 
-use eg_core::outcome::OutcomePolicy;
 use eg_core::address::AddressPolicy;
+use eg_core::outcome::OutcomePolicy;
 use eg_core::policy::ProfilePolicies;
 use eg_core::probation::ProbationPolicy;
-use eg_outbound::OutboundSettings;
 use eg_core::{DeliveryPolicy, RetrySchedule};
+use eg_outbound::OutboundSettings;
 use eg_store::RedisSettings;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -546,5 +546,35 @@ mod tests {
         let s = Settings::load(Some(file.to_str().unwrap()), env(&[])).unwrap();
         assert_eq!(s.sender.concurrency, 7);
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn delivery_features_are_configured_and_checked() {
+        let s = Settings::load(None, env(&[])).unwrap();
+        assert!(s.validation.enabled);
+        assert!(s.probation_policy().unwrap().is_some());
+        assert!(s.address_policy().unwrap().allow_list().is_empty());
+        let ns = s.delivery_policies().unwrap().namespace_topic;
+        assert_eq!(ns.schedule.delay_after(1), Duration::from_secs(10));
+        assert_eq!(ns.schedule.delay_after(9), Duration::from_secs(300));
+
+        let s = Settings::load(
+            None,
+            env(&[
+                ("EG__DELIVERY__ALLOWED_NETWORKS", "127.0.0.1/32, 10.1.0.0/16"),
+                ("EG__PROBATION__ENABLED", "false"),
+                ("EG__NAMESPACE__RETRY_SCHEDULE", "1s"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.address_policy().unwrap().allow_list().len(), 2);
+        assert!(s.probation_policy().unwrap().is_none());
+
+        let err = Settings::load(None, env(&[("EG__DELIVERY__ALLOWED_NETWORKS", "localhost")])).unwrap_err();
+        assert!(err.to_string().contains("allowed_networks"), "{err}");
+        let err = Settings::load(None, env(&[("EG__PROBATION__FAILURE_THRESHOLD", "0")])).unwrap_err();
+        assert!(err.to_string().contains("probation"), "{err}");
+        let err = Settings::load(None, env(&[("EG__NAMESPACE__NOT_RETRIED", "Sometimes")])).unwrap_err();
+        assert!(err.to_string().contains("namespace"), "{err}");
     }
 }

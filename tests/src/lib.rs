@@ -335,6 +335,25 @@ impl System {
         &self.redis
     }
 
+    /// Runs one Redis command with `redis-cli` against this system's Redis (for
+    /// assertions on queue state, e.g. `["XLEN", "{eg:p0}:ready"]`); returns its output,
+    /// trimmed.
+    pub fn redis_cli(&self, args: &[&str]) -> String {
+        let output = Command::new("redis-cli")
+            .arg("-s")
+            .arg(self.redis.socket())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}); install it with redis-server"));
+        assert!(
+            output.status.success(),
+            "redis-cli {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+
     /// `http://127.0.0.1:PORT` of the ingress.
     pub fn ingress_url(&self) -> &str {
         &self.ingress.url
@@ -672,6 +691,44 @@ pub enum Behaviour {
     FailFirst { failures: usize, status: u16 },
     /// Waits this long before answering the first request (200); answers the rest at once.
     SlowFirst(Duration),
+    /// Answers request `i` (deliveries only, in arrival order) as `replies[i]` says; every
+    /// request after the script ran out gets 200 at once. A `const` slice, e.g.
+    /// `const REPLIES: &[Reply] = &[Reply::status(503).retry_after("3")];`.
+    Script(&'static [Reply]),
+}
+
+/// One scripted answer of a [`Behaviour::Script`] receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u16,
+    /// The `Retry-After` header to send, verbatim (`"3"`, or an HTTP date).
+    pub retry_after: Option<&'static str>,
+    /// How long to wait before answering (the request is recorded on arrival).
+    pub delay: Duration,
+}
+
+impl Reply {
+    /// `status` at once, no extra headers.
+    pub const fn status(status: u16) -> Self {
+        Self {
+            status,
+            retry_after: None,
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// The same answer with `Retry-After: value`.
+    pub const fn retry_after(self, value: &'static str) -> Self {
+        Self {
+            retry_after: Some(value),
+            ..self
+        }
+    }
+
+    /// The same answer, sent `delay` after the request arrived.
+    pub const fn after(self, delay: Duration) -> Self {
+        Self { delay, ..self }
+    }
 }
 
 /// How a [`Receiver`] answers validation handshakes (spec §8). Handshake requests are
@@ -878,23 +935,34 @@ async fn receive(
     if let Some(response) = handshake(&state, &method, &uri, &headers, &raw_body) {
         return response;
     }
-    let (status, delay) = {
+    let reply = {
         let mut requests = state.requests.lock().expect("receiver lock");
         let seen_before = requests.len();
-        let (status, delay) = match state.behaviour {
-            Behaviour::Status(code) => (code, None),
-            Behaviour::FailFirst { failures, status } => (if seen_before < failures { status } else { 200 }, None),
-            Behaviour::SlowFirst(delay) => (200, (seen_before == 0).then_some(delay)),
+        let reply = match state.behaviour {
+            Behaviour::Status(code) => Reply::status(code),
+            Behaviour::FailFirst { failures, status } => {
+                Reply::status(if seen_before < failures { status } else { 200 })
+            }
+            Behaviour::SlowFirst(delay) if seen_before == 0 => Reply::status(200).after(delay),
+            Behaviour::SlowFirst(_) => Reply::status(200),
+            Behaviour::Script(replies) => replies.get(seen_before).copied().unwrap_or(Reply::status(200)),
         };
-        requests.push(record(&uri, &headers, raw_body, status));
-        (status, delay)
+        requests.push(record(&uri, &headers, raw_body, reply.status));
+        reply
     };
-    if let Some(delay) = delay {
-        tokio::time::sleep(delay).await;
+    if !reply.delay.is_zero() {
+        tokio::time::sleep(reply.delay).await;
     }
-    StatusCode::from_u16(status)
+    let mut response = StatusCode::from_u16(reply.status)
         .expect("a valid status code")
-        .into_response()
+        .into_response();
+    if let Some(value) = reply.retry_after {
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static(value),
+        );
+    }
+    response
 }
 
 #[cfg(test)]

@@ -704,7 +704,6 @@ async fn an_endpoint_that_ignores_the_handshake_gets_nothing_until_validated_by_
 /// queued (a retry) must not reach the new endpoint before it consents, or validation
 /// could be bypassed by queueing events first and changing the URL afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: the sender delivers queued retries to a subscription whose new endpoint has not consented (bins/eg-sender never checks provisioning)"]
 async fn queued_deliveries_do_not_reach_a_new_endpoint_before_it_consents() {
     let system = System::start(Options::default().retry_schedule("3s")).await;
     let old = Receiver::start(Behaviour::Status(500)).await;

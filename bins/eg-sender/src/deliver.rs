@@ -10,6 +10,7 @@ use eg_core::policy::ProfilePolicies;
 use eg_core::probation::{EndpointAttempt, EndpointId, Gate, HealthChange, ProbationPolicy};
 use eg_core::render::{self, RenderedEvent};
 use eg_core::subscription::Subscription;
+use eg_core::validation::Provisioning;
 use eg_core::{Decision, LastAttempt};
 use eg_outbound::Client;
 use eg_runtime::metrics as m;
@@ -18,6 +19,9 @@ use eg_store::{Catalog, CatalogCache, Clock, Partition, ReadyDelivery, Settlemen
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
+
+/// How soon a delivery for a subscription awaiting its endpoint's consent looks again.
+const NOT_VALIDATED_RECHECK: Duration = Duration::from_secs(10);
 
 pub struct Sender {
     pub(crate) store: Store,
@@ -99,6 +103,26 @@ impl Sender {
         }
         if live.is_empty() {
             return;
+        }
+
+        // Deliveries queued before the subscription moved to an endpoint that has not
+        // consented yet must not reach it: they wait (uncharged) for the consent, or are
+        // dead-lettered once it has been refused for good.
+        match &subscription.provisioning {
+            Provisioning::Succeeded => {}
+            Provisioning::AwaitingManualAction { deadline, .. } if now < *deadline => {
+                let look_again = (*deadline).min(now.plus(NOT_VALIDATED_RECHECK));
+                self.hold_back(&subscription, live, look_again).await;
+                return;
+            }
+            Provisioning::AwaitingManualAction { .. } | Provisioning::Failed { .. } => {
+                for h in live {
+                    let decision = Decision::DeadLetter(eg_core::DeadLetterReason::NonRetriableFailure);
+                    let settled = settle::settlement(decision, &h.ready.delivery, &subscription, now);
+                    self.settle(&h, settled).await;
+                }
+                return;
+            }
         }
 
         let endpoint = EndpointId::of(&subscription.endpoint_url);

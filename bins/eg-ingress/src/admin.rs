@@ -113,6 +113,22 @@ async fn get_topic(State(app): State<Arc<App>>, Path(topic): Path<String>) -> Re
 async fn put_topic(State(app): State<Arc<App>>, Path(topic): Path<String>, body: Bytes) -> Reply {
     let name = topic_name(&topic)?;
     let topic = Topic::from_resource(name, &json_body(&body)?).map_err(invalid)?;
+    // Stored events and subscriptions were checked against the schema and profile the
+    // topic was created with (spec §1's table, §10): those cannot change afterwards.
+    if let Some(existing) = app.catalog.get_topic(&topic.name).await? {
+        if existing.input_schema != topic.input_schema {
+            return Err(Refusal::bad_request(format!(
+                "properties.inputSchema: cannot be changed once the topic exists (it is {}); delete and recreate the topic",
+                existing.input_schema
+            )));
+        }
+        if existing.profile != topic.profile {
+            return Err(Refusal::bad_request(format!(
+                "properties.deliveryProfile: cannot be changed once the topic exists (it is {}); delete and recreate the topic",
+                existing.profile.as_str()
+            )));
+        }
+    }
     let created = app.catalog.put_topic(&topic, [new_key(), new_key()]).await?;
     tracing::info!(topic = %topic.name, created, "topic written");
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };

@@ -603,11 +603,34 @@ fn delivery_headers(v: &Value) -> Result<Vec<DeliveryHeader>, InvalidField> {
             if name.to_ascii_lowercase().starts_with("aeg-") {
                 return Err(InvalidField::new(at("name"), "must not start with \"aeg-\" (reserved)"));
             }
+            if RESERVED_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(&name)) {
+                return Err(InvalidField::new(
+                    at("name"),
+                    format!("{name:?} is set by the sender for every delivery and cannot be a delivery property"),
+                ));
+            }
+            if let Some(key) = item
+                .as_object()
+                .and_then(|m| m.keys().find(|k| !matches!(k.as_str(), "name" | "type" | "properties")))
+            {
+                return Err(InvalidField::new(at(key), "not a field of a delivery attribute mapping"));
+            }
             if seen.iter().any(|s| s.eq_ignore_ascii_case(&name)) {
                 return Err(InvalidField::new(at("name"), format!("{name:?} is given twice")));
             }
             seen.push(name.clone());
             let props = item.get("properties").cloned().unwrap_or(Value::Null);
+            let allowed: &[&str] = match item.get("type").and_then(Value::as_str) {
+                Some("Static") => &["value", "isSecret"],
+                Some("Dynamic") => &["sourceField"],
+                _ => return Err(InvalidField::new(at("type"), "must be \"Static\" or \"Dynamic\"")),
+            };
+            if let Some(key) = props.as_object().and_then(|m| m.keys().find(|k| !allowed.contains(&k.as_str()))) {
+                return Err(InvalidField::new(
+                    at(&format!("properties.{key}")),
+                    "not a field of this delivery attribute mapping's properties",
+                ));
+            }
             let value = match item.get("type").and_then(Value::as_str) {
                 Some("Static") => {
                     let value = match props.get("value") {
@@ -621,7 +644,16 @@ fn delivery_headers(v: &Value) -> Result<Vec<DeliveryHeader>, InvalidField> {
                             ));
                         }
                     };
-                    let is_secret = props.get("isSecret").and_then(Value::as_bool).unwrap_or(false);
+                    let is_secret = match props.get("isSecret") {
+                        None | Some(Value::Null) => false,
+                        Some(Value::Bool(b)) => *b,
+                        Some(other) => {
+                            return Err(InvalidField::new(
+                                at("properties.isSecret"),
+                                format!("must be a boolean, got {}", json_type(other)),
+                            ));
+                        }
+                    };
                     HeaderValueSource::Static { value, is_secret }
                 }
                 Some("Dynamic") => match props.get("sourceField") {
@@ -641,6 +673,22 @@ fn delivery_headers(v: &Value) -> Result<Vec<DeliveryHeader>, InvalidField> {
         })
         .collect()
 }
+
+/// Headers that frame or route the request, or that the sender sets itself: a delivery
+/// property must not replace them.
+const RESERVED_HEADERS: [&str; 11] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "content-type",
+];
 
 fn is_http_token(s: &str) -> bool {
     !s.is_empty()

@@ -613,7 +613,10 @@ fn delivery_headers(v: &Value) -> Result<Vec<DeliveryHeader>, InvalidField> {
                 .as_object()
                 .and_then(|m| m.keys().find(|k| !matches!(k.as_str(), "name" | "type" | "properties")))
             {
-                return Err(InvalidField::new(at(key), "not a field of a delivery attribute mapping"));
+                return Err(InvalidField::new(
+                    at(key),
+                    "not a field of a delivery attribute mapping",
+                ));
             }
             if seen.iter().any(|s| s.eq_ignore_ascii_case(&name)) {
                 return Err(InvalidField::new(at("name"), format!("{name:?} is given twice")));
@@ -625,7 +628,10 @@ fn delivery_headers(v: &Value) -> Result<Vec<DeliveryHeader>, InvalidField> {
                 Some("Dynamic") => &["sourceField"],
                 _ => return Err(InvalidField::new(at("type"), "must be \"Static\" or \"Dynamic\"")),
             };
-            if let Some(key) = props.as_object().and_then(|m| m.keys().find(|k| !allowed.contains(&k.as_str()))) {
+            if let Some(key) = props
+                .as_object()
+                .and_then(|m| m.keys().find(|k| !allowed.contains(&k.as_str())))
+            {
                 return Err(InvalidField::new(
                     at(&format!("properties.{key}")),
                     "not a field of this delivery attribute mapping's properties",

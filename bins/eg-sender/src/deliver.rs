@@ -190,37 +190,38 @@ impl Sender {
     /// it is dropped, counted and logged, and the rest of the batch goes on.
     async fn render<'a>(&self, subscription: &'a Subscription, held: Vec<Held>) -> (Vec<Held>, Option<Request<'a>>) {
         let schema = subscription.delivery_schema;
-        let mut kept = Vec::with_capacity(held.len());
-        let mut failed = Vec::new();
         let mut rendered: Vec<RenderedEvent<'_>> = Vec::with_capacity(held.len());
+        let mut renderable = Vec::with_capacity(held.len());
         for h in &held {
-            match render::render(&h.body, h.ready.delivery.format, schema) {
-                Ok(event) => rendered.push(event),
+            let ok = match render::render(&h.body, h.ready.delivery.format, schema) {
+                Ok(event) => {
+                    rendered.push(event);
+                    true
+                }
                 Err(e) => {
                     tracing::error!(error = %e, delivery = %h.ready.delivery.id, "cannot render the stored event");
-                    failed.push(h.ready.delivery.id.clone());
+                    false
                 }
-            }
+            };
+            renderable.push(ok);
         }
-        let request = (!rendered.is_empty()).then(|| Request {
+        let first = held.iter().zip(&renderable).find(|(_, ok)| **ok).map(|(h, _)| h);
+        let request = first.map(|h| Request {
             subscription,
             first_event: rendered[0].value().into_owned(),
             body: render::delivery_body(schema, &rendered),
-            delivery_count: 0,
+            delivery_count: h.ready.delivery.attempts,
         });
         drop(rendered);
-        for h in held {
-            if failed.contains(&h.ready.delivery.id) {
-                let settled = settle::dropped(&h.ready.delivery, "EventUnrenderable");
-                self.settle(&h, settled).await;
-            } else {
+        let mut kept = Vec::with_capacity(held.len());
+        for (h, ok) in held.into_iter().zip(renderable) {
+            if ok {
                 kept.push(h);
+            } else {
+                self.settle(&h, settle::dropped(&h.ready.delivery, "EventUnrenderable"))
+                    .await;
             }
         }
-        let request = request.map(|r| Request {
-            delivery_count: kept.first().map_or(0, |h| h.ready.delivery.attempts),
-            ..r
-        });
         (kept, request)
     }
 

@@ -19,6 +19,8 @@ pub struct App {
     pub clock: Clock,
     pub limits: PublishLimits,
     pub max_request_bytes: usize,
+    /// Longest a publish waits on Redis before answering `503`.
+    pub storage_timeout: std::time::Duration,
     pub max_subscriptions_per_topic: u32,
     /// Base of each topic's `endpoint`.
     pub public_url: String,
@@ -49,6 +51,7 @@ impl App {
                 max_event_bytes: s.ingress.max_event_bytes,
             },
             max_request_bytes: s.ingress.max_request_bytes,
+            storage_timeout: s.ingress.storage_timeout,
             max_subscriptions_per_topic: s.ingress.max_subscriptions_per_topic,
             validator: Validator::new(s, &public_url)?,
             public_url,

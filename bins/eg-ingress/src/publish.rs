@@ -59,7 +59,7 @@ async fn accept(
     if snapshot.topic(&name.key()).is_none() {
         // Created through another ingress copy a moment ago?
         // (Reloads only if the catalog moved: unknown names cannot make every request reload it.)
-        snapshot = app.cache.refresh().await?;
+        snapshot = within_bound(app, app.cache.refresh()).await??;
     }
     let entry = topic_entry(&snapshot, &name)?;
     authenticate(entry, query, headers, &resource_path)?;
@@ -78,16 +78,47 @@ async fn accept(
                 Refusal::bad_request(e.to_string())
             }
         })?;
-    let count = batch.events.len();
+    within_bound(
+        app,
+        store(app, &name, snapshot, &batch.events, query, headers, &resource_path),
+    )
+    .await?
+}
+
+/// Bounds how long a publish waits on Redis: during an outage publishers get a prompt
+/// `503` with `Retry-After` instead of a hanging request.
+async fn within_bound<T>(app: &App, step: impl Future<Output = T>) -> Result<T, Refusal> {
+    tokio::time::timeout(app.storage_timeout, step).await.map_err(|_| {
+        tracing::warn!(bound = ?app.storage_timeout, "storage did not answer in time");
+        Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            "storage did not answer in time; retry later (a retried publish may deliver an event twice, never lose it)",
+        )
+    })
+}
+
+/// Matches the events against the topic's subscriptions and stores them with their
+/// deliveries; re-matches when the catalog copy turns out to be stale.
+async fn store(
+    app: &App,
+    name: &TopicName,
+    mut snapshot: Arc<CatalogSnapshot>,
+    events: &[AcceptedEvent],
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    resource_path: &str,
+) -> Result<usize, Refusal> {
+    let count = events.len();
     let partition = app
         .store
         .keys()
         .partition(rand::random_range(0..app.store.keys().partitions()));
 
     for _ in 0..STALE_CATALOG_RETRIES {
-        let entry = topic_entry(&snapshot, &name)?;
+        let entry = topic_entry(&snapshot, name)?;
         let now = app.clock.now();
-        let to_store = fan_out(entry, &batch.events, now);
+        let to_store = fan_out(entry, events, now);
         if to_store.is_empty() {
             metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key()).increment(count as u64);
             return Ok(count);
@@ -105,7 +136,7 @@ async fn accept(
                 tracing::debug!(topic = %name, cached = snapshot.version, current = version, "catalog changed; re-matching");
                 snapshot = app.cache.reload().await?;
                 // The key presented may have been regenerated since.
-                authenticate(topic_entry(&snapshot, &name)?, query, headers, &resource_path)?;
+                authenticate(topic_entry(&snapshot, name)?, query, headers, resource_path)?;
             }
         }
     }

@@ -70,6 +70,10 @@ pub struct IngressSection {
     pub max_event_bytes: usize,
     pub max_events_per_request: usize,
     pub max_subscriptions_per_topic: u32,
+    /// Longest a publish waits on Redis before answering `503` with `Retry-After`
+    /// (nothing was accepted), so publishers never hang during an outage.
+    #[serde(with = "humantime_serde")]
+    pub storage_timeout: Duration,
 }
 
 impl Default for IngressSection {
@@ -81,6 +85,7 @@ impl Default for IngressSection {
             max_event_bytes: 1024 * 1024,
             max_events_per_request: 5000,
             max_subscriptions_per_topic: 500,
+            storage_timeout: Duration::from_secs(1),
         }
     }
 }

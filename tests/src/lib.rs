@@ -110,6 +110,15 @@ impl Role {
     }
 }
 
+/// One tier process of a [`System`], for stopping, restarting and probing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierId {
+    Ingress,
+    Scheduler,
+    DeadLetter,
+    Sender(usize),
+}
+
 /// A running tier; killed (SIGKILL) when dropped, so nothing leaks even when a test
 /// panics half-way through starting a system.
 struct Tier {
@@ -235,6 +244,7 @@ impl Launcher {
 pub struct System {
     // Declared (so dropped) before `redis`: tiers die before their Redis does.
     ingress: Tier,
+    extra_ingress: Vec<Tier>,
     scheduler: Tier,
     deadletter: Tier,
     senders: Vec<Option<Tier>>,
@@ -293,6 +303,7 @@ impl System {
         );
         let mut system = Self {
             ingress,
+            extra_ingress: Vec::new(),
             scheduler,
             deadletter,
             senders: Vec::new(),
@@ -329,6 +340,136 @@ impl System {
     /// running and must reconnect on their own.
     pub fn restart_redis(&mut self) {
         self.redis.restart();
+    }
+
+    /// SIGKILLs Redis and leaves it down until [`System::start_redis`].
+    pub fn stop_redis(&mut self) {
+        self.redis.kill();
+    }
+
+    /// Starts Redis again (from its append-only file) after [`System::stop_redis`].
+    pub fn start_redis(&mut self) {
+        self.redis.start_again();
+    }
+
+    /// Starts another `eg-ingress` on the same Redis; returns its URL.
+    pub async fn start_extra_ingress(&mut self) -> String {
+        let label = format!("ingress-{}", self.extra_ingress.len() + 1);
+        let tier = self.launcher.spawn(Role::Ingress, &label).await;
+        let url = tier.url.clone();
+        self.extra_ingress.push(tier);
+        url
+    }
+
+    fn tier(&self, which: TierId) -> &Tier {
+        match which {
+            TierId::Ingress => &self.ingress,
+            TierId::Scheduler => &self.scheduler,
+            TierId::DeadLetter => &self.deadletter,
+            TierId::Sender(i) => self
+                .senders
+                .get(i)
+                .and_then(Option::as_ref)
+                .unwrap_or_else(|| panic!("sender {i} is not running")),
+        }
+    }
+
+    fn tier_mut(&mut self, which: TierId) -> &mut Tier {
+        match which {
+            TierId::Ingress => &mut self.ingress,
+            TierId::Scheduler => &mut self.scheduler,
+            TierId::DeadLetter => &mut self.deadletter,
+            TierId::Sender(i) => self
+                .senders
+                .get_mut(i)
+                .and_then(Option::as_mut)
+                .unwrap_or_else(|| panic!("sender {i} is not running")),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT` of a tier's HTTP listener.
+    pub fn tier_url(&self, which: TierId) -> &str {
+        &self.tier(which).url
+    }
+
+    /// The status of a tier's `/readyz` (`None`: it did not answer within 5 s).
+    pub async fn readyz(&self, which: TierId) -> Option<StatusCode> {
+        let url = format!("{}/readyz", self.tier(which).url);
+        let answer = self.http.get(url).timeout(Duration::from_secs(5)).send().await;
+        answer.ok().map(|r| r.status())
+    }
+
+    /// Whether the tier's process is still running.
+    pub fn is_running(&mut self, which: TierId) -> bool {
+        let tier = self.tier_mut(which);
+        tier.child.try_wait().expect("poll a child process").is_none()
+    }
+
+    /// Sends SIGTERM and waits (at most `within`, else the test fails) for the process to
+    /// exit; returns how it exited and how long that took.
+    pub async fn terminate(&mut self, which: TierId, within: Duration) -> (std::process::ExitStatus, Duration) {
+        let tier = self.tier_mut(which);
+        let pid = tier.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        let started = Instant::now();
+        loop {
+            if let Some(status) = tier.child.try_wait().expect("poll a child process") {
+                return (status, started.elapsed());
+            }
+            assert!(
+                started.elapsed() < within,
+                "{which:?} did not exit within {within:?} of SIGTERM"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Starts a tier again in place of one that exited (or kills it first); the
+    /// ingress comes back on a new port, which [`System::ingress_url`] then reports.
+    pub async fn restart(&mut self, which: TierId) {
+        let (role, label) = match which {
+            TierId::Ingress => (Role::Ingress, "ingress".to_owned()),
+            TierId::Scheduler => (Role::Scheduler, "scheduler".to_owned()),
+            TierId::DeadLetter => (Role::DeadLetter, "deadletter".to_owned()),
+            TierId::Sender(i) => (Role::Sender, format!("sender-{i}")),
+        };
+        let tier = self.launcher.spawn(role, &label).await;
+        match which {
+            TierId::Sender(i) => self.senders[i] = Some(tier),
+            _ => *self.tier_mut(which) = tier,
+        }
+    }
+
+    /// The text of every tier's log so far, by file name (for scans of what was logged).
+    pub fn logs(&self) -> Vec<(String, String)> {
+        let Some(dir) = self.log_dir.as_ref() else { return Vec::new() };
+        let mut logs: Vec<(String, String)> = files_under(dir.path())
+            .into_iter()
+            .map(|path| {
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                (name, std::fs::read_to_string(&path).unwrap_or_default())
+            })
+            .collect();
+        logs.sort();
+        logs
+    }
+
+    /// The `/metrics` text of every running tier process.
+    pub async fn all_metrics(&self) -> String {
+        let mut text = String::new();
+        let tiers = [&self.ingress, &self.scheduler, &self.deadletter]
+            .into_iter()
+            .chain(self.extra_ingress.iter())
+            .chain(self.senders.iter().flatten());
+        for tier in tiers {
+            text.push_str(&self.metrics_of(tier).await);
+            text.push('\n');
+        }
+        text
     }
 
     pub fn redis(&self) -> &RedisServer {

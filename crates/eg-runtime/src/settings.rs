@@ -27,6 +27,7 @@ pub struct Settings {
     pub scheduler: SchedulerSection,
     pub deadletter: DeadLetterSection,
     pub catalog: CatalogSection,
+    pub shutdown: ShutdownSection,
     pub log: LogSection,
 }
 
@@ -313,6 +314,24 @@ impl Default for CatalogSection {
     fn default() -> Self {
         Self {
             refresh_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShutdownSection {
+    /// After SIGTERM, how long a process may finish the work in hand before it exits
+    /// anyway (what it still holds is then reclaimed after the visibility timeout).
+    /// Keep it above `delivery.timeout` so senders can settle attempts in flight.
+    #[serde(with = "humantime_serde")]
+    pub grace: Duration,
+}
+
+impl Default for ShutdownSection {
+    fn default() -> Self {
+        Self {
+            grace: Duration::from_secs(40),
         }
     }
 }

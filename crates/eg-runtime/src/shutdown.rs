@@ -1,6 +1,7 @@
 //! Shutdown is designed in: every loop takes a `Shutdown` and stops taking new work
 //! when it fires (SIGTERM or SIGINT), then finishes or hands back what it holds.
 
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Clone, Default)]
@@ -9,14 +10,23 @@ pub struct Shutdown {
 }
 
 impl Shutdown {
-    /// A shutdown that fires on SIGTERM or SIGINT.
-    pub fn on_signals() -> Self {
+    /// A shutdown that fires on SIGTERM or SIGINT. The process then has `grace` to
+    /// finish; past it, or on a second signal, it exits at once. Exiting early loses
+    /// nothing: deliveries still held are reclaimed after their visibility timeout.
+    pub fn on_signals(grace: Duration) -> Self {
         let shutdown = Self::default();
         let trigger = shutdown.clone();
         tokio::spawn(async move {
             wait_for_signal().await;
-            tracing::info!("shutdown requested; finishing work in hand");
+            tracing::info!(?grace, "shutdown requested; finishing work in hand");
             trigger.trigger();
+            tokio::select! {
+                _ = tokio::time::sleep(grace) => {
+                    tracing::error!(?grace, "work in hand not finished within the shutdown grace; exiting anyway");
+                }
+                _ = wait_for_signal() => tracing::warn!("second signal; exiting at once"),
+            }
+            std::process::exit(1);
         });
         shutdown
     }

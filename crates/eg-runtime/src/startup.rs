@@ -21,7 +21,7 @@ pub async fn start(tier: &'static str) -> anyhow::Result<Process> {
     let settings = Settings::from_args(std::env::args())?;
     telemetry::init(&settings.log);
     let metrics = metrics::install()?;
-    let shutdown = Shutdown::on_signals();
+    let shutdown = Shutdown::on_signals(settings.shutdown.grace);
     let store = Store::connect(&settings.redis_settings())?;
     let clock = Clock::default();
     tracing::info!(tier, partitions = settings.redis.partitions, "starting");

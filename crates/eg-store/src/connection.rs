@@ -23,6 +23,8 @@ pub struct RedisSettings {
 pub struct Store {
     pub(crate) pool: Pool,
     pub(crate) keys: Keyspace,
+    /// Bounds a readiness check, so `/readyz` answers promptly even when Redis hangs.
+    ping_timeout: Duration,
 }
 
 impl Store {
@@ -45,6 +47,7 @@ impl Store {
         Ok(Self {
             pool,
             keys: Keyspace::new(&settings.prefix, settings.partitions),
+            ping_timeout: settings.connect_timeout,
         })
     }
 
@@ -56,11 +59,16 @@ impl Store {
         Ok(self.pool.get().await?)
     }
 
-    /// Answers whether Redis is reachable now (for `/readyz`).
+    /// Answers whether Redis is reachable now (for `/readyz`), within the connect timeout.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        let mut conn = self.conn().await?;
-        redis::cmd("PING").query_async::<()>(&mut *conn).await?;
-        Ok(())
+        let ping = async {
+            let mut conn = self.conn().await?;
+            redis::cmd("PING").query_async::<()>(&mut *conn).await?;
+            Ok(())
+        };
+        tokio::time::timeout(self.ping_timeout, ping)
+            .await
+            .map_err(|_| StoreError::Timeout(self.ping_timeout))?
     }
 
     /// Records the partition count on first start and refuses to run with another one:

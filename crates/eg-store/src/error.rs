@@ -12,6 +12,8 @@ pub enum StoreError {
     Corrupt { key: String, problem: String },
     #[error("{0}")]
     Layout(String),
+    #[error("redis did not answer within {0:?}")]
+    Timeout(std::time::Duration),
 }
 
 impl StoreError {

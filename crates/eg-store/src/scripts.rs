@@ -10,16 +10,28 @@ macro_rules! script {
     };
 }
 
+/// A script that changes the catalog: `next_catalog_version.lua` goes first.
+macro_rules! catalog_script {
+    ($name:ident, $file:literal) => {
+        pub static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("scripts/next_catalog_version.lua"),
+                include_str!(concat!("scripts/", $file))
+            ))
+        });
+    };
+}
+
 script!(PUBLISH, "publish.lua");
 script!(SETTLE, "settle.lua");
 script!(PROMOTE, "promote.lua");
 script!(ACK_DELETE, "ack_delete.lua");
 script!(RAISE_VERSION, "raise_version.lua");
-script!(PUT_TOPIC, "put_topic.lua");
-script!(DELETE_TOPIC, "delete_topic.lua");
-script!(REGENERATE_KEY, "regenerate_key.lua");
-script!(PUT_SUBSCRIPTION, "put_subscription.lua");
-script!(DELETE_SUBSCRIPTION, "delete_subscription.lua");
+catalog_script!(PUT_TOPIC, "put_topic.lua");
+catalog_script!(DELETE_TOPIC, "delete_topic.lua");
+catalog_script!(REGENERATE_KEY, "regenerate_key.lua");
+catalog_script!(PUT_SUBSCRIPTION, "put_subscription.lua");
+catalog_script!(DELETE_SUBSCRIPTION, "delete_subscription.lua");
 script!(LOAD_CATALOG, "load_catalog.lua");
 script!(ENDPOINT_GATE, "endpoint_gate.lua");
 script!(ENDPOINT_RECORD, "endpoint_record.lua");

@@ -526,3 +526,28 @@ async fn check_layout_refuses_another_partition_count() {
     let same = Store::connect(&settings(h.server.url(), PARTITIONS)).unwrap();
     same.check_layout().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_version_keeps_rising_after_redis_lost_its_data() {
+    let h = Harness::start().await;
+    let catalog = h.catalog();
+    let mut redis = h.redis();
+    let orders = topic("orders");
+    for _ in 0..3 {
+        catalog.put_topic(&orders, keys("a")).await.unwrap();
+    }
+    let before = catalog.version().await.unwrap();
+    let cache = CatalogCache::load(catalog.clone()).await.unwrap();
+    assert_eq!(cache.snapshot().version, before);
+
+    let _: () = query(&mut redis, &["FLUSHALL"]);
+    // Rebuilt with fewer writes than before: a counter would now be behind the cache.
+    catalog.put_topic(&topic("billing"), keys("b")).await.unwrap();
+    let after = catalog.version().await.unwrap();
+    assert!(after > before, "version went back from {before} to {after} after data loss");
+
+    let snapshot = cache.refresh().await.unwrap();
+    assert_eq!(snapshot.version, after);
+    assert!(snapshot.topic("orders").is_none(), "the lost topic is forgotten");
+    assert!(snapshot.topic("billing").is_some());
+}

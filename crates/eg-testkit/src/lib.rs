@@ -83,6 +83,14 @@ impl RedisServer {
         self.spawn();
     }
 
+    /// Starts a killed server again from its append-only file (same socket); a no-op
+    /// while it runs. With [`RedisServer::kill`], this leaves Redis down for a while.
+    pub fn start_again(&mut self) {
+        if self.child.is_none() {
+            self.spawn();
+        }
+    }
+
     /// A synchronous connection for assertions.
     pub fn client(&self) -> redis::Connection {
         redis::Client::open(self.url())

@@ -7,4 +7,4 @@ if redis.call('HDEL', KEYS[1], ARGV[2]) == 0 then
   return {0, tonumber(redis.call('GET', KEYS[3]) or '0')}
 end
 redis.call('HINCRBY', KEYS[2], ARGV[1], -1)
-return {1, redis.call('INCR', KEYS[3])}
+return {1, next_catalog_version(KEYS[3])}

@@ -20,4 +20,4 @@ repeat
   end
 until cursor == '0'
 redis.call('HDEL', KEYS[4], ARGV[1])
-return {1, redis.call('INCR', KEYS[5])}
+return {1, next_catalog_version(KEYS[5])}

@@ -16,4 +16,4 @@ if exists == 0 then
   redis.call('HINCRBY', KEYS[3], ARGV[1], 1)
 end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
-return {'OK', 1 - exists, redis.call('INCR', KEYS[4])}
+return {'OK', 1 - exists, next_catalog_version(KEYS[4])}

@@ -7,4 +7,4 @@
 local created = redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSETNX', KEYS[2], ARGV[1] .. '/key1', ARGV[3])
 redis.call('HSETNX', KEYS[2], ARGV[1] .. '/key2', ARGV[4])
-return {created, redis.call('INCR', KEYS[3])}
+return {created, next_catalog_version(KEYS[3])}

@@ -7,4 +7,4 @@ if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 redis.call('HSET', KEYS[2], ARGV[1] .. '/' .. ARGV[2], ARGV[3])
-return redis.call('INCR', KEYS[3])
+return next_catalog_version(KEYS[3])

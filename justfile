@@ -23,11 +23,18 @@ down:
 logs:
     tail -n 50 -F "$EG_LOCAL_DIR"/logs/*.log
 
-# Run the whole test suite: unit, property, Redis integration and end-to-end tests.
+# Run the whole test suite: unit, property, Redis integration and end-to-end tests, then a one-minute chaos run.
 test:
     deploy/local/ensure-redis.sh
     cargo build --workspace --bins
     cargo test --workspace
+    cargo run -q -p eg-chaos -- --duration 60s --json target/chaos-report.json
+
+# Kill tiers and Redis at random while publishing; check every event answered 200 is delivered or dead-lettered (`just chaos --help`).
+chaos *ARGS:
+    deploy/local/ensure-redis.sh
+    cargo build --workspace --bins
+    cargo run -q -p eg-chaos -- {{ARGS}}
 
 # Formatting and lints, as CI checks them.
 lint:

@@ -1,0 +1,421 @@
+//! The deployment under test: one `redis-server` (append-only file, `appendfsync
+//! always`, a unix socket that stays the same across restarts) and several copies of
+//! each tier, every process logging to its own file in the run directory. Processes can
+//! be SIGKILLed and started again; a watcher restarts any that exits on its own and
+//! counts it.
+
+use crate::journal::Journal;
+use anyhow::{Context, bail};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
+
+use crate::receiver::lock;
+
+pub const ADMIN_TOKEN: &str = "eg-chaos-admin-token";
+/// The attempt timeout of every sender: receivers answer slowly relative to it.
+pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(1);
+pub const PARTITIONS: u16 = 4;
+pub const PREFIX: &str = "eg";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    Ingress,
+    Scheduler,
+    Sender,
+    DeadLetter,
+}
+
+impl Role {
+    pub fn binary(self) -> &'static str {
+        match self {
+            Role::Ingress => "eg-ingress",
+            Role::Scheduler => "eg-scheduler",
+            Role::Sender => "eg-sender",
+            Role::DeadLetter => "eg-deadletter",
+        }
+    }
+
+    pub fn short(self) -> &'static str {
+        match self {
+            Role::Ingress => "ingress",
+            Role::Scheduler => "scheduler",
+            Role::Sender => "sender",
+            Role::DeadLetter => "deadletter",
+        }
+    }
+
+    fn listen_variable(self) -> &'static str {
+        match self {
+            Role::Ingress => "EG__INGRESS__LISTEN",
+            Role::Scheduler => "EG__SCHEDULER__LISTEN",
+            Role::Sender => "EG__SENDER__LISTEN",
+            Role::DeadLetter => "EG__DEADLETTER__LISTEN",
+        }
+    }
+}
+
+struct Slot {
+    role: Role,
+    label: String,
+    port: u16,
+    child: Option<Child>,
+}
+
+pub struct Cluster {
+    bin_dir: PathBuf,
+    log_dir: PathBuf,
+    redis_dir: PathBuf,
+    pub dead_letter_dir: PathBuf,
+    env: Vec<(String, String)>,
+    slots: Mutex<Vec<Slot>>,
+    redis: Mutex<Option<Child>>,
+    unexpected_exits: Mutex<BTreeMap<String, u64>>,
+    journal: Journal,
+    http: reqwest::Client,
+}
+
+impl Cluster {
+    pub fn new(bin_dir: PathBuf, run_dir: &Path, journal: Journal, http: reqwest::Client) -> anyhow::Result<Self> {
+        for role in [Role::Ingress, Role::Scheduler, Role::Sender, Role::DeadLetter] {
+            let binary = bin_dir.join(role.binary());
+            if !binary.is_file() {
+                bail!(
+                    "{} is missing: build the tiers first (`cargo build --bins`)",
+                    binary.display()
+                );
+            }
+        }
+        let log_dir = run_dir.join("logs");
+        let redis_dir = run_dir.join("redis");
+        let dead_letter_dir = run_dir.join("deadletters");
+        for dir in [&log_dir, &redis_dir, &dead_letter_dir] {
+            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        }
+        let socket = redis_dir.join("redis.sock");
+        let env = [
+            ("EG__REDIS__URL", format!("redis+unix://{}", socket.display())),
+            ("EG__REDIS__PREFIX", PREFIX.into()),
+            ("EG__REDIS__PARTITIONS", PARTITIONS.to_string()),
+            ("EG__REDIS__CONNECT_TIMEOUT", "1s".into()),
+            ("EG__REDIS__COMMAND_TIMEOUT", "5s".into()),
+            ("EG__ADMIN__TOKEN", ADMIN_TOKEN.into()),
+            ("EG__DELIVERY__RETRY_SCHEDULE", "1s,2s".into()),
+            ("EG__DELIVERY__RETRY_MINIMUMS", "*=0s".into()),
+            ("EG__DELIVERY__MAX_JITTER", "200ms".into()),
+            ("EG__DELIVERY__MAX_RETRY_AFTER", "3s".into()),
+            (
+                "EG__DELIVERY__TIMEOUT",
+                humantime::format_duration(DELIVERY_TIMEOUT).to_string(),
+            ),
+            ("EG__DELIVERY__VISIBILITY_TIMEOUT", "4s".into()),
+            ("EG__DELIVERY__ALLOWED_NETWORKS", "127.0.0.1/32".into()),
+            ("EG__SENDER__LATE_SUCCESS_WINDOW", "5s".into()),
+            ("EG__SCHEDULER__INTERVAL", "100ms".into()),
+            ("EG__SCHEDULER__RECLAIM_INTERVAL", "500ms".into()),
+            ("EG__DEADLETTER__DIR", dead_letter_dir.display().to_string()),
+            ("EG__DEADLETTER__DELAY", "2s".into()),
+            ("EG__DEADLETTER__INTERVAL", "200ms".into()),
+            ("EG__DEADLETTER__RETRY_INTERVAL", "3s".into()),
+            ("EG__CATALOG__REFRESH_INTERVAL", "1s".into()),
+            ("EG__PROBATION__LENGTHS", "*=2s".into()),
+            ("EG__PROBATION__MAX", "8s".into()),
+            ("EG__LOG__LEVEL", "info".into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        Ok(Self {
+            bin_dir,
+            log_dir,
+            redis_dir,
+            dead_letter_dir,
+            env,
+            slots: Mutex::default(),
+            redis: Mutex::default(),
+            unexpected_exits: Mutex::default(),
+            journal,
+            http,
+        })
+    }
+
+    pub fn redis_url(&self) -> String {
+        format!("redis+unix://{}", self.redis_socket().display())
+    }
+
+    fn redis_socket(&self) -> PathBuf {
+        self.redis_dir.join("redis.sock")
+    }
+
+    /// The settings every tier gets, for the report.
+    pub fn settings(&self) -> BTreeMap<String, String> {
+        self.env.iter().cloned().collect()
+    }
+
+    // ----- Redis -----
+
+    /// Starts redis-server from its directory (and append-only file) and waits until it
+    /// answers PING.
+    pub async fn start_redis(&self) -> anyhow::Result<()> {
+        let _ = std::fs::remove_file(self.redis_socket());
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.log_dir.join("redis.log"))?;
+        let child = Command::new("redis-server")
+            .args(["--port", "0", "--unixsocket"])
+            .arg(self.redis_socket())
+            .args(["--unixsocketperm", "700", "--dir"])
+            .arg(&self.redis_dir)
+            .args(["--appendonly", "yes", "--appendfsync", "always", "--save", ""])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .context("cannot start redis-server; install it, e.g. `apt-get install redis-server`")?;
+        *lock(&self.redis) = Some(child);
+        let client = redis::Client::open(self.redis_url())?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ping = async {
+                let mut conn = client.get_multiplexed_async_connection().await?;
+                redis::cmd("PING").query_async::<String>(&mut conn).await
+            };
+            if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(500), ping).await {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!("redis-server did not answer PING within 60 s");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// SIGKILL: nothing but the append-only file survives.
+    pub async fn kill_redis(&self) {
+        let child = lock(&self.redis).take();
+        if let Some(mut child) = child {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+    }
+
+    // ----- tiers -----
+
+    /// Adds `count` copies of `role` and starts them (not waiting for health).
+    pub fn add(&self, role: Role, count: usize) -> anyhow::Result<()> {
+        for i in 0..count {
+            let index = {
+                let mut slots = lock(&self.slots);
+                slots.push(Slot {
+                    role,
+                    label: format!("{}-{i}", role.short()),
+                    port: free_port()?,
+                    child: None,
+                });
+                slots.len() - 1
+            };
+            self.start(index)?;
+        }
+        Ok(())
+    }
+
+    fn start(&self, index: usize) -> anyhow::Result<()> {
+        let mut slots = lock(&self.slots);
+        let slot = &mut slots[index];
+        let log_path = self.log_dir.join(format!("{}.log", slot.label));
+        let mut log = File::options().create(true).append(true).open(&log_path)?;
+        use std::io::Write;
+        writeln!(
+            log,
+            "===== eg-chaos: starting {} on 127.0.0.1:{} at {} =====",
+            slot.label,
+            slot.port,
+            crate::journal::now_utc()
+        )?;
+        let mut command = Command::new(self.bin_dir.join(slot.role.binary()));
+        // Hermetic: nothing from the caller's environment changes the tiers.
+        for (key, _) in std::env::vars() {
+            if key.starts_with("EG__") {
+                command.env_remove(key);
+            }
+        }
+        for key in [
+            "RUST_LOG",
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ] {
+            command.env_remove(key);
+        }
+        command
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env(slot.role.listen_variable(), format!("127.0.0.1:{}", slot.port))
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true);
+        let child = command
+            .spawn()
+            .with_context(|| format!("start {}", slot.role.binary()))?;
+        slot.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until every tier answers `/healthz` (ingress also `/readyz`).
+    pub async fn wait_healthy(&self, within: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + within;
+        loop {
+            let targets: Vec<(String, Role, u16)> = lock(&self.slots)
+                .iter()
+                .map(|s| (s.label.clone(), s.role, s.port))
+                .collect();
+            let mut sick = Vec::new();
+            for (label, role, port) in targets {
+                let paths: &[&str] = if role == Role::Ingress {
+                    &["/healthz", "/readyz"]
+                } else {
+                    &["/healthz"]
+                };
+                for path in paths {
+                    let answer = self
+                        .http
+                        .get(format!("http://127.0.0.1:{port}{path}"))
+                        .timeout(Duration::from_secs(2))
+                        .send()
+                        .await;
+                    if !answer.is_ok_and(|r| r.status().is_success()) {
+                        sick.push(format!("{label}{path}"));
+                    }
+                }
+            }
+            if sick.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "not healthy within {}: {}",
+                    humantime::format_duration(within),
+                    sick.join(", ")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The labels of the tier processes, in slot order.
+    pub fn labels(&self) -> Vec<(usize, Role, String)> {
+        lock(&self.slots)
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.role, s.label.clone()))
+            .collect()
+    }
+
+    /// `http://127.0.0.1:PORT` of every ingress copy (running or not).
+    pub fn ingress_urls(&self) -> Vec<String> {
+        lock(&self.slots)
+            .iter()
+            .filter(|s| s.role == Role::Ingress)
+            .map(|s| format!("http://127.0.0.1:{}", s.port))
+            .collect()
+    }
+
+    /// SIGKILLs slot `index` if it runs; false if it was not running.
+    pub async fn kill(&self, index: usize) -> bool {
+        let child = {
+            let mut slots = lock(&self.slots);
+            slots[index].child.take()
+        };
+        match child {
+            Some(mut child) => {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Starts slot `index` again (same port) unless it is running.
+    pub fn restart(&self, index: usize) -> anyhow::Result<()> {
+        if lock(&self.slots)[index].child.is_some() {
+            return Ok(());
+        }
+        self.start(index)
+    }
+
+    /// Restarts every slot that is down (after the faults stopped).
+    pub fn restart_all(&self) -> anyhow::Result<()> {
+        let down: Vec<usize> = lock(&self.slots)
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.child.is_none())
+            .map(|(i, _)| i)
+            .collect();
+        for index in down {
+            self.start(index)?;
+        }
+        Ok(())
+    }
+
+    /// Notices processes that exited on their own, counts them, and starts them again
+    /// (on a new port if the old one was taken).
+    pub async fn watch(&self) {
+        let mut exited = Vec::new();
+        {
+            let mut slots = lock(&self.slots);
+            for (index, slot) in slots.iter_mut().enumerate() {
+                let Some(child) = slot.child.as_mut() else { continue };
+                if let Ok(Some(status)) = child.try_wait() {
+                    slot.child = None;
+                    exited.push((index, slot.label.clone(), status.to_string()));
+                }
+            }
+        }
+        for (index, label, status) in exited {
+            let log = std::fs::read_to_string(self.log_dir.join(format!("{label}.log"))).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(5).collect();
+            let port_taken = tail.iter().any(|l| l.contains("cannot listen"));
+            self.journal.note(&format!(
+                "UNEXPECTED EXIT of {label} ({status}){}; restarting",
+                if port_taken { ", its port was taken" } else { "" }
+            ));
+            *lock(&self.unexpected_exits).entry(label).or_default() += 1;
+            if port_taken && let Ok(port) = free_port() {
+                lock(&self.slots)[index].port = port;
+            }
+            if let Err(e) = self.start(index) {
+                self.journal.note(&format!("cannot restart: {e:#}"));
+            }
+        }
+    }
+
+    pub fn unexpected_exits(&self) -> BTreeMap<String, u64> {
+        lock(&self.unexpected_exits).clone()
+    }
+
+    /// Kills everything (tiers first, then Redis).
+    pub async fn stop(&self) {
+        let children: Vec<Child> = lock(&self.slots).iter_mut().filter_map(|s| s.child.take()).collect();
+        for mut child in children {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+        self.kill_redis().await;
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}

@@ -1,0 +1,98 @@
+//! The fault injector: at random moments (exponentially distributed around the mean
+//! interval) it SIGKILLs a random tier process and starts it again after a short pause;
+//! a few times per run it SIGKILLs redis-server and starts it again from its
+//! append-only file on the same socket, leaving the tiers to reconnect on their own.
+
+use crate::cluster::Cluster;
+use crate::journal::Journal;
+use crate::receiver::lock;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub struct Faults {
+    pub cluster: Arc<Cluster>,
+    pub journal: Journal,
+    pub redis_down: Arc<AtomicBool>,
+    /// Faults injected, by kind (`kill_sender`, …, `restart_redis`).
+    pub injected: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Faults {
+    /// Kills tier processes until `stop_at`; returns once every one it killed runs again.
+    pub async fn kill_tiers(self: Arc<Self>, mean_interval: Duration, stop_at: Instant) {
+        if mean_interval.is_zero() {
+            return;
+        }
+        let mut restarts = tokio::task::JoinSet::new();
+        loop {
+            let wait = exponential(mean_interval);
+            if Instant::now() + wait >= stop_at {
+                break;
+            }
+            tokio::time::sleep(wait).await;
+            while restarts.try_join_next().is_some() {}
+            let labels = self.cluster.labels();
+            let (index, role, label) = labels[rand::random_range(0..labels.len())].clone();
+            if !self.cluster.kill(index).await {
+                continue; // down already, waiting for its restart
+            }
+            let pause = Duration::from_millis(rand::random_range(300..3000));
+            self.journal.note(&format!(
+                "SIGKILL {label}; restart in {}",
+                humantime::format_duration(pause)
+            ));
+            *lock(&self.injected)
+                .entry(format!("kill_{}", role.short()))
+                .or_default() += 1;
+            let faults = self.clone();
+            restarts.spawn(async move {
+                tokio::time::sleep(pause).await;
+                match faults.cluster.restart(index) {
+                    Ok(()) => faults.journal.note(&format!("restarted {label}")),
+                    Err(e) => faults.journal.note(&format!("cannot restart {label}: {e:#}")),
+                }
+            });
+        }
+        while restarts.join_next().await.is_some() {}
+    }
+
+    /// Restarts Redis `count` times at random moments of the run, each with a pause of
+    /// half a second to two and a half seconds while it is down.
+    pub async fn restart_redis(self: Arc<Self>, count: usize, started: Instant, stop_at: Instant) {
+        let span = stop_at.saturating_duration_since(started);
+        let mut moments: Vec<Duration> = (0..count)
+            .map(|_| span.mul_f64(rand::random_range(0.1..0.85)))
+            .collect();
+        moments.sort();
+        for moment in moments {
+            tokio::time::sleep_until((started + moment).into()).await;
+            self.redis_down.store(true, Ordering::SeqCst);
+            self.cluster.kill_redis().await;
+            let pause = Duration::from_millis(rand::random_range(500..2500));
+            self.journal.note(&format!(
+                "SIGKILL redis-server; restart in {}",
+                humantime::format_duration(pause)
+            ));
+            *lock(&self.injected).entry("restart_redis".into()).or_default() += 1;
+            tokio::time::sleep(pause).await;
+            let restarted = Instant::now();
+            match self.cluster.start_redis().await {
+                Ok(()) => self.journal.note(&format!(
+                    "redis-server answers again (loading took {:.1}s)",
+                    restarted.elapsed().as_secs_f64()
+                )),
+                Err(e) => self.journal.phase(&format!("cannot restart redis-server: {e:#}")),
+            }
+            self.redis_down.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+/// An exponentially distributed wait with the given mean, kept within a tenth and four
+/// times the mean so runs stay comparable.
+fn exponential(mean: Duration) -> Duration {
+    let u: f64 = rand::random_range(f64::EPSILON..1.0);
+    mean.mul_f64((-u.ln()).clamp(0.1, 4.0))
+}

@@ -1,0 +1,458 @@
+//! eg-chaos: proves "200 means delivered or dead-lettered" against real processes.
+//!
+//! It starts redis-server and several copies of every tier, creates topics and
+//! subscriptions whose endpoints are its own misbehaving receivers, publishes at a steady
+//! rate while SIGKILLing tier processes and Redis at random, then stops the faults, lets
+//! the receivers behave and the system drain, and asks the oracle whether every event
+//! answered `200` reached every subscription it matches or was dead-lettered for it with a
+//! fitting reason. It writes a JSON report and exits non-zero on any violation, or when
+//! the system does not drain in time.
+
+mod args;
+mod cluster;
+mod faults;
+mod journal;
+mod oracle;
+mod publisher;
+mod receiver;
+mod scenario;
+
+use anyhow::{Context, bail};
+use args::Args;
+use cluster::{ADMIN_TOKEN, Cluster, DELIVERY_TIMEOUT, Role};
+use faults::Faults;
+use journal::Journal;
+use oracle::Oracle;
+use publisher::{Ledger, Publisher};
+use receiver::{Receivers, lock};
+use scenario::Scenario;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// After everything resolved, how long to keep watching for late duplicates and
+/// deliveries that should not happen.
+const QUIET_PERIOD: Duration = Duration::from_secs(3);
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = match args::parse(std::env::args().skip(1)) {
+        Ok(Some(args)) => args,
+        Ok(None) => {
+            print!("{}", args::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("eg-chaos: {e:#}\n\n{}", args::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    match run(args).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("eg-chaos: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `Ok(true)` when the promise held and the system drained in time.
+async fn run(args: Args) -> anyhow::Result<bool> {
+    let (run_dir, temp) = run_directory(&args)?;
+    let journal = Journal::create(&run_dir.join("journal.log"))?;
+    journal.phase(&format!("run directory {}", run_dir.display()));
+    let http = http_client()?;
+    let bin_dir = match &args.bin_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("eg-chaos has no parent directory")?
+            .to_path_buf(),
+    };
+
+    // ----- the deployment -----
+    let scenario = Arc::new(Scenario::standard());
+    let receivers = Arc::new(
+        Receivers::start(
+            scenario
+                .subscriptions
+                .iter()
+                .map(|s| (s.delivery_schema, (args.failure_rate * s.failure_factor).min(0.95)))
+                .collect(),
+            DELIVERY_TIMEOUT,
+        )
+        .await?,
+    );
+    let cluster = Arc::new(Cluster::new(bin_dir, &run_dir, journal.clone(), http.clone())?);
+    let outcome = exercise(&args, &run_dir, &journal, &http, &scenario, &receivers, &cluster).await;
+    cluster.stop().await;
+    let ok = match outcome {
+        Ok(ok) => ok,
+        Err(e) => {
+            journal.phase(&format!("aborted: {e:#}"));
+            let _ = temp.map(tempfile::TempDir::keep);
+            eprintln!("eg-chaos: run directory kept: {}", run_dir.display());
+            return Err(e);
+        }
+    };
+    if !ok || args.keep {
+        let _ = temp.map(tempfile::TempDir::keep);
+        eprintln!("eg-chaos: run directory kept: {}", run_dir.display());
+    }
+    Ok(ok)
+}
+
+async fn exercise(
+    args: &Args,
+    run_dir: &Path,
+    journal: &Journal,
+    http: &reqwest::Client,
+    scenario: &Arc<Scenario>,
+    receivers: &Arc<Receivers>,
+    cluster: &Arc<Cluster>,
+) -> anyhow::Result<bool> {
+    cluster.start_redis().await?;
+    cluster.add(Role::Ingress, args.ingress)?;
+    cluster.add(Role::Scheduler, args.schedulers)?;
+    cluster.add(Role::Sender, args.senders)?;
+    cluster.add(Role::DeadLetter, args.deadletters)?;
+    cluster.wait_healthy(Duration::from_secs(60)).await?;
+    journal.phase(&format!(
+        "{} ingress, {} scheduler, {} sender, {} deadletter processes healthy",
+        args.ingress, args.schedulers, args.senders, args.deadletters
+    ));
+    let keys = provision(http, &cluster.ingress_urls()[0], scenario, receivers).await?;
+    journal.phase(&format!(
+        "{} topics, {} subscriptions validated; publishing {}/s for {} with faults",
+        scenario.topics.len(),
+        scenario.subscriptions.len(),
+        args.rate,
+        humantime::format_duration(args.duration)
+    ));
+
+    // ----- faults while publishing -----
+    let ledger = Arc::new(Ledger::default());
+    let redis_down = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let stop_at = started + args.duration;
+    let publisher = Arc::new(Publisher {
+        scenario: scenario.clone(),
+        keys,
+        cluster: cluster.clone(),
+        http: http.clone(),
+        ledger: ledger.clone(),
+        redis_down: redis_down.clone(),
+        journal: journal.clone(),
+    });
+    let faults = Arc::new(Faults {
+        cluster: cluster.clone(),
+        journal: journal.clone(),
+        redis_down,
+        injected: Default::default(),
+    });
+    let watcher = {
+        let cluster = cluster.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                cluster.watch().await;
+            }
+        })
+    };
+    let publishing = tokio::spawn(publisher.run(args.rate, stop_at));
+    let killing = tokio::spawn(faults.clone().kill_tiers(args.fault_every, stop_at));
+    let redis_restarts = tokio::spawn(faults.clone().restart_redis(args.redis_restarts, started, stop_at));
+    let mut progress = tokio::time::interval(Duration::from_secs(10));
+    progress.tick().await;
+    while Instant::now() < stop_at {
+        tokio::select! {
+            _ = progress.tick() => {
+                let events = lock(&ledger.events).len();
+                journal.phase(&format!("{:.0}s: {events} events published", started.elapsed().as_secs_f64()));
+            }
+            () = tokio::time::sleep_until(stop_at.into()) => {}
+        }
+    }
+    publishing.await?;
+    killing.await?;
+    redis_restarts.await?;
+    let published_for = started.elapsed();
+
+    // ----- drain -----
+    cluster.restart_all()?;
+    receivers.calm_down();
+    let drain_started = Instant::now();
+    journal.phase("faults stopped, receivers calm; draining");
+    if let Err(e) = cluster.wait_healthy(Duration::from_secs(30)).await {
+        journal.phase(&format!("after the faults: {e:#}"));
+    }
+    let mut oracle = Oracle::new(
+        scenario.clone(),
+        ledger.clone(),
+        receivers.clone(),
+        &cluster.dead_letter_dir,
+    );
+    let drain_deadline = drain_started + args.drain_timeout;
+    let mut last_report = Instant::now();
+    let mut drained_after = None;
+    loop {
+        let open = oracle.unresolved();
+        if open == 0 {
+            drained_after = Some(drain_started.elapsed());
+            break;
+        }
+        if Instant::now() >= drain_deadline {
+            break;
+        }
+        if last_report.elapsed() >= Duration::from_secs(10) {
+            journal.phase(&format!(
+                "{:.0}s into the drain: {open} deliveries neither delivered nor dead-lettered yet",
+                drain_started.elapsed().as_secs_f64()
+            ));
+            last_report = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    match drained_after {
+        Some(took) => journal.phase(&format!("drained in {:.1}s", took.as_secs_f64())),
+        None => journal.phase(&format!(
+            "NOT drained within {}",
+            humantime::format_duration(args.drain_timeout)
+        )),
+    }
+    tokio::time::sleep(QUIET_PERIOD).await;
+    watcher.abort();
+
+    // ----- verdict -----
+    let verdict = oracle.verdict(args.max_examples);
+    let queues = redis_state(&cluster.redis_url())
+        .await
+        .unwrap_or_else(|e| json!({"error": e.to_string()}));
+    let published_events = lock(&ledger.events).len();
+    let injected = lock(&faults.injected).clone();
+    let unexpected = cluster.unexpected_exits();
+    let drained = drained_after.is_some();
+    let ok = drained && verdict.violations == 0;
+    let report = json!({
+        "ok": ok,
+        "run_directory": run_dir.display().to_string(),
+        "arguments": {
+            "duration_s": args.duration.as_secs_f64(),
+            "rate": args.rate,
+            "fault_every_s": args.fault_every.as_secs_f64(),
+            "redis_restarts": args.redis_restarts,
+            "processes": {"ingress": args.ingress, "scheduler": args.schedulers, "sender": args.senders, "deadletter": args.deadletters},
+            "failure_rate": args.failure_rate,
+        },
+        "published": {
+            "for_s": published_for.as_secs_f64(),
+            "events": published_events,
+            "requests": ledger.requests.load(Ordering::Relaxed),
+            "acknowledged_requests": ledger.acknowledged_requests.load(Ordering::Relaxed),
+            "errors_by_kind": lock(&ledger.errors).clone(),
+            "errors_while_redis_down": lock(&ledger.errors_while_redis_down).clone(),
+            "events_behind_schedule": ledger.behind.load(Ordering::Relaxed),
+        },
+        "oracle": verdict.json,
+        "faults": {
+            "injected": injected,
+            "unexpected_exits": unexpected,
+        },
+        "drain": {
+            "completed": drained,
+            "seconds": drained_after.map(|d| d.as_secs_f64()),
+            "bound_s": args.drain_timeout.as_secs_f64(),
+        },
+        "redis_after_drain": queues,
+        "tier_settings": cluster.settings(),
+    });
+    let text = serde_json::to_string_pretty(&report)?;
+    std::fs::write(run_dir.join("report.json"), &text)?;
+    if let Some(path) = &args.json {
+        std::fs::write(path, &text).with_context(|| format!("write {}", path.display()))?;
+    } else {
+        println!("{text}");
+    }
+    let kills: u64 = injected
+        .iter()
+        .filter(|(k, _)| k.starts_with("kill_"))
+        .map(|(_, n)| n)
+        .sum();
+    let redis = injected.get("restart_redis").copied().unwrap_or(0);
+    println!(
+        "eg-chaos: {} — {} events published, {} acknowledged; {} deliveries owed: {} delivered, {} dead-lettered, {} lost; \
+         {} duplicates; faults: {kills} kills, {redis} Redis restarts, {} unexpected exits; {}; {} left in Redis; \
+         {} violation(s)",
+        if ok { "OK" } else { "FAILED" },
+        published_events,
+        verdict.json["acknowledged"],
+        verdict.owed,
+        verdict.delivered,
+        verdict.dead_lettered,
+        verdict.lost,
+        verdict.duplicates,
+        unexpected.values().sum::<u64>(),
+        match drained_after {
+            Some(d) => format!("drained in {:.1}s", d.as_secs_f64()),
+            None => format!("NOT drained within {}", humantime::format_duration(args.drain_timeout)),
+        },
+        queues["leftovers"],
+        verdict.violations,
+    );
+    Ok(ok)
+}
+
+/// Creates the topics and subscriptions; waits until every subscription is validated.
+/// Returns each topic's `key1`.
+async fn provision(
+    http: &reqwest::Client,
+    ingress: &str,
+    scenario: &Scenario,
+    receivers: &Receivers,
+) -> anyhow::Result<Vec<String>> {
+    let admin = |method: reqwest::Method, path: String, body: Option<Value>| {
+        let mut request = http
+            .request(method, format!("{ingress}/admin{path}"))
+            .bearer_auth(ADMIN_TOKEN);
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_string());
+        }
+        async move {
+            let response = request.send().await?;
+            let status = response.status();
+            let text = response.text().await.unwrap_or_default();
+            let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            anyhow::Ok((status, body))
+        }
+    };
+    let mut keys = Vec::new();
+    for topic in &scenario.topics {
+        let (status, body) = admin(
+            reqwest::Method::PUT,
+            format!("/topics/{}", topic.name),
+            Some(scenario.topic_body(topic)),
+        )
+        .await?;
+        if !status.is_success() {
+            bail!("PUT topic {}: {status} {body}", topic.name);
+        }
+        let (status, body) = admin(reqwest::Method::POST, format!("/topics/{}/listKeys", topic.name), None).await?;
+        let key = body["key1"].as_str().map(str::to_owned);
+        match key {
+            Some(key) if status.is_success() => keys.push(key),
+            _ => bail!("listKeys of {}: {status} {body}", topic.name),
+        }
+    }
+    for (index, sub) in scenario.subscriptions.iter().enumerate() {
+        let topic = &scenario.topics[sub.topic].name;
+        let path = format!("/topics/{topic}/eventSubscriptions/{}", sub.name);
+        let body = scenario.subscription_body(sub, &receivers.url(index));
+        let (status, answer) = admin(reqwest::Method::PUT, path.clone(), Some(body)).await?;
+        if !status.is_success() {
+            bail!("PUT subscription {topic}/{}: {status} {answer}", sub.name);
+        }
+        let state = answer["properties"]["provisioningState"].as_str().unwrap_or_default();
+        if state != "Succeeded" {
+            bail!(
+                "subscription {topic}/{} is {state:?} after its PUT (validation failed?): {answer}",
+                sub.name
+            );
+        }
+    }
+    Ok(keys)
+}
+
+/// What is left in Redis after the drain: every queue should be empty and every event
+/// body freed.
+async fn redis_state(url: &str) -> anyhow::Result<Value> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let mut partitions = Vec::new();
+    let mut leftovers = 0u64;
+    for p in 0..cluster::PARTITIONS {
+        let tag = format!("{{{}:p{p}}}", cluster::PREFIX);
+        let ready: u64 = redis::cmd("XLEN")
+            .arg(format!("{tag}:ready"))
+            .query_async(&mut conn)
+            .await?;
+        let retry: u64 = redis::cmd("ZCARD")
+            .arg(format!("{tag}:retry"))
+            .query_async(&mut conn)
+            .await?;
+        let delay: u64 = redis::cmd("ZCARD")
+            .arg(format!("{tag}:deadletter:delay"))
+            .query_async(&mut conn)
+            .await?;
+        let deadletter: u64 = redis::cmd("XLEN")
+            .arg(format!("{tag}:deadletter"))
+            .query_async(&mut conn)
+            .await?;
+        let ready_pending = pending(&mut conn, &format!("{tag}:ready"), "senders").await?;
+        let deadletter_pending = pending(&mut conn, &format!("{tag}:deadletter"), "deadletter").await?;
+        let mut events = 0u64;
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(format!("{tag}:event:*"))
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await?;
+            events += keys.len() as u64;
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        leftovers += ready + retry + delay + deadletter + events;
+        partitions.push(json!({
+            "partition": p, "ready": ready, "ready_pending": ready_pending, "retry": retry,
+            "deadletter_delay": delay, "deadletter": deadletter, "deadletter_pending": deadletter_pending,
+            "event_bodies": events,
+        }));
+    }
+    Ok(json!({ "leftovers": leftovers, "partitions": partitions }))
+}
+
+/// How many entries of a stream's consumer group are pending (read, not acknowledged).
+async fn pending(conn: &mut redis::aio::MultiplexedConnection, stream: &str, group: &str) -> anyhow::Result<i64> {
+    let summary: redis::Value = redis::cmd("XPENDING").arg(stream).arg(group).query_async(conn).await?;
+    Ok(match summary {
+        redis::Value::Array(items) => match items.first() {
+            Some(redis::Value::Int(n)) => *n,
+            _ => -1,
+        },
+        _ => -1,
+    })
+}
+
+fn run_directory(args: &Args) -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
+    match &args.run_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+            Ok((dir.canonicalize()?, None))
+        }
+        None => {
+            let dir = tempfile::Builder::new().prefix("eg-chaos-").tempdir()?;
+            Ok((dir.path().to_path_buf(), Some(dir)))
+        }
+    }
+}
+
+fn http_client() -> anyhow::Result<reqwest::Client> {
+    // reqwest is built without a default TLS crypto provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Ok(reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .no_proxy()
+        .pool_max_idle_per_host(64)
+        .build()?)
+}

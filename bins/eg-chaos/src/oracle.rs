@@ -1,0 +1,478 @@
+//! The oracle: from what the publisher was told (the ledger), what each receiver
+//! accepted, and the dead-letter files on disk, it decides whether the promise held —
+//! every event answered `200` reached every subscription it matches (the scenario's own
+//! filter model says which), or was dead-lettered for that subscription with a reason
+//! that fits what happened; none lost, none delivered where it does not match.
+//!
+//! Dead-letter reasons it accepts:
+//! * `NonRetriableFailure` — only if that subscription's receiver answered that event
+//!   with a status the tiers do not retry (400);
+//! * `MaxDeliveryAttemptsExceeded` — only with at least `maxDeliveryAttempts` attempts;
+//! * `TimeToLiveExceeded` — only if the file was written after publish time + TTL.
+//!
+//! Any other reason is a violation.
+
+use crate::publisher::{Fate, Ledger, Published};
+use crate::receiver::{Receivers, Seen, lock};
+use crate::scenario::{Scenario, event_seq};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// Slack allowed between the clocks of the file system and Redis's `TIME` (same host).
+const CLOCK_SLACK: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone)]
+struct DeadRecord {
+    /// Relative to the dead-letter root.
+    path: PathBuf,
+    sub: usize,
+    seq: u64,
+    reason: String,
+    attempts: Option<u64>,
+    last_status: Option<i64>,
+    publish_time: Option<chrono::DateTime<chrono::Utc>>,
+    written_at: SystemTime,
+}
+
+pub struct Oracle {
+    scenario: Arc<Scenario>,
+    ledger: Arc<Ledger>,
+    receivers: Arc<Receivers>,
+    root: PathBuf,
+    parsed: HashSet<PathBuf>,
+    records: Vec<DeadRecord>,
+    /// Problems with dead-letter files themselves, by kind, with examples.
+    file_problems: Vec<(&'static str, String)>,
+    /// Files that did not parse yet (retried; a violation if they never do).
+    unreadable: HashMap<PathBuf, String>,
+}
+
+/// Violations of one kind, and a few examples.
+#[derive(Debug, Default)]
+struct Kind {
+    count: u64,
+    examples: Vec<String>,
+}
+
+#[derive(Default)]
+struct Violations {
+    kinds: BTreeMap<&'static str, Kind>,
+    max_examples: usize,
+}
+
+impl Violations {
+    fn add(&mut self, kind: &'static str, example: impl FnOnce() -> String) {
+        let entry = self.kinds.entry(kind).or_default();
+        entry.count += 1;
+        if entry.examples.len() < self.max_examples {
+            entry.examples.push(example());
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.kinds.values().map(|k| k.count).sum()
+    }
+
+    fn to_json(&self) -> Value {
+        let kinds: serde_json::Map<String, Value> = self
+            .kinds
+            .iter()
+            .map(|(name, kind)| {
+                (
+                    (*name).to_owned(),
+                    json!({"count": kind.count, "examples": kind.examples}),
+                )
+            })
+            .collect();
+        json!({"count": self.total(), "by_kind": kinds})
+    }
+}
+
+/// The oracle's findings.
+pub struct Verdict {
+    pub json: Value,
+    pub violations: u64,
+    pub owed: u64,
+    pub delivered: u64,
+    pub dead_lettered: u64,
+    pub lost: u64,
+    pub duplicates: u64,
+}
+
+impl Oracle {
+    pub fn new(scenario: Arc<Scenario>, ledger: Arc<Ledger>, receivers: Arc<Receivers>, root: &Path) -> Self {
+        Self {
+            scenario,
+            ledger,
+            receivers,
+            root: root.to_path_buf(),
+            parsed: HashSet::new(),
+            records: Vec::new(),
+            file_problems: Vec::new(),
+            unreadable: HashMap::new(),
+        }
+    }
+
+    /// Reads dead-letter files written since the last call.
+    pub fn scan(&mut self) {
+        for path in files_under(&self.root) {
+            if self.parsed.contains(&path) {
+                continue;
+            }
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if name.starts_with('.') || !name.ends_with(".json") {
+                continue; // a file being written
+            }
+            match self.read_file(&path) {
+                Ok(()) => {
+                    self.unreadable.remove(&path);
+                    self.parsed.insert(path);
+                }
+                Err(problem) => {
+                    self.unreadable.insert(path, problem);
+                }
+            }
+        }
+    }
+
+    fn read_file(&mut self, path: &Path) -> Result<(), String> {
+        let relative = path.strip_prefix(&self.root).unwrap_or(path).to_path_buf();
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", relative.display()))?;
+        let value: Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: not JSON ({e})", relative.display()))?;
+        let Some(items) = value.as_array() else {
+            return Err(format!("{}: not a JSON array", relative.display()));
+        };
+        let written_at = std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .unwrap_or_else(|_| SystemTime::now());
+        let mut parts = relative
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned());
+        let (container, folder) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+        let Some(sub) = self.scenario.subscription_by_folder(&container, &folder) else {
+            self.file_problems
+                .push(("dead_letter_in_unknown_folder", relative.display().to_string()));
+            return Ok(());
+        };
+        for record in items {
+            // Event Grid and custom envelopes use camelCase, CloudEvents lower case.
+            let field = |camel: &str| {
+                record
+                    .get(camel)
+                    .or_else(|| record.get(camel.to_ascii_lowercase().as_str()))
+                    .cloned()
+                    .unwrap_or(Value::Null)
+            };
+            let Some(id) = record["id"].as_str() else {
+                self.file_problems.push((
+                    "dead_letter_record_without_id",
+                    format!("{}: {}", relative.display(), truncate(&record.to_string())),
+                ));
+                continue;
+            };
+            let Some(seq) = event_seq(id) else {
+                self.file_problems
+                    .push(("dead_letter_of_a_stranger", format!("{id} in {}", relative.display())));
+                continue;
+            };
+            self.records.push(DeadRecord {
+                path: relative.clone(),
+                sub,
+                seq,
+                reason: field("deadLetterReason").as_str().unwrap_or("(none)").to_owned(),
+                attempts: field("deliveryAttempts").as_u64(),
+                last_status: field("lastHttpStatusCode").as_i64(),
+                publish_time: field("publishTime")
+                    .as_str()
+                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                    .map(|t| t.with_timezone(&chrono::Utc)),
+                written_at,
+            });
+        }
+        Ok(())
+    }
+
+    /// Acknowledged (event, subscription) pairs that have neither been accepted by the
+    /// receiver nor dead-lettered yet.
+    pub fn unresolved(&mut self) -> u64 {
+        self.scan();
+        let dead: HashSet<(usize, u64)> = self.records.iter().map(|r| (r.sub, r.seq)).collect();
+        let events = lock(&self.ledger.events).clone();
+        let seen: Vec<HashMap<u64, Seen>> = self
+            .receivers
+            .endpoints()
+            .iter()
+            .map(|e| lock(&e.seen).clone())
+            .collect();
+        let mut open = 0;
+        for (seq, event) in events.iter().enumerate() {
+            if event.fate != Fate::Acknowledged {
+                continue;
+            }
+            let seq = seq as u64;
+            for sub in self.scenario.matching(seq, &event.facts) {
+                let accepted = seen[sub].get(&seq).is_some_and(|s| s.accepted > 0);
+                if !accepted && !dead.contains(&(sub, seq)) {
+                    open += 1;
+                }
+            }
+        }
+        open
+    }
+
+    /// Checks everything; `max_examples` ids are listed per violation kind.
+    pub fn verdict(&mut self, max_examples: usize) -> Verdict {
+        self.scan();
+        let mut violations = Violations {
+            max_examples,
+            ..Violations::default()
+        };
+        for (kind, example) in &self.file_problems {
+            violations.add(kind, || example.clone());
+        }
+        for (path, problem) in &self.unreadable {
+            violations.add("unreadable_dead_letter_file", || {
+                format!("{}: {problem}", path.display())
+            });
+        }
+        let events: Vec<Published> = lock(&self.ledger.events).clone();
+        let endpoints = self.receivers.endpoints();
+        let seen: Vec<HashMap<u64, Seen>> = endpoints.iter().map(|e| lock(&e.seen).clone()).collect();
+        let mut dead: HashMap<(usize, u64), Vec<&DeadRecord>> = HashMap::new();
+        for record in &self.records {
+            dead.entry((record.sub, record.seq)).or_default().push(record);
+        }
+        let name = |sub: usize| self.scenario.subscriptions[sub].name.as_str();
+        let matches = |sub: usize, seq: u64| {
+            events.get(seq as usize).is_some_and(|e| {
+                let spec = &self.scenario.subscriptions[sub];
+                spec.topic == usize::from(e.facts.topic) && spec.filter.matches(&e.facts, seq)
+            })
+        };
+
+        // What the receivers got.
+        let mut delivered_unowed = 0u64;
+        let mut duplicates = 0u64;
+        let mut accepted_total = 0u64;
+        for (sub, endpoint) in endpoints.iter().enumerate() {
+            for id in lock(&endpoint.strangers).iter() {
+                violations.add("delivery_of_an_unknown_id", || format!("{id} to {}", name(sub)));
+            }
+            for problem in lock(&endpoint.malformed).iter() {
+                violations.add("malformed_delivery", || format!("to {}: {problem}", name(sub)));
+            }
+            for (seq, s) in &seen[sub] {
+                if (*seq as usize) >= events.len() {
+                    violations.add("delivery_of_an_unknown_id", || format!("ev-{seq} to {}", name(sub)));
+                    continue;
+                }
+                if !matches(sub, *seq) {
+                    violations.add("delivered_to_a_subscription_it_does_not_match", || {
+                        format!("ev-{seq} to {} ({:?})", name(sub), events[*seq as usize].facts)
+                    });
+                }
+                accepted_total += u64::from(s.accepted);
+                duplicates += u64::from(s.accepted.saturating_sub(1));
+                if s.accepted > 0 && events[*seq as usize].fate != Fate::Acknowledged {
+                    delivered_unowed += 1;
+                }
+            }
+        }
+
+        // What was dead-lettered.
+        let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
+        let mut dead_letter_duplicates = 0u64;
+        let mut delivered_and_dead_lettered = 0u64;
+        for ((sub, seq), records) in &dead {
+            let (sub, seq) = (*sub, *seq);
+            dead_letter_duplicates += records.len() as u64 - 1;
+            let spec = &self.scenario.subscriptions[sub];
+            let s = seen[sub].get(&seq).copied().unwrap_or_default();
+            if s.accepted > 0 {
+                delivered_and_dead_lettered += 1;
+            }
+            if !matches(sub, seq) {
+                violations.add("dead_lettered_for_a_subscription_it_does_not_match", || {
+                    format!("ev-{seq} for {} in {}", name(sub), records[0].path.display())
+                });
+            }
+            for record in records {
+                *by_reason.entry(record.reason.clone()).or_default() += 1;
+                let example = || {
+                    format!(
+                        "ev-{seq} for {}: {} after {:?} attempts, last status {:?}; receiver saw it {}x, \
+                         accepted {}x, answered 400 {}x ({})",
+                        name(sub),
+                        record.reason,
+                        record.attempts,
+                        record.last_status,
+                        s.arrivals,
+                        s.accepted,
+                        s.refused,
+                        record.path.display()
+                    )
+                };
+                match record.reason.as_str() {
+                    "NonRetriableFailure" => {
+                        if s.refused == 0 {
+                            violations.add("non_retriable_without_a_non_retried_answer", example);
+                        }
+                    }
+                    "MaxDeliveryAttemptsExceeded" => {
+                        if record.attempts.is_none_or(|a| a < u64::from(spec.max_attempts)) {
+                            violations.add("max_attempts_before_max_attempts", example);
+                        }
+                    }
+                    "TimeToLiveExceeded" => {
+                        let ttl = Duration::from_secs(60 * u64::from(spec.ttl_minutes));
+                        let early = match record.publish_time {
+                            Some(published) => {
+                                let due: SystemTime = published.into();
+                                record.written_at + CLOCK_SLACK < due + ttl
+                            }
+                            None => true,
+                        };
+                        if early {
+                            violations.add("time_to_live_exceeded_before_the_time_to_live", example);
+                        }
+                    }
+                    _ => violations.add("unexpected_dead_letter_reason", example),
+                }
+            }
+        }
+
+        // What was owed.
+        let mut owed = 0u64;
+        let mut delivered = 0u64;
+        let mut dead_lettered = 0u64;
+        let mut lost = 0u64;
+        let mut acknowledged = 0u64;
+        let mut not_acknowledged = 0u64;
+        for (seq, event) in events.iter().enumerate() {
+            match event.fate {
+                Fate::Acknowledged => acknowledged += 1,
+                _ => {
+                    not_acknowledged += 1;
+                    continue;
+                }
+            }
+            let seq = seq as u64;
+            for sub in self.scenario.matching(seq, &event.facts) {
+                owed += 1;
+                let s = seen[sub].get(&seq).copied().unwrap_or_default();
+                if s.accepted > 0 {
+                    delivered += 1;
+                } else if dead.contains_key(&(sub, seq)) {
+                    dead_lettered += 1;
+                } else {
+                    lost += 1;
+                    violations.add("lost", || {
+                        format!(
+                            "ev-{seq} to {}: acknowledged at {}, receiver saw it {}x (accepted 0x), no dead letter",
+                            name(sub),
+                            chrono::DateTime::from_timestamp_millis(event.answered_at)
+                                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+                                .unwrap_or_default(),
+                            s.arrivals
+                        )
+                    });
+                }
+            }
+        }
+
+        let unique_delivered: u64 = seen
+            .iter()
+            .map(|s| s.values().filter(|s| s.accepted > 0).count() as u64)
+            .sum();
+        let requests: u64 = endpoints
+            .iter()
+            .map(|e| e.requests.load(std::sync::atomic::Ordering::Relaxed))
+            .sum();
+        let batched: u64 = endpoints
+            .iter()
+            .map(|e| e.batched_requests.load(std::sync::atomic::Ordering::Relaxed))
+            .sum();
+        let replies: serde_json::Map<String, Value> = self
+            .receivers
+            .replies()
+            .into_iter()
+            .map(|(reply, n)| (reply.name().to_owned(), json!(n)))
+            .collect();
+        let per_subscription: serde_json::Map<String, Value> = self
+            .scenario
+            .subscriptions
+            .iter()
+            .enumerate()
+            .map(|(sub, spec)| {
+                let dead_here = dead.keys().filter(|(s, _)| *s == sub).count();
+                let delivered_here = seen[sub].values().filter(|s| s.accepted > 0).count();
+                (
+                    spec.name.clone(),
+                    json!({"delivered": delivered_here, "dead_lettered": dead_here,
+                           "requests": endpoints[sub].requests.load(std::sync::atomic::Ordering::Relaxed)}),
+                )
+            })
+            .collect();
+        let json = json!({
+            "acknowledged": acknowledged,
+            "not_acknowledged": not_acknowledged,
+            "owed_deliveries": owed,
+            "delivered": delivered,
+            "dead_lettered_not_delivered": dead_lettered,
+            "lost": lost,
+            "deliveries": {
+                "requests": requests,
+                "batched_requests": batched,
+                "events_accepted": accepted_total,
+                "unique": unique_delivered,
+                "duplicates": duplicates,
+                "duplicate_rate": if unique_delivered == 0 { 0.0 } else { duplicates as f64 / unique_delivered as f64 },
+                "of_unacknowledged_events": delivered_unowed,
+                "receiver_answers": replies,
+            },
+            "dead_letters": {
+                "records": self.records.len(),
+                "files": self.parsed.len(),
+                "by_reason": by_reason,
+                "duplicate_records": dead_letter_duplicates,
+                "also_delivered": delivered_and_dead_lettered,
+            },
+            "per_subscription": per_subscription,
+            "violations": violations.to_json(),
+        });
+        Verdict {
+            json,
+            violations: violations.total(),
+            owed,
+            delivered,
+            dead_lettered,
+            lost,
+            duplicates,
+        }
+    }
+}
+
+fn truncate(text: &str) -> String {
+    text.chars().take(300).collect()
+}
+
+fn files_under(root: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+}

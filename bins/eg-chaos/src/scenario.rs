@@ -1,0 +1,359 @@
+//! What the run publishes and subscribes: topics in both input schemas, subscriptions
+//! with and without batching and filters, and the events. Every filter is described once
+//! here, as data: the subscription's JSON is written from it, and the oracle's idea of
+//! what matches ([`Filter::matches`]) is computed from it, independently of eg-core.
+
+use serde_json::{Value, json};
+
+/// Event types published (each event gets one at random).
+pub const EVENT_TYPES: [&str; 4] = ["Order.Created", "Order.Shipped", "Payment.Made", "Audit.Logged"];
+/// The subject's first segment for each event type, in the same order.
+const SUBJECT_KINDS: [&str; 4] = ["orders", "orders", "payments", "audit"];
+pub const REGIONS: [&str; 3] = ["eu", "us", "apac"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schema {
+    EventGrid,
+    CloudEvents,
+}
+
+/// The fields of a published event that filters look at; the id is `ev-<seq>`.
+#[derive(Debug, Clone, Copy)]
+pub struct EventFacts {
+    pub topic: u8,
+    pub event_type: u8,
+    pub region: u8,
+    /// `data.amount`, 0…99.
+    pub amount: u8,
+}
+
+impl EventFacts {
+    pub fn random(topic: u8) -> Self {
+        Self {
+            topic,
+            event_type: rand::random_range(0..EVENT_TYPES.len() as u8),
+            region: rand::random_range(0..REGIONS.len() as u8),
+            amount: rand::random_range(0..100),
+        }
+    }
+
+    pub fn type_name(&self) -> &'static str {
+        EVENT_TYPES[usize::from(self.event_type)]
+    }
+
+    pub fn region_name(&self) -> &'static str {
+        REGIONS[usize::from(self.region)]
+    }
+
+    pub fn subject(&self, seq: u64) -> String {
+        format!(
+            "/{}/{}/{seq}",
+            SUBJECT_KINDS[usize::from(self.event_type)],
+            self.region_name()
+        )
+    }
+}
+
+pub fn event_id(seq: u64) -> String {
+    format!("ev-{seq}")
+}
+
+/// The sequence number of an id this run published, if it is one.
+pub fn event_seq(id: &str) -> Option<u64> {
+    id.strip_prefix("ev-")?.parse().ok()
+}
+
+/// A subscription filter as the scenario means it.
+#[derive(Debug, Clone)]
+pub enum Filter {
+    All,
+    /// `includedEventTypes` (exact spelling, so case rules do not matter).
+    Types(&'static [&'static str]),
+    /// `subjectBeginsWith` (lower case, so case rules do not matter).
+    SubjectBeginsWith(&'static str),
+    /// Advanced filter `NumberGreaterThan` on `data.amount`.
+    AmountAbove(f64),
+    /// Advanced filter `StringIn` on `data.region`.
+    RegionIn(&'static [&'static str]),
+    /// `includedEventTypes` and advanced `NumberLessThan` on `data.amount`, AND-ed.
+    TypesAndAmountBelow(&'static [&'static str], f64),
+}
+
+impl Filter {
+    pub fn matches(&self, facts: &EventFacts, seq: u64) -> bool {
+        match self {
+            Filter::All => true,
+            Filter::Types(types) => types.contains(&facts.type_name()),
+            Filter::SubjectBeginsWith(prefix) => facts.subject(seq).starts_with(prefix),
+            Filter::AmountAbove(bound) => f64::from(facts.amount) > *bound,
+            Filter::RegionIn(regions) => regions.contains(&facts.region_name()),
+            Filter::TypesAndAmountBelow(types, bound) => {
+                types.contains(&facts.type_name()) && f64::from(facts.amount) < *bound
+            }
+        }
+    }
+
+    fn to_json(&self) -> Option<Value> {
+        Some(match self {
+            Filter::All => return None,
+            Filter::Types(types) => json!({"includedEventTypes": types}),
+            Filter::SubjectBeginsWith(prefix) => json!({"subjectBeginsWith": prefix}),
+            Filter::AmountAbove(bound) => json!({"advancedFilters": [
+                {"operatorType": "NumberGreaterThan", "key": "data.amount", "value": bound}]}),
+            Filter::RegionIn(regions) => json!({"advancedFilters": [
+                {"operatorType": "StringIn", "key": "data.region", "values": regions}]}),
+            Filter::TypesAndAmountBelow(types, bound) => json!({
+                "includedEventTypes": types,
+                "advancedFilters": [{"operatorType": "NumberLessThan", "key": "data.amount", "value": bound}]}),
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SubscriptionSpec {
+    /// Unique over the whole run (dead-letter folders are named after it).
+    pub name: String,
+    pub topic: usize,
+    pub filter: Filter,
+    pub delivery_schema: Schema,
+    pub max_events_per_batch: u32,
+    pub max_attempts: u32,
+    pub ttl_minutes: u32,
+    /// Receivers answer badly this many times as often as the run's failure rate.
+    pub failure_factor: f64,
+    pub container: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct TopicSpec {
+    pub name: String,
+    pub schema: Schema,
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub topics: Vec<TopicSpec>,
+    pub subscriptions: Vec<SubscriptionSpec>,
+}
+
+impl Scenario {
+    /// Two Event Grid schema topics and two CloudEvents topics, 16 subscriptions.
+    pub fn standard() -> Self {
+        let topics = vec![
+            TopicSpec {
+                name: "chaos-eg-a".into(),
+                schema: Schema::EventGrid,
+            },
+            TopicSpec {
+                name: "chaos-eg-b".into(),
+                schema: Schema::EventGrid,
+            },
+            TopicSpec {
+                name: "chaos-ce-a".into(),
+                schema: Schema::CloudEvents,
+            },
+            TopicSpec {
+                name: "chaos-ce-b".into(),
+                schema: Schema::CloudEvents,
+            },
+        ];
+        let mut subscriptions = Vec::new();
+        for (index, topic) in topics.iter().enumerate() {
+            let short = topic.name.trim_start_matches("chaos-");
+            let container = format!("dl-{short}");
+            let sub =
+                |suffix: &str, filter: Filter, schema: Schema, batch: u32, attempts: u32, ttl: u32, factor: f64| {
+                    SubscriptionSpec {
+                        name: format!("{short}-{suffix}"),
+                        topic: index,
+                        filter,
+                        delivery_schema: schema,
+                        max_events_per_batch: batch,
+                        max_attempts: attempts,
+                        ttl_minutes: ttl,
+                        failure_factor: factor,
+                        container: container.clone(),
+                    }
+                };
+            match topic.schema {
+                Schema::EventGrid => {
+                    subscriptions.extend([
+                        sub("all", Filter::All, Schema::EventGrid, 1, 3, 1440, 1.0),
+                        sub(
+                            "orders",
+                            Filter::Types(&["Order.Created", "Order.Shipped"]),
+                            Schema::EventGrid,
+                            10,
+                            4,
+                            1440,
+                            1.0,
+                        ),
+                        // Fails twice as often: probation, and many dead letters after 2 attempts.
+                        sub(
+                            "eu-orders",
+                            Filter::SubjectBeginsWith("/orders/eu/"),
+                            Schema::EventGrid,
+                            1,
+                            2,
+                            1440,
+                            2.0,
+                        ),
+                        // Converted to CloudEvents on delivery.
+                        sub("big", Filter::AmountAbove(50.0), Schema::CloudEvents, 5, 3, 1440, 1.0),
+                        // Many attempts but a one-minute time-to-live.
+                        sub(
+                            "ttl",
+                            Filter::RegionIn(&["us", "apac"]),
+                            Schema::EventGrid,
+                            3,
+                            30,
+                            1,
+                            1.0,
+                        ),
+                    ]);
+                }
+                Schema::CloudEvents => {
+                    subscriptions.extend([
+                        sub("all", Filter::All, Schema::CloudEvents, 1, 3, 1440, 1.0),
+                        sub(
+                            "payments",
+                            Filter::Types(&["Payment.Made"]),
+                            Schema::CloudEvents,
+                            8,
+                            3,
+                            1440,
+                            1.0,
+                        ),
+                        sub(
+                            "small-orders",
+                            Filter::TypesAndAmountBelow(&["Order.Created", "Order.Shipped"], 30.0),
+                            Schema::CloudEvents,
+                            4,
+                            2,
+                            1440,
+                            2.0,
+                        ),
+                    ]);
+                }
+            }
+        }
+        Self { topics, subscriptions }
+    }
+
+    /// The subscription resource for `PUT …/eventSubscriptions/{name}`.
+    pub fn subscription_body(&self, sub: &SubscriptionSpec, endpoint_url: &str) -> Value {
+        let mut destination = json!({"endpointUrl": endpoint_url});
+        if sub.max_events_per_batch > 1 {
+            destination["maxEventsPerBatch"] = json!(sub.max_events_per_batch);
+        }
+        let mut properties = json!({
+            "destination": {"endpointType": "WebHook", "properties": destination},
+            "eventDeliverySchema": schema_name(sub.delivery_schema),
+            "retryPolicy": {"maxDeliveryAttempts": sub.max_attempts, "eventTimeToLiveInMinutes": sub.ttl_minutes},
+            "deadLetterDestination": {"endpointType": "LocalDirectory", "properties": {"containerName": sub.container}},
+        });
+        if let Some(filter) = sub.filter.to_json() {
+            properties["filter"] = filter;
+        }
+        json!({ "properties": properties })
+    }
+
+    pub fn topic_body(&self, topic: &TopicSpec) -> Value {
+        json!({"properties": {"inputSchema": schema_name(topic.schema)}})
+    }
+
+    /// One published event in its topic's input schema.
+    pub fn event_json(&self, seq: u64, facts: &EventFacts) -> Value {
+        let data = json!({"amount": facts.amount, "region": facts.region_name(), "seq": seq});
+        let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        match self.topics[usize::from(facts.topic)].schema {
+            Schema::EventGrid => json!({
+                "id": event_id(seq),
+                "eventType": facts.type_name(),
+                "subject": facts.subject(seq),
+                "eventTime": time,
+                "dataVersion": "1.0",
+                "data": data,
+            }),
+            Schema::CloudEvents => json!({
+                "specversion": "1.0",
+                "id": event_id(seq),
+                "source": "/eg-chaos",
+                "type": facts.type_name(),
+                "subject": facts.subject(seq),
+                "time": time,
+                "datacontenttype": "application/json",
+                "data": data,
+            }),
+        }
+    }
+
+    /// Which subscriptions an event is owed to.
+    pub fn matching(&self, seq: u64, facts: &EventFacts) -> impl Iterator<Item = usize> + '_ {
+        let facts = *facts;
+        self.subscriptions
+            .iter()
+            .enumerate()
+            .filter(move |(_, s)| s.topic == usize::from(facts.topic) && s.filter.matches(&facts, seq))
+            .map(|(i, _)| i)
+    }
+
+    /// The subscription whose dead-letter folder is `<container>/<FOLDER>`.
+    pub fn subscription_by_folder(&self, container: &str, folder: &str) -> Option<usize> {
+        self.subscriptions
+            .iter()
+            .position(|s| s.container == container && s.name.eq_ignore_ascii_case(folder))
+    }
+}
+
+fn schema_name(schema: Schema) -> &'static str {
+    match schema {
+        Schema::EventGrid => "EventGridSchema",
+        Schema::CloudEvents => "CloudEventSchemaV1_0",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oracle_matches_from_the_scenario_model() {
+        let scenario = Scenario::standard();
+        let facts = EventFacts {
+            topic: 0,
+            event_type: 0, // Order.Created
+            region: 0,     // eu
+            amount: 70,
+        };
+        let names: Vec<&str> = scenario
+            .matching(7, &facts)
+            .map(|i| scenario.subscriptions[i].name.as_str())
+            .collect();
+        assert_eq!(names, ["eg-a-all", "eg-a-orders", "eg-a-eu-orders", "eg-a-big"]);
+        let payment = EventFacts {
+            topic: 2,
+            event_type: 2,
+            region: 2,
+            amount: 10,
+        };
+        let names: Vec<&str> = scenario
+            .matching(8, &payment)
+            .map(|i| scenario.subscriptions[i].name.as_str())
+            .collect();
+        assert_eq!(names, ["ce-a-all", "ce-a-payments"]);
+        assert_eq!(event_seq(&event_id(42)), Some(42));
+        assert_eq!(event_seq("other"), None);
+    }
+
+    #[test]
+    fn subscription_bodies_carry_the_filter_and_the_batch_size() {
+        let scenario = Scenario::standard();
+        let sub = &scenario.subscriptions[1];
+        let body = scenario.subscription_body(sub, "http://127.0.0.1:1/hook/1");
+        assert_eq!(body["properties"]["filter"]["includedEventTypes"][1], "Order.Shipped");
+        assert_eq!(body["properties"]["destination"]["properties"]["maxEventsPerBatch"], 10);
+        assert_eq!(body["properties"]["retryPolicy"]["maxDeliveryAttempts"], 4);
+        assert_eq!(scenario.subscription_by_folder("dl-eg-a", "EG-A-ORDERS"), Some(1));
+    }
+}

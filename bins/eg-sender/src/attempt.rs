@@ -3,9 +3,9 @@
 //! being listened to for a late success (spec §5) without holding a concurrency slot.
 
 use crate::late::PendingResponse;
-use eg_core::AttemptOutcome;
 use eg_core::render::DeliveryBody;
 use eg_core::subscription::Subscription;
+use eg_core::{AttemptOutcome, UnixMillis, signing};
 use eg_outbound::Client;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -25,6 +25,11 @@ pub struct Request<'a> {
     pub first_event: Value,
     /// `aeg-delivery-count`: attempts the batch's first event has had before this one.
     pub delivery_count: u32,
+    /// `webhook-id` of a signed delivery: the same for every attempt at these deliveries
+    /// (`eg_core::signing::webhook_id`).
+    pub webhook_id: String,
+    /// When the attempt is made (the Redis-synced clock): `webhook-timestamp`.
+    pub sent_at: UnixMillis,
 }
 
 /// POSTs the batch. `timeout` bounds the attempt; with `late_window` the request keeps
@@ -41,6 +46,8 @@ pub async fn send(
         body,
         first_event,
         delivery_count,
+        webhook_id,
+        sent_at,
     } = request;
     let mut builder = client
         .post(&subscription.endpoint_url)
@@ -61,6 +68,14 @@ pub async fn send(
         {
             builder = builder.header(h.name.as_str(), value);
         }
+    }
+    // Signed over exactly the bytes sent; the secrets never leave this call.
+    let secrets = subscription.signing_secrets.as_slice();
+    if let Some(signed) = signing::headers(secrets, &webhook_id, sent_at, body.body.as_bytes()) {
+        builder = builder
+            .header("webhook-id", signed.id)
+            .header("webhook-timestamp", signed.timestamp)
+            .header("webhook-signature", signed.signature);
     }
     let started = Instant::now();
     let mut task = tokio::spawn(async move {

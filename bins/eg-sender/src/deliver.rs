@@ -9,6 +9,7 @@ use crate::settle;
 use eg_core::policy::ProfilePolicies;
 use eg_core::probation::{EndpointAttempt, EndpointId, Gate, HealthChange, ProbationPolicy};
 use eg_core::render::{self, RenderedEvent};
+use eg_core::signing;
 use eg_core::subscription::Subscription;
 use eg_core::validation::Provisioning;
 use eg_core::{Decision, LastAttempt};
@@ -206,11 +207,19 @@ impl Sender {
             renderable.push(ok);
         }
         let first = held.iter().zip(&renderable).find(|(_, ok)| **ok).map(|(h, _)| h);
+        let sent_ids = held
+            .iter()
+            .zip(&renderable)
+            .filter(|(_, ok)| **ok)
+            .map(|(h, _)| h.ready.delivery.id.as_str());
+        let webhook_id = signing::webhook_id(sent_ids);
         let request = first.map(|h| Request {
             subscription,
             first_event: rendered[0].value().into_owned(),
             body: render::delivery_body(schema, &rendered),
             delivery_count: h.ready.delivery.attempts,
+            webhook_id,
+            sent_at: self.clock.now(),
         });
         drop(rendered);
         let mut kept = Vec::with_capacity(held.len());

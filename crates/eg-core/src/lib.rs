@@ -24,6 +24,7 @@ pub mod render;
 pub mod retry;
 pub mod routing;
 pub mod schema;
+pub mod signing;
 pub mod subscription;
 pub mod time;
 pub mod topic;

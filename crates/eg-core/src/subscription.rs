@@ -11,6 +11,7 @@ use crate::names::{SubscriptionName, TopicName};
 use crate::profile::DeliveryProfile;
 use crate::routing::Routing;
 use crate::schema::DeliverySchema;
+use crate::signing::{MAX_SECRETS, SigningSecret, SigningSecrets};
 use crate::time::UnixMillis;
 use crate::topic::Topic;
 use crate::validation::Provisioning;
@@ -36,6 +37,10 @@ pub struct Subscription {
     pub batching: BatchSettings,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub delivery_headers: Vec<DeliveryHeader>,
+    /// Standard Webhooks signing secrets (beyond Event Grid): stored and used to sign, never
+    /// returned by the API (only their fingerprints) and never logged.
+    #[serde(default, skip_serializing_if = "SigningSecrets::is_empty")]
+    pub signing_secrets: SigningSecrets,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expiration_time: Option<UnixMillis>,
     #[serde(default)]
@@ -255,7 +260,12 @@ impl Subscription {
         now: UnixMillis,
     ) -> Result<Self, InvalidField> {
         let props = object_at(body, "properties")?;
-        let (endpoint_url, batching, delivery_headers) = destination(props).map_err(|e| e.within("properties"))?;
+        let Destination {
+            endpoint_url,
+            batching,
+            delivery_headers,
+            signing_secrets,
+        } = destination(props).map_err(|e| e.within("properties"))?;
         let filter = match props.get("filter") {
             None | Some(Value::Null) => EventFilter::default(),
             Some(v) => EventFilter::from_json(v).map_err(|e| e.within("properties.filter"))?,
@@ -317,6 +327,7 @@ impl Subscription {
             dead_letter,
             batching,
             delivery_headers,
+            signing_secrets,
             expiration_time,
             delivery_schema,
             profile: topic.profile,
@@ -325,7 +336,7 @@ impl Subscription {
     }
 
     /// The resource as `GET` shows it at `now`: the endpoint's base URL only, no secret
-    /// header values, no validation code.
+    /// header values, signing secrets as fingerprints only, no validation code.
     pub fn to_resource(&self, now: UnixMillis) -> Value {
         let headers: Vec<Value> = self
             .delivery_headers
@@ -347,6 +358,14 @@ impl Subscription {
         });
         if !headers.is_empty() {
             destination_props["deliveryAttributeMappings"] = Value::Array(headers);
+        }
+        if !self.signing_secrets.is_empty() {
+            destination_props["signingSecrets"] = self
+                .signing_secrets
+                .as_slice()
+                .iter()
+                .map(|s| Value::String(s.fingerprint()))
+                .collect();
         }
         let mut props = json!({
             "topic": format!("/topics/{}", self.topic),
@@ -405,7 +424,15 @@ fn object_at<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, In
     }
 }
 
-fn destination(props: &Map<String, Value>) -> Result<(String, BatchSettings, Vec<DeliveryHeader>), InvalidField> {
+/// What `properties.destination` says.
+struct Destination {
+    endpoint_url: String,
+    batching: BatchSettings,
+    delivery_headers: Vec<DeliveryHeader>,
+    signing_secrets: SigningSecrets,
+}
+
+fn destination(props: &Map<String, Value>) -> Result<Destination, InvalidField> {
     let dest = props
         .get("destination")
         .ok_or_else(|| InvalidField::new("destination", "is required"))?;
@@ -441,7 +468,70 @@ fn destination(props: &Map<String, Value>) -> Result<(String, BatchSettings, Vec
         None | Some(Value::Null) => Vec::new(),
         Some(v) => delivery_headers(v).map_err(|e| e.within("destination.properties"))?,
     };
-    Ok((endpoint_url, batching, headers))
+    // Omitted means unsigned: a PUT replaces the whole subscription, secrets included.
+    let signing_secrets = match dp.get("signingSecrets") {
+        None | Some(Value::Null) => SigningSecrets::default(),
+        Some(v) => signing_secrets(v).map_err(|e| e.within("destination.properties"))?,
+    };
+    if !signing_secrets.is_empty()
+        && let Some((i, h)) = headers
+            .iter()
+            .enumerate()
+            .find(|(_, h)| SIGNING_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(&h.name)))
+    {
+        return Err(InvalidField::new(
+            format!("destination.properties.deliveryAttributeMappings[{i}].name"),
+            format!(
+                "{:?} is set by the sender on signed deliveries (signingSecrets)",
+                h.name
+            ),
+        ));
+    }
+    Ok(Destination {
+        endpoint_url,
+        batching,
+        delivery_headers: headers,
+        signing_secrets,
+    })
+}
+
+/// The headers of a signed delivery: a delivery property must not replace them.
+const SIGNING_HEADERS: [&str; 3] = ["webhook-id", "webhook-timestamp", "webhook-signature"];
+
+/// `signingSecrets`: 0–2 `whsec_…` strings, all different. Refusals never repeat the value.
+fn signing_secrets(v: &Value) -> Result<SigningSecrets, InvalidField> {
+    let field = "signingSecrets";
+    let Value::Array(items) = v else {
+        return Err(InvalidField::new(
+            field,
+            format!("must be an array of \"whsec_…\" strings, got {}", json_type(v)),
+        ));
+    };
+    if items.len() > MAX_SECRETS {
+        return Err(InvalidField::new(
+            field,
+            format!(
+                "at most {MAX_SECRETS} secrets (the current one and the next, during a rotation), got {}",
+                items.len()
+            ),
+        ));
+    }
+    let mut secrets: Vec<SigningSecret> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        let Value::String(raw) = item else {
+            return Err(InvalidField::new(
+                at,
+                format!("must be a string, got {}", json_type(item)),
+            ));
+        };
+        let secret = SigningSecret::parse(raw).map_err(|e| InvalidField::new(&at, e.to_string()))?;
+        if let Some(j) = secrets.iter().position(|s| *s == secret) {
+            return Err(InvalidField::new(at, format!("is the same secret as {field}[{j}]")));
+        }
+        secrets.push(secret);
+    }
+    SigningSecrets::new(secrets).map_err(|e| InvalidField::new(field, e.to_string()))
 }
 
 fn ranged_u32(map: &Map<String, Value>, field: &str, min: u32, max: u32, default: u32) -> Result<u32, InvalidField> {
@@ -796,6 +886,98 @@ mod tests {
         assert!(with(Value::Array(many)).is_err());
         let long = json!([{"name": "h", "type": "Static", "properties": {"value": "x".repeat(4097)}}]);
         assert!(with(long).is_err());
+    }
+
+    const SECRET_A: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+    const SECRET_B: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    fn with_secrets(secrets: Value) -> Result<Subscription, InvalidField> {
+        let mut b = body();
+        b["properties"]["destination"]["properties"]["signingSecrets"] = secrets;
+        parse(b)
+    }
+
+    #[test]
+    fn signing_secrets_are_kept_but_shown_only_as_fingerprints() {
+        let s = with_secrets(json!([SECRET_B, SECRET_A])).unwrap();
+        let kept: Vec<String> = s
+            .signing_secrets
+            .as_slice()
+            .iter()
+            .map(SigningSecret::fingerprint)
+            .collect();
+        assert_eq!(kept.len(), 2);
+        let shown = s.to_resource(UnixMillis(0));
+        assert_eq!(
+            shown["properties"]["destination"]["properties"]["signingSecrets"],
+            json!(kept),
+            "{shown}"
+        );
+        let text = shown.to_string();
+        assert!(
+            !text.contains("C2FVsBQIhrsc") && !text.contains("MfKQ9r8GKYq"),
+            "{text}"
+        );
+        assert!(!format!("{s:?}").contains("C2FVsBQIhrsc"));
+        // The catalog keeps the secrets themselves, in order.
+        let stored: Subscription = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(stored, s);
+        // No secrets: nothing shown, nothing stored.
+        let plain = parse(body()).unwrap();
+        assert!(plain.signing_secrets.is_empty());
+        assert!(
+            plain.to_resource(UnixMillis(0))["properties"]["destination"]["properties"]
+                .get("signingSecrets")
+                .is_none()
+        );
+        assert!(!serde_json::to_string(&plain).unwrap().contains("signingSecrets"));
+        assert!(with_secrets(json!([])).unwrap().signing_secrets.is_empty());
+    }
+
+    #[test]
+    fn signing_secret_refusals_name_the_field_and_never_echo_the_value() {
+        let refused = |secrets: Value| with_secrets(secrets).unwrap_err();
+        let field = "properties.destination.properties.signingSecrets";
+        let err = refused(json!([SECRET_A, "whsec_c2hvcnQ="]));
+        assert_eq!(err.field, format!("{field}[1]"));
+        assert!(err.problem.contains("24 to 64 bytes"), "{err}");
+        let err = refused(json!(["C2FVsBQIhrscChlQIMV+b5sSYspob7oD"]));
+        assert_eq!(err.field, format!("{field}[0]"));
+        assert!(err.problem.contains("whsec_"), "{err}");
+        assert!(!err.to_string().contains("C2FVsBQIhrsc"), "{err}");
+        assert_eq!(refused(json!(["whsec_%%%"])).field, format!("{field}[0]"));
+        assert_eq!(refused(json!([5])).field, format!("{field}[0]"));
+        assert_eq!(refused(json!(SECRET_A)).field, field);
+        let err = refused(json!([SECRET_A, SECRET_B, SECRET_A]));
+        assert_eq!(err.field, field);
+        assert!(err.problem.contains("at most 2"), "{err}");
+        let err = refused(json!([SECRET_A, SECRET_A]));
+        assert_eq!(err.field, format!("{field}[1]"));
+        // What GET shows cannot be written back as if it were a secret.
+        let fingerprint = SigningSecret::parse(SECRET_A).unwrap().fingerprint();
+        let err = refused(json!([fingerprint]));
+        assert!(err.problem.contains("fingerprint"), "{err}");
+    }
+
+    #[test]
+    fn signed_subscriptions_cannot_set_the_signature_headers() {
+        let mut b = body();
+        b["properties"]["destination"]["properties"]["signingSecrets"] = json!([SECRET_A]);
+        b["properties"]["destination"]["properties"]["deliveryAttributeMappings"] = json!([
+            {"name": "X-Ok", "type": "Static", "properties": {"value": "v"}},
+            {"name": "Webhook-Signature", "type": "Static", "properties": {"value": "v1,forged"}},
+        ]);
+        let err = parse(b.clone()).unwrap_err();
+        assert_eq!(
+            err.field,
+            "properties.destination.properties.deliveryAttributeMappings[1].name"
+        );
+        // Unsigned subscriptions may send such a header themselves.
+        b["properties"]["destination"]["properties"]
+            .as_object_mut()
+            .unwrap()
+            .remove("signingSecrets");
+        assert!(parse(b).is_ok());
     }
 
     #[test]

@@ -399,6 +399,11 @@ impl System {
         answer.ok().map(|r| r.status())
     }
 
+    /// The process id of a running tier.
+    pub fn tier_pid(&self, which: TierId) -> u32 {
+        self.tier(which).child.id()
+    }
+
     /// Whether the tier's process is still running.
     pub fn is_running(&mut self, which: TierId) -> bool {
         let tier = self.tier_mut(which);
@@ -410,10 +415,7 @@ impl System {
     pub async fn terminate(&mut self, which: TierId, within: Duration) -> (std::process::ExitStatus, Duration) {
         let tier = self.tier_mut(which);
         let pid = tier.child.id().to_string();
-        let sent = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("run kill");
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
         assert!(sent.success(), "kill -TERM {pid} failed");
         let started = Instant::now();
         loop {
@@ -446,11 +448,16 @@ impl System {
 
     /// The text of every tier's log so far, by file name (for scans of what was logged).
     pub fn logs(&self) -> Vec<(String, String)> {
-        let Some(dir) = self.log_dir.as_ref() else { return Vec::new() };
+        let Some(dir) = self.log_dir.as_ref() else {
+            return Vec::new();
+        };
         let mut logs: Vec<(String, String)> = files_under(dir.path())
             .into_iter()
             .map(|path| {
-                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 (name, std::fs::read_to_string(&path).unwrap_or_default())
             })
             .collect();

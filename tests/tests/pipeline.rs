@@ -458,3 +458,34 @@ async fn each_subscription_gets_exactly_the_events_its_filter_matches() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_change_applies_to_the_next_publish_in_every_tier() {
+    // Catalog copies refresh only once a minute: only read-your-writes can pass this.
+    let system = System::start(Options::default().env("EG__CATALOG__REFRESH_INTERVAL", "60s")).await;
+    let before = Receiver::start(Behaviour::Status(200)).await;
+    let after = Receiver::start(Behaviour::Status(200)).await;
+    system.create_topic("orders").await;
+    system
+        .create_subscription("orders", "audit", subscription(before.url(), json!({})))
+        .await;
+    system
+        .publish_ok("orders", &json!([event("e-1", "Order.Created", "/o/1", json!({}))]))
+        .await;
+    before.wait_for(1, DEADLINE).await;
+
+    // The sender knows the old endpoint; the change must reach it before the next delivery.
+    system
+        .create_subscription("orders", "audit", subscription(after.url(), json!({})))
+        .await;
+    system
+        .publish_ok("orders", &json!([event("e-2", "Order.Created", "/o/2", json!({}))]))
+        .await;
+    after.wait_for(1, DEADLINE).await;
+    assert_eq!(after.event_ids(), ["e-2"]);
+    assert_eq!(
+        before.event_ids(),
+        ["e-1"],
+        "nothing went to the endpoint the subscription left"
+    );
+}

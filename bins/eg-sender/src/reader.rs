@@ -7,6 +7,7 @@
 
 use crate::deliver::{Batch, Held};
 use crate::settle;
+use eg_core::Delivery;
 use eg_core::subscription::Subscription;
 use eg_runtime::Shutdown;
 use eg_store::{Partition, ReadyDelivery};
@@ -118,7 +119,7 @@ impl Sender {
         let mut groups: Vec<(Arc<Subscription>, Vec<Held>)> = Vec::new();
         for (ready, body) in deliveries.into_iter().zip(bodies) {
             let delivery = &ready.delivery;
-            let subscription = match self.subscription(&delivery.topic, &delivery.subscription).await {
+            let subscription = match self.subscription(delivery).await {
                 Ok(Some(s)) => s,
                 Ok(None) => {
                     self.settle_ready(partition, &ready, settle::dropped(delivery, "SubscriptionDeleted"))
@@ -163,11 +164,16 @@ impl Sender {
         Ok(batches)
     }
 
-    /// The subscription, refreshing the catalog once if this copy does not know it yet
-    /// (it may have been created a moment ago through another process). `Ok(None)` means
-    /// it does not exist; an error means that could not be known.
-    async fn subscription(&self, topic: &str, name: &str) -> Result<Option<Arc<Subscription>>, eg_store::StoreError> {
-        if let Some(s) = self.cache.snapshot().subscription_arc(topic, name) {
+    /// The delivery's subscription as of the catalog version it was matched against
+    /// or later: a copy that is older (a subscription changed a moment ago through
+    /// another process), or that does not know it yet, is refreshed first. `Ok(None)`
+    /// means it does not exist; an error means that could not be known.
+    async fn subscription(&self, delivery: &Delivery) -> Result<Option<Arc<Subscription>>, eg_store::StoreError> {
+        let (topic, name) = (&delivery.topic, &delivery.subscription);
+        let snapshot = self.cache.snapshot();
+        if snapshot.version >= delivery.catalog_version
+            && let Some(s) = snapshot.subscription_arc(topic, name)
+        {
             return Ok(Some(s.clone()));
         }
         Ok(self.cache.refresh().await?.subscription_arc(topic, name).cloned())

@@ -32,6 +32,15 @@ pub struct Delivery {
     /// How the stored event is written; absent for Event Grid schema, the common case.
     #[serde(rename = "f", default, skip_serializing_if = "StoredFormat::is_event_grid")]
     pub format: StoredFormat,
+    /// The catalog version the event was matched against: a process whose catalog
+    /// copy is older refreshes it before acting on the delivery (read-your-writes for
+    /// subscription changes, in every tier). 0 in records written before it existed.
+    #[serde(rename = "cv", default, skip_serializing_if = "is_zero")]
+    pub catalog_version: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +64,15 @@ impl Delivery {
             published_at,
             last: None,
             format: StoredFormat::EventGrid,
+            catalog_version: 0,
+        }
+    }
+
+    /// The same delivery, matched against catalog version `version`.
+    pub fn matched_at(self, version: u64) -> Self {
+        Self {
+            catalog_version: version,
+            ..self
         }
     }
 

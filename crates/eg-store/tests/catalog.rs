@@ -544,7 +544,10 @@ async fn the_version_keeps_rising_after_redis_lost_its_data() {
     // Rebuilt with fewer writes than before: a counter would now be behind the cache.
     catalog.put_topic(&topic("billing"), keys("b")).await.unwrap();
     let after = catalog.version().await.unwrap();
-    assert!(after > before, "version went back from {before} to {after} after data loss");
+    assert!(
+        after > before,
+        "version went back from {before} to {after} after data loss"
+    );
 
     let snapshot = cache.refresh().await.unwrap();
     assert_eq!(snapshot.version, after);

@@ -83,6 +83,11 @@ impl RedisServer {
         self.spawn();
     }
 
+    /// The server's process id while it runs (to pause it with SIGSTOP, say).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Starts a killed server again from its append-only file (same socket); a no-op
     /// while it runs. With [`RedisServer::kill`], this leaves Redis down for a while.
     pub fn start_again(&mut self) {

@@ -257,6 +257,7 @@ async fn a_regenerated_key_stops_working_at_once_on_every_ingress() {
 async fn secrets_never_reach_logs_metrics_error_bodies_or_dead_letters() {
     const QUERY_SECRET: &str = "endpoint-query-secret-3f9a";
     const HEADER_SECRET: &str = "secret-header-value-71c2";
+    const SIGNING_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
     let healthy = Receiver::start(Behaviour::Status(200)).await;
     let failing = Receiver::start(Behaviour::Status(503)).await;
     let refusing = Receiver::start(Behaviour::Status(400)).await;
@@ -272,19 +273,22 @@ async fn secrets_never_reach_logs_metrics_error_bodies_or_dead_letters() {
         ADMIN_TOKEN.to_owned(),
         QUERY_SECRET.to_owned(),
         HEADER_SECRET.to_owned(),
+        // The signing key itself (what follows `whsec_`).
+        SIGNING_SECRET["whsec_".len()..].to_owned(),
     ];
     for (name, receiver) in [("healthy", &healthy), ("failing", &failing), ("refusing", &refusing)] {
         let mut body = subscription(
             &format!("{}?code={QUERY_SECRET}", receiver.url()),
             json!({"deadLetterDestination": dead_letter_to("dead")}),
         );
+        body["properties"]["destination"]["properties"]["signingSecrets"] = json!([SIGNING_SECRET]);
         body["properties"]["destination"]["properties"]["deliveryAttributeMappings"] =
             secret_header["deliveryAttributeMappings"].clone();
         body["properties"]["retryPolicy"] = json!({"maxDeliveryAttempts": 2, "eventTimeToLiveInMinutes": 5});
         let answer = system.create_subscription("orders", name, body).await;
         let shown = answer.to_string();
         assert!(
-            !shown.contains(QUERY_SECRET) && !shown.contains(HEADER_SECRET),
+            secrets[2..].iter().all(|secret| !shown.contains(secret.as_str())),
             "PUT answer shows a secret: {shown}"
         );
     }

@@ -15,6 +15,8 @@ usage: eg-chaos [options]
   --duration D          how long to publish and inject faults (default 60s)
   --rate N              events per second published (default 60)
   --fault-every D       mean interval between process kills (default 4s; 0s = none)
+  --pause-every D       mean interval between freezes (SIGSTOP for 2–8 s, then
+                        SIGCONT) of a tier process (default 10s; 0s = none)
   --redis-restarts N    SIGKILL + restart of redis-server during the run (default 2)
   --drain-timeout D     how long the system may take to drain afterwards (default 60s)
   --json PATH           also write the JSON report to PATH
@@ -37,6 +39,7 @@ pub struct Args {
     pub duration: Duration,
     pub rate: f64,
     pub fault_every: Duration,
+    pub pause_every: Duration,
     pub redis_restarts: usize,
     pub drain_timeout: Duration,
     pub json: Option<PathBuf>,
@@ -57,6 +60,7 @@ impl Default for Args {
             duration: Duration::from_secs(60),
             rate: 60.0,
             fault_every: Duration::from_secs(4),
+            pause_every: Duration::from_secs(10),
             redis_restarts: 2,
             drain_timeout: Duration::from_secs(60),
             json: None,
@@ -98,6 +102,7 @@ pub fn parse(mut raw: impl Iterator<Item = String>) -> anyhow::Result<Option<Arg
             "--duration" => args.duration = duration(&name, &value()?)?,
             "--rate" => args.rate = number(&name, &value()?)?,
             "--fault-every" => args.fault_every = duration(&name, &value()?)?,
+            "--pause-every" => args.pause_every = duration(&name, &value()?)?,
             "--redis-restarts" => args.redis_restarts = count(&name, &value()?)?,
             "--drain-timeout" => args.drain_timeout = duration(&name, &value()?)?,
             "--json" => args.json = Some(PathBuf::from(value()?)),

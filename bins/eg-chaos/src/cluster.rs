@@ -346,6 +346,23 @@ impl Cluster {
         }
     }
 
+    /// Sends `signal` (`STOP`, `CONT`) to slot `index`'s process; returns its pid, or
+    /// `None` if it is not running (or is no longer the process `expected_pid`).
+    pub fn signal(&self, index: usize, signal: &str, expected_pid: Option<u32>) -> Option<u32> {
+        let pid = lock(&self.slots)[index].child.as_ref().and_then(Child::id)?;
+        if expected_pid.is_some_and(|expected| expected != pid) {
+            return None;
+        }
+        let sent = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        sent.is_ok_and(|s| s.success()).then_some(pid)
+    }
+
     /// Starts slot `index` again (same port) unless it is running.
     pub fn restart(&self, index: usize) -> anyhow::Result<()> {
         if lock(&self.slots)[index].child.is_some() {

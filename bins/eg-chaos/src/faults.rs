@@ -2,6 +2,8 @@
 //! interval) it SIGKILLs a random tier process and starts it again after a short pause;
 //! a few times per run it SIGKILLs redis-server and starts it again from its
 //! append-only file on the same socket, leaving the tiers to reconnect on their own.
+//! Besides, it freezes processes for a few seconds (SIGSTOP … SIGCONT), as a long pause
+//! or an overloaded host would.
 
 use crate::cluster::Cluster;
 use crate::journal::Journal;
@@ -56,6 +58,45 @@ impl Faults {
             });
         }
         while restarts.join_next().await.is_some() {}
+    }
+
+    /// Freezes tier processes (SIGSTOP) for two to eight seconds — longer than the
+    /// visibility timeout at times, so what a frozen sender holds is taken back while it
+    /// still believes it holds it — then lets them go on (SIGCONT), until `stop_at`.
+    pub async fn pause_tiers(self: Arc<Self>, mean_interval: Duration, stop_at: Instant) {
+        if mean_interval.is_zero() {
+            return;
+        }
+        let mut resumes = tokio::task::JoinSet::new();
+        loop {
+            let wait = exponential(mean_interval);
+            if Instant::now() + wait >= stop_at {
+                break;
+            }
+            tokio::time::sleep(wait).await;
+            while resumes.try_join_next().is_some() {}
+            let labels = self.cluster.labels();
+            let (index, role, label) = labels[rand::random_range(0..labels.len())].clone();
+            let Some(pid) = self.cluster.signal(index, "STOP", None) else {
+                continue;
+            };
+            let pause = Duration::from_millis(rand::random_range(2000..8000));
+            self.journal.note(&format!(
+                "SIGSTOP {label} (pid {pid}) for {}",
+                humantime::format_duration(pause)
+            ));
+            *lock(&self.injected)
+                .entry(format!("pause_{}", role.short()))
+                .or_default() += 1;
+            let faults = self.clone();
+            resumes.spawn(async move {
+                tokio::time::sleep(pause).await;
+                if faults.cluster.signal(index, "CONT", Some(pid)).is_some() {
+                    faults.journal.note(&format!("SIGCONT {label} (pid {pid})"));
+                }
+            });
+        }
+        while resumes.join_next().await.is_some() {}
     }
 
     /// Restarts Redis `count` times at random moments of the run, each with a pause of

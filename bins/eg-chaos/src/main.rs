@@ -165,6 +165,7 @@ async fn exercise(
     };
     let publishing = tokio::spawn(publisher.run(args.rate, stop_at));
     let killing = tokio::spawn(faults.clone().kill_tiers(args.fault_every, stop_at));
+    let pausing = tokio::spawn(faults.clone().pause_tiers(args.pause_every, stop_at));
     let redis_restarts = tokio::spawn(faults.clone().restart_redis(args.redis_restarts, started, stop_at));
     let mut progress = tokio::time::interval(Duration::from_secs(10));
     progress.tick().await;
@@ -179,6 +180,7 @@ async fn exercise(
     }
     publishing.await?;
     killing.await?;
+    pausing.await?;
     redis_restarts.await?;
     let published_for = started.elapsed();
 
@@ -244,6 +246,7 @@ async fn exercise(
             "duration_s": args.duration.as_secs_f64(),
             "rate": args.rate,
             "fault_every_s": args.fault_every.as_secs_f64(),
+            "pause_every_s": args.pause_every.as_secs_f64(),
             "redis_restarts": args.redis_restarts,
             "processes": {"ingress": args.ingress, "scheduler": args.schedulers, "sender": args.senders, "deadletter": args.deadletters},
             "failure_rate": args.failure_rate,
@@ -277,15 +280,18 @@ async fn exercise(
     } else {
         println!("{text}");
     }
-    let kills: u64 = injected
-        .iter()
-        .filter(|(k, _)| k.starts_with("kill_"))
-        .map(|(_, n)| n)
-        .sum();
+    let of_kind = |prefix: &str| -> u64 {
+        injected
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let (kills, pauses) = (of_kind("kill_"), of_kind("pause_"));
     let redis = injected.get("restart_redis").copied().unwrap_or(0);
     println!(
         "eg-chaos: {} — {} events published, {} acknowledged; {} deliveries owed: {} delivered, {} dead-lettered, {} lost; \
-         {} duplicates; faults: {kills} kills, {redis} Redis restarts, {} unexpected exits; {}; {} left in Redis; \
+         {} duplicates; faults: {kills} kills, {pauses} pauses, {redis} Redis restarts, {} unexpected exits; {}; {} left in Redis; \
          {} violation(s)",
         if ok { "OK" } else { "FAILED" },
         published_events,

@@ -283,6 +283,17 @@ impl Oracle {
             }
         }
 
+        // More requests than attempts allowed: a frozen sender woke up and sent what had
+        // been taken back from it meanwhile (at least once allows it; counted).
+        let mut beyond_max_attempts = Vec::new();
+        for (sub, spec) in self.scenario.subscriptions.iter().enumerate() {
+            for (seq, s) in &seen[sub] {
+                if s.arrivals > spec.max_attempts {
+                    beyond_max_attempts.push(format!("ev-{seq} to {}: {} requests", spec.name, s.arrivals));
+                }
+            }
+        }
+
         // What was dead-lettered.
         let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
         let mut dead_letter_duplicates = 0u64;
@@ -432,6 +443,8 @@ impl Oracle {
                 "duplicates": duplicates,
                 "duplicate_rate": if unique_delivered == 0 { 0.0 } else { duplicates as f64 / unique_delivered as f64 },
                 "of_unacknowledged_events": delivered_unowed,
+                "more_requests_than_max_attempts": beyond_max_attempts.len(),
+                "more_requests_than_max_attempts_examples": beyond_max_attempts.iter().take(max_examples).collect::<Vec<_>>(),
                 "receiver_answers": replies,
             },
             "dead_letters": {

@@ -200,7 +200,9 @@ impl Scenario {
                         ),
                         // Converted to CloudEvents on delivery.
                         sub("big", Filter::AmountAbove(50.0), Schema::CloudEvents, 5, 3, 1440, 1.0),
-                        // Many attempts but a one-minute time-to-live.
+                        // Many attempts but a one-minute time-to-live, and an endpoint
+                        // that fails most of the time: probation stretches the retries
+                        // until the time-to-live runs out.
                         sub(
                             "ttl",
                             Filter::RegionIn(&["us", "apac"]),
@@ -208,7 +210,7 @@ impl Scenario {
                             3,
                             30,
                             1,
-                            1.0,
+                            2.5,
                         ),
                     ]);
                 }

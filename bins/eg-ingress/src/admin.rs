@@ -4,9 +4,9 @@
 
 use crate::app::App;
 use crate::errors::Refusal;
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -14,6 +14,7 @@ use axum::{Json, Router};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use eg_core::api_error::InvalidField;
+use eg_core::event::json_type;
 use eg_core::probation::{self, EndpointId, HealthState};
 use eg_core::subscription::base_url;
 use eg_core::validation::Provisioning;
@@ -58,24 +59,56 @@ async fn require_token(State(app): State<Arc<App>>, request: Request, next: Next
         .unwrap_or_default();
     let expected = app.admin_token.as_deref().unwrap_or_default();
     if expected.is_empty() || !bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) {
+        let (parts, body) = request.into_parts();
+        app.discard_body(&parts.headers, body);
         return Err(Refusal::unauthorized("missing or wrong bearer token"));
     }
     Ok(next.run(request).await)
 }
 
 fn topic_name(raw: &str) -> Result<TopicName, Refusal> {
-    TopicName::parse(raw).map_err(|e| Refusal::bad_request(format!("topic {e}")))
+    TopicName::parse(raw).map_err(|e| Refusal::bad_request(e.problem))
 }
 
 fn subscription_name(raw: &str) -> Result<SubscriptionName, Refusal> {
-    SubscriptionName::parse(raw).map_err(|e| Refusal::bad_request(format!("subscription {e}")))
+    SubscriptionName::parse(raw).map_err(|e| Refusal::bad_request(e.problem))
 }
 
-fn json_body(bytes: &Bytes) -> Result<Value, Refusal> {
+/// The top-level fields of a topic resource. Besides `properties`, those a `GET`
+/// shows (so a resource read can be written back) and those ARM templates carry
+/// (`location`, `tags`); all but `properties` are ignored.
+const TOPIC_FIELDS: [&str; 7] = ["properties", "id", "name", "type", "location", "tags", "systemData"];
+
+/// The top-level fields of a subscription resource, as for topics.
+const SUBSCRIPTION_FIELDS: [&str; 5] = ["properties", "id", "name", "type", "systemData"];
+
+/// A management request body: strict JSON ([`eg_core::json`]) holding one object whose
+/// fields are all in `fields`. An empty body reads as `{}`.
+async fn body_object(
+    app: &App,
+    headers: &HeaderMap,
+    body: Body,
+    what: &str,
+    fields: &[&str],
+) -> Result<Value, Refusal> {
+    let bytes = app.read_body(headers, body).await?;
     if bytes.is_empty() {
         return Ok(json!({}));
     }
-    serde_json::from_slice(bytes).map_err(|e| Refusal::bad_request(format!("the body is not valid JSON: {e}")))
+    let value = eg_core::json::parse(&bytes).map_err(|e| Refusal::bad_request(e.to_string()))?;
+    let Value::Object(object) = &value else {
+        return Err(Refusal::bad_request(format!(
+            "the request body must be a JSON object ({what}), got {}",
+            json_type(&value)
+        )));
+    };
+    if let Some(unknown) = object.keys().find(|k| !fields.contains(&k.as_str())) {
+        return Err(Refusal::bad_request(format!(
+            "{unknown}: not a field of {what}; it takes {}",
+            fields.join(", ")
+        )));
+    }
+    Ok(value)
 }
 
 fn invalid(e: InvalidField) -> Refusal {
@@ -110,9 +143,12 @@ async fn get_topic(State(app): State<Arc<App>>, Path(topic): Path<String>) -> Re
     }
 }
 
-async fn put_topic(State(app): State<Arc<App>>, Path(topic): Path<String>, body: Bytes) -> Reply {
+async fn put_topic(State(app): State<Arc<App>>, Path(topic): Path<String>, headers: HeaderMap, body: Body) -> Reply {
+    // The body first: a refusal before it is read could reset the connection under
+    // a client still sending it.
+    let body = body_object(&app, &headers, body, "a topic resource", &TOPIC_FIELDS).await?;
     let name = topic_name(&topic)?;
-    let topic = Topic::from_resource(name, &json_body(&body)?).map_err(invalid)?;
+    let topic = Topic::from_resource(name, &body).map_err(invalid)?;
     // Stored events and subscriptions were checked against the schema and profile the
     // topic was created with (spec §1's table, §10): those cannot change afterwards.
     if let Some(existing) = app.catalog.get_topic(&topic.name).await? {
@@ -150,9 +186,14 @@ async fn list_keys(State(app): State<Arc<App>>, Path(topic): Path<String>) -> Re
     }
 }
 
-async fn regenerate_key(State(app): State<Arc<App>>, Path(topic): Path<String>, body: Bytes) -> Reply {
+async fn regenerate_key(
+    State(app): State<Arc<App>>,
+    Path(topic): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply {
+    let body = body_object(&app, &headers, body, "a regenerateKey request", &["keyName"]).await?;
     let name = topic_name(&topic)?;
-    let body = json_body(&body)?;
     let which = body
         .get("keyName")
         .and_then(Value::as_str)
@@ -197,13 +238,15 @@ async fn get_full_url(State(app): State<Arc<App>>, Path((topic, name)): Path<(St
 async fn put_subscription(
     State(app): State<Arc<App>>,
     Path((topic, name)): Path<(String, String)>,
-    body: Bytes,
+    headers: HeaderMap,
+    body: Body,
 ) -> Reply {
+    let body = body_object(&app, &headers, body, "a subscription resource", &SUBSCRIPTION_FIELDS).await?;
     let (t, n) = (topic_name(&topic)?, subscription_name(&name)?);
     let Some(parent) = app.catalog.get_topic(&t).await? else {
         return Err(Refusal::not_found(format!("topic {topic:?} does not exist")));
     };
-    let mut sub = Subscription::from_resource(&parent, n, &json_body(&body)?, app.clock.now()).map_err(invalid)?;
+    let mut sub = Subscription::from_resource(&parent, n, &body, app.clock.now()).map_err(invalid)?;
     let previous = app.catalog.get_subscription(&t, &sub.name).await?;
     sub.provisioning = app
         .validator

@@ -4,6 +4,10 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use eg_core::ApiError;
 
+/// Messages may quote what the client sent (a bad timestamp, a key): a quote of a huge
+/// value is cut so an answer stays small.
+const MAX_MESSAGE_CHARS: usize = 1024;
+
 pub struct Refusal {
     status: StatusCode,
     body: ApiError,
@@ -13,8 +17,13 @@ impl Refusal {
     pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
         Self {
             status,
-            body: ApiError::new(code, message),
+            body: ApiError::new(code, shortened(message.into())),
         }
+    }
+
+    /// A refusal with the error code Event Grid uses for `status`.
+    pub fn of_status(status: StatusCode, message: impl Into<String>) -> Self {
+        Self::new(status, code_of(status), message)
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -31,6 +40,11 @@ impl Refusal {
 
     pub fn too_large(message: impl Into<String>) -> Self {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", message)
+    }
+
+    /// The client did not send its body in time.
+    pub fn timed_out(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::REQUEST_TIMEOUT, "RequestTimeout", message)
     }
 
     /// Redis could not be reached or answered an error: nothing was accepted.
@@ -63,5 +77,48 @@ impl IntoResponse for Refusal {
 impl From<eg_store::StoreError> for Refusal {
     fn from(e: eg_store::StoreError) -> Self {
         Self::unavailable(&e)
+    }
+}
+
+/// Event Grid's error code for a status.
+pub fn code_of(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::BAD_REQUEST => "BadRequest",
+        StatusCode::UNAUTHORIZED => "Unauthorized",
+        StatusCode::FORBIDDEN => "Forbidden",
+        StatusCode::NOT_FOUND => "NotFound",
+        StatusCode::METHOD_NOT_ALLOWED => "MethodNotAllowed",
+        StatusCode::REQUEST_TIMEOUT => "RequestTimeout",
+        StatusCode::CONFLICT => "Conflict",
+        StatusCode::LENGTH_REQUIRED => "LengthRequired",
+        StatusCode::PAYLOAD_TOO_LARGE => "PayloadTooLarge",
+        StatusCode::URI_TOO_LONG => "UriTooLong",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "UnsupportedMediaType",
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "RequestHeaderFieldsTooLarge",
+        StatusCode::SERVICE_UNAVAILABLE => "ServiceUnavailable",
+        s if s.is_client_error() => "BadRequest",
+        _ => "InternalServerError",
+    }
+}
+
+/// `message`, cut to [`MAX_MESSAGE_CHARS`] characters (marked with `…`).
+fn shortened(message: String) -> String {
+    match message.char_indices().nth(MAX_MESSAGE_CHARS) {
+        None => message,
+        Some((cut, _)) => format!("{}…", &message[..cut]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary() {
+        let long = "é".repeat(MAX_MESSAGE_CHARS + 10);
+        let cut = shortened(long);
+        assert_eq!(cut.chars().count(), MAX_MESSAGE_CHARS + 1);
+        assert!(cut.ends_with('…'));
+        assert_eq!(shortened("short".into()), "short");
     }
 }

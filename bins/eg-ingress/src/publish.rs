@@ -4,7 +4,7 @@
 use crate::app::App;
 use crate::auth::{self, Credential};
 use crate::errors::Refusal;
-use axum::body::{Body, to_bytes};
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use eg_core::event::{AcceptedEvent, PublishedBatch};
@@ -53,20 +53,15 @@ async fn accept(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<usize, Refusal> {
-    let name = TopicName::parse(topic).map_err(|_| Refusal::not_found(format!("topic {topic:?} does not exist")))?;
-    let resource_path = format!("/topics/{topic}/api/events");
-    let mut snapshot = app.cache.snapshot();
-    if snapshot.topic(&name.key()).is_none() {
-        // Created through another ingress copy a moment ago?
-        // (Reloads only if the catalog moved: unknown names cannot make every request reload it.)
-        snapshot = within_bound(app, app.cache.refresh()).await??;
-    }
+    let (name, snapshot, resource_path) = match admit(app, topic, query, headers).await {
+        Ok(admitted) => admitted,
+        Err(refusal) => {
+            app.discard_body(headers, body);
+            return Err(refusal);
+        }
+    };
     let entry = topic_entry(&snapshot, &name)?;
-    authenticate(entry, query, headers, &resource_path)?;
-
-    let bytes = to_bytes(body, app.max_request_bytes)
-        .await
-        .map_err(|_| Refusal::too_large(format!("the request is over {} bytes", app.max_request_bytes)))?;
+    let bytes = app.read_body(headers, body).await?;
     let content_type = headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
@@ -83,6 +78,27 @@ async fn accept(
         store(app, &name, snapshot, &batch.events, query, headers, &resource_path),
     )
     .await?
+}
+
+/// The checks made before the body is read: the topic exists and the publisher holds
+/// one of its keys. Returns the topic's name, the catalog it was found in, and the
+/// resource path SAS tokens are checked against.
+async fn admit(
+    app: &App,
+    topic: &str,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<(TopicName, Arc<CatalogSnapshot>, String), Refusal> {
+    let name = TopicName::parse(topic).map_err(|_| Refusal::not_found(format!("topic {topic:?} does not exist")))?;
+    let resource_path = format!("/topics/{topic}/api/events");
+    let mut snapshot = app.cache.snapshot();
+    if snapshot.topic(&name.key()).is_none() {
+        // Created through another ingress copy a moment ago?
+        // (Reloads only if the catalog moved: unknown names cannot make every request reload it.)
+        snapshot = within_bound(app, app.cache.refresh()).await??;
+    }
+    authenticate(topic_entry(&snapshot, &name)?, query, headers, &resource_path)?;
+    Ok((name, snapshot, resource_path))
 }
 
 /// Bounds how long a publish waits on Redis: during an outage publishers get a prompt
@@ -118,8 +134,16 @@ async fn store(
     for _ in 0..STALE_CATALOG_RETRIES {
         let entry = topic_entry(&snapshot, name)?;
         let now = app.clock.now();
-        let to_store = fan_out(entry, events, now);
+        let to_store = fan_out(entry, events, now, snapshot.version);
         if to_store.is_empty() {
+            // No script will check the catalog version, so check it here: a key regenerated
+            // or a subscription created a moment ago through another copy must apply.
+            let current = app.cache.refresh().await?;
+            if current.version != snapshot.version {
+                snapshot = current;
+                authenticate(topic_entry(&snapshot, name)?, query, headers, resource_path)?;
+                continue;
+            }
             metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key()).increment(count as u64);
             return Ok(count);
         }
@@ -173,8 +197,9 @@ fn authenticate(
         .map_err(|e| Refusal::unauthorized(e.to_string()))
 }
 
-/// One stored event per event that matched something, with one delivery per match.
-fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis) -> Vec<EventToStore> {
+/// One stored event per event that matched something, with one delivery per match
+/// (each remembers the catalog version it was matched against).
+fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis, version: u64) -> Vec<EventToStore> {
     let format = entry.topic.input_schema.stored_format();
     events
         .iter()
@@ -193,6 +218,7 @@ fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis) -> Vec
                         now,
                     )
                     .with_format(format)
+                    .matched_at(version)
                 })
                 .collect();
             (!deliveries.is_empty()).then(|| EventToStore {

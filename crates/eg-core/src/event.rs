@@ -17,6 +17,7 @@
 //!   `application/cloudevents…` types (binary or non-JSON formats) are refused.
 
 use crate::api_error::InvalidField;
+use crate::json::{self, JsonError};
 use crate::routing::Routing;
 use crate::schema::InputSchema;
 use crate::time::UnixMillis;
@@ -73,8 +74,10 @@ impl Default for PublishLimits {
 /// Why a publish body was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PublishError {
-    #[error("the request body is not valid JSON: {0}")]
-    MalformedJson(String),
+    /// Not UTF-8, malformed or truncated JSON, a duplicate key, too deep a nesting or a
+    /// number out of range (see [`crate::json`]), located in the body.
+    #[error("{0}")]
+    MalformedJson(JsonError),
     #[error("the request body must be a JSON array of events")]
     NotAnArray,
     #[error(
@@ -84,6 +87,8 @@ pub enum PublishError {
     NotAnObject,
     #[error("the request holds no events")]
     Empty,
+    #[error("the request body is empty: send the events as JSON")]
+    EmptyBody,
     #[error("the request holds {count} events; at most {max} are allowed")]
     TooManyEvents { count: usize, max: usize },
     #[error("events[{index}]: the event is {size} bytes; at most {max} are allowed")]
@@ -263,8 +268,24 @@ impl PublishedBatch {
     }
 }
 
+/// The body as one strict JSON value ([`crate::json`]), problems located as
+/// `events[i]…`: in an array of events from its index, in a single event (a
+/// CloudEvent) as `events[0]`.
 fn json_value(body: &[u8]) -> Result<Value, PublishError> {
-    serde_json::from_slice(body).map_err(|e| PublishError::MalformedJson(e.to_string()))
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(PublishError::EmptyBody);
+    }
+    json::parse(body).map_err(|e| {
+        // Only an object has keys: a duplicate at the top is in a single event.
+        let e = if e.path.starts_with('[') {
+            e.within("events")
+        } else if !e.path.is_empty() || matches!(e.problem, json::JsonProblem::DuplicateKey(_)) {
+            e.within("events[0]")
+        } else {
+            e
+        };
+        PublishError::MalformedJson(e)
+    })
 }
 
 fn json_array(body: &[u8]) -> Result<Vec<Value>, PublishError> {
@@ -394,7 +415,8 @@ fn optional_string(fields: &mut Map<String, Value>, name: &str) -> Result<Option
     }
 }
 
-pub(crate) fn json_type(v: &Value) -> &'static str {
+/// How an error names a value's JSON type: `a string`, `an array`, `null`…
+pub fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

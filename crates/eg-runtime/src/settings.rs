@@ -75,6 +75,10 @@ pub struct IngressSection {
     /// (nothing was accepted), so publishers never hang during an outage.
     #[serde(with = "humantime_serde")]
     pub storage_timeout: Duration,
+    /// Longest the body of a publish or management request may take to arrive, from
+    /// its first byte being asked for to its last; a slower client is answered `408`.
+    #[serde(with = "humantime_serde")]
+    pub body_read_timeout: Duration,
 }
 
 impl Default for IngressSection {
@@ -87,6 +91,7 @@ impl Default for IngressSection {
             max_events_per_request: 5000,
             max_subscriptions_per_topic: 500,
             storage_timeout: Duration::from_secs(1),
+            body_read_timeout: Duration::from_secs(30),
         }
     }
 }

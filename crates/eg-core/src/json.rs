@@ -1,0 +1,393 @@
+//! Strict JSON for everything a client sends (publish bodies, management bodies).
+//!
+//! `serde_json` alone would accept two things a service should refuse, and word a
+//! third poorly:
+//! - **Duplicate keys.** `{"id":"a","id":"b"}` is ambiguous (RFC 8259 §4 leaves the
+//!   meaning to the reader; parsers differ on which one wins), so a filter and a
+//!   subscriber could see different events. Refused, naming the object and the key.
+//! - **Deep nesting.** Refused past [`MAX_DEPTH`] levels of arrays and objects with
+//!   the path where it happened, well before `serde_json`'s own limit (128), whose
+//!   message ("recursion limit exceeded") says neither where nor what the limit is.
+//! - **Bytes that are not UTF-8** are named by offset, before any parsing.
+//!
+//! Everything else (truncated or malformed JSON, numbers out of range such as `1e400`,
+//! lone surrogates in `\u` escapes, trailing characters) is `serde_json`'s own check,
+//! reported with the path of the value being read when it failed.
+//!
+//! The parse is one pass building a `serde_json::Value` through a visitor that keeps
+//! the current path; keys are moved, not copied, so it costs about what
+//! `serde_json::from_slice::<Value>` does.
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
+use serde_json::{Map, Number, Value};
+use std::fmt;
+
+/// The deepest nesting of arrays and objects accepted: a top-level array of events is
+/// level 1, each event level 2, so an event's `data` may nest 61 levels deeper.
+pub const MAX_DEPTH: usize = 64;
+
+/// Keys longer than this are shortened in error messages.
+const MAX_KEY_CHARS_SHOWN: usize = 64;
+
+/// Why a body was refused, and where in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonError {
+    /// Where the problem is: `[2].data.items[0]`, `properties.filter`, or `""` for the
+    /// whole body.
+    pub path: String,
+    pub problem: JsonProblem,
+    /// 1-based position of the problem in the body (0 when unknown).
+    pub line: usize,
+    pub column: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonProblem {
+    /// Not UTF-8: the first invalid byte's offset.
+    NotUtf8 { offset: usize },
+    /// Malformed or truncated JSON, or a number out of range: `serde_json`'s words.
+    Syntax(String),
+    /// An object with the same key twice.
+    DuplicateKey(String),
+    /// Arrays and objects nested deeper than [`MAX_DEPTH`].
+    TooDeep,
+}
+
+impl JsonError {
+    /// The same problem, located inside `root`: `events` + `[2].data` is
+    /// `events[2].data`, `events[0]` + `data` is `events[0].data`.
+    pub fn within(mut self, root: &str) -> Self {
+        self.path = if self.path.is_empty() {
+            root.to_owned()
+        } else if self.path.starts_with('[') || root.is_empty() {
+            format!("{root}{}", self.path)
+        } else {
+            format!("{root}.{}", self.path)
+        };
+        self
+    }
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let subject = if self.path.is_empty() {
+            "the request body"
+        } else {
+            self.path.as_str()
+        };
+        match &self.problem {
+            JsonProblem::NotUtf8 { offset } => {
+                return write!(f, "{subject} is not UTF-8: invalid byte sequence at offset {offset}");
+            }
+            JsonProblem::Syntax(message) => write!(f, "{subject} is not valid JSON: {message}")?,
+            JsonProblem::DuplicateKey(key) => write!(
+                f,
+                "{subject} has the key {key:?} twice (a JSON object must not repeat a key)"
+            )?,
+            JsonProblem::TooDeep => write!(
+                f,
+                "{subject} is nested too deeply: at most {MAX_DEPTH} levels of arrays and objects are accepted"
+            )?,
+        }
+        if self.line > 0 {
+            write!(f, " at line {} column {}", self.line, self.column)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for JsonError {}
+
+/// Parses `bytes` as one JSON value, refusing what the module doc lists. A UTF-8 byte
+/// order mark at the start is skipped (RFC 8259 §8.1 allows ignoring it).
+pub fn parse(bytes: &[u8]) -> Result<Value, JsonError> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let text = std::str::from_utf8(bytes).map_err(|e| JsonError {
+        path: String::new(),
+        problem: JsonProblem::NotUtf8 {
+            offset: e.valid_up_to(),
+        },
+        line: 0,
+        column: 0,
+    })?;
+    let mut state = State::default();
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let parsed = Strict { state: &mut state }
+        .deserialize(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|()| value));
+    parsed.map_err(|e| {
+        let problem = state
+            .problem
+            .take()
+            .unwrap_or_else(|| JsonProblem::Syntax(message_of(&e)));
+        JsonError {
+            path: render_path(&state.path),
+            problem,
+            line: e.line(),
+            column: e.column(),
+        }
+    })
+}
+
+/// `serde_json`'s message without its ` at line L column C` suffix (shown separately).
+fn message_of(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    full.strip_suffix(&suffix).map(str::to_owned).unwrap_or(full)
+}
+
+enum Segment {
+    Index(usize),
+    Key(String),
+}
+
+/// Where the parse is. On an error the path is left as it was at the failing value.
+#[derive(Default)]
+struct State {
+    path: Vec<Segment>,
+    /// Set by the visitor for the problems it finds itself.
+    problem: Option<JsonProblem>,
+}
+
+impl State {
+    fn refuse<E: de::Error>(&mut self, problem: JsonProblem) -> E {
+        self.problem = Some(problem);
+        E::custom("refused")
+    }
+}
+
+fn render_path(path: &[Segment]) -> String {
+    let mut out = String::new();
+    for segment in path {
+        match segment {
+            Segment::Index(i) => out.push_str(&format!("[{i}]")),
+            Segment::Key(key) if is_plain(key) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            Segment::Key(key) => out.push_str(&format!("[{:?}]", shortened(key))),
+        }
+    }
+    out
+}
+
+/// Keys that read unambiguously after a dot.
+fn is_plain(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= MAX_KEY_CHARS_SHOWN
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'$' | b'@'))
+}
+
+fn shortened(key: &str) -> String {
+    if key.chars().count() <= MAX_KEY_CHARS_SHOWN {
+        key.to_owned()
+    } else {
+        let head: String = key.chars().take(MAX_KEY_CHARS_SHOWN).collect();
+        format!("{head}…")
+    }
+}
+
+/// Builds a `Value`, checking depth and duplicate keys on the way.
+struct Strict<'a> {
+    state: &'a mut State,
+}
+
+impl<'de> DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl Strict<'_> {
+    /// The depth of the container being entered: one more than the values around it.
+    fn enter<E: de::Error>(&mut self) -> Result<(), E> {
+        if self.state.path.len() + 1 > MAX_DEPTH {
+            return Err(self.state.refuse(JsonProblem::TooDeep));
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Visitor<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        // serde_json never yields a non-finite number (`1e400` is its own error);
+        // refuse one anyway rather than turn it into something else.
+        Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| self.state.refuse(JsonProblem::Syntax("number out of range".into())))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
+        self.enter()?;
+        let mut items = Vec::new();
+        loop {
+            self.state.path.push(Segment::Index(items.len()));
+            match seq.next_element_seed(Strict { state: self.state })? {
+                Some(item) => items.push(item),
+                None => break,
+            }
+            self.state.path.pop();
+        }
+        self.state.path.pop();
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
+        self.enter()?;
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            self.state.path.push(Segment::Key(key));
+            let value = map.next_value_seed(Strict { state: self.state })?;
+            // The key pushed above is on top again: take it back rather than copy it.
+            let Some(Segment::Key(key)) = self.state.path.pop() else {
+                return Err(self.state.refuse(JsonProblem::Syntax("unreadable object key".into())));
+            };
+            match object.entry(key) {
+                Entry::Vacant(slot) => {
+                    slot.insert(value);
+                }
+                Entry::Occupied(slot) => {
+                    let key = shortened(slot.key());
+                    return Err(self.state.refuse(JsonProblem::DuplicateKey(key)));
+                }
+            }
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn refused(body: &str) -> JsonError {
+        parse(body.as_bytes()).unwrap_err()
+    }
+
+    #[test]
+    fn parses_what_serde_json_parses() {
+        let body = r#"[{"a": 1, "b": [true, null, -2, 1.5e3, "x\u00e9"], "c": {}}, 18446744073709551615]"#;
+        assert_eq!(
+            parse(body.as_bytes()).unwrap(),
+            serde_json::from_str::<Value>(body).unwrap()
+        );
+        assert_eq!(parse(b"\xEF\xBB\xBF{}").unwrap(), json!({}));
+        // Integers beyond u64 become floats, as with serde_json.
+        assert_eq!(parse(b"18446744073709551616").unwrap(), json!(18446744073709551616.0));
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_where_they_are() {
+        let e = refused(r#"[{"id": "1"}, {"data": {"a": 1, "b": 2, "a": 3}}]"#);
+        assert_eq!(e.problem, JsonProblem::DuplicateKey("a".into()));
+        assert_eq!(e.path, "[1].data");
+        assert_eq!(
+            e.clone().within("events").to_string(),
+            "events[1].data has the key \"a\" twice (a JSON object must not repeat a key) at line 1 column 47"
+        );
+        let e = refused(r#"{"x": 1, "x": 1}"#);
+        assert_eq!(e.path, "");
+        assert!(
+            e.to_string().starts_with("the request body has the key \"x\" twice"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn nesting_is_limited() {
+        let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(parse(ok.as_bytes()).is_ok());
+        let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+        let e = refused(&deep);
+        assert_eq!(e.problem, JsonProblem::TooDeep);
+        assert_eq!(e.path, "[0]".repeat(MAX_DEPTH));
+        // Far deeper than serde_json's own limit: still our message, no stack trouble.
+        let e = refused(&"{\"a\":".repeat(10_000));
+        assert_eq!(e.problem, JsonProblem::TooDeep);
+        assert!(e.to_string().contains("at most 64 levels"), "{e}");
+    }
+
+    #[test]
+    fn syntax_errors_keep_serde_json_words_and_our_path() {
+        let e = refused(r#"[{"id": "1", "data": {"n": 1e400}}]"#);
+        assert_eq!(e.path, "[0].data.n");
+        assert_eq!(e.problem, JsonProblem::Syntax("number out of range".into()));
+        let e = refused(r#"[{"id": "#);
+        assert!(
+            matches!(e.problem, JsonProblem::Syntax(ref m) if m.starts_with("EOF")),
+            "{e:?}"
+        );
+        assert_eq!(
+            refused("").to_string(),
+            "the request body is not valid JSON: EOF while parsing a value at line 1 column 0"
+        );
+        assert!(matches!(refused("[] []").problem, JsonProblem::Syntax(ref m) if m == "trailing characters"));
+        assert!(matches!(refused(r#"["\ud800"]"#).problem, JsonProblem::Syntax(_)));
+        assert!(matches!(refused("{\"a\":\"\u{1}\"}").problem, JsonProblem::Syntax(_)));
+    }
+
+    #[test]
+    fn invalid_utf8_is_named_by_offset() {
+        let e = parse(b"[{\"id\": \"\xff\"}]").unwrap_err();
+        assert_eq!(e.problem, JsonProblem::NotUtf8 { offset: 9 });
+        assert_eq!(
+            e.to_string(),
+            "the request body is not UTF-8: invalid byte sequence at offset 9"
+        );
+    }
+
+    #[test]
+    fn odd_and_long_keys_are_quoted_and_shortened() {
+        let long = "k".repeat(200);
+        let body = format!(r#"{{"a b": {{"{long}": [1e999]}}}}"#);
+        let e = refused(&body);
+        assert!(e.path.starts_with(r#"["a b"]["kkkk"#), "{}", e.path);
+        assert!(e.path.ends_with("…\"][0]"), "{}", e.path);
+    }
+}

@@ -18,6 +18,7 @@ usage: eg-chaos [options]
   --pause-every D       mean interval between freezes (SIGSTOP for 2–8 s, then
                         SIGCONT) of a tier process (default 10s; 0s = none)
   --redis-restarts N    SIGKILL + restart of redis-server during the run (default 2)
+  --redis-freezes N     SIGSTOP of redis-server for 1–6 s during the run (default 1)
   --drain-timeout D     how long the system may take to drain afterwards (default 60s)
   --json PATH           also write the JSON report to PATH
   --keep                keep the run directory (logs, dead letters, Redis AOF); it is
@@ -41,6 +42,7 @@ pub struct Args {
     pub fault_every: Duration,
     pub pause_every: Duration,
     pub redis_restarts: usize,
+    pub redis_freezes: usize,
     pub drain_timeout: Duration,
     pub json: Option<PathBuf>,
     pub keep: bool,
@@ -62,6 +64,7 @@ impl Default for Args {
             fault_every: Duration::from_secs(4),
             pause_every: Duration::from_secs(10),
             redis_restarts: 2,
+            redis_freezes: 1,
             drain_timeout: Duration::from_secs(60),
             json: None,
             keep: false,
@@ -104,6 +107,7 @@ pub fn parse(mut raw: impl Iterator<Item = String>) -> anyhow::Result<Option<Arg
             "--fault-every" => args.fault_every = duration(&name, &value()?)?,
             "--pause-every" => args.pause_every = duration(&name, &value()?)?,
             "--redis-restarts" => args.redis_restarts = count(&name, &value()?)?,
+            "--redis-freezes" => args.redis_freezes = count(&name, &value()?)?,
             "--drain-timeout" => args.drain_timeout = duration(&name, &value()?)?,
             "--json" => args.json = Some(PathBuf::from(value()?)),
             "--run-dir" => {

@@ -205,6 +205,14 @@ impl Cluster {
         }
     }
 
+    /// Sends `signal` (`STOP`, `CONT`) to redis-server; false if it is not running.
+    pub fn signal_redis(&self, signal: &str) -> bool {
+        let Some(pid) = lock(&self.redis).as_ref().and_then(Child::id) else {
+            return false;
+        };
+        send_signal(pid, signal)
+    }
+
     // ----- tiers -----
 
     /// Adds `count` copies of `role` and starts them (not waiting for health).
@@ -353,14 +361,7 @@ impl Cluster {
         if expected_pid.is_some_and(|expected| expected != pid) {
             return None;
         }
-        let sent = std::process::Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(pid.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        sent.is_ok_and(|s| s.success()).then_some(pid)
+        send_signal(pid, signal).then_some(pid)
     }
 
     /// Starts slot `index` again (same port) unless it is running.
@@ -430,6 +431,18 @@ impl Cluster {
         }
         self.kill_redis().await;
     }
+}
+
+/// `kill -<signal> <pid>` (the workspace forbids `unsafe`, so no direct `kill(2)`).
+fn send_signal(pid: u32, signal: &str) -> bool {
+    std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 fn free_port() -> anyhow::Result<u16> {

@@ -2,8 +2,8 @@
 //! interval) it SIGKILLs a random tier process and starts it again after a short pause;
 //! a few times per run it SIGKILLs redis-server and starts it again from its
 //! append-only file on the same socket, leaving the tiers to reconnect on their own.
-//! Besides, it freezes processes for a few seconds (SIGSTOP … SIGCONT), as a long pause
-//! or an overloaded host would.
+//! Besides, it freezes tier processes and Redis for a few seconds (SIGSTOP … SIGCONT),
+//! as a long pause or an overloaded host would.
 
 use crate::cluster::Cluster;
 use crate::journal::Journal;
@@ -99,34 +99,62 @@ impl Faults {
         while resumes.join_next().await.is_some() {}
     }
 
-    /// Restarts Redis `count` times at random moments of the run, each with a pause of
-    /// half a second to two and a half seconds while it is down.
-    pub async fn restart_redis(self: Arc<Self>, count: usize, started: Instant, stop_at: Instant) {
+    /// Restarts Redis `restarts` times and freezes it (SIGSTOP for one to six seconds,
+    /// then SIGCONT) `freezes` times, at random moments of the run. A restart leaves it
+    /// down for half a second to two and a half seconds before it loads its append-only
+    /// file again.
+    pub async fn disturb_redis(self: Arc<Self>, restarts: usize, freezes: usize, started: Instant, stop_at: Instant) {
         let span = stop_at.saturating_duration_since(started);
-        let mut moments: Vec<Duration> = (0..count)
-            .map(|_| span.mul_f64(rand::random_range(0.1..0.85)))
+        let mut moments: Vec<(Duration, bool)> = (0..restarts)
+            .map(|_| true)
+            .chain((0..freezes).map(|_| false))
+            .map(|restart| (span.mul_f64(rand::random_range(0.1..0.85)), restart))
             .collect();
-        moments.sort();
-        for moment in moments {
+        moments.sort_by_key(|(moment, _)| *moment);
+        for (moment, restart) in moments {
             tokio::time::sleep_until((started + moment).into()).await;
             self.redis_down.store(true, Ordering::SeqCst);
-            self.cluster.kill_redis().await;
-            let pause = Duration::from_millis(rand::random_range(500..2500));
-            self.journal.note(&format!(
-                "SIGKILL redis-server; restart in {}",
-                humantime::format_duration(pause)
-            ));
-            *lock(&self.injected).entry("restart_redis".into()).or_default() += 1;
-            tokio::time::sleep(pause).await;
-            let restarted = Instant::now();
-            match self.cluster.start_redis().await {
-                Ok(()) => self.journal.note(&format!(
-                    "redis-server answers again (loading took {:.1}s)",
-                    restarted.elapsed().as_secs_f64()
-                )),
-                Err(e) => self.journal.phase(&format!("cannot restart redis-server: {e:#}")),
+            if restart {
+                self.restart_redis().await;
+            } else {
+                self.freeze_redis().await;
             }
             self.redis_down.store(false, Ordering::SeqCst);
+        }
+    }
+
+    async fn restart_redis(&self) {
+        self.cluster.kill_redis().await;
+        let pause = Duration::from_millis(rand::random_range(500..2500));
+        self.journal.note(&format!(
+            "SIGKILL redis-server; restart in {}",
+            humantime::format_duration(pause)
+        ));
+        *lock(&self.injected).entry("restart_redis".into()).or_default() += 1;
+        tokio::time::sleep(pause).await;
+        let restarted = Instant::now();
+        match self.cluster.start_redis().await {
+            Ok(()) => self.journal.note(&format!(
+                "redis-server answers again (loading took {:.1}s)",
+                restarted.elapsed().as_secs_f64()
+            )),
+            Err(e) => self.journal.phase(&format!("cannot restart redis-server: {e:#}")),
+        }
+    }
+
+    async fn freeze_redis(&self) {
+        if !self.cluster.signal_redis("STOP") {
+            return;
+        }
+        let pause = Duration::from_millis(rand::random_range(1000..6000));
+        self.journal.note(&format!(
+            "SIGSTOP redis-server for {}",
+            humantime::format_duration(pause)
+        ));
+        *lock(&self.injected).entry("freeze_redis".into()).or_default() += 1;
+        tokio::time::sleep(pause).await;
+        if self.cluster.signal_redis("CONT") {
+            self.journal.note("SIGCONT redis-server");
         }
     }
 }

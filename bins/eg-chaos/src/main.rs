@@ -81,7 +81,13 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             scenario
                 .subscriptions
                 .iter()
-                .map(|s| (s.delivery_schema, (args.failure_rate * s.failure_factor).min(0.95)))
+                .map(|s| {
+                    (
+                        s.name.clone(),
+                        s.delivery_schema,
+                        (args.failure_rate * s.failure_factor).min(0.95),
+                    )
+                })
                 .collect(),
             DELIVERY_TIMEOUT,
         )
@@ -166,7 +172,12 @@ async fn exercise(
     let publishing = tokio::spawn(publisher.run(args.rate, stop_at));
     let killing = tokio::spawn(faults.clone().kill_tiers(args.fault_every, stop_at));
     let pausing = tokio::spawn(faults.clone().pause_tiers(args.pause_every, stop_at));
-    let redis_restarts = tokio::spawn(faults.clone().restart_redis(args.redis_restarts, started, stop_at));
+    let redis_faults = tokio::spawn(faults.clone().disturb_redis(
+        args.redis_restarts,
+        args.redis_freezes,
+        started,
+        stop_at,
+    ));
     let mut progress = tokio::time::interval(Duration::from_secs(10));
     progress.tick().await;
     while Instant::now() < stop_at {
@@ -181,7 +192,7 @@ async fn exercise(
     publishing.await?;
     killing.await?;
     pausing.await?;
-    redis_restarts.await?;
+    redis_faults.await?;
     let published_for = started.elapsed();
 
     // ----- drain -----
@@ -248,6 +259,7 @@ async fn exercise(
             "fault_every_s": args.fault_every.as_secs_f64(),
             "pause_every_s": args.pause_every.as_secs_f64(),
             "redis_restarts": args.redis_restarts,
+            "redis_freezes": args.redis_freezes,
             "processes": {"ingress": args.ingress, "scheduler": args.schedulers, "sender": args.senders, "deadletter": args.deadletters},
             "failure_rate": args.failure_rate,
         },
@@ -289,9 +301,10 @@ async fn exercise(
     };
     let (kills, pauses) = (of_kind("kill_"), of_kind("pause_"));
     let redis = injected.get("restart_redis").copied().unwrap_or(0);
+    let freezes = injected.get("freeze_redis").copied().unwrap_or(0);
     println!(
         "eg-chaos: {} — {} events published, {} acknowledged; {} deliveries owed: {} delivered, {} dead-lettered, {} lost; \
-         {} duplicates; faults: {kills} kills, {pauses} pauses, {redis} Redis restarts, {} unexpected exits; {}; {} left in Redis; \
+         {} duplicates; faults: {kills} kills, {pauses} pauses, {redis} Redis restarts, {freezes} Redis freezes, {} unexpected exits; {}; {} left in Redis; \
          {} violation(s)",
         if ok { "OK" } else { "FAILED" },
         published_events,

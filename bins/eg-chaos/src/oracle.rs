@@ -12,7 +12,7 @@
 //!
 //! Any other reason is a violation.
 
-use crate::publisher::{Fate, Ledger, Published};
+use crate::publisher::{Fate, Ledger, Published, refusal_name};
 use crate::receiver::{Receivers, Seen, lock};
 use crate::scenario::{Scenario, event_seq};
 use serde_json::{Value, json};
@@ -179,6 +179,14 @@ impl Oracle {
                     .push(("dead_letter_of_a_stranger", format!("{id} in {}", relative.display())));
                 continue;
             };
+            // The record must carry the event the id names.
+            let subject = record["subject"].as_str().unwrap_or_default();
+            if record["data"]["seq"].as_u64() != Some(seq) || !subject.ends_with(&format!("/{seq}")) {
+                self.file_problems.push((
+                    "dead_letter_record_with_another_events_body",
+                    format!("{}: {}", relative.display(), truncate(&record.to_string())),
+                ));
+            }
             self.records.push(DeadRecord {
                 path: relative.clone(),
                 sub,
@@ -255,7 +263,7 @@ impl Oracle {
         };
 
         // What the receivers got.
-        let mut delivered_unowed = 0u64;
+        let mut delivered_unowed: BTreeMap<String, u64> = BTreeMap::new();
         let mut duplicates = 0u64;
         let mut accepted_total = 0u64;
         for (sub, endpoint) in endpoints.iter().enumerate() {
@@ -277,8 +285,9 @@ impl Oracle {
                 }
                 accepted_total += u64::from(s.accepted);
                 duplicates += u64::from(s.accepted.saturating_sub(1));
-                if s.accepted > 0 && events[*seq as usize].fate != Fate::Acknowledged {
-                    delivered_unowed += 1;
+                let event = &events[*seq as usize];
+                if s.accepted > 0 && event.fate != Fate::Acknowledged {
+                    *delivered_unowed.entry(refusal_name(event.refusal)).or_default() += 1;
                 }
             }
         }
@@ -442,6 +451,7 @@ impl Oracle {
                 "unique": unique_delivered,
                 "duplicates": duplicates,
                 "duplicate_rate": if unique_delivered == 0 { 0.0 } else { duplicates as f64 / unique_delivered as f64 },
+                // Deliveries of events whose publish was not answered 200, by that answer.
                 "of_unacknowledged_events": delivered_unowed,
                 "more_requests_than_max_attempts": beyond_max_attempts.len(),
                 "more_requests_than_max_attempts_examples": beyond_max_attempts.iter().take(max_examples).collect::<Vec<_>>(),

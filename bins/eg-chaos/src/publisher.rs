@@ -15,10 +15,25 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 /// Publish requests in flight at once.
-const IN_FLIGHT: usize = 64;
+const IN_FLIGHT: usize = 256;
 /// Most events per publish request.
 const MAX_EVENTS_PER_REQUEST: u64 = 4;
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// [`Published::refusal`] codes that are not HTTP statuses.
+pub const TIMEOUT: u16 = 1;
+pub const CONNECT: u16 = 2;
+pub const CONNECTION_ERROR: u16 = 3;
+
+/// The name of a [`Published::refusal`] code, as in the report.
+pub fn refusal_name(code: u16) -> String {
+    match code {
+        TIMEOUT => "timeout".into(),
+        CONNECT => "connect".into(),
+        CONNECTION_ERROR => "connection_error".into(),
+        status => format!("status_{status}"),
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fate {
@@ -33,6 +48,9 @@ pub enum Fate {
 pub struct Published {
     pub facts: EventFacts,
     pub fate: Fate,
+    /// Why it was not acknowledged: an HTTP status, or [`TIMEOUT`], [`CONNECT`],
+    /// [`CONNECTION_ERROR`]; 0 when it was.
+    pub refusal: u16,
     /// Unix ms when the answer came.
     pub answered_at: i64,
 }
@@ -96,6 +114,7 @@ impl Publisher {
                     events.push(Published {
                         facts: EventFacts::random(topic as u8),
                         fate: Fate::InFlight,
+                        refusal: 0,
                         answered_at: 0,
                     });
                 }
@@ -151,19 +170,21 @@ impl Publisher {
             .timeout(PUBLISH_TIMEOUT)
             .send()
             .await;
-        let failure = match answer {
-            Ok(response) if response.status().as_u16() == 200 => None,
-            Ok(response) => Some(format!("status_{}", response.status().as_u16())),
-            Err(e) if e.is_timeout() => Some("timeout".to_owned()),
-            Err(e) if e.is_connect() => Some("connect".to_owned()),
-            Err(_) => Some("connection_error".to_owned()),
+        let refusal = match answer {
+            Ok(response) if response.status().as_u16() == 200 => 0,
+            Ok(response) => response.status().as_u16(),
+            Err(e) if e.is_timeout() => TIMEOUT,
+            Err(e) if e.is_connect() => CONNECT,
+            Err(_) => CONNECTION_ERROR,
         };
+        let failure = (refusal != 0).then(|| refusal_name(refusal));
         let now = chrono::Utc::now().timestamp_millis();
         {
             let mut events = lock(&self.ledger.events);
             for seq in first..first + count {
                 let event = &mut events[seq as usize];
                 event.answered_at = now;
+                event.refusal = refusal;
                 event.fate = if failure.is_none() {
                     Fate::Acknowledged
                 } else {

@@ -63,6 +63,8 @@ impl Reply {
 
 /// One subscription's endpoint.
 pub struct Endpoint {
+    /// The subscription's name, as `aeg-subscription-name` must carry it (upper case).
+    name: String,
     pub schema: Schema,
     failure_rate: Mutex<f64>,
     pub seen: Mutex<HashMap<u64, Seen>>,
@@ -97,12 +99,13 @@ struct Shared {
 struct Connection(Arc<Notify>);
 
 impl Receivers {
-    /// `endpoints`: (delivery schema, failure rate) per subscription.
-    pub async fn start(endpoints: Vec<(Schema, f64)>, timeout: Duration) -> anyhow::Result<Self> {
+    /// `endpoints`: (subscription name, delivery schema, failure rate) per subscription.
+    pub async fn start(endpoints: Vec<(String, Schema, f64)>, timeout: Duration) -> anyhow::Result<Self> {
         let endpoints: Vec<Arc<Endpoint>> = endpoints
             .into_iter()
-            .map(|(schema, rate)| {
+            .map(|(name, schema, rate)| {
                 Arc::new(Endpoint {
+                    name: name.to_ascii_uppercase(),
                     schema,
                     failure_rate: Mutex::new(rate),
                     seen: Mutex::default(),
@@ -350,15 +353,35 @@ fn event_ids(endpoint: &Endpoint, headers: &HeaderMap, body: &Bytes) -> Result<V
             ));
         }
     };
+    let name = headers
+        .get("aeg-subscription-name")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if name != endpoint.name {
+        return Err(format!(
+            "aeg-subscription-name {name:?} on the endpoint of {}",
+            endpoint.name
+        ));
+    }
     let mut seqs = Vec::with_capacity(events.len());
     for event in events {
         let Some(id) = event["id"].as_str() else {
             return Err(format!("an event without an id: {}", truncate(&event.to_string())));
         };
-        match event_seq(id) {
-            Some(seq) => seqs.push(seq),
-            None => lock(&endpoint.strangers).push(id.to_owned()),
+        let Some(seq) = event_seq(id) else {
+            lock(&endpoint.strangers).push(id.to_owned());
+            continue;
+        };
+        // The body must be the event the id names (the publisher put the sequence
+        // number in data.seq and at the end of the subject).
+        let subject = event["subject"].as_str().unwrap_or_default();
+        if event["data"]["seq"].as_u64() != Some(seq) || !subject.ends_with(&format!("/{seq}")) {
+            return Err(format!(
+                "{id} carries another event's body: {}",
+                truncate(&event.to_string())
+            ));
         }
+        seqs.push(seq);
     }
     Ok(seqs)
 }

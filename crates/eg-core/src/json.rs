@@ -157,7 +157,15 @@ impl State {
     }
 }
 
+/// Paths longer than this many segments are shown with their middle elided.
+const MAX_SEGMENTS_SHOWN: usize = 12;
+
+/// `[2].data.items[0]`; a very deep path as its first 8 and last 3 segments around `…`.
 fn render_path(path: &[Segment]) -> String {
+    if path.len() > MAX_SEGMENTS_SHOWN {
+        let (head, tail) = (&path[..8], &path[path.len() - 3..]);
+        return format!("{}…{}", render_path(head), render_path(tail));
+    }
     let mut out = String::new();
     for segment in path {
         match segment {
@@ -346,7 +354,7 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
         let e = refused(&deep);
         assert_eq!(e.problem, JsonProblem::TooDeep);
-        assert_eq!(e.path, "[0]".repeat(MAX_DEPTH));
+        assert_eq!(e.path, format!("{}…{}", "[0]".repeat(8), "[0]".repeat(3)));
         // Far deeper than serde_json's own limit: still our message, no stack trouble.
         let e = refused(&"{\"a\":".repeat(10_000));
         assert_eq!(e.problem, JsonProblem::TooDeep);

@@ -32,6 +32,8 @@ usage: eg-chaos [options]
   --failure-rate F      share of deliveries a receiver answers badly while faults run,
                         0…1 (default 0.35; some subscriptions double it)
   --max-examples N      example ids listed per violation kind (default 10)
+  --sabotage N          checks the checker: when the faults stop, deletes N queued
+                        deliveries straight from Redis; the run must then fail
   -h, --help            this text
 ";
 
@@ -54,6 +56,7 @@ pub struct Args {
     pub deadletters: usize,
     pub failure_rate: f64,
     pub max_examples: usize,
+    pub sabotage: usize,
 }
 
 impl Default for Args {
@@ -76,6 +79,7 @@ impl Default for Args {
             deadletters: 2,
             failure_rate: 0.35,
             max_examples: 10,
+            sabotage: 0,
         }
     }
 }
@@ -120,6 +124,7 @@ pub fn parse(mut raw: impl Iterator<Item = String>) -> anyhow::Result<Option<Arg
             "--senders" => args.senders = count(&name, &value()?)?,
             "--deadletters" => args.deadletters = count(&name, &value()?)?,
             "--failure-rate" => args.failure_rate = number(&name, &value()?)?,
+            "--sabotage" => args.sabotage = count(&name, &value()?)?,
             "--max-examples" => args.max_examples = count(&name, &value()?)?,
             other => bail!("unknown argument {other:?} (see --help)"),
         }

@@ -195,6 +195,13 @@ async fn exercise(
     redis_faults.await?;
     let published_for = started.elapsed();
 
+    if args.sabotage > 0 {
+        let deleted = sabotage(&cluster.redis_url(), args.sabotage).await?;
+        journal.phase(&format!(
+            "sabotage: deleted {deleted} queued deliveries from Redis; the oracle must find them lost"
+        ));
+    }
+
     // ----- drain -----
     cluster.restart_all()?;
     receivers.calm_down();
@@ -262,6 +269,7 @@ async fn exercise(
             "redis_freezes": args.redis_freezes,
             "processes": {"ingress": args.ingress, "scheduler": args.schedulers, "sender": args.senders, "deadletter": args.deadletters},
             "failure_rate": args.failure_rate,
+            "sabotage": args.sabotage,
         },
         "published": {
             "for_s": published_for.as_secs_f64(),
@@ -439,6 +447,59 @@ async fn redis_state(url: &str) -> anyhow::Result<Value> {
         }));
     }
     Ok(json!({ "leftovers": leftovers, "partitions": partitions }))
+}
+
+/// Deletes up to `count` queued deliveries behind the tiers' backs (due retries first,
+/// then ready entries), so a run can show that the oracle notices losses.
+async fn sabotage(url: &str, count: usize) -> anyhow::Result<usize> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let mut deleted = 0;
+    for p in 0..cluster::PARTITIONS {
+        let tag = format!("{{{}:p{p}}}", cluster::PREFIX);
+        let popped: Vec<String> = redis::cmd("ZPOPMIN")
+            .arg(format!("{tag}:retry"))
+            .arg(count - deleted)
+            .query_async(&mut conn)
+            .await?;
+        deleted += popped.len() / 2; // member, score, member, score …
+        if deleted >= count {
+            return Ok(deleted);
+        }
+    }
+    for p in 0..cluster::PARTITIONS {
+        let stream = format!("{{{}:p{p}}}:ready", cluster::PREFIX);
+        let entries: redis::Value = redis::cmd("XRANGE")
+            .arg(&stream)
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(count - deleted)
+            .query_async(&mut conn)
+            .await?;
+        let redis::Value::Array(entries) = entries else {
+            continue;
+        };
+        for entry in entries {
+            let redis::Value::Array(parts) = entry else { continue };
+            let Some(redis::Value::BulkString(id)) = parts.first() else {
+                continue;
+            };
+            let id = String::from_utf8_lossy(id).into_owned();
+            let _: i64 = redis::cmd("XACK")
+                .arg(&stream)
+                .arg("senders")
+                .arg(&id)
+                .query_async(&mut conn)
+                .await?;
+            let _: i64 = redis::cmd("XDEL").arg(&stream).arg(&id).query_async(&mut conn).await?;
+            deleted += 1;
+        }
+        if deleted >= count {
+            break;
+        }
+    }
+    Ok(deleted)
 }
 
 /// How many entries of a stream's consumer group are pending (read, not acknowledged).

@@ -307,6 +307,8 @@ impl Oracle {
         let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
         let mut dead_letter_duplicates = 0u64;
         let mut delivered_and_dead_lettered = 0u64;
+        let mut fewer_requests = Vec::new();
+        let mut never_attempted = Vec::new();
         for ((sub, seq), records) in &dead {
             let (sub, seq) = (*sub, *seq);
             dead_letter_duplicates += records.len() as u64 - 1;
@@ -345,6 +347,13 @@ impl Oracle {
                     "MaxDeliveryAttemptsExceeded" => {
                         if record.attempts.is_none_or(|a| a < u64::from(spec.max_attempts)) {
                             violations.add("max_attempts_before_max_attempts", example);
+                        } else if s.arrivals < spec.max_attempts {
+                            // Attempts the scheduler charged as Aborted when it took a
+                            // delivery back from a holder that never sent it.
+                            if s.arrivals == 0 {
+                                never_attempted.push(example());
+                            }
+                            fewer_requests.push(example());
                         }
                     }
                     "TimeToLiveExceeded" => {
@@ -463,6 +472,11 @@ impl Oracle {
                 "by_reason": by_reason,
                 "duplicate_records": dead_letter_duplicates,
                 "also_delivered": delivered_and_dead_lettered,
+                // MaxDeliveryAttemptsExceeded although the endpoint got fewer requests than
+                // maxDeliveryAttempts (some attempts were charged without a request).
+                "max_attempts_with_fewer_requests": fewer_requests.len(),
+                "max_attempts_never_requested": never_attempted.len(),
+                "max_attempts_with_fewer_requests_examples": fewer_requests.iter().take(max_examples).collect::<Vec<_>>(),
             },
             "per_subscription": per_subscription,
             "violations": violations.to_json(),

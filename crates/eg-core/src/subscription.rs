@@ -311,6 +311,7 @@ impl Subscription {
                     | "labels"
                     | "topic"
                     | "provisioningState"
+                    | "provisioningMessage"
             ) {
                 return Err(InvalidField::new(
                     format!("properties.{key}"),
@@ -432,10 +433,35 @@ struct Destination {
     signing_secrets: SigningSecrets,
 }
 
+/// Refuses keys of `map` not in `known` (a misspelt key would otherwise be ignored
+/// silently), naming the first one under `path`.
+fn only_known(map: &Map<String, Value>, known: &[&str], path: &str) -> Result<(), InvalidField> {
+    match map.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(key) => Err(InvalidField::new(
+            if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            },
+            format!("not a known field (expected one of: {})", known.join(", ")),
+        )),
+        None => Ok(()),
+    }
+}
+
 fn destination(props: &Map<String, Value>) -> Result<Destination, InvalidField> {
-    let dest = props
-        .get("destination")
-        .ok_or_else(|| InvalidField::new("destination", "is required"))?;
+    let dest_value = props.get("destination");
+    let dest = match dest_value {
+        Some(Value::Object(map)) => map,
+        Some(other) => {
+            return Err(InvalidField::new(
+                "destination",
+                format!("must be an object, got {}", json_type(other)),
+            ));
+        }
+        None => return Err(InvalidField::new("destination", "is required")),
+    };
+    only_known(dest, &["endpointType", "properties"], "destination")?;
     match dest.get("endpointType") {
         Some(Value::String(t)) if t == "WebHook" => {}
         Some(other) => {
@@ -446,7 +472,19 @@ fn destination(props: &Map<String, Value>) -> Result<Destination, InvalidField> 
         }
         None => return Err(InvalidField::new("destination.endpointType", "is required")),
     }
-    let dp = object_at(dest, "properties").map_err(|e| e.within("destination"))?;
+    let dp = object_at(dest_value.unwrap_or(&Value::Null), "properties").map_err(|e| e.within("destination"))?;
+    only_known(
+        dp,
+        &[
+            "endpointUrl",
+            "endpointBaseUrl",
+            "maxEventsPerBatch",
+            "preferredBatchSizeInKilobytes",
+            "deliveryAttributeMappings",
+            "signingSecrets",
+        ],
+        "destination.properties",
+    )?;
     let field = "destination.properties.endpointUrl";
     let endpoint_url = match dp.get("endpointUrl") {
         Some(Value::String(s)) => s.clone(),
@@ -659,8 +697,17 @@ fn dead_letter_destination(v: &Value) -> Result<DeadLetterDestination, InvalidFi
             ));
         }
     }
+    if let Value::Object(map) = v {
+        only_known(map, &["endpointType", "properties"], "")?;
+    }
     let props = object_at(v, "properties")?;
-    match props.get("containerName") {
+    only_known(
+        props,
+        &["containerName", "blobContainerName", "resourceId"],
+        "properties",
+    )?;
+    // `blobContainerName` is Event Grid's name for it: resources written for Azure work as they are.
+    match props.get("containerName").or_else(|| props.get("blobContainerName")) {
         Some(Value::String(name)) => DeadLetterDestination::new(name).map_err(|e| e.within("properties")),
         _ => Err(InvalidField::new(
             "properties.containerName",
@@ -822,6 +869,59 @@ mod tests {
         assert_eq!(s.retry_policy.event_time_to_live(), Duration::from_secs(3600));
         assert_eq!(s.dead_letter.unwrap().container_name, "dead-letters");
         assert_eq!(s.batching, BatchSettings::default());
+    }
+
+    #[test]
+    fn misspelt_destination_fields_are_refused_naming_them() {
+        let cases: [(&str, Value, &str); 4] = [
+            (
+                "/destination/endpointTyp",
+                json!("WebHook"),
+                "properties.destination.endpointTyp",
+            ),
+            (
+                "/destination/properties/maxEventPerBatch",
+                json!(10),
+                "properties.destination.properties.maxEventPerBatch",
+            ),
+            (
+                "/deadLetterDestination/properties/container",
+                json!("x"),
+                "properties.deadLetterDestination.properties.container",
+            ),
+            (
+                "/deadLetterDestination/kind",
+                json!("x"),
+                "properties.deadLetterDestination.kind",
+            ),
+        ];
+        for (pointer, value, field) in cases {
+            let mut b = body();
+            let (parent, key) = pointer.rsplit_once('/').unwrap();
+            b["properties"].pointer_mut(parent).unwrap()[key] = value;
+            let e = parse(b).unwrap_err();
+            assert_eq!(e.field, field, "{pointer}: {e:?}");
+            assert!(e.problem.contains("not a known field"), "{e:?}");
+        }
+        let mut b = body();
+        b["properties"]["destination"] = json!("https://hooks.example/in");
+        let e = parse(b).unwrap_err();
+        assert_eq!(
+            (e.field.as_str(), e.problem.as_str()),
+            ("properties.destination", "must be an object, got a string")
+        );
+    }
+
+    #[test]
+    fn a_resource_read_back_can_be_written_again_and_azure_names_work() {
+        let shown = parse(body()).unwrap().to_resource(UnixMillis(0));
+        let mut again = shown.clone();
+        again["properties"]["destination"]["properties"]["endpointUrl"] = json!("https://hooks.example/in");
+        assert!(parse(again).is_ok(), "GET → PUT round trip: {shown}");
+        let mut b = body();
+        b["properties"]["deadLetterDestination"]["properties"] =
+            json!({"blobContainerName": "azure-style", "resourceId": "/x"});
+        assert_eq!(parse(b).unwrap().dead_letter.unwrap().container_name, "azure-style");
     }
 
     #[test]

@@ -17,6 +17,9 @@ usage: eg-chaos [options]
   --fault-every D       mean interval between process kills (default 4s; 0s = none)
   --pause-every D       mean interval between freezes (SIGSTOP for 2–8 s, then
                         SIGCONT) of a tier process (default 10s; 0s = none)
+  --churn-every D       mean interval between catalog writes under load (a subscription
+                        rewritten as it is, a throwaway one created or deleted)
+                        (default 3s; 0s = none)
   --redis-restarts N    SIGKILL + restart of redis-server during the run (default 2)
   --redis-freezes N     SIGSTOP of redis-server for 1–6 s during the run (default 1)
   --drain-timeout D     how long the system may take to drain afterwards (default 60s)
@@ -43,6 +46,7 @@ pub struct Args {
     pub rate: f64,
     pub fault_every: Duration,
     pub pause_every: Duration,
+    pub churn_every: Duration,
     pub redis_restarts: usize,
     pub redis_freezes: usize,
     pub drain_timeout: Duration,
@@ -66,6 +70,7 @@ impl Default for Args {
             rate: 60.0,
             fault_every: Duration::from_secs(4),
             pause_every: Duration::from_secs(10),
+            churn_every: Duration::from_secs(3),
             redis_restarts: 2,
             redis_freezes: 1,
             drain_timeout: Duration::from_secs(60),
@@ -109,6 +114,7 @@ pub fn parse(mut raw: impl Iterator<Item = String>) -> anyhow::Result<Option<Arg
             "--duration" => args.duration = duration(&name, &value()?)?,
             "--rate" => args.rate = number(&name, &value()?)?,
             "--fault-every" => args.fault_every = duration(&name, &value()?)?,
+            "--churn-every" => args.churn_every = duration(&name, &value()?)?,
             "--pause-every" => args.pause_every = duration(&name, &value()?)?,
             "--redis-restarts" => args.redis_restarts = count(&name, &value()?)?,
             "--redis-freezes" => args.redis_freezes = count(&name, &value()?)?,

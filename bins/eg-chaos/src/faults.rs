@@ -161,7 +161,7 @@ impl Faults {
 
 /// An exponentially distributed wait with the given mean, kept within a tenth and four
 /// times the mean so runs stay comparable.
-fn exponential(mean: Duration) -> Duration {
+pub fn exponential(mean: Duration) -> Duration {
     let u: f64 = rand::random_range(f64::EPSILON..1.0);
     mean.mul_f64((-u.ln()).clamp(0.1, 4.0))
 }

@@ -9,6 +9,7 @@
 //! the system does not drain in time.
 
 mod args;
+mod churn;
 mod cluster;
 mod faults;
 mod journal;
@@ -171,6 +172,15 @@ async fn exercise(
     };
     let publishing = tokio::spawn(publisher.run(args.rate, stop_at));
     let killing = tokio::spawn(faults.clone().kill_tiers(args.fault_every, stop_at));
+    let churn = Arc::new(churn::Churn {
+        scenario: scenario.clone(),
+        receivers: receivers.clone(),
+        cluster: cluster.clone(),
+        http: http.clone(),
+        journal: journal.clone(),
+        calls: Default::default(),
+    });
+    let churning = tokio::spawn(churn.clone().run(args.churn_every, stop_at));
     let pausing = tokio::spawn(faults.clone().pause_tiers(args.pause_every, stop_at));
     let redis_faults = tokio::spawn(faults.clone().disturb_redis(
         args.redis_restarts,
@@ -192,6 +202,7 @@ async fn exercise(
     publishing.await?;
     killing.await?;
     pausing.await?;
+    churning.await?;
     redis_faults.await?;
     let published_for = started.elapsed();
 
@@ -265,6 +276,7 @@ async fn exercise(
             "rate": args.rate,
             "fault_every_s": args.fault_every.as_secs_f64(),
             "pause_every_s": args.pause_every.as_secs_f64(),
+            "churn_every_s": args.churn_every.as_secs_f64(),
             "redis_restarts": args.redis_restarts,
             "redis_freezes": args.redis_freezes,
             "processes": {"ingress": args.ingress, "scheduler": args.schedulers, "sender": args.senders, "deadletter": args.deadletters},
@@ -284,6 +296,7 @@ async fn exercise(
         "faults": {
             "injected": injected,
             "unexpected_exits": unexpected,
+            "catalog_calls": lock(&churn.calls).clone(),
         },
         "drain": {
             "completed": drained,

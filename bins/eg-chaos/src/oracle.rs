@@ -262,6 +262,13 @@ impl Oracle {
             })
         };
 
+        let sink = self.receivers.sink_requests();
+        if sink > 0 {
+            violations.add("delivered_to_a_throwaway_subscription_that_matches_nothing", || {
+                format!("{sink} request(s) to the churn sink")
+            });
+        }
+
         // What the receivers got.
         let mut delivered_unowed: BTreeMap<String, u64> = BTreeMap::new();
         let mut duplicates = 0u64;

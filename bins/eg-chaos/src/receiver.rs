@@ -101,8 +101,11 @@ struct Connection(Arc<Notify>);
 impl Receivers {
     /// `endpoints`: (subscription name, delivery schema, failure rate) per subscription.
     pub async fn start(endpoints: Vec<(String, Schema, f64)>, timeout: Duration) -> anyhow::Result<Self> {
+        // One more endpoint past the subscriptions': the sink that throwaway subscriptions
+        // (catalog churn) point at. Their filters match nothing, so it must get nothing.
         let endpoints: Vec<Arc<Endpoint>> = endpoints
             .into_iter()
+            .chain([("CHURN-SINK".to_owned(), Schema::EventGrid, 0.0)])
             .map(|(name, schema, rate)| {
                 Arc::new(Endpoint {
                     name: name.to_ascii_uppercase(),
@@ -144,8 +147,19 @@ impl Receivers {
         format!("{}/{index}", self.base_url)
     }
 
+    /// The subscriptions' endpoints, in subscription order.
     pub fn endpoints(&self) -> &[Arc<Endpoint>] {
-        &self.endpoints
+        &self.endpoints[..self.endpoints.len() - 1]
+    }
+
+    /// The endpoint of throwaway subscriptions whose filters match nothing.
+    pub fn sink_url(&self) -> String {
+        self.url(self.endpoints.len() - 1)
+    }
+
+    /// Deliveries the sink got (each one a violation).
+    pub fn sink_requests(&self) -> u64 {
+        self.endpoints.last().map_or(0, |e| e.requests.load(Ordering::Relaxed))
     }
 
     /// From now on every delivery is answered 200 at once.

@@ -6,7 +6,7 @@
 //!
 //! Dead-letter reasons it accepts:
 //! * `NonRetriableFailure` — only if that subscription's receiver answered that event
-//!   with a status the tiers do not retry (400);
+//!   with a status the tiers do not retry (400), and the record's last status says so;
 //! * `MaxDeliveryAttemptsExceeded` — only with at least `maxDeliveryAttempts` attempts;
 //! * `TimeToLiveExceeded` — only if the file was written after publish time + TTL.
 //!
@@ -349,6 +349,8 @@ impl Oracle {
                     "NonRetriableFailure" => {
                         if s.refused == 0 {
                             violations.add("non_retriable_without_a_non_retried_answer", example);
+                        } else if record.last_status != Some(400) {
+                            violations.add("non_retriable_with_another_last_status", example);
                         }
                     }
                     "MaxDeliveryAttemptsExceeded" => {

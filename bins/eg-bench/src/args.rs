@@ -70,6 +70,10 @@ impl Flags {
         }
     }
 
+    pub fn text(&mut self, name: &str) -> anyhow::Result<Option<String>> {
+        self.take(name)
+    }
+
     pub fn path(&mut self, name: &str) -> anyhow::Result<Option<PathBuf>> {
         Ok(self.take(name)?.map(PathBuf::from))
     }

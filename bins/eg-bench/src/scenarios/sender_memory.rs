@@ -51,6 +51,10 @@ usage: eg-bench sender-memory [options]
   --idle D               how long the sender is sampled before publishing (default 3s)
   --duration D           how long it is sampled after the backlog is published (default 60s)
   --interval D           sampling interval (default 250ms)
+  --scrape-every D       GET the sender's /metrics this often, as Prometheus would
+                         (default 0s: never; see the note in the report)
+  --sender-env K=V,…     more environment for the sender only (e.g. EG__SENDER__…
+                         settings, MALLOC_ARENA_MAX=2)
   --bin-dir PATH         where eg-ingress, eg-sender, … are (default: next to eg-bench)
   --out PATH             the JSON report (default <bin-dir>/../eg-bench/sender-memory.json,
                          i.e. target/eg-bench/sender-memory.json)
@@ -72,6 +76,8 @@ struct Options {
     idle: Duration,
     duration: Duration,
     interval: Duration,
+    sender_env: Vec<(String, String)>,
+    scrape_every: Duration,
     bin_dir: PathBuf,
     out: PathBuf,
     keep: bool,
@@ -94,6 +100,19 @@ impl Options {
             idle: f.duration("idle", Duration::from_secs(3))?,
             duration: f.duration("duration", Duration::from_secs(60))?,
             interval: f.duration("interval", Duration::from_millis(250))?,
+            scrape_every: f.duration("scrape-every", Duration::ZERO)?,
+            sender_env: match f.text("sender-env")? {
+                None => Vec::new(),
+                Some(list) => list
+                    .split(',')
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|pair| {
+                        pair.split_once('=')
+                            .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                            .with_context(|| format!("--sender-env {pair:?}: not KEY=VALUE"))
+                    })
+                    .collect::<anyhow::Result<_>>()?,
+            },
             out: match f.path("out")? {
                 Some(out) => out,
                 None => bin_dir
@@ -226,13 +245,9 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
         bail!("the subscription is {state:?}, not Succeeded: {created}");
     }
 
-    let sender = cluster
-        .start(
-            Role::Sender,
-            "sender",
-            &[("EG__SENDER__CONCURRENCY", o.concurrency.to_string())],
-        )
-        .await?;
+    let mut sender_env = vec![("EG__SENDER__CONCURRENCY", o.concurrency.to_string())];
+    sender_env.extend(o.sender_env.iter().map(|(k, v)| (k.as_str(), v.clone())));
+    let sender = cluster.start(Role::Sender, "sender", &sender_env).await?;
     let pid = sender.pid();
     let started = Instant::now();
     let phase = Arc::new(AtomicU8::new(Phase::Idle as u8));
@@ -246,6 +261,23 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
         cluster.redis_url(),
         Arc::clone(&receiver),
     ));
+
+    let scraper = (!o.scrape_every.is_zero()).then(|| {
+        let (http, url, every) = (
+            cluster.http().clone(),
+            format!("{}/metrics", sender.url),
+            o.scrape_every,
+        );
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                if let Ok(response) = http.get(&url).send().await {
+                    let _ = response.bytes().await;
+                }
+            }
+        })
+    });
 
     tokio::time::sleep(o.idle).await;
     phase.store(Phase::Publishing as u8, Ordering::SeqCst);
@@ -269,6 +301,9 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
         }
     }
     sampler.abort();
+    if let Some(scraper) = scraper {
+        scraper.abort();
+    }
     let final_memory = memory::read(pid).context("the sender is gone")?;
     let samples = samples.lock().map(|s| s.clone()).unwrap_or_default();
     let counts = receiver.counts();
@@ -556,6 +591,15 @@ impl Report {
             "sender-memory: backlog {} events of {} B ({} per request), receiver delay {:?}, sender concurrency {}, delivery timeout {:?}",
             o.backlog, o.event_bytes, o.batch, o.receiver_delay, o.concurrency, o.delivery_timeout
         );
+        if o.scrape_every.is_zero() {
+            println!("the sender's /metrics is never scraped");
+        } else {
+            println!("the sender's /metrics is scraped every {:?}", o.scrape_every);
+        }
+        if !o.sender_env.is_empty() {
+            let env: Vec<String> = o.sender_env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!("sender environment: {}", env.join(" "));
+        }
         println!();
         println!(
             "{:<11} {:>8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}",
@@ -639,6 +683,8 @@ impl Report {
                 "deliveryTimeoutMs": o.delivery_timeout.as_millis() as u64,
                 "durationMs": o.duration.as_millis() as u64,
                 "intervalMs": o.interval.as_millis() as u64,
+                "scrapeEveryMs": o.scrape_every.as_millis() as u64,
+                "senderEnv": o.sender_env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
                 "binDir": o.bin_dir.display().to_string(),
             },
             "tierSettings": settings,
@@ -695,7 +741,19 @@ mod tests {
     #[test]
     fn options_refuse_a_timeout_the_receiver_always_exceeds() -> anyhow::Result<()> {
         let flags = |args: &[&str]| Flags::parse(args.iter().map(|s| (*s).to_owned()));
-        let o = Options::parse(flags(&["--bin-dir", "/x", "--backlog", "10"])?)?;
+        let o = Options::parse(flags(&[
+            "--bin-dir",
+            "/x",
+            "--backlog",
+            "10",
+            "--sender-env",
+            "A=1,B=x=y",
+        ])?)?;
+        assert_eq!(
+            o.sender_env,
+            [("A".to_owned(), "1".to_owned()), ("B".to_owned(), "x=y".to_owned())]
+        );
+        assert!(Options::parse(flags(&["--sender-env", "A"])?).is_err());
         assert_eq!((o.backlog, o.concurrency, o.batch), (10, 64, 100));
         assert_eq!(o.out, PathBuf::from("/eg-bench/sender-memory.json"));
         assert!(Options::parse(flags(&["--receiver-delay", "40s"])?).is_err());

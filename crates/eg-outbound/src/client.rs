@@ -108,13 +108,31 @@ pub struct Client {
     policy: Arc<AddressPolicy>,
 }
 
+/// HTTP/2 receive windows: how much a server may send before eg has read it. hyper's
+/// defaults (2 MiB per stream, 5 MiB per connection) would let an endpoint that speaks
+/// HTTP/2 push 2 MiB into eg's memory per attempt, however little of the response eg
+/// reads ([`drain`](crate::drain) stops at `sender.max_response_bytes`, 64 KiB by
+/// default). With the protocol's own default stream window (64 KiB) an attempt holds at
+/// most that much unread; webhook answers are small, so nothing is slower.
+pub(crate) const H2_STREAM_WINDOW: u32 = 64 * 1024;
+pub(crate) const H2_CONNECTION_WINDOW: u32 = 1024 * 1024;
+
 impl Client {
     pub fn new(settings: OutboundSettings) -> Result<Self, BuildError> {
+        Self::build(settings, |builder| builder)
+    }
+
+    /// [`Client::new`], with `extra` applied to the reqwest builder last (tests: trust a
+    /// local TLS endpoint's certificate).
+    pub(crate) fn build(
+        settings: OutboundSettings,
+        extra: impl FnOnce(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
+    ) -> Result<Self, BuildError> {
         // reqwest is built without a default crypto provider; use ring. An error only
         // means a provider is installed already, which reqwest then uses.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let policy = Arc::new(settings.policy);
-        let http = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .timeout(settings.timeout)
             .connect_timeout(settings.connect_timeout)
             // A 3xx is the attempt's outcome (spec §3); following it would also let an
@@ -123,10 +141,11 @@ impl Client {
             // A proxy would connect on our behalf to addresses we never checked.
             .no_proxy()
             .pool_idle_timeout(Duration::from_secs(60))
+            .http2_initial_stream_window_size(H2_STREAM_WINDOW)
+            .http2_initial_connection_window_size(H2_CONNECTION_WINDOW)
             .user_agent(settings.user_agent)
-            .dns_resolver(GuardedResolver::new(Arc::clone(&policy)))
-            .build()
-            .map_err(BuildError)?;
+            .dns_resolver(GuardedResolver::new(Arc::clone(&policy)));
+        let http = extra(builder).build().map_err(BuildError)?;
         Ok(Self { http, policy })
     }
 

@@ -22,6 +22,9 @@ mod handshake;
 mod resolve;
 mod response;
 
+#[cfg(test)]
+mod http2_tests;
+
 pub use client::{Blocked, BuildError, Client, OutboundSettings, RequestBuilder, SendError, check_url};
 pub use handshake::{Handshake, Rate, cloudevents_handshake, event_grid_handshake};
 pub use response::{classify, drain, retry_after};

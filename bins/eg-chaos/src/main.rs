@@ -51,7 +51,16 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(args).await {
+    // Interrupted: returning drops the run, and with it every child process
+    // (`kill_on_drop`), so nothing is left running.
+    let outcome = tokio::select! {
+        outcome = run(args) => outcome,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("eg-chaos: interrupted; stopping every process it started");
+            return ExitCode::from(130);
+        }
+    };
+    match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {

@@ -314,6 +314,7 @@ impl Oracle {
         let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
         let mut dead_letter_duplicates = 0u64;
         let mut delivered_and_dead_lettered = 0u64;
+        let mut also_delivered_late_only = 0u64;
         let mut fewer_requests = Vec::new();
         let mut never_attempted = Vec::new();
         for ((sub, seq), records) in &dead {
@@ -323,6 +324,9 @@ impl Oracle {
             let s = seen[sub].get(&seq).copied().unwrap_or_default();
             if s.accepted > 0 {
                 delivered_and_dead_lettered += 1;
+                if s.accepted == s.late {
+                    also_delivered_late_only += 1;
+                }
             }
             if !matches(sub, seq) {
                 violations.add("dead_lettered_for_a_subscription_it_does_not_match", || {
@@ -480,7 +484,10 @@ impl Oracle {
                 "files": self.parsed.len(),
                 "by_reason": by_reason,
                 "duplicate_records": dead_letter_duplicates,
+                // Dead-lettered although the receiver accepted it at some point (at least
+                // once allows it): e.g. the last attempt timed out and its success came late.
                 "also_delivered": delivered_and_dead_lettered,
+                "also_delivered_only_by_late_successes": also_delivered_late_only,
                 // MaxDeliveryAttemptsExceeded although the endpoint got fewer requests than
                 // maxDeliveryAttempts (some attempts were charged without a request).
                 "max_attempts_with_fewer_requests": fewer_requests.len(),

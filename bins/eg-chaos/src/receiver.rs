@@ -34,6 +34,8 @@ pub struct Seen {
     pub accepted: u32,
     /// Answered with a status the tiers do not retry (400).
     pub refused: u32,
+    /// Of the accepted ones, answered 2xx only after the delivery timeout.
+    pub late: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -264,17 +266,18 @@ async fn receive(
         choose(*lock(&endpoint.failure_rate))
     };
     *lock(&shared.replies).entry(reply).or_default() += 1;
-    let record = |accepted: bool, refused: bool| {
+    let record = |accepted: bool, refused: bool, late: bool| {
         let mut seen = lock(&endpoint.seen);
         for seq in &seqs {
             let entry = seen.entry(*seq).or_default();
             entry.accepted += u32::from(accepted);
             entry.refused += u32::from(refused);
+            entry.late += u32::from(late);
         }
     };
     match reply {
         Reply::Ok => {
-            record(true, false);
+            record(true, false, false);
             StatusCode::OK.into_response()
         }
         Reply::ServerError => {
@@ -292,7 +295,7 @@ async fn receive(
             response
         }
         Reply::BadRequest => {
-            record(false, true);
+            record(false, true, false);
             StatusCode::BAD_REQUEST.into_response()
         }
         Reply::SlowFailure => {
@@ -306,7 +309,7 @@ async fn receive(
         }
         Reply::LateSuccess => {
             tokio::time::sleep(shared.timeout + Duration::from_millis(300)).await;
-            record(true, false);
+            record(true, false, true);
             StatusCode::OK.into_response()
         }
     }

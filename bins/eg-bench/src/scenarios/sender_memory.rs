@@ -497,6 +497,7 @@ struct Report {
     final_rss_mib: f64,
     published: usize,
     publish_seconds: f64,
+    /// From the end of publishing until the backlog was empty (or sampling ended).
     drain_seconds: f64,
     drain_deliveries_per_second: f64,
     /// RSS slope while draining, MiB per minute.
@@ -556,8 +557,15 @@ impl Report {
         let drain_start = drain_started.as_secs_f64();
         let drain_end = draining.last().map_or(drain_start, |s| s.at.as_secs_f64());
         let delivered_at_start = draining.first().map_or(0, |s| s.delivered);
-        let delivered_at_end = draining.last().map_or(0, |s| s.delivered);
-        let drain_seconds = drain_end - draining.first().map_or(drain_start, |s| s.at.as_secs_f64());
+        // Deliveries/s count only while there was a backlog: up to the first sample that
+        // saw it empty (the last one if it never emptied).
+        let busy_until = draining
+            .iter()
+            .find(|s| s.depths.is_some_and(|d| d.remaining() == 0))
+            .or(draining.last());
+        let delivered_at_end = busy_until.map_or(0, |s| s.delivered);
+        let busy_end = busy_until.map_or(drain_start, |s| s.at.as_secs_f64());
+        let drain_seconds = busy_end - draining.first().map_or(drain_start, |s| s.at.as_secs_f64());
         let peak_sampled = samples.iter().map(|s| s.memory.rss_kib).max().unwrap_or(0);
         Self {
             phases,
@@ -637,8 +645,9 @@ impl Report {
             self.published as f64 / self.publish_seconds.max(1e-9)
         );
         println!(
-            "deliveries/s while draining      {:.1} (at most concurrency ÷ delay = {:.1})",
+            "deliveries/s while draining      {:.1} over {:.0} s with a backlog (at most concurrency ÷ delay = {:.1})",
             self.drain_deliveries_per_second,
+            self.drain_seconds,
             o.concurrency as f64 / o.receiver_delay.as_secs_f64().max(1e-9)
         );
         println!(

@@ -50,7 +50,11 @@ impl App {
     pub async fn build(process: &Process) -> anyhow::Result<Arc<Self>> {
         let s = &process.settings;
         let catalog = Catalog::new(process.store.clone());
-        let cache = Arc::new(CatalogCache::load(catalog.clone()).await?);
+        let cache = eg_runtime::startup::until_ready("load the catalog", &process.shutdown, || {
+            CatalogCache::load(catalog.clone())
+        })
+        .await?;
+        let cache = Arc::new(cache);
         let public_url = s
             .ingress
             .public_url

@@ -67,9 +67,14 @@ impl Sender {
         );
         tracing::info!(%consumer, concurrency = s.sender.concurrency, "sender ready");
         let outbound = Client::new(s.outbound_settings(s.delivery.timeout + s.sender.late_success_window)?)?;
+        let catalog = Catalog::new(process.store.clone());
+        let cache = eg_runtime::startup::until_ready("load the catalog", &process.shutdown, || {
+            CatalogCache::load(catalog.clone())
+        })
+        .await?;
         Ok(Arc::new(Self {
             store: process.store.clone(),
-            cache: Arc::new(CatalogCache::load(Catalog::new(process.store.clone())).await?),
+            cache: Arc::new(cache),
             clock: process.clock.clone(),
             policies: s.delivery_policies()?,
             probation: s.probation_policy()?,

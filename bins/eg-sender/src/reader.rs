@@ -1,7 +1,7 @@
 //! The sender's loops: one reader per partition feeding batches of deliveries to
-//! attempts, bounded by one semaphore for the whole process. A reader asks Redis only
-//! for as many deliveries as there are free slots, so nothing waits in this process
-//! unattended while its visibility timeout runs. Deliveries read together for the same
+//! attempts, bounded by one semaphore for the whole process. A reader takes free slots
+//! first and asks Redis for exactly that many deliveries, so nothing waits in this
+//! process unattended while its visibility timeout runs. Deliveries read together for the same
 //! subscription are cut into batches by its batch settings (optimistic batching: what
 //! is ready now, never waiting to fill a batch).
 
@@ -13,6 +13,7 @@ use eg_runtime::Shutdown;
 use eg_store::{Partition, ReadyDelivery};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
 pub use crate::deliver::Sender;
@@ -41,17 +42,22 @@ impl Sender {
     async fn read_partition(self: Arc<Self>, partition: Partition, shutdown: Shutdown) {
         let mut backoff = Duration::from_millis(100);
         while !shutdown.is_triggered() {
-            let first = tokio::select! {
+            // Slots are taken before reading: every delivery Redis hands over has a slot
+            // waiting for it, so none sits pending here while its visibility timeout runs
+            // (the partition readers share the slots and would otherwise over-read together).
+            let mut permits = tokio::select! {
                 permit = self.slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => return },
                 _ = shutdown.requested() => return,
             };
-            let free = 1 + self.slots.available_permits();
+            let extra = self.slots.available_permits().min(MAX_READ - 1) as u32;
+            if extra > 0
+                && let Ok(more) = self.slots.clone().try_acquire_many_owned(extra)
+            {
+                permits.merge(more);
+            }
             // Not cancelled by shutdown: entries Redis hands over must reach an attempt, not
             // sit pending until the visibility timeout. The read waits at most READ_BLOCK.
-            let read = self
-                .store
-                .read_ready(&partition, &self.consumer, free.min(MAX_READ), READ_BLOCK)
-                .await;
+            let read = self.read(&partition, &mut permits).await;
             let deliveries = match read {
                 Ok(d) => {
                     backoff = Duration::from_millis(100);
@@ -80,14 +86,12 @@ impl Sender {
                     continue;
                 }
             };
-            let mut first = Some(first);
             for batch in batches {
-                let permit = match first.take() {
-                    Some(p) => p,
-                    None => match self.slots.clone().acquire_owned().await {
-                        Ok(p) => p,
-                        Err(_) => return,
-                    },
+                // One slot per batch; the slots of deliveries settled unattempted, or
+                // merged into batches, go back when `permits` is dropped.
+                let Some(permit) = permits.split(1) else {
+                    tracing::error!("more batches than slots; the rest are reclaimed later");
+                    break;
                 };
                 let sender = self.clone();
                 let span = tracing::info_span!(
@@ -105,6 +109,28 @@ impl Sender {
                 );
             }
         }
+    }
+
+    /// Reads, without waiting, as many deliveries as `permits` holds slots for. When
+    /// there are none, keeps one slot and waits (at most READ_BLOCK) for the next
+    /// delivery: an idle reader never sits on slots another partition's reader could use.
+    async fn read(
+        &self,
+        partition: &Partition,
+        permits: &mut OwnedSemaphorePermit,
+    ) -> Result<Vec<ReadyDelivery>, eg_store::StoreError> {
+        let slots = permits.num_permits();
+        if slots > 1 {
+            let ready = self
+                .store
+                .read_ready(partition, &self.consumer, slots, Duration::ZERO)
+                .await?;
+            if !ready.is_empty() {
+                return Ok(ready);
+            }
+            drop(permits.split(slots - 1));
+        }
+        self.store.read_ready(partition, &self.consumer, 1, READ_BLOCK).await
     }
 
     /// Looks up bodies and subscriptions, settles what cannot be attempted (subscription
@@ -134,9 +160,14 @@ impl Sender {
                 }
             };
             let Some(body) = body else {
-                tracing::error!(delivery = %delivery.id, event = %delivery.event_key, "the stored event is gone");
-                self.settle_ready(partition, &ready, settle::dropped(delivery, "EventMissing"))
-                    .await;
+                // Also seen by a stale holder (its delivery was taken back and finished
+                // elsewhere): then the settle changes nothing, and there is nothing to report.
+                if self
+                    .settle_ready(partition, &ready, settle::dropped(delivery, "EventMissing"))
+                    .await
+                {
+                    tracing::error!(delivery = %delivery.id, event = %delivery.event_key, "the stored event is gone");
+                }
                 continue;
             };
             let held = Held {

@@ -30,12 +30,25 @@ const LATENCY_BUCKETS_MS: [f64; 14] = [
     1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
 ];
 
-/// Installs the process-wide recorder and describes every metric.
+/// How often histogram samples are folded into their buckets when nothing scrapes.
+const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Installs the process-wide recorder and describes every metric. Must run inside
+/// the tokio runtime: it starts the upkeep task that keeps histogram memory bounded
+/// (samples are buffered until folded into buckets, by a scrape or by the upkeep).
 pub fn install() -> anyhow::Result<PrometheusHandle> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("InMs".into()), &LATENCY_BUCKETS_MS)?
         .install_recorder()?;
     describe();
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(UPKEEP_INTERVAL);
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
     Ok(handle)
 }
 

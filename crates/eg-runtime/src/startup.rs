@@ -25,13 +25,31 @@ pub async fn start(tier: &'static str) -> anyhow::Result<Process> {
     let store = Store::connect(&settings.redis_settings())?;
     let clock = Clock::default();
     tracing::info!(tier, partitions = settings.redis.partitions, "starting");
+    until_ready("prepare redis", &shutdown, || prepare(&store, &clock)).await?;
+    Ok(Process {
+        settings,
+        store,
+        clock,
+        metrics,
+        shutdown,
+    })
+}
+
+/// Runs a start-up step that needs Redis until it succeeds, backing off up to 5 s
+/// between tries: Redis may be down when a tier starts, or vanish between two steps
+/// (a tier must wait, not exit). A layout mismatch is fatal: retrying cannot fix it.
+pub async fn until_ready<T, F, Fut>(what: &str, shutdown: &Shutdown, mut step: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, eg_store::StoreError>>,
+{
     let mut backoff = Duration::from_millis(100);
     loop {
-        match prepare(&store, &clock).await {
-            Ok(()) => break,
+        match step().await {
+            Ok(value) => return Ok(value),
             Err(e @ eg_store::StoreError::Layout(_)) => return Err(e.into()),
             Err(e) => {
-                tracing::warn!(error = %e, retry_in = ?backoff, "redis is not ready yet");
+                tracing::warn!(error = %e, retry_in = ?backoff, "cannot {what} yet; redis is not ready");
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
                     _ = shutdown.requested() => anyhow::bail!("shut down before redis was ready"),
@@ -40,13 +58,6 @@ pub async fn start(tier: &'static str) -> anyhow::Result<Process> {
             }
         }
     }
-    Ok(Process {
-        settings,
-        store,
-        clock,
-        metrics,
-        shutdown,
-    })
 }
 
 async fn prepare(store: &Store, clock: &Clock) -> Result<(), eg_store::StoreError> {

@@ -13,7 +13,7 @@ use eg_runtime::Shutdown;
 use eg_store::{Partition, ReadyDelivery};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, TryAcquireError};
 use tracing::Instrument;
 
 pub use crate::deliver::Sender;
@@ -49,12 +49,6 @@ impl Sender {
                 permit = self.slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => return },
                 _ = shutdown.requested() => return,
             };
-            let extra = self.slots.available_permits().min(MAX_READ - 1) as u32;
-            if extra > 0
-                && let Ok(more) = self.slots.clone().try_acquire_many_owned(extra)
-            {
-                permits.merge(more);
-            }
             // Not cancelled by shutdown: entries Redis hands over must reach an attempt, not
             // sit pending until the visibility timeout. The read waits at most READ_BLOCK.
             let read = self.read(&partition, &mut permits).await;
@@ -111,26 +105,48 @@ impl Sender {
         }
     }
 
-    /// Reads, without waiting, as many deliveries as `permits` holds slots for. When
-    /// there are none, keeps one slot and waits (at most READ_BLOCK) for the next
-    /// delivery: an idle reader never sits on slots another partition's reader could use.
+    /// Waits (at most READ_BLOCK) for the next delivery holding one slot, then takes
+    /// free slots for what is ready with it and reads that many more without waiting: an
+    /// idle reader never sits on slots another partition's reader could use, and what
+    /// one publish stored together is read together (and can be batched).
     async fn read(
         &self,
         partition: &Partition,
         permits: &mut OwnedSemaphorePermit,
     ) -> Result<Vec<ReadyDelivery>, eg_store::StoreError> {
-        let slots = permits.num_permits();
-        if slots > 1 {
-            let ready = self
+        let mut ready = self.store.read_ready(partition, &self.consumer, 1, READ_BLOCK).await?;
+        if !ready.is_empty()
+            && let Some(more) = self.take_free_slots(MAX_READ - 1)
+        {
+            let extra = more.num_permits();
+            permits.merge(more);
+            match self
                 .store
-                .read_ready(partition, &self.consumer, slots, Duration::ZERO)
-                .await?;
-            if !ready.is_empty() {
-                return Ok(ready);
+                .read_ready(partition, &self.consumer, extra, Duration::ZERO)
+                .await
+            {
+                Ok(rest) => ready.extend(rest),
+                // What was read stays ours to attempt; the rest waits for the next read.
+                Err(e) => tracing::warn!(error = %e, "cannot read more deliveries"),
             }
-            drop(permits.split(slots - 1));
         }
-        self.store.read_ready(partition, &self.consumer, 1, READ_BLOCK).await
+        Ok(ready)
+    }
+
+    /// Takes up to `most` of the slots free now, without waiting (`None`: none free).
+    fn take_free_slots(&self, most: usize) -> Option<OwnedSemaphorePermit> {
+        loop {
+            let free = self.slots.available_permits().min(most);
+            if free == 0 {
+                return None;
+            }
+            // Another reader may take slots between the count and the take: count again.
+            match self.slots.clone().try_acquire_many_owned(free as u32) {
+                Ok(taken) => return Some(taken),
+                Err(TryAcquireError::NoPermits) => continue,
+                Err(TryAcquireError::Closed) => return None,
+            }
+        }
     }
 
     /// Looks up bodies and subscriptions, settles what cannot be attempted (subscription

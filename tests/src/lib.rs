@@ -413,19 +413,21 @@ impl System {
     /// Sends SIGTERM and waits (at most `within`, else the test fails) for the process to
     /// exit; returns how it exited and how long that took.
     pub async fn terminate(&mut self, which: TierId, within: Duration) -> (std::process::ExitStatus, Duration) {
-        let tier = self.tier_mut(which);
-        let pid = tier.child.id().to_string();
+        let pid = self.tier_pid(which).to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
         assert!(sent.success(), "kill -TERM {pid} failed");
+        self.wait_exit(which, within).await
+    }
+
+    /// Waits (at most `within`, else the test fails) for a tier's process to exit.
+    pub async fn wait_exit(&mut self, which: TierId, within: Duration) -> (std::process::ExitStatus, Duration) {
+        let tier = self.tier_mut(which);
         let started = Instant::now();
         loop {
             if let Some(status) = tier.child.try_wait().expect("poll a child process") {
                 return (status, started.elapsed());
             }
-            assert!(
-                started.elapsed() < within,
-                "{which:?} did not exit within {within:?} of SIGTERM"
-            );
+            assert!(started.elapsed() < within, "{which:?} did not exit within {within:?}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

@@ -300,7 +300,7 @@ async fn sigterm_ingress_finishes_the_publish_in_flight() {
         "the publish in flight was finished: {answer}"
     );
 
-    let (status, took) = system.terminate(TierId::Ingress, Duration::from_secs(10)).await;
+    let (status, took) = system.wait_exit(TierId::Ingress, Duration::from_secs(10)).await;
     assert!(
         status.success(),
         "ingress exit after SIGTERM: {status} (after {took:?})"

@@ -22,6 +22,8 @@ pub use crate::deliver::Sender;
 const READ_BLOCK: Duration = Duration::from_secs(1);
 /// Most deliveries read at once per partition.
 const MAX_READ: usize = 500;
+/// How long a woken reader waits for a slot when none is free (longer than one read).
+const SLOT_WAIT: Duration = Duration::from_millis(20);
 
 impl Sender {
     /// Runs until shutdown, then waits for the attempts in flight to settle.
@@ -116,7 +118,7 @@ impl Sender {
     ) -> Result<Vec<ReadyDelivery>, eg_store::StoreError> {
         let mut ready = self.store.read_ready(partition, &self.consumer, 1, READ_BLOCK).await?;
         if !ready.is_empty()
-            && let Some(more) = self.take_free_slots(MAX_READ - 1)
+            && let Some(more) = self.take_free_slots(MAX_READ - 1).await
         {
             let extra = more.num_permits();
             permits.merge(more);
@@ -129,12 +131,34 @@ impl Sender {
                 // What was read stays ours to attempt; the rest waits for the next read.
                 Err(e) => tracing::warn!(error = %e, "cannot read more deliveries"),
             }
+            // Slots beyond what was read go back at once, for the other readers.
+            if let Some(unused) = permits.num_permits().checked_sub(ready.len())
+                && unused > 0
+            {
+                drop(permits.split(unused));
+            }
         }
         Ok(ready)
     }
 
+    /// Takes up to `most` free slots. When none is free, waits a moment for one: another
+    /// reader may hold the free ones for the length of one read (`None`: still none).
+    async fn take_free_slots(&self, most: usize) -> Option<OwnedSemaphorePermit> {
+        if let Some(taken) = self.try_take_slots(most) {
+            return Some(taken);
+        }
+        let mut taken = tokio::time::timeout(SLOT_WAIT, self.slots.clone().acquire_owned())
+            .await
+            .ok()?
+            .ok()?;
+        if let Some(more) = self.try_take_slots(most - 1) {
+            taken.merge(more);
+        }
+        Some(taken)
+    }
+
     /// Takes up to `most` of the slots free now, without waiting (`None`: none free).
-    fn take_free_slots(&self, most: usize) -> Option<OwnedSemaphorePermit> {
+    fn try_take_slots(&self, most: usize) -> Option<OwnedSemaphorePermit> {
         loop {
             let free = self.slots.available_permits().min(most);
             if free == 0 {

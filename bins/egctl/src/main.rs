@@ -1,0 +1,3 @@
+//! egctl: the operators' command line for eg's management API.
+
+fn main() {}

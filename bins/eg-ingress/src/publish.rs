@@ -219,6 +219,7 @@ fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis, versio
                     )
                     .with_format(format)
                     .matched_at(version)
+                    .for_event(accepted.id())
                 })
                 .collect();
             (!deliveries.is_empty()).then(|| EventToStore {

@@ -49,6 +49,30 @@ pub struct DeadLetterEntry {
     /// The record's form; absent (Event Grid) in entries written before it existed.
     #[serde(default, skip_serializing_if = "DeadLetterFormat::is_event_grid")]
     pub format: DeadLetterFormat,
+    /// How the event beside the entry is stored, so a redrive can queue it again as is.
+    #[serde(default, skip_serializing_if = "StoredFormat::is_event_grid")]
+    pub stored_format: StoredFormat,
+    /// The event's own id (empty in entries written before it existed: read the event).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub event_id: String,
+}
+
+/// Where a redriven event goes: its subscription, and the new delivery's identifiers.
+#[derive(Debug, Clone, Copy)]
+pub struct RedriveTarget<'a> {
+    pub topic_key: &'a str,
+    pub subscription_key: &'a str,
+    pub delivery_id: &'a str,
+    pub event_key: &'a str,
+}
+
+/// The `id` of a stored event (every stored form has one at the top level).
+pub fn stored_event_id(event_json: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct WithId {
+        id: String,
+    }
+    serde_json::from_str::<WithId>(event_json).ok().map(|e| e.id)
 }
 
 /// The form of a dead-letter record (see the module doc).
@@ -103,7 +127,31 @@ impl DeadLetterEntry {
             last_attempt_time: delivery.last.map(|l| l.at),
             dead_lettered_at: now,
             format: DeadLetterFormat::choose(delivery.format, subscription.delivery_schema, subscription.profile),
+            stored_format: delivery.format,
+            event_id: delivery.event_id.clone(),
         }
+    }
+
+    /// A fresh delivery of the dead-lettered event (a redrive): a new delivery id and
+    /// event key, no attempts yet, its time-to-live counting from `now`; the event itself,
+    /// and so its id, are unchanged.
+    pub fn redelivery(
+        &self,
+        target: RedriveTarget<'_>,
+        event_id: String,
+        now: UnixMillis,
+        catalog_version: u64,
+    ) -> Delivery {
+        Delivery::new(
+            target.delivery_id.to_owned(),
+            target.event_key.to_owned(),
+            target.topic_key.to_owned(),
+            target.subscription_key.to_owned(),
+            now,
+        )
+        .with_format(self.stored_format)
+        .matched_at(catalog_version)
+        .for_event(event_id)
     }
 
     /// The record written to the destination for the event stored as `event_json`.
@@ -207,6 +255,8 @@ mod tests {
             // 2026-03-04T05:06:07Z
             dead_lettered_at: UnixMillis(1_772_600_767_000),
             format: DeadLetterFormat::EventGrid,
+            stored_format: StoredFormat::EventGrid,
+            event_id: "1".into(),
         }
     }
 
@@ -439,6 +489,32 @@ mod tests {
         let mut legacy: Value = serde_json::from_str(&old).unwrap();
         legacy.as_object_mut().unwrap().remove("format");
         assert_eq!(serde_json::from_value::<DeadLetterEntry>(legacy).unwrap(), entry());
+    }
+
+    #[test]
+    fn a_redelivery_starts_afresh_with_the_same_event() {
+        let e = DeadLetterEntry {
+            stored_format: StoredFormat::CloudEvents,
+            ..entry()
+        };
+        let target = RedriveTarget {
+            topic_key: "orders",
+            subscription_key: "billing",
+            delivery_id: "d2",
+            event_key: "k2",
+        };
+        let d = e.redelivery(target, "1".into(), UnixMillis(9_000), 7);
+        assert_eq!((d.attempts, d.published_at, d.last), (0, UnixMillis(9_000), None));
+        assert_eq!((d.id.as_str(), d.event_key.as_str(), d.event_id.as_str()), ("d2", "k2", "1"));
+        assert_eq!((d.topic.as_str(), d.subscription.as_str()), ("orders", "billing"));
+        assert_eq!((d.format, d.catalog_version), (StoredFormat::CloudEvents, 7));
+    }
+
+    #[test]
+    fn stored_event_ids_are_read_from_any_stored_form() {
+        assert_eq!(stored_event_id(EVENT_GRID).as_deref(), Some("1"));
+        assert_eq!(stored_event_id(CLOUD_EVENT).as_deref(), Some("c1"));
+        assert_eq!(stored_event_id("not json"), None);
     }
 
     #[test]

@@ -37,6 +37,10 @@ pub struct Delivery {
     /// subscription changes, in every tier). 0 in records written before it existed.
     #[serde(rename = "cv", default, skip_serializing_if = "is_zero")]
     pub catalog_version: u64,
+    /// The event's own `id` (as published), for delivery history and dead-letter
+    /// listings without parsing the stored body. Empty in records written before it existed.
+    #[serde(rename = "e", default, skip_serializing_if = "String::is_empty")]
+    pub event_id: String,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -65,6 +69,15 @@ impl Delivery {
             last: None,
             format: StoredFormat::EventGrid,
             catalog_version: 0,
+            event_id: String::new(),
+        }
+    }
+
+    /// The same delivery of the event whose own id is `event_id`.
+    pub fn for_event(self, event_id: impl Into<String>) -> Self {
+        Self {
+            event_id: event_id.into(),
+            ..self
         }
     }
 

@@ -165,6 +165,11 @@ impl AcceptedEvent {
         }
     }
 
+    /// The event's own `id` (every accepted form has one).
+    pub fn id(&self) -> &str {
+        self.fields.get("id").and_then(Value::as_str).unwrap_or_default()
+    }
+
     pub fn routing(&self) -> Routing<'_> {
         Routing {
             event_type: &self.event_type,

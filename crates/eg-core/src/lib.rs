@@ -15,6 +15,7 @@ pub mod deadletter;
 pub mod delivery;
 pub mod event;
 pub mod filter;
+pub mod history;
 pub mod json;
 pub mod names;
 pub mod outcome;

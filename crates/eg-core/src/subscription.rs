@@ -51,6 +51,10 @@ pub struct Subscription {
     /// Whether the endpoint has consented (spec §8); only `Succeeded` subscriptions match.
     #[serde(default)]
     pub provisioning: Provisioning,
+    /// Paused by an operator: events still match and accumulate (their time-to-live
+    /// still counts), but nothing is attempted until it is resumed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 /// When delivery of one event stops: after `max_delivery_attempts` attempts or once its
@@ -299,10 +303,21 @@ impl Subscription {
                 ));
             }
         };
+        let paused = match props.get("paused") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(InvalidField::new(
+                    "properties.paused",
+                    format!("must be true or false, got {}", json_type(other)),
+                ));
+            }
+        };
         for key in props.keys() {
             if !matches!(
                 key.as_str(),
                 "destination"
+                    | "paused"
                     | "filter"
                     | "eventDeliverySchema"
                     | "retryPolicy"
@@ -333,6 +348,7 @@ impl Subscription {
             delivery_schema,
             profile: topic.profile,
             provisioning: Provisioning::Succeeded,
+            paused,
         })
     }
 
@@ -375,6 +391,7 @@ impl Subscription {
             "filter": self.filter,
             "eventDeliverySchema": self.delivery_schema,
             "retryPolicy": self.retry_policy.to_resource(self.profile),
+            "paused": self.paused,
         });
         if let Some(message) = self.provisioning.message(now) {
             props["provisioningMessage"] = Value::String(message);

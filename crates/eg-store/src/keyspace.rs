@@ -46,6 +46,43 @@ impl Partition {
     pub fn event(&self, event_key: &str) -> String {
         format!("{}:event:{event_key}", self.tag)
     }
+    /// Delivery history of one event (list of `eg_core::history` entries, oldest first).
+    pub fn history(&self, topic: &str, event_id: &str) -> String {
+        format!("{}:history:{topic}/{event_id}", self.tag)
+    }
+    /// Every history list of the partition, scored by its last write (ms): the oldest go
+    /// first when the partition holds more than its share of histories.
+    pub fn history_index(&self) -> String {
+        format!("{}:history", self.tag)
+    }
+    /// Deliveries of a paused subscription (`<topic>/<subscription>`), scored by the end
+    /// of their time-to-live (ms).
+    pub fn paused(&self, subscription: &str) -> String {
+        format!("{}:paused:{subscription}", self.tag)
+    }
+    /// The subscriptions (`<topic>/<subscription>`) with deliveries in a paused set.
+    pub fn paused_index(&self) -> String {
+        format!("{}:paused", self.tag)
+    }
+    /// The dead-letter archive of one subscription (`<topic>/<subscription>`).
+    pub fn archive(&self, subscription: &str) -> Archive {
+        Archive {
+            all: format!("{}:dl:{subscription}:all", self.tag),
+            waiting: format!("{}:dl:{subscription}:waiting", self.tag),
+            records: format!("{}:dl:{subscription}:records", self.tag),
+        }
+    }
+}
+
+/// The keys of one subscription's dead-letter archive in one partition.
+#[derive(Debug, Clone)]
+pub struct Archive {
+    /// Every archived record id, scored by dead-letter time (ms).
+    pub all: String,
+    /// The ids not redriven yet, scored the same way.
+    pub waiting: String,
+    /// Record id -> dead-letter entry JSON + `\n` + event body; `<id>:r` -> redrive time (ms).
+    pub records: String,
 }
 
 impl Keyspace {
@@ -119,6 +156,13 @@ mod tests {
             p.deadletter_delay(),
             p.catalog_version(),
             p.event("x"),
+            p.history("orders", "{e1}"),
+            p.history_index(),
+            p.paused("orders/billing"),
+            p.paused_index(),
+            p.archive("orders/billing").all,
+            p.archive("orders/billing").waiting,
+            p.archive("orders/billing").records,
         ] {
             assert!(key.starts_with("{eg:p3}:"), "{key}");
         }

@@ -6,13 +6,16 @@
 //! This crate owns *how* things are stored; *what* to do (retry when, dead-letter why)
 //! is decided by `eg-core` and handed in.
 
+pub mod archive;
 pub mod cache;
 pub mod catalog;
 pub mod clock;
 pub mod connection;
 pub mod error;
 pub mod health;
+pub mod history;
 pub mod keyspace;
+pub mod paused;
 pub mod queue;
 mod scripts;
 
@@ -22,4 +25,5 @@ pub use clock::Clock;
 pub use connection::{RedisSettings, Store};
 pub use error::StoreError;
 pub use keyspace::{Keyspace, Partition};
-pub use queue::{DeadLetterItem, Depths, PublishOutcome, ReadyDelivery, Settlement};
+pub use archive::{ArchivedRecord, Cursor, DeadLetterCounts, Progress, Selection, TimeRange};
+pub use queue::{DeadLetterItem, Depths, PublishOutcome, ReadyDelivery, Retention, Settled, Settlement};

@@ -7,6 +7,7 @@ use crate::error::StoreError;
 use crate::keyspace::{DEADLETTER_GROUP, Partition, SENDERS_GROUP};
 use crate::scripts;
 use eg_core::deadletter::DeadLetterEntry;
+use eg_core::history::HistoryEntry;
 use eg_core::{Delivery, UnixMillis};
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
 use std::time::Duration;
@@ -43,8 +44,46 @@ pub enum Settlement {
     Retry { delivery: Delivery, due: UnixMillis },
     /// Back into the ready stream now (an abandoned attempt).
     Requeue { delivery: Delivery },
-    /// To the dead-letter worker.
+    /// To the dead-letter worker (and the subscription's dead-letter archive).
     DeadLetter { entry: DeadLetterEntry },
+    /// The subscription is paused: set aside, uncharged, until it is resumed or until
+    /// `until` (the end of its time-to-live), whichever comes first.
+    Park { delivery: Delivery, until: UnixMillis },
+}
+
+/// How much delivery history and dead-letter archive each partition keeps (bounded, so
+/// Redis memory stays bounded whatever the traffic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// How long an event's history is kept after its last step; zero keeps none.
+    pub history_for: Duration,
+    /// Most event histories per partition; the least recently written go first.
+    pub histories_per_partition: u64,
+    /// Most steps kept per event history (the latest).
+    pub steps_per_history: u32,
+    /// Most archived dead-letter records per subscription and partition; the oldest go
+    /// first. Zero keeps no archive (dead-letter files are still written).
+    pub archived_per_partition: u64,
+}
+
+impl Retention {
+    /// Keeps no history and no archive.
+    pub const NONE: Self = Self {
+        history_for: Duration::ZERO,
+        histories_per_partition: 0,
+        steps_per_history: 0,
+        archived_per_partition: 0,
+    };
+}
+
+/// What became of a settle call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    /// False when the entry was no longer held (reclaimed or settled by someone else):
+    /// nothing changed.
+    pub took_effect: bool,
+    /// Old records evicted from the dead-letter archive to stay within its bound.
+    pub archive_evicted: u64,
 }
 
 /// A dead-letter record read from a dead-letter stream.
@@ -62,6 +101,8 @@ pub struct Depths {
     pub ready: u64,
     pub in_flight: u64,
     pub retry: u64,
+    /// Deliveries set aside for paused subscriptions.
+    pub paused: u64,
     pub deadletter_backlog: u64,
 }
 
@@ -213,9 +254,9 @@ impl Store {
         Ok(pipe.query_async(&mut *conn).await?)
     }
 
-    /// Ends the hold on a ready entry and moves the delivery on, atomically. Returns
-    /// false when the entry was no longer held (reclaimed or settled by someone else),
-    /// in which case nothing changed.
+    /// Ends the hold on a ready entry and moves the delivery on, atomically, keeping no
+    /// history or archive. Returns false when the entry was no longer held (reclaimed or
+    /// settled by someone else), in which case nothing changed.
     pub async fn settle(
         &self,
         partition: &Partition,
@@ -223,30 +264,78 @@ impl Store {
         event_key: &str,
         settlement: &Settlement,
     ) -> Result<bool, StoreError> {
+        let delivery = Delivery::new(String::new(), event_key.to_owned(), String::new(), String::new(), UnixMillis(0));
+        let settled = self
+            .settle_recorded(partition, entry_id, &delivery, settlement, None, &Retention::NONE)
+            .await?;
+        Ok(settled.took_effect)
+    }
+
+    /// Ends the hold on `delivery`'s ready entry and moves it on, atomically, appending
+    /// `history` to the event's history and archiving a dead-letter record for redrive,
+    /// within `retention`. Nothing changes when the entry is no longer held.
+    pub async fn settle_recorded(
+        &self,
+        partition: &Partition,
+        entry_id: &str,
+        delivery: &Delivery,
+        settlement: &Settlement,
+        history: Option<&HistoryEntry>,
+        retention: &Retention,
+    ) -> Result<Settled, StoreError> {
         let (action, payload, due) = match settlement {
             Settlement::Done => ("done", String::new(), 0),
             Settlement::Retry { delivery, due } => ("retry", delivery.to_json(), due.0),
             Settlement::Requeue { delivery } => ("requeue", delivery.to_json(), 0),
+            Settlement::Park { delivery, until } => ("park", delivery.to_json(), until.0),
             Settlement::DeadLetter { entry } => (
                 "deadletter",
                 serde_json::to_string(entry).map_err(|e| StoreError::corrupt(partition.deadletter_delay(), e))?,
                 0,
             ),
         };
+        let subscription = format!("{}/{}", delivery.topic, delivery.subscription);
+        let keep_history = !retention.history_for.is_zero() && retention.histories_per_partition > 0;
+        let history = match history {
+            Some(entry) if keep_history => entry.to_json(),
+            _ => String::new(),
+        };
+        let archive_id = match settlement {
+            Settlement::DeadLetter { .. } if retention.archived_per_partition > 0 => delivery.id.as_str(),
+            _ => "",
+        };
+        let archive = partition.archive(&subscription);
         let mut conn = self.conn().await?;
-        let settled: i64 = scripts::SETTLE
+        let reply: u64 = scripts::SETTLE
             .key(partition.ready())
             .key(partition.retry())
             .key(partition.deadletter_delay())
-            .key(partition.event(event_key))
+            .key(partition.event(&delivery.event_key))
+            .key(partition.history(&delivery.topic, &delivery.event_id))
+            .key(partition.history_index())
+            .key(archive.all)
+            .key(archive.waiting)
+            .key(archive.records)
+            .key(partition.paused(&subscription))
+            .key(partition.paused_index())
             .arg(SENDERS_GROUP)
             .arg(entry_id)
             .arg(action)
             .arg(payload)
             .arg(due)
+            .arg(history)
+            .arg(retention.history_for.as_millis().max(1) as u64)
+            .arg(retention.histories_per_partition)
+            .arg(retention.steps_per_history.max(1))
+            .arg(archive_id)
+            .arg(retention.archived_per_partition)
+            .arg(&subscription)
             .invoke_async(&mut *conn)
             .await?;
-        Ok(settled == 1)
+        Ok(Settled {
+            took_effect: reply > 0,
+            archive_evicted: reply.saturating_sub(1),
+        })
     }
 
     /// Cancels the queued retry `delivery` (the record exactly as settled with
@@ -379,10 +468,20 @@ impl Store {
             .arg(SENDERS_GROUP)
             .zcard(partition.retry())
             .zcard(partition.deadletter_delay())
-            .xlen(partition.deadletter());
+            .xlen(partition.deadletter())
+            .smembers(partition.paused_index());
         let mut conn = self.conn().await?;
-        let (ready, pending, retry, delayed, dl): (u64, redis::Value, u64, u64, u64) =
+        let (ready, pending, retry, delayed, dl, paused_subscriptions): (u64, redis::Value, u64, u64, u64, Vec<String>) =
             pipe.query_async(&mut *conn).await?;
+        let mut paused = 0;
+        if !paused_subscriptions.is_empty() {
+            let mut pipe = redis::pipe();
+            for subscription in &paused_subscriptions {
+                pipe.zcard(partition.paused(subscription));
+            }
+            let counts: Vec<u64> = pipe.query_async(&mut *conn).await?;
+            paused = counts.iter().sum();
+        }
         let in_flight = match pending {
             redis::Value::Array(items) => items
                 .first()
@@ -394,6 +493,7 @@ impl Store {
             ready: ready.saturating_sub(in_flight),
             in_flight,
             retry,
+            paused,
             deadletter_backlog: delayed + dl,
         })
     }

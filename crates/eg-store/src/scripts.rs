@@ -36,3 +36,6 @@ script!(LOAD_CATALOG, "load_catalog.lua");
 script!(ENDPOINT_GATE, "endpoint_gate.lua");
 script!(ENDPOINT_RECORD, "endpoint_record.lua");
 script!(CANCEL_RETRY, "cancel_retry.lua");
+script!(UNPARK, "unpark.lua");
+script!(REDRIVE, "redrive.lua");
+script!(PURGE, "purge.lua");

@@ -136,6 +136,8 @@ pub fn dead_letter_entry(d: &Delivery) -> DeadLetterEntry {
         last_attempt_time: Some(UnixMillis(2_000)),
         dead_lettered_at: UnixMillis(3_000),
         format: Default::default(),
+        stored_format: d.format,
+        event_id: d.event_id.clone(),
     }
 }
 

@@ -1,0 +1,33 @@
+//! Reading delivery history. Entries are written by `settle.lua` in the partition the
+//! delivery lives in; an event's deliveries all live in the partition it was published
+//! to (redriven ones too), but the caller does not know which, so all are asked at once.
+
+use crate::connection::Store;
+use crate::error::StoreError;
+use eg_core::history::HistoryEntry;
+
+impl Store {
+    /// Every kept step of the deliveries of event `event_id` published to `topic` (topic
+    /// key), oldest first. Entries that do not decode are skipped and logged.
+    pub async fn event_history(&self, topic: &str, event_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
+        let mut pipe = redis::pipe();
+        for p in self.keys().all_partitions() {
+            pipe.lrange(p.history(topic, event_id), 0, -1);
+        }
+        let mut conn = self.conn().await?;
+        let lists: Vec<Vec<String>> = pipe.query_async(&mut *conn).await?;
+        let mut entries: Vec<HistoryEntry> = lists
+            .iter()
+            .flatten()
+            .filter_map(|raw| match serde_json::from_str(raw) {
+                Ok(entry) => Some(entry),
+                Err(e) => {
+                    tracing::warn!(error = %e, %topic, "skipping a history entry that does not decode");
+                    None
+                }
+            })
+            .collect();
+        entries.sort_by_key(|e| e.at);
+        Ok(entries)
+    }
+}

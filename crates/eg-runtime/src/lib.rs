@@ -1,5 +1,6 @@
 //! Process plumbing shared by every eg binary: configuration, telemetry, metric names,
-//! the health/readiness/metrics endpoints, and shutdown on SIGTERM/SIGINT.
+//! the health/readiness/metrics endpoints, shutdown on SIGTERM/SIGINT, and the
+//! system-wide counts behind the status page (`stats`).
 //!
 //! Nothing here knows about delivery policy; bins wire these pieces to `eg-store`.
 
@@ -8,6 +9,7 @@ pub mod ops;
 pub mod settings;
 pub mod shutdown;
 pub mod startup;
+pub mod stats;
 pub mod telemetry;
 
 pub use settings::Settings;

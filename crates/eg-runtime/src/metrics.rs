@@ -2,7 +2,9 @@
 //! Prometheus recorder. Labels: `topic`, `subscription`, and `outcome` / `reason` /
 //! `error` where the name says "by …". Never a key, token or URL in a label.
 
+use crate::stats::{Tally, TallyingRecorder};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::sync::Arc;
 
 pub const PUBLISH_SUCCESS_COUNT: &str = "PublishSuccessCount";
 pub const PUBLISH_FAIL_COUNT: &str = "PublishFailCount";
@@ -36,10 +38,18 @@ const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 /// Installs the process-wide recorder and describes every metric. Must run inside
 /// the tokio runtime: it starts the upkeep task that keeps histogram memory bounded
 /// (samples are buffered until folded into buckets, by a scrape or by the upkeep).
-pub fn install() -> anyhow::Result<PrometheusHandle> {
-    let handle = PrometheusBuilder::new()
+///
+/// The recorder is Prometheus's wrapped in a [`TallyingRecorder`]: besides `/metrics`,
+/// the counters the status page shows are also tallied, for [`crate::stats`] to move
+/// into Redis. Returns the handle that renders `/metrics`, and that tally.
+pub fn install() -> anyhow::Result<(PrometheusHandle, Arc<Tally>)> {
+    let prometheus = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("InMs".into()), &LATENCY_BUCKETS_MS)?
-        .install_recorder()?;
+        .build_recorder();
+    let handle = prometheus.handle();
+    let tally = Arc::new(Tally::default());
+    metrics::set_global_recorder(TallyingRecorder::new(prometheus, tally.clone()))
+        .map_err(|_| anyhow::anyhow!("a metrics recorder was already installed in this process"))?;
     describe();
     let upkeep = handle.clone();
     tokio::spawn(async move {
@@ -49,7 +59,7 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
             upkeep.run_upkeep();
         }
     });
-    Ok(handle)
+    Ok((handle, tally))
 }
 
 fn describe() {

@@ -2,6 +2,7 @@
 //! ready (layout checked, consumer groups present, clock synced). Redis may be down
 //! when a tier starts; it waits with backoff instead of exiting.
 
+use crate::stats::{self, Stats};
 use crate::{Settings, Shutdown, metrics, telemetry};
 use eg_store::{CatalogCache, Clock, Store};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -14,24 +15,32 @@ pub struct Process {
     pub clock: Clock,
     pub metrics: PrometheusHandle,
     pub shutdown: Shutdown,
+    /// The deployment's counts for the status page (this process's are flushed into it).
+    pub stats: Stats,
 }
 
 /// Reads settings from the command line and environment, sets up telemetry and connects.
 pub async fn start(tier: &'static str) -> anyhow::Result<Process> {
     let settings = Settings::from_args(std::env::args())?;
     telemetry::init(&settings.log);
-    let metrics = metrics::install()?;
+    let (metrics, tally) = metrics::install()?;
     let shutdown = Shutdown::on_signals(settings.shutdown.grace);
     let store = Store::connect(&settings.redis_settings())?;
     let clock = Clock::default();
     tracing::info!(tier, partitions = settings.redis.partitions, "starting");
     until_ready("prepare redis", &shutdown, || prepare(&store, &clock)).await?;
+    let stats = Stats::new(&settings.redis_settings())?;
+    stats::spawn_flusher(
+        stats::Flusher::new(stats.clone(), tally, clock.clone()),
+        shutdown.clone(),
+    );
     Ok(Process {
         settings,
         store,
         clock,
         metrics,
         shutdown,
+        stats,
     })
 }
 

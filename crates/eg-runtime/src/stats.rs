@@ -1,0 +1,751 @@
+//! System-wide rates from per-process counters, for the status page.
+//!
+//! Every tier counts what it does in its own Prometheus recorder, but the status page
+//! (served by eg-ingress) needs rates for the whole deployment: publishes happen in the
+//! ingress, deliveries in the senders, dead-letter drops in the dead-letter worker.
+//! So each process also keeps a small [`Tally`]:
+//!
+//! - [`TallyingRecorder`] wraps the Prometheus recorder. It forwards everything and adds
+//!   the increments of a few counters to the tally, by label ([`fields_of`]). Call sites
+//!   do not change: they keep calling `metrics::counter!`.
+//! - [`spawn_flusher`] moves the tally into Redis every [`FLUSH_INTERVAL`]: one hash per
+//!   [`BUCKET_SECONDS`]-second bucket, `{<prefix>:stats}:<unix seconds / 10>`, field
+//!   `<kind>|<label>` (e.g. `delivered|orders/audit`, `failed-by|NotFound`) → count, kept
+//!   [`BUCKET_TTL`] after its last write. Each flush is one script (`stats/flush.lua`).
+//! - [`Stats::window`] sums the buckets of the last minute into counts and rates.
+//!
+//! Counts are never doubled: each flush carries a sequence number of its process, and
+//! the script applies a number once, so a flush retried after a lost answer is skipped.
+//! A failed flush is kept and retried as it was; what a process counted meanwhile waits
+//! for the next one. What a process had counted but not flushed when it died (at most
+//! the last flush interval; [`SHUTDOWN_FLUSH_INTERVAL`] while it shuts down) is lost:
+//! these rates are for watching, `/metrics` stays the record.
+//!
+//! Fields are bounded: their labels are topic and subscription names (bounded by the
+//! catalog, and published counts only ever name existing topics), outcomes and reasons.
+
+use crate::Shutdown;
+use crate::metrics as m;
+use eg_core::UnixMillis;
+use eg_store::{Clock, RedisSettings};
+use metrics::{Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use redis::AsyncConnectionConfig;
+use redis::aio::MultiplexedConnection;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+/// How often a process moves what it counted into Redis.
+pub const FLUSH_INTERVAL: Duration = Duration::from_secs(2);
+/// How often it does once shutdown was requested (the process may exit at any moment).
+pub const SHUTDOWN_FLUSH_INTERVAL: Duration = Duration::from_millis(500);
+/// Width of one bucket.
+pub const BUCKET_SECONDS: u64 = 10;
+/// How long a bucket (and a writer's last flush number) outlives its last write.
+pub const BUCKET_TTL: Duration = Duration::from_secs(3600);
+/// Buckets summed for "the last minute": the current, partly filled one and the five
+/// before it, so the window is 50 to 60 seconds long, ending now.
+pub const RATE_BUCKETS: u64 = 6;
+
+static FLUSH: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("stats/flush.lua")));
+
+/// What a tallied count counts. Its label is a topic, `<topic>/<subscription>`, an
+/// outcome or a reason, as [`Kind::label`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// Events accepted (`PublishSuccessCount`), by topic.
+    Published,
+    /// Deliveries created by fan-out (`MatchedEventCount`), by topic.
+    Matched,
+    /// Published events no subscription wanted (`UnmatchedEventCount`), by topic.
+    Unmatched,
+    /// Deliveries the endpoint accepted (`DeliverySuccessCount`), by topic/subscription.
+    Delivered,
+    /// Failed attempts (`DeliveryAttemptFailCount`), by topic/subscription.
+    Failed,
+    /// Failed attempts, by outcome.
+    FailedBy,
+    /// Deliveries dead-lettered (`DeadLetteredCount`), by topic/subscription.
+    DeadLettered,
+    /// Deliveries dead-lettered, by reason.
+    DeadLetteredBy,
+    /// Deliveries dropped (`DroppedEventCount`), by topic/subscription.
+    Dropped,
+    /// Deliveries dropped, by reason.
+    DroppedBy,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 10] = [
+        Kind::Published,
+        Kind::Matched,
+        Kind::Unmatched,
+        Kind::Delivered,
+        Kind::Failed,
+        Kind::FailedBy,
+        Kind::DeadLettered,
+        Kind::DeadLetteredBy,
+        Kind::Dropped,
+        Kind::DroppedBy,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Published => "published",
+            Kind::Matched => "matched",
+            Kind::Unmatched => "unmatched",
+            Kind::Delivered => "delivered",
+            Kind::Failed => "failed",
+            Kind::FailedBy => "failed-by",
+            Kind::DeadLettered => "deadlettered",
+            Kind::DeadLetteredBy => "deadlettered-by",
+            Kind::Dropped => "dropped",
+            Kind::DroppedBy => "dropped-by",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == raw)
+    }
+
+    /// What the label of this kind is.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Published | Kind::Matched | Kind::Unmatched => "topic",
+            Kind::Delivered | Kind::Failed | Kind::DeadLettered | Kind::Dropped => "topic/subscription",
+            Kind::FailedBy => "outcome",
+            Kind::DeadLetteredBy | Kind::DroppedBy => "reason",
+        }
+    }
+}
+
+/// The hash field of a count: `<kind>|<label>`.
+pub fn field(kind: Kind, label: &str) -> String {
+    format!("{}|{label}", kind.as_str())
+}
+
+/// The kind and label of a hash field; `None` for a field this version does not know.
+pub fn parse_field(field: &str) -> Option<(Kind, &str)> {
+    let (kind, label) = field.split_once('|')?;
+    Some((Kind::parse(kind)?, label))
+}
+
+/// The label of a subscription's counts: `<topic>/<subscription>` (their keys, lower case).
+pub fn subscription_label(topic: &str, subscription: &str) -> String {
+    format!("{topic}/{subscription}")
+}
+
+/// Whether increments of counter `name` are tallied.
+pub fn is_tallied(name: &str) -> bool {
+    matches!(
+        name,
+        m::PUBLISH_SUCCESS_COUNT
+            | m::MATCHED_EVENT_COUNT
+            | m::UNMATCHED_EVENT_COUNT
+            | m::DELIVERY_SUCCESS_COUNT
+            | m::DELIVERY_ATTEMPT_FAIL_COUNT
+            | m::DEAD_LETTERED_COUNT
+            | m::DROPPED_EVENT_COUNT
+    )
+}
+
+/// The fields an increment of counter `name` adds to, given its labels (`label("topic")`
+/// is the value of label `topic`). A counter missing a label adds to fewer fields.
+pub fn fields_of<'a>(name: &str, label: impl Fn(&str) -> Option<&'a str>) -> Vec<String> {
+    let topic = label("topic");
+    let pair = topic.zip(label("subscription")).map(|(t, s)| subscription_label(t, s));
+    let pair = pair.as_deref();
+    let parts: Vec<(Kind, Option<&str>)> = match name {
+        m::PUBLISH_SUCCESS_COUNT => vec![(Kind::Published, topic)],
+        m::MATCHED_EVENT_COUNT => vec![(Kind::Matched, topic)],
+        m::UNMATCHED_EVENT_COUNT => vec![(Kind::Unmatched, topic)],
+        m::DELIVERY_SUCCESS_COUNT => vec![(Kind::Delivered, pair)],
+        m::DELIVERY_ATTEMPT_FAIL_COUNT => vec![(Kind::Failed, pair), (Kind::FailedBy, label("outcome"))],
+        m::DEAD_LETTERED_COUNT => vec![(Kind::DeadLettered, pair), (Kind::DeadLetteredBy, label("reason"))],
+        m::DROPPED_EVENT_COUNT => vec![(Kind::Dropped, pair), (Kind::DroppedBy, label("reason"))],
+        _ => Vec::new(),
+    };
+    parts
+        .into_iter()
+        .filter_map(|(kind, value)| value.map(|v| field(kind, v)))
+        .collect()
+}
+
+/// What this process counted since its last flush, by field. Lock-free on the counting
+/// side: each field is an atomic that the tallying counters hold directly.
+#[derive(Debug, Default)]
+pub struct Tally {
+    cells: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
+}
+
+impl Tally {
+    /// The cell of a field (created on first use; cells are never removed, as their
+    /// fields are bounded).
+    pub fn cell(&self, field: &str) -> Arc<AtomicU64> {
+        let mut cells = self.cells.lock().unwrap_or_else(PoisonError::into_inner);
+        cells.entry(field.to_owned()).or_default().clone()
+    }
+
+    pub fn add(&self, field: &str, n: u64) {
+        self.cell(field).fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Takes everything counted so far (leaving zeros): the non-zero counts by field.
+    pub fn take(&self) -> BTreeMap<String, u64> {
+        let cells = self.cells.lock().unwrap_or_else(PoisonError::into_inner);
+        cells
+            .iter()
+            .filter_map(|(field, cell)| {
+                let n = cell.swap(0, Ordering::Relaxed);
+                (n > 0).then(|| (field.clone(), n))
+            })
+            .collect()
+    }
+}
+
+/// A [`Recorder`] that hands everything to `inner` and also adds the increments of the
+/// tallied counters ([`is_tallied`]) to a [`Tally`].
+pub struct TallyingRecorder<R> {
+    inner: R,
+    tally: Arc<Tally>,
+    /// The tallying handle of each tallied counter seen, so a `counter!` call (which
+    /// registers every time) costs a map look-up, not new cells.
+    counters: RwLock<HashMap<Key, Counter>>,
+}
+
+impl<R> TallyingRecorder<R> {
+    pub fn new(inner: R, tally: Arc<Tally>) -> Self {
+        Self {
+            inner,
+            tally,
+            counters: RwLock::default(),
+        }
+    }
+}
+
+struct TallyingCounter {
+    inner: Counter,
+    cells: Vec<Arc<AtomicU64>>,
+}
+
+impl CounterFn for TallyingCounter {
+    fn increment(&self, value: u64) {
+        self.inner.increment(value);
+        for cell in &self.cells {
+            cell.fetch_add(value, Ordering::Relaxed);
+        }
+    }
+
+    fn absolute(&self, value: u64) {
+        // Not an increment: a rate cannot be told from it. eg never sets counters.
+        self.inner.absolute(value);
+    }
+}
+
+impl<R: Recorder> Recorder for TallyingRecorder<R> {
+    fn describe_counter(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.inner.describe_counter(key, unit, description);
+    }
+
+    fn describe_gauge(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.inner.describe_gauge(key, unit, description);
+    }
+
+    fn describe_histogram(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        self.inner.describe_histogram(key, unit, description);
+    }
+
+    fn register_counter(&self, key: &Key, metadata: &Metadata<'_>) -> Counter {
+        if !is_tallied(key.name()) {
+            return self.inner.register_counter(key, metadata);
+        }
+        let known = self
+            .counters
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .cloned();
+        if let Some(counter) = known {
+            return counter;
+        }
+        let labels: Vec<(&str, &str)> = key.labels().map(|l| (l.key(), l.value())).collect();
+        let fields = fields_of(key.name(), |name| {
+            labels.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
+        });
+        let counter = Counter::from_arc(Arc::new(TallyingCounter {
+            inner: self.inner.register_counter(key, metadata),
+            cells: fields.iter().map(|f| self.tally.cell(f)).collect(),
+        }));
+        let mut counters = self.counters.write().unwrap_or_else(PoisonError::into_inner);
+        counters.entry(key.clone()).or_insert(counter).clone()
+    }
+
+    fn register_gauge(&self, key: &Key, metadata: &Metadata<'_>) -> Gauge {
+        self.inner.register_gauge(key, metadata)
+    }
+
+    fn register_histogram(&self, key: &Key, metadata: &Metadata<'_>) -> Histogram {
+        self.inner.register_histogram(key, metadata)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StatsError {
+    #[error("redis (stats): {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("unexpected data in redis at {key}: {problem}")]
+    Corrupt { key: String, problem: String },
+}
+
+/// The bucket holding time `at`.
+pub fn bucket_of(at: UnixMillis) -> u64 {
+    u64::try_from(at.0).unwrap_or(0) / 1000 / BUCKET_SECONDS
+}
+
+/// The buckets to sum for a window of `buckets` ending at `now` (oldest first), and how
+/// many seconds they cover: the full ones before the current one, plus the part of the
+/// current one that has passed (at least one second, so a rate is never a division by
+/// almost nothing).
+pub fn window_span(now: UnixMillis, buckets: u64) -> (Vec<u64>, f64) {
+    let buckets = buckets.max(1);
+    let current = bucket_of(now);
+    let first = current.saturating_sub(buckets - 1);
+    let now_ms = u64::try_from(now.0).unwrap_or(0);
+    let into_current = now_ms.saturating_sub(current * BUCKET_SECONDS * 1000);
+    let full = (current - first) * BUCKET_SECONDS * 1000;
+    let seconds = ((full + into_current) as f64 / 1000.0).max(1.0);
+    ((first..=current).collect(), seconds)
+}
+
+/// Counts summed over a window of buckets, with rates per second over its length.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Window {
+    /// How long the window is.
+    pub seconds: f64,
+    /// By field (`<kind>|<label>`); fields this version does not know are left out.
+    pub counts: BTreeMap<(Kind, String), u64>,
+}
+
+impl Window {
+    /// Sums bucket hashes (field → count as stored) over a window `seconds` long.
+    pub fn sum(seconds: f64, buckets: impl IntoIterator<Item = HashMap<String, i64>>) -> Self {
+        let mut counts: BTreeMap<(Kind, String), u64> = BTreeMap::new();
+        for bucket in buckets {
+            for (field, n) in bucket {
+                if let Some((kind, label)) = parse_field(&field) {
+                    *counts.entry((kind, label.to_owned())).or_default() += u64::try_from(n).unwrap_or(0);
+                }
+            }
+        }
+        Self { seconds, counts }
+    }
+
+    pub fn count(&self, kind: Kind, label: &str) -> u64 {
+        self.counts.get(&(kind, label.to_owned())).copied().unwrap_or(0)
+    }
+
+    /// Per second over the window.
+    pub fn rate(&self, kind: Kind, label: &str) -> f64 {
+        self.per_second(self.count(kind, label))
+    }
+
+    /// All labels of a kind together.
+    pub fn total(&self, kind: Kind) -> u64 {
+        self.counts
+            .iter()
+            .filter(|((k, _), _)| *k == kind)
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
+    pub fn total_rate(&self, kind: Kind) -> f64 {
+        self.per_second(self.total(kind))
+    }
+
+    /// The counts of one kind by label.
+    pub fn by_label(&self, kind: Kind) -> BTreeMap<String, u64> {
+        self.counts
+            .iter()
+            .filter(|((k, _), _)| *k == kind)
+            .map(|((_, label), n)| (label.clone(), *n))
+            .collect()
+    }
+
+    pub fn per_second(&self, count: u64) -> f64 {
+        if self.seconds > 0.0 {
+            count as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One flush of one process: what it counted, to add to `bucket` once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    /// The writing process (random per process start).
+    pub writer: String,
+    /// Rises by one per flush of that writer.
+    pub seq: u64,
+    pub bucket: u64,
+    pub counts: BTreeMap<String, u64>,
+}
+
+/// The stats keys in Redis: written by every process's flusher, read by the status page.
+/// Its own connection (one multiplexed connection, reopened after an error), so stats
+/// never take a connection a delivery is waiting for.
+#[derive(Clone)]
+pub struct Stats {
+    inner: Arc<StatsInner>,
+}
+
+struct StatsInner {
+    client: redis::Client,
+    config: AsyncConnectionConfig,
+    conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    prefix: String,
+}
+
+impl Stats {
+    /// Prepares the connection (it is opened on first use): Redis may be down now.
+    pub fn new(settings: &RedisSettings) -> Result<Self, StatsError> {
+        let client = redis::Client::open(settings.url.as_str())?;
+        let config = AsyncConnectionConfig::new()
+            .set_response_timeout(Some(settings.command_timeout))
+            .set_connection_timeout(Some(settings.connect_timeout));
+        Ok(Self {
+            inner: Arc::new(StatsInner {
+                client,
+                config,
+                conn: tokio::sync::Mutex::new(None),
+                prefix: settings.prefix.clone(),
+            }),
+        })
+    }
+
+    /// `{<prefix>:stats}:<bucket>`: one bucket's counts.
+    pub fn bucket_key(&self, bucket: u64) -> String {
+        format!("{{{}:stats}}:{bucket}", self.inner.prefix)
+    }
+
+    /// `{<prefix>:stats}:writer:<id>`: the last flush applied of one process.
+    pub fn writer_key(&self, writer: &str) -> String {
+        format!("{{{}:stats}}:writer:{writer}", self.inner.prefix)
+    }
+
+    async fn conn(&self) -> Result<MultiplexedConnection, StatsError> {
+        let mut slot = self.inner.conn.lock().await;
+        if let Some(conn) = slot.as_ref() {
+            return Ok(conn.clone());
+        }
+        let conn = self
+            .inner
+            .client
+            .get_multiplexed_async_connection_with_config(&self.inner.config)
+            .await?;
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Forgets the connection after an error that may have broken it.
+    async fn reset(&self, error: &redis::RedisError) {
+        if error.is_io_error() || error.is_timeout() || error.is_connection_dropped() || error.is_unrecoverable_error()
+        {
+            *self.inner.conn.lock().await = None;
+        }
+    }
+
+    /// Adds a batch to its bucket unless it was applied before; `Ok(false)` when it was.
+    pub async fn write(&self, batch: &Batch) -> Result<bool, StatsError> {
+        let mut invocation = FLUSH.prepare_invoke();
+        invocation
+            .key(self.bucket_key(batch.bucket))
+            .key(self.writer_key(&batch.writer))
+            .arg(batch.seq)
+            .arg(BUCKET_TTL.as_secs());
+        for (field, n) in &batch.counts {
+            invocation.arg(field).arg(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+        let mut conn = self.conn().await?;
+        match invocation.invoke_async::<i64>(&mut conn).await {
+            Ok(applied) => Ok(applied == 1),
+            Err(e) => {
+                self.reset(&e).await;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The counts of the last minute (see [`RATE_BUCKETS`]) as of `now`.
+    pub async fn window(&self, now: UnixMillis) -> Result<Window, StatsError> {
+        self.read(now, RATE_BUCKETS).await
+    }
+
+    /// The counts of the last `buckets` buckets as of `now` (at most an hour's: older
+    /// ones have expired).
+    pub async fn read(&self, now: UnixMillis, buckets: u64) -> Result<Window, StatsError> {
+        let (buckets, seconds) = window_span(now, buckets);
+        let mut pipe = redis::pipe();
+        for bucket in &buckets {
+            pipe.hgetall(self.bucket_key(*bucket));
+        }
+        let mut conn = self.conn().await?;
+        let hashes: Vec<HashMap<String, i64>> = match pipe.query_async(&mut conn).await {
+            Ok(hashes) => hashes,
+            Err(e) => {
+                self.reset(&e).await;
+                return Err(if e.kind() == redis::ErrorKind::UnexpectedReturnType {
+                    StatsError::Corrupt {
+                        key: self.bucket_key(buckets.last().copied().unwrap_or_default()),
+                        problem: format!("a stats bucket holds something other than counts: {e}"),
+                    }
+                } else {
+                    e.into()
+                });
+            }
+        };
+        Ok(Window::sum(seconds, hashes))
+    }
+}
+
+/// Moves a process's [`Tally`] into Redis, one [`Batch`] at a time.
+pub struct Flusher {
+    stats: Stats,
+    tally: Arc<Tally>,
+    clock: Clock,
+    writer: String,
+    seq: u64,
+    /// A batch taken from the tally but not known to be applied: sent again, as it is,
+    /// before anything newer.
+    pending: Option<Batch>,
+}
+
+impl Flusher {
+    pub fn new(stats: Stats, tally: Arc<Tally>, clock: Clock) -> Self {
+        Self {
+            stats,
+            tally,
+            clock,
+            writer: uuid::Uuid::new_v4().simple().to_string(),
+            seq: 0,
+            pending: None,
+        }
+    }
+
+    /// Writes the pending batch, if any, then everything counted since. On an error
+    /// the batch stays pending (and the tally keeps counting) for the next call.
+    pub async fn flush(&mut self) -> Result<(), StatsError> {
+        if self.pending.is_none() {
+            let counts = self.tally.take();
+            if counts.is_empty() {
+                return Ok(());
+            }
+            self.seq += 1;
+            self.pending = Some(Batch {
+                writer: self.writer.clone(),
+                seq: self.seq,
+                bucket: bucket_of(self.clock.now()),
+                counts,
+            });
+        }
+        if let Some(batch) = &self.pending {
+            self.stats.write(batch).await?;
+            self.pending = None;
+        }
+        Ok(())
+    }
+
+    /// Whether a batch waits to be written again.
+    pub fn has_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+}
+
+/// Flushes every [`FLUSH_INTERVAL`] for the life of the process; once shutdown is
+/// requested, at once and then every [`SHUTDOWN_FLUSH_INTERVAL`], so the work a process
+/// finishes during its grace period is counted too (the task ends with the process).
+pub fn spawn_flusher(mut flusher: Flusher, shutdown: Shutdown) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut stopping = false;
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.requested(), if !stopping => {
+                    stopping = true;
+                    tick = tokio::time::interval(SHUTDOWN_FLUSH_INTERVAL);
+                }
+            }
+            // Both passes: a pending batch goes first, then what was counted since.
+            for _ in 0..2 {
+                match flusher.flush().await {
+                    Ok(()) if failing => {
+                        failing = false;
+                        tracing::info!("status-page counts are written to redis again");
+                    }
+                    Ok(()) => {}
+                    Err(e) => {
+                        if !failing {
+                            tracing::warn!(error = %e, "cannot write status-page counts to redis; keeping them for the next try");
+                        }
+                        failing = true;
+                        break;
+                    }
+                }
+                if !flusher.has_pending() {
+                    break;
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn labels<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a str> {
+        move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
+    }
+
+    #[test]
+    fn each_tallied_counter_adds_to_its_fields() {
+        let sub = [("topic", "orders"), ("subscription", "audit")];
+        assert_eq!(
+            fields_of(m::PUBLISH_SUCCESS_COUNT, labels(&[("topic", "orders")])),
+            ["published|orders"]
+        );
+        assert_eq!(
+            fields_of(m::UNMATCHED_EVENT_COUNT, labels(&[("topic", "orders")])),
+            ["unmatched|orders"]
+        );
+        assert_eq!(
+            fields_of(m::DELIVERY_SUCCESS_COUNT, labels(&sub)),
+            ["delivered|orders/audit"]
+        );
+        assert_eq!(
+            fields_of(
+                m::DELIVERY_ATTEMPT_FAIL_COUNT,
+                labels(&[("topic", "orders"), ("subscription", "audit"), ("outcome", "NotFound")])
+            ),
+            ["failed|orders/audit", "failed-by|NotFound"]
+        );
+        assert_eq!(
+            fields_of(
+                m::DEAD_LETTERED_COUNT,
+                labels(&[("topic", "t"), ("subscription", "s"), ("reason", "TimeToLiveExceeded")])
+            ),
+            ["deadlettered|t/s", "deadlettered-by|TimeToLiveExceeded"]
+        );
+        assert_eq!(
+            fields_of(
+                m::DROPPED_EVENT_COUNT,
+                labels(&[("topic", "t"), ("subscription", "s"), ("reason", "EventMissing")])
+            ),
+            ["dropped|t/s", "dropped-by|EventMissing"]
+        );
+        // A missing label means fewer fields, never a made-up one.
+        assert_eq!(
+            fields_of(m::DROPPED_EVENT_COUNT, labels(&[("reason", "EventMissing")])),
+            ["dropped-by|EventMissing"]
+        );
+        assert!(fields_of(m::PUBLISH_FAIL_COUNT, labels(&sub)).is_empty());
+        assert!(!is_tallied(m::QUEUE_READY_DEPTH));
+    }
+
+    #[test]
+    fn fields_parse_back() {
+        for kind in Kind::ALL {
+            assert_eq!(Kind::parse(kind.as_str()), Some(kind));
+            assert_eq!(parse_field(&field(kind, "a/b|c")), Some((kind, "a/b|c")));
+        }
+        assert_eq!(parse_field("nonsense"), None);
+        assert_eq!(parse_field("future-kind|x"), None);
+    }
+
+    #[test]
+    fn the_recorder_forwards_and_tallies() {
+        let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = prometheus.handle();
+        let tally = Arc::new(Tally::default());
+        let recorder = TallyingRecorder::new(prometheus, tally.clone());
+        metrics::with_local_recorder(&recorder, || {
+            for _ in 0..3 {
+                metrics::counter!(m::DELIVERY_SUCCESS_COUNT, "topic" => "t", "subscription" => "s").increment(2);
+            }
+            metrics::counter!(m::DELIVERY_ATTEMPT_FAIL_COUNT, "topic" => "t", "subscription" => "s", "outcome" => "Busy")
+                .increment(1);
+            metrics::counter!(m::RECLAIMED_DELIVERY_COUNT, "topic" => "t", "subscription" => "s").increment(5);
+            metrics::gauge!(m::QUEUE_READY_DEPTH, "partition" => "0").set(7.0);
+        });
+        let text = handle.render();
+        assert!(
+            text.contains("DeliverySuccessCount{topic=\"t\",subscription=\"s\"} 6"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ReclaimedDeliveryCount{topic=\"t\",subscription=\"s\"} 5"),
+            "{text}"
+        );
+        assert!(text.contains("QueueReadyDepth{partition=\"0\"} 7"), "{text}");
+        let taken = tally.take();
+        assert_eq!(
+            taken,
+            BTreeMap::from([
+                ("delivered|t/s".to_owned(), 6),
+                ("failed-by|Busy".to_owned(), 1),
+                ("failed|t/s".to_owned(), 1),
+            ])
+        );
+        // Taken means gone: the next flush only sees what came after.
+        assert!(tally.take().is_empty());
+        metrics::with_local_recorder(&recorder, || {
+            metrics::counter!(m::DELIVERY_SUCCESS_COUNT, "topic" => "t", "subscription" => "s").increment(1);
+        });
+        assert_eq!(tally.take(), BTreeMap::from([("delivered|t/s".to_owned(), 1)]));
+    }
+
+    #[test]
+    fn windows_end_now_and_cover_the_passed_part_of_the_current_bucket() {
+        // 2.5 s into bucket 100 (1000 s … 1010 s): five full buckets and 2.5 s.
+        let (buckets, seconds) = window_span(UnixMillis(1_002_500), RATE_BUCKETS);
+        assert_eq!(buckets, vec![95, 96, 97, 98, 99, 100]);
+        assert!((seconds - 52.5).abs() < 1e-9, "{seconds}");
+        // At the very start of a bucket the window is never shorter than a second.
+        let (buckets, seconds) = window_span(UnixMillis(1_000_000), 1);
+        assert_eq!(buckets, vec![100]);
+        assert!((seconds - 1.0).abs() < 1e-9);
+        // Near the epoch the window is simply shorter.
+        let (buckets, _) = window_span(UnixMillis(15_000), RATE_BUCKETS);
+        assert_eq!(buckets, vec![0, 1]);
+    }
+
+    #[test]
+    fn windows_sum_buckets_into_counts_and_rates() {
+        let bucket = |pairs: &[(&str, i64)]| -> HashMap<String, i64> {
+            pairs.iter().map(|(f, n)| ((*f).to_owned(), *n)).collect()
+        };
+        let window = Window::sum(
+            50.0,
+            [
+                bucket(&[("published|a", 10), ("failed-by|NotFound", 2), ("unknown|x", 9)]),
+                bucket(&[("published|a", 15), ("published|b", 25), ("delivered|a/s", 5)]),
+            ],
+        );
+        assert_eq!(window.count(Kind::Published, "a"), 25);
+        assert!((window.rate(Kind::Published, "a") - 0.5).abs() < 1e-9);
+        assert_eq!(window.total(Kind::Published), 50);
+        assert!((window.total_rate(Kind::Published) - 1.0).abs() < 1e-9);
+        assert_eq!(window.count(Kind::Delivered, "a/s"), 5);
+        assert_eq!(
+            window.by_label(Kind::FailedBy),
+            BTreeMap::from([("NotFound".to_owned(), 2)])
+        );
+        assert_eq!(window.total(Kind::DeadLettered), 0);
+        assert_eq!(window.rate(Kind::Dropped, "a/s"), 0.0);
+    }
+}

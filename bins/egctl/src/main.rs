@@ -1,3 +1,52 @@
-//! egctl: the operators' command line for eg's management API.
+//! egctl: the operators' command line for eg. It speaks only eg-ingress's public
+//! HTTP APIs (management under `/admin` with the bearer token, and the publish API), so
+//! it works against any deployment an operator can reach, and depends on no eg crate.
+//!
+//! Reading order: [`cli`] (the commands), [`config`] (where the URL and token come
+//! from), [`api`] (requests and error answers), [`commands`] (one module per command
+//! group), [`output`] (tables and JSON).
 
-fn main() {}
+mod api;
+mod cli;
+mod commands;
+mod config;
+mod failure;
+mod output;
+mod progress;
+mod times;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match run(cli) {
+        Ok(text) => {
+            output::print(&text);
+            ExitCode::SUCCESS
+        }
+        Err(failure) => {
+            eprintln!("egctl: {failure}");
+            ExitCode::from(failure.exit_code())
+        }
+    }
+}
+
+fn run(cli: cli::Cli) -> Result<String, failure::Failure> {
+    let flags = config::Flags {
+        url: cli.global.url,
+        token: cli.global.token,
+        token_file: cli.global.token_file,
+        config: cli.global.config,
+    };
+    let target = config::resolve(&flags, &|name| std::env::var(name).ok())?;
+    let ctx = commands::Ctx {
+        api: api::Api::new(target, cli.global.timeout)?,
+        json: cli.global.json,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| failure::Failure::other(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(commands::run(cli.command, &ctx))
+}

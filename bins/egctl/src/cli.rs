@@ -1,0 +1,339 @@
+//! The command line: every command, its arguments and its help text (clap derive).
+//! Arguments are checked here as far as they can be without the server (times parse,
+//! one of `--endpoint`/`--file`), so a wrong command line fails before any request.
+
+use crate::times;
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "egctl",
+    version,
+    about = "Operate an eg deployment: topics, subscriptions, publishing, queues, dead letters, delivery history",
+    after_help = "Target: --url, EGCTL_URL, `url` in the config file, else http://127.0.0.1:8080.\n\
+                  Token:  --token-file/--token, EGCTL_TOKEN_FILE/EGCTL_TOKEN, `token_file`/`token` in the config file.\n\
+                  Config: --config, EGCTL_CONFIG, else $XDG_CONFIG_HOME/egctl/config.toml or ~/.config/egctl/config.toml.\n\
+                  Exit codes: 0 ok, 1 the API refused, 2 bad usage or configuration, 3 eg-ingress unreachable."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
+pub struct Global {
+    /// eg-ingress's base URL [env: EGCTL_URL] [default: http://127.0.0.1:8080]
+    #[arg(long, global = true, value_name = "URL")]
+    pub url: Option<String>,
+    /// The admin bearer token (prefer --token-file: arguments show in process lists) [env: EGCTL_TOKEN]
+    #[arg(long, global = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// A file holding the admin bearer token [env: EGCTL_TOKEN_FILE]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// TOML config file with keys url, token, token_file [env: EGCTL_CONFIG]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the API's JSON instead of tables
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Longest wait for one API answer
+    #[arg(long, global = true, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create, list, show and delete topics; show and regenerate their access keys
+    #[command(subcommand)]
+    Topics(TopicCommand),
+    /// Create, list, show, delete, pause and resume event subscriptions
+    #[command(subcommand, visible_alias = "subs")]
+    Subscriptions(SubscriptionCommand),
+    /// Publish events to a topic (fetches the topic's key1 with the admin token)
+    Publish(PublishArgs),
+    /// Queue depths per partition and per tier
+    Queues,
+    /// An overview of the deployment: topics, subscriptions, rates, queues
+    Status,
+    /// List, inspect, redrive and purge a subscription's dead letters
+    #[command(subcommand, name = "deadletters", visible_alias = "dl")]
+    DeadLetters(DeadLetterCommand),
+    /// The delivery attempts of one event
+    History(HistoryArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TopicCommand {
+    /// Create a topic, or update one (PUT)
+    Create {
+        name: String,
+        /// The schema publishers use (CustomEventSchema needs an inputSchemaMapping: use --file)
+        #[arg(long, value_enum)]
+        input_schema: Option<InputSchema>,
+        /// A topic resource as JSON ({"properties":{…}}), `-` for stdin
+        #[arg(long, short, value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+    /// List every topic
+    List,
+    /// Show one topic
+    Show { name: String },
+    /// Delete a topic and all its subscriptions
+    Delete { name: String },
+    /// Show a topic's two access keys
+    Keys { name: String },
+    /// Replace one of a topic's access keys; the old one stops working
+    Regenerate { name: String, key: KeyName },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+#[value(rename_all = "verbatim")]
+pub enum InputSchema {
+    EventGridSchema,
+    CloudEventSchemaV1_0,
+    CustomEventSchema,
+}
+
+impl InputSchema {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputSchema::EventGridSchema => "EventGridSchema",
+            InputSchema::CloudEventSchemaV1_0 => "CloudEventSchemaV1_0",
+            InputSchema::CustomEventSchema => "CustomEventSchema",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum KeyName {
+    Key1,
+    Key2,
+}
+
+impl KeyName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyName::Key1 => "key1",
+            KeyName::Key2 => "key2",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SubscriptionCommand {
+    /// Create a subscription, or update one (PUT), from flags or a resource file
+    Create(SubscriptionCreate),
+    /// List a topic's subscriptions
+    List { topic: String },
+    /// Show one subscription
+    Show { topic: String, name: String },
+    /// Delete a subscription (its queued deliveries are dropped)
+    Delete { topic: String, name: String },
+    /// Stop delivering to a subscription; its events wait (and keep their time-to-live)
+    Pause { topic: String, name: String },
+    /// Deliver again what a paused subscription holds
+    Resume { topic: String, name: String },
+    /// The endpoint's delivery health: failures and probation, as every sender sees it
+    Health { topic: String, name: String },
+}
+
+/// The flags build `{"properties":{…}}`; `--file` sends a resource as it is.
+#[derive(Debug, Args)]
+pub struct SubscriptionCreate {
+    pub topic: String,
+    pub name: String,
+    /// The webhook URL deliveries are POSTed to
+    #[arg(long, value_name = "URL", required_unless_present = "file")]
+    pub endpoint: Option<String>,
+    /// Attempts before an event is dead-lettered or dropped (custom topics 1–30, namespace 1–10)
+    #[arg(long, value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// Time-to-live of an event for this subscription, in minutes
+    #[arg(long, value_name = "N")]
+    pub ttl_minutes: Option<u32>,
+    /// Deliver only these event types (comma-separated)
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    pub event_types: Vec<String>,
+    #[arg(long, value_name = "PREFIX")]
+    pub subject_begins_with: Option<String>,
+    #[arg(long, value_name = "SUFFIX")]
+    pub subject_ends_with: Option<String>,
+    /// Events per delivery request (1–5000)
+    #[arg(long, value_name = "N")]
+    pub max_events_per_batch: Option<u32>,
+    /// Dead-letter into this container of the dead-letter directory
+    #[arg(long, value_name = "CONTAINER")]
+    pub dead_letter_container: Option<String>,
+    /// EventGridSchema, CloudEventSchemaV1_0 or CustomInputSchema (default: the topic's)
+    #[arg(long, value_name = "SCHEMA")]
+    pub delivery_schema: Option<String>,
+    /// Create it paused
+    #[arg(long)]
+    pub paused: bool,
+    /// A subscription resource as JSON ({"properties":{…}}), `-` for stdin
+    #[arg(long, short, value_name = "FILE", conflicts_with_all = [
+        "endpoint", "max_attempts", "ttl_minutes", "event_types", "subject_begins_with",
+        "subject_ends_with", "max_events_per_batch", "dead_letter_container", "delivery_schema", "paused",
+    ])]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    pub topic: String,
+    /// The event type (eventType, or type for CloudEvents topics)
+    #[arg(long = "type", value_name = "TYPE", required_unless_present = "file")]
+    pub event_type: Option<String>,
+    #[arg(long, value_name = "SUBJECT", required_unless_present = "file")]
+    pub subject: Option<String>,
+    /// The event id (default: a new UUID)
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
+    /// The event's data, as JSON (default: {})
+    #[arg(long, value_name = "JSON")]
+    pub data: Option<String>,
+    /// The CloudEvents source, for CloudEvents topics
+    #[arg(long, value_name = "URI", default_value = "/egctl")]
+    pub source: String,
+    /// A file holding the request body as the topic's schema takes it, sent as it is; `-` for stdin
+    #[arg(long, short, value_name = "FILE", conflicts_with_all = ["event_type", "subject", "id", "data"])]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeadLetterCommand {
+    /// List dead letters, oldest first
+    List {
+        topic: String,
+        subscription: String,
+        #[command(flatten)]
+        window: Window,
+        /// The most records shown (pages are followed up to this many)
+        #[arg(long, value_name = "N", default_value_t = 100)]
+        limit: u64,
+    },
+    /// Show one dead letter with its full record
+    Show {
+        topic: String,
+        subscription: String,
+        /// The record id (the ID column of `deadletters list`)
+        id: String,
+    },
+    /// Deliver dead letters again (each at most once); prints progress on stderr
+    Redrive {
+        topic: String,
+        subscription: String,
+        #[command(flatten)]
+        selection: Selection,
+        /// Records handled per API call (1–10000)
+        #[arg(long, value_name = "N", default_value_t = 1000)]
+        chunk: u32,
+    },
+    /// Delete dead letters for good; asks first unless --yes
+    Purge {
+        topic: String,
+        subscription: String,
+        #[command(flatten)]
+        selection: Selection,
+        /// Records handled per API call (1–10000)
+        #[arg(long, value_name = "N", default_value_t = 1000)]
+        chunk: u32,
+        /// Do not ask (required when stdin is not a terminal)
+        #[arg(long, short)]
+        yes: bool,
+    },
+}
+
+/// A time window over dead-letter times: from inclusive, to exclusive.
+#[derive(Debug, Args)]
+pub struct Window {
+    /// From this time (RFC 3339, or a duration ago: 2h)
+    #[arg(long, value_name = "TIME", value_parser = times::parse)]
+    pub from: Option<DateTime<Utc>>,
+    /// Up to this time, exclusive (RFC 3339, or a duration ago: 30m)
+    #[arg(long, value_name = "TIME", value_parser = times::parse)]
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// Which dead letters a redrive or purge applies to; at least one must be given.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = true)]
+pub struct Selection {
+    /// Every dead letter of the subscription
+    #[arg(long, conflicts_with_all = ["from", "to", "event_ids", "ids"])]
+    pub all: bool,
+    /// Dead-lettered at or after this time (RFC 3339, or a duration ago: 2h)
+    #[arg(long, value_name = "TIME", value_parser = times::parse)]
+    pub from: Option<DateTime<Utc>>,
+    /// Dead-lettered before this time (RFC 3339, or a duration ago: 30m)
+    #[arg(long, value_name = "TIME", value_parser = times::parse)]
+    pub to: Option<DateTime<Utc>>,
+    /// Only these event ids
+    #[arg(long = "event-id", value_name = "ID", num_args = 1..)]
+    pub event_ids: Vec<String>,
+    /// Only these record ids (the ID column of `deadletters list`)
+    #[arg(long = "id", value_name = "RECORD_ID", num_args = 1..)]
+    pub ids: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    pub topic: String,
+    pub event_id: String,
+    /// Only this subscription's attempts
+    #[arg(long, value_name = "NAME")]
+    pub subscription: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_redrive_needs_a_selection_and_all_stands_alone() {
+        let parse = |args: &[&str]| Cli::try_parse_from(std::iter::once("egctl").chain(args.iter().copied()));
+        assert!(parse(&["dl", "redrive", "t", "s"]).is_err());
+        assert!(parse(&["dl", "redrive", "t", "s", "--all"]).is_ok());
+        assert!(parse(&["dl", "redrive", "t", "s", "--all", "--from", "2h"]).is_err());
+        assert!(parse(&["dl", "redrive", "t", "s", "--from", "2h", "--to", "now"]).is_ok());
+        assert!(parse(&["dl", "purge", "t", "s", "--event-id", "a", "b", "--yes"]).is_ok());
+        assert!(parse(&["dl", "list", "t", "s", "--from", "yesterday"]).is_err());
+    }
+
+    #[test]
+    fn subscriptions_take_an_endpoint_or_a_file() {
+        let parse = |args: &[&str]| Cli::try_parse_from(std::iter::once("egctl").chain(args.iter().copied()));
+        assert!(parse(&["subscriptions", "create", "t", "s"]).is_err());
+        assert!(parse(&["subscriptions", "create", "t", "s", "--endpoint", "http://x"]).is_ok());
+        assert!(parse(&["subscriptions", "create", "t", "s", "--file", "f.json"]).is_ok());
+        assert!(
+            parse(&[
+                "subscriptions",
+                "create",
+                "t",
+                "s",
+                "--file",
+                "f",
+                "--max-attempts",
+                "3"
+            ])
+            .is_err()
+        );
+        assert!(parse(&["publish", "t", "--type", "A"]).is_err());
+        assert!(parse(&["publish", "t", "--type", "A", "--subject", "/s"]).is_ok());
+    }
+}

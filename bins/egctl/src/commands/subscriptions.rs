@@ -1,0 +1,283 @@
+//! `egctl subscriptions …`: event subscriptions, pausing them, and their endpoint's
+//! delivery health.
+
+use super::topics::items;
+use super::{Ctx, read_resource};
+use crate::cli::{SubscriptionCommand, SubscriptionCreate};
+use crate::failure::Failure;
+use crate::output::{cell, fields, table};
+use reqwest::{Method, StatusCode};
+use serde_json::{Map, Value, json};
+
+pub async fn run(command: SubscriptionCommand, ctx: &Ctx) -> Result<String, Failure> {
+    match command {
+        SubscriptionCommand::Create(args) => create(args, ctx).await,
+        SubscriptionCommand::List { topic } => {
+            let list = ctx.api.get(&["topics", &topic, "eventSubscriptions"]).await?;
+            Ok(ctx.show(&list, subscriptions_table))
+        }
+        SubscriptionCommand::Show { topic, name } => {
+            let sub = ctx.api.get(&["topics", &topic, "eventSubscriptions", &name]).await?;
+            Ok(ctx.show(&sub, subscription_fields))
+        }
+        SubscriptionCommand::Delete { topic, name } => {
+            let path = ["topics", &topic, "eventSubscriptions", &name];
+            let answer = ctx.api.admin(Method::DELETE, &path, &[], None).await?;
+            let existed = answer.status != StatusCode::NO_CONTENT;
+            Ok(ctx.show(&json!({"deleted": existed}), |_| {
+                if existed {
+                    format!("subscription {topic}/{name} deleted\n")
+                } else {
+                    format!("subscription {topic}/{name} did not exist\n")
+                }
+            }))
+        }
+        SubscriptionCommand::Pause { topic, name } => switch(ctx, &topic, &name, "pause", "paused").await,
+        SubscriptionCommand::Resume { topic, name } => switch(ctx, &topic, &name, "resume", "resumed").await,
+        SubscriptionCommand::Health { topic, name } => {
+            let path = ["topics", &topic, "eventSubscriptions", &name, "deliveryHealth"];
+            let health = ctx.api.get(&path).await?;
+            Ok(ctx.show(&health, health_fields))
+        }
+    }
+}
+
+async fn create(args: SubscriptionCreate, ctx: &Ctx) -> Result<String, Failure> {
+    let body = match &args.file {
+        Some(path) => read_resource(path)?,
+        None => {
+            // Namespace topics name their retry fields differently (spec §10).
+            let topic = ctx.api.get(&["topics", &args.topic]).await?;
+            let namespace = topic["properties"]["deliveryProfile"] == "NamespaceTopic";
+            from_flags(&args, namespace)
+        }
+    };
+    let path = ["topics", &args.topic, "eventSubscriptions", &args.name];
+    let answer = ctx.api.admin(Method::PUT, &path, &[], Some(&body)).await?;
+    let verb = if answer.status == StatusCode::CREATED {
+        "created"
+    } else {
+        "updated"
+    };
+    let (topic, name) = (&args.topic, &args.name);
+    Ok(ctx.show(&answer.body, |s| {
+        format!("subscription {topic}/{name} {verb}\n{}", subscription_fields(s))
+    }))
+}
+
+/// The subscription resource the flags describe; only what was given is sent, so the
+/// server's defaults apply to the rest.
+fn from_flags(args: &SubscriptionCreate, namespace: bool) -> Value {
+    let mut destination = Map::new();
+    destination.insert("endpointUrl".into(), json!(args.endpoint));
+    if let Some(n) = args.max_events_per_batch {
+        destination.insert("maxEventsPerBatch".into(), json!(n));
+    }
+    let mut props = Map::new();
+    props.insert(
+        "destination".into(),
+        json!({"endpointType": "WebHook", "properties": destination}),
+    );
+    let mut filter = Map::new();
+    if !args.event_types.is_empty() {
+        filter.insert("includedEventTypes".into(), json!(args.event_types));
+    }
+    if let Some(prefix) = &args.subject_begins_with {
+        filter.insert("subjectBeginsWith".into(), json!(prefix));
+    }
+    if let Some(suffix) = &args.subject_ends_with {
+        filter.insert("subjectEndsWith".into(), json!(suffix));
+    }
+    if !filter.is_empty() {
+        props.insert("filter".into(), Value::Object(filter));
+    }
+    let mut retry = Map::new();
+    if let Some(n) = args.max_attempts {
+        let key = if namespace {
+            "maxDeliveryCount"
+        } else {
+            "maxDeliveryAttempts"
+        };
+        retry.insert(key.into(), json!(n));
+    }
+    if let Some(minutes) = args.ttl_minutes {
+        if namespace {
+            retry.insert("eventTimeToLive".into(), json!(format!("PT{minutes}M")));
+        } else {
+            retry.insert("eventTimeToLiveInMinutes".into(), json!(minutes));
+        }
+    }
+    if !retry.is_empty() {
+        props.insert("retryPolicy".into(), Value::Object(retry));
+    }
+    if let Some(container) = &args.dead_letter_container {
+        props.insert(
+            "deadLetterDestination".into(),
+            json!({"endpointType": "LocalDirectory", "properties": {"containerName": container}}),
+        );
+    }
+    if let Some(schema) = &args.delivery_schema {
+        props.insert("eventDeliverySchema".into(), json!(schema));
+    }
+    if args.paused {
+        props.insert("paused".into(), json!(true));
+    }
+    json!({ "properties": props })
+}
+
+async fn switch(ctx: &Ctx, topic: &str, name: &str, action: &str, done: &str) -> Result<String, Failure> {
+    let sub = ctx
+        .api
+        .post(&["topics", topic, "eventSubscriptions", name, action], None)
+        .await?;
+    Ok(ctx.show(&sub, |_| format!("subscription {topic}/{name} {done}\n")))
+}
+
+fn subscriptions_table(list: &Value) -> String {
+    let rows = items(list)
+        .iter()
+        .map(|s| {
+            let p = &s["properties"];
+            vec![
+                cell(&s["name"]),
+                cell(&p["destination"]["properties"]["endpointBaseUrl"]),
+                cell(&p["provisioningState"]),
+                cell(&p["paused"]),
+                cell(&p["filter"]["includedEventTypes"]),
+                cell(&p["deadLetterDestination"]["properties"]["containerName"]),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "NAME",
+            "ENDPOINT",
+            "STATE",
+            "PAUSED",
+            "EVENT TYPES",
+            "DEAD-LETTER CONTAINER",
+        ],
+        rows,
+    )
+}
+
+fn subscription_fields(sub: &Value) -> String {
+    let p = &sub["properties"];
+    let destination = &p["destination"]["properties"];
+    let filter = &p["filter"];
+    let retry = &p["retryPolicy"];
+    let mut pairs = vec![
+        ("name", cell(&sub["name"])),
+        ("topic", cell(&p["topic"])),
+        ("endpoint", cell(&destination["endpointBaseUrl"])),
+        ("provisioningState", cell(&p["provisioningState"])),
+        ("paused", cell(&p["paused"])),
+        ("eventDeliverySchema", cell(&p["eventDeliverySchema"])),
+        ("includedEventTypes", cell(&filter["includedEventTypes"])),
+        ("subjectBeginsWith", cell(&filter["subjectBeginsWith"])),
+        ("subjectEndsWith", cell(&filter["subjectEndsWith"])),
+    ];
+    if filter["advancedFilters"].as_array().is_some_and(|a| !a.is_empty()) {
+        pairs.push(("advancedFilters", cell(&filter["advancedFilters"])));
+    }
+    // Custom topics and namespace topics name their retry limits differently.
+    if retry["maxDeliveryCount"].is_null() {
+        pairs.push(("maxDeliveryAttempts", cell(&retry["maxDeliveryAttempts"])));
+        pairs.push(("eventTimeToLiveInMinutes", cell(&retry["eventTimeToLiveInMinutes"])));
+    } else {
+        pairs.push(("maxDeliveryCount", cell(&retry["maxDeliveryCount"])));
+        pairs.push(("eventTimeToLive", cell(&retry["eventTimeToLive"])));
+    }
+    pairs.push(("maxEventsPerBatch", cell(&destination["maxEventsPerBatch"])));
+    pairs.push((
+        "deadLetterContainer",
+        cell(&p["deadLetterDestination"]["properties"]["containerName"]),
+    ));
+    if let Some(message) = p["provisioningMessage"].as_str() {
+        pairs.push(("provisioningMessage", message.to_owned()));
+    }
+    if !p["expirationTimeUtc"].is_null() {
+        pairs.push(("expirationTimeUtc", cell(&p["expirationTimeUtc"])));
+    }
+    fields(pairs)
+}
+
+fn health_fields(health: &Value) -> String {
+    let pairs = [
+        "endpointBaseUrl",
+        "state",
+        "consecutiveFailures",
+        "probationLevel",
+        "probationUntil",
+        "lastFailureOutcome",
+        "lastFailureTime",
+    ]
+    .into_iter()
+    .map(|k| (k, cell(&health[k])))
+    .collect();
+    fields(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::cli::{Cli, Command, SubscriptionCommand};
+    use clap::Parser;
+
+    fn args(line: &[&str]) -> SubscriptionCreate {
+        let cli = Cli::try_parse_from(["egctl", "subscriptions", "create", "t", "s"].iter().chain(line)).unwrap();
+        match cli.command {
+            Command::Subscriptions(SubscriptionCommand::Create(a)) => a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn flags_build_only_what_was_given() {
+        let body = from_flags(&args(&["--endpoint", "http://h/x"]), false);
+        assert_eq!(
+            body,
+            json!({"properties": {"destination": {"endpointType": "WebHook", "properties": {"endpointUrl": "http://h/x"}}}})
+        );
+        let line = [
+            "--endpoint",
+            "http://h/x",
+            "--max-attempts",
+            "3",
+            "--ttl-minutes",
+            "10",
+            "--event-types",
+            "A,B",
+            "--subject-begins-with",
+            "/a",
+            "--subject-ends-with",
+            ".b",
+            "--max-events-per-batch",
+            "5",
+            "--dead-letter-container",
+            "dl",
+            "--delivery-schema",
+            "CloudEventSchemaV1_0",
+            "--paused",
+        ];
+        let p = &from_flags(&args(&line), false)["properties"];
+        assert_eq!(
+            p["filter"],
+            json!({"includedEventTypes": ["A", "B"], "subjectBeginsWith": "/a", "subjectEndsWith": ".b"})
+        );
+        assert_eq!(
+            p["retryPolicy"],
+            json!({"maxDeliveryAttempts": 3, "eventTimeToLiveInMinutes": 10})
+        );
+        assert_eq!(p["destination"]["properties"]["maxEventsPerBatch"], 5);
+        assert_eq!(p["deadLetterDestination"]["properties"]["containerName"], "dl");
+        assert_eq!(p["eventDeliverySchema"], "CloudEventSchemaV1_0");
+        assert_eq!(p["paused"], true);
+        let p = &from_flags(&args(&line), true)["properties"];
+        assert_eq!(
+            p["retryPolicy"],
+            json!({"maxDeliveryCount": 3, "eventTimeToLive": "PT10M"})
+        );
+    }
+}

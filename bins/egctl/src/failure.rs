@@ -1,0 +1,48 @@
+//! Every way a command can fail, each with the exit code scripts can branch on and a
+//! one-line message an operator can act on.
+
+use reqwest::StatusCode;
+
+/// Exit codes (documented in docs/egctl.md): 1 the API refused or answered with an
+/// error, 2 the command line or configuration is wrong (clap also exits 2 for bad
+/// arguments), 3 eg-ingress could not be reached or did not answer in time.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// Wrong arguments, configuration or input files: nothing was sent.
+    #[error("{0}")]
+    Usage(String),
+    /// The API answered with a non-success status; `message` is its Event Grid error
+    /// body's message (or a short summary of whatever else it sent).
+    #[error("{status}: {message}")]
+    Api { status: StatusCode, message: String },
+    /// No answer: connection refused, DNS, TLS, or the request timed out.
+    #[error("cannot reach eg-ingress at {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    /// Anything else that went wrong after the request was answered (an answer that
+    /// is not what the API promises, a broken stdout).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Failure {
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::Usage(message.into())
+    }
+
+    pub fn other(message: impl Into<String>) -> Self {
+        Self::Other(message.into())
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Api { .. } | Failure::Other(_) => 1,
+            Failure::Usage(_) => 2,
+            Failure::Unreachable { .. } => 3,
+        }
+    }
+
+    /// Whether this is the API saying the thing (or the route) does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Failure::Api { status, .. } if *status == StatusCode::NOT_FOUND)
+    }
+}

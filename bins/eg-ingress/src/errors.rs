@@ -26,6 +26,12 @@ impl Refusal {
         Self::new(status, code_of(status), message)
     }
 
+    /// What the client is told.
+    #[cfg(test)]
+    pub fn message(&self) -> &str {
+        &self.body.error.message
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "BadRequest", message)
     }

@@ -1,8 +1,10 @@
 //! eg-scheduler: moves due retries into the ready streams, takes back deliveries whose
-//! holder vanished (after the visibility timeout) and publishes queue depths. Every
+//! holder vanished (after the visibility timeout), hands back deliveries of resumed
+//! (or expiring) paused subscriptions and publishes queue depths. Every
 //! step is an atomic script, so any number of copies run with no leader.
 
 mod health;
+mod paused;
 mod reclaim;
 
 use eg_runtime::Shutdown;
@@ -48,6 +50,19 @@ async fn main() -> anyhow::Result<()> {
             process.shutdown.clone(),
         )));
     }
+    let catalog = eg_store::Catalog::new(process.store.clone());
+    let cache = eg_runtime::startup::until_ready("load the catalog", &process.shutdown, || {
+        eg_store::CatalogCache::load(catalog.clone())
+    })
+    .await?;
+    tasks.push(tokio::spawn(paused::unpark_loop(
+        process.store.clone(),
+        cache,
+        process.clock.clone(),
+        s.scheduler.interval,
+        s.scheduler.batch,
+        process.shutdown.clone(),
+    )));
     tasks.push(tokio::spawn(health::health_loop(
         process.store.clone(),
         process.clock.clone(),
@@ -97,6 +112,7 @@ async fn depth_loop(store: Store, partition: Partition, shutdown: Shutdown) {
                 metrics::gauge!(m::QUEUE_READY_DEPTH, "partition" => label.clone()).set(d.ready as f64);
                 metrics::gauge!(m::QUEUE_IN_FLIGHT_DEPTH, "partition" => label.clone()).set(d.in_flight as f64);
                 metrics::gauge!(m::QUEUE_RETRY_DEPTH, "partition" => label.clone()).set(d.retry as f64);
+                metrics::gauge!(m::QUEUE_PAUSED_DEPTH, "partition" => label.clone()).set(d.paused as f64);
                 metrics::gauge!(m::DEAD_LETTER_BACKLOG_DEPTH, "partition" => label.clone())
                     .set(d.deadletter_backlog as f64);
             }

@@ -16,7 +16,7 @@ use eg_core::{Decision, LastAttempt};
 use eg_outbound::Client;
 use eg_runtime::metrics as m;
 use eg_runtime::startup::Process;
-use eg_store::{Catalog, CatalogCache, Clock, Partition, ReadyDelivery, Settlement, Store};
+use eg_store::{Catalog, CatalogCache, Clock, Partition, ReadyDelivery, Retention, Settlement, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -27,7 +27,7 @@ const NOT_VALIDATED_RECHECK: Duration = Duration::from_secs(10);
 pub struct Sender {
     pub(crate) store: Store,
     pub(crate) cache: Arc<CatalogCache>,
-    clock: Clock,
+    pub(crate) clock: Clock,
     policies: ProfilePolicies,
     probation: Option<ProbationPolicy>,
     outbound: Client,
@@ -36,6 +36,7 @@ pub struct Sender {
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) concurrency: usize,
     max_response_bytes: usize,
+    retention: Retention,
     pub(crate) consumer: String,
 }
 
@@ -84,6 +85,7 @@ impl Sender {
             slots: Arc::new(Semaphore::new(s.sender.concurrency.max(1))),
             concurrency: s.sender.concurrency.max(1),
             max_response_bytes: s.sender.max_response_bytes,
+            retention: s.retention(),
             consumer,
         }))
     }
@@ -108,6 +110,17 @@ impl Sender {
             }
         }
         if live.is_empty() {
+            return;
+        }
+
+        // Paused by an operator: set aside uncharged until the resume; the time-to-live
+        // still counts (the scheduler hands back those whose TTL ends meanwhile, and the
+        // check above dead-letters them).
+        if subscription.paused {
+            for h in live {
+                let until = eg_core::policy::ttl_deadline(&h.ready.delivery, &limits);
+                self.settle(&h, settle::paused(&h.ready.delivery, until, now)).await;
+            }
             return;
         }
 
@@ -174,7 +187,7 @@ impl Sender {
                 at: now,
             });
             let decision = policy.after_attempt(&attempted, &limits, outcome, now, rand::random::<f64>());
-            let settled = settle::settlement(decision, &attempted, &subscription, now);
+            let settled = settle::settlement(decision, &attempted, &subscription, now).attempted(*took);
             let retry = match &settled.settlement {
                 Settlement::Retry { delivery, .. } => Some(delivery.clone()),
                 _ => None,
@@ -232,8 +245,11 @@ impl Sender {
             if ok {
                 kept.push(h);
             } else {
-                self.settle(&h, settle::dropped(&h.ready.delivery, "EventUnrenderable"))
-                    .await;
+                self.settle(
+                    &h,
+                    settle::dropped(&h.ready.delivery, "EventUnrenderable", self.clock.now()),
+                )
+                .await;
             }
         }
         (kept, request)
@@ -294,7 +310,7 @@ impl Sender {
         for h in held {
             let delivery = h.ready.delivery.held_back(now);
             let due = policy.held_back_until(&delivery, &subscription.retry_policy, until, now, rand::random::<f64>());
-            self.settle(&h, settle::held_back(delivery, due)).await;
+            self.settle(&h, settle::held_back(delivery, due, now)).await;
         }
     }
 
@@ -315,19 +331,25 @@ impl Sender {
         for _ in 0..10 {
             match self
                 .store
-                .settle(
+                .settle_recorded(
                     partition,
                     &ready.entry_id,
-                    &ready.delivery.event_key,
+                    &ready.delivery,
                     &settled.settlement,
+                    Some(&settled.history),
+                    &self.retention,
                 )
                 .await
             {
-                Ok(true) => {
+                Ok(outcome) if outcome.took_effect => {
                     settled.record();
+                    if outcome.archive_evicted > 0 {
+                        metrics::counter!(m::DEAD_LETTER_ARCHIVE_EVICTED_COUNT, "topic" => ready.delivery.topic.clone(), "subscription" => ready.delivery.subscription.clone())
+                            .increment(outcome.archive_evicted);
+                    }
                     return true;
                 }
-                Ok(false) => {
+                Ok(_) => {
                     tracing::info!(delivery = %ready.delivery.id, "delivery was taken back before this attempt settled; the new holder owns it");
                     return false;
                 }

@@ -188,8 +188,12 @@ impl Sender {
             let subscription = match self.subscription(delivery).await {
                 Ok(Some(s)) => s,
                 Ok(None) => {
-                    self.settle_ready(partition, &ready, settle::dropped(delivery, "SubscriptionDeleted"))
-                        .await;
+                    self.settle_ready(
+                        partition,
+                        &ready,
+                        settle::dropped(delivery, "SubscriptionDeleted", self.clock.now()),
+                    )
+                    .await;
                     continue;
                 }
                 // Unknown whether it still exists: leave it held; it is taken back and retried
@@ -203,7 +207,11 @@ impl Sender {
                 // Also seen by a stale holder (its delivery was taken back and finished
                 // elsewhere): then the settle changes nothing, and there is nothing to report.
                 if self
-                    .settle_ready(partition, &ready, settle::dropped(delivery, "EventMissing"))
+                    .settle_ready(
+                        partition,
+                        &ready,
+                        settle::dropped(delivery, "EventMissing", self.clock.now()),
+                    )
                     .await
                 {
                     tracing::error!(delivery = %delivery.id, event = %delivery.event_key, "the stored event is gone");

@@ -1,15 +1,19 @@
-//! Turns a decision of eg-core into a settlement in Redis, and counts and logs it once
-//! the settlement took effect (a settle that finds the delivery taken back counts nothing).
+//! Turns a decision of eg-core into a settlement in Redis with the step's history entry,
+//! and counts and logs it once the settlement took effect (a settle that finds the
+//! delivery taken back counts nothing and records no history).
 
 use eg_core::deadletter::DeadLetterEntry;
+use eg_core::history::{DeliveryState, HistoryEntry};
 use eg_core::subscription::Subscription;
 use eg_core::{DeadLetterReason, Decision, Delivery, UnixMillis};
 use eg_runtime::metrics as m;
 use eg_store::Settlement;
+use std::time::Duration;
 
-/// A settlement with what it means for the metrics.
+/// A settlement with what it means for the metrics and the delivery's history.
 pub struct Settled {
     pub settlement: Settlement,
+    pub history: HistoryEntry,
     tally: Tally,
     delivery: Delivery,
 }
@@ -49,16 +53,25 @@ pub fn settlement(decision: Decision, delivery: &Delivery, subscription: &Subscr
         },
         Decision::Drop(reason) => (Settlement::Done, Tally::Dropped(reason.to_string())),
     };
+    let (state, next, reason) = match (&settlement, &tally) {
+        (Settlement::Retry { due, .. }, _) => (DeliveryState::Retrying, Some(*due), None),
+        (_, Tally::Delivered) => (DeliveryState::Delivered, None, None),
+        (_, Tally::DeadLettered(reason)) => (DeliveryState::DeadLettered, None, Some(reason.to_string())),
+        (_, Tally::Dropped(reason)) => (DeliveryState::Dropped, None, Some(reason.clone())),
+        (_, Tally::Retried) => (DeliveryState::Retrying, None, None),
+    };
     Settled {
+        history: step(delivery, now, state, next, reason),
         settlement,
         tally,
         delivery: delivery.clone(),
     }
 }
 
-/// A delivery held back uncharged (endpoint probation) until `due`.
-pub fn held_back(delivery: Delivery, due: UnixMillis) -> Settled {
+/// A delivery held back uncharged (endpoint probation, or awaiting consent) until `due`.
+pub fn held_back(delivery: Delivery, due: UnixMillis, now: UnixMillis) -> Settled {
     Settled {
+        history: step(&delivery, now, DeliveryState::HeldBack, Some(due), None),
         settlement: Settlement::Retry {
             delivery: delivery.clone(),
             due,
@@ -68,16 +81,64 @@ pub fn held_back(delivery: Delivery, due: UnixMillis) -> Settled {
     }
 }
 
-/// A delivery that ends without reaching anyone, for `reason`.
-pub fn dropped(delivery: &Delivery, reason: &str) -> Settled {
+/// A delivery of a paused subscription, set aside until the resume or `until` (the end
+/// of its time-to-live).
+pub fn paused(delivery: &Delivery, until: UnixMillis, now: UnixMillis) -> Settled {
     Settled {
+        history: step(delivery, now, DeliveryState::Paused, Some(until), None),
+        settlement: Settlement::Park {
+            delivery: delivery.clone(),
+            until,
+        },
+        tally: Tally::Retried,
+        delivery: delivery.clone(),
+    }
+}
+
+/// A delivery that ends without reaching anyone, for `reason`.
+pub fn dropped(delivery: &Delivery, reason: &str, now: UnixMillis) -> Settled {
+    Settled {
+        history: step(delivery, now, DeliveryState::Dropped, None, Some(reason.to_owned())),
         settlement: Settlement::Done,
         tally: Tally::Dropped(reason.to_owned()),
         delivery: delivery.clone(),
     }
 }
 
+/// A history entry for a step that made no attempt (the attempt's details are added by
+/// [`Settled::attempted`]).
+fn step(
+    delivery: &Delivery,
+    now: UnixMillis,
+    state: DeliveryState,
+    next: Option<UnixMillis>,
+    reason: Option<String>,
+) -> HistoryEntry {
+    HistoryEntry {
+        subscription: delivery.subscription.clone(),
+        attempt: delivery.attempts,
+        at: now,
+        outcome: None,
+        http_status: None,
+        duration_ms: None,
+        next,
+        state,
+        reason,
+    }
+}
+
 impl Settled {
+    /// The step was an attempt that took `took`: its outcome and status (the delivery's
+    /// last attempt) go into the history entry.
+    pub fn attempted(mut self, took: Duration) -> Self {
+        if let Some(last) = self.delivery.last {
+            self.history.outcome = Some(last.outcome);
+            self.history.http_status = last.status;
+        }
+        self.history.duration_ms = Some(took.as_millis() as u64);
+        self
+    }
+
     /// Counts and logs the settlement; call once it took effect.
     pub fn record(&self) {
         let d = &self.delivery;

@@ -505,7 +505,10 @@ mod tests {
         };
         let d = e.redelivery(target, "1".into(), UnixMillis(9_000), 7);
         assert_eq!((d.attempts, d.published_at, d.last), (0, UnixMillis(9_000), None));
-        assert_eq!((d.id.as_str(), d.event_key.as_str(), d.event_id.as_str()), ("d2", "k2", "1"));
+        assert_eq!(
+            (d.id.as_str(), d.event_key.as_str(), d.event_id.as_str()),
+            ("d2", "k2", "1")
+        );
         assert_eq!((d.topic.as_str(), d.subscription.as_str()), ("orders", "billing"));
         assert_eq!((d.format, d.catalog_version), (StoredFormat::CloudEvents, 7));
     }

@@ -21,12 +21,15 @@ pub const DEAD_LETTER_WRITE_FAIL_COUNT: &str = "DeadLetterWriteFailCount";
 pub const QUEUE_READY_DEPTH: &str = "QueueReadyDepth";
 pub const QUEUE_IN_FLIGHT_DEPTH: &str = "QueueInFlightDepth";
 pub const QUEUE_RETRY_DEPTH: &str = "QueueRetryDepth";
+pub const QUEUE_PAUSED_DEPTH: &str = "QueuePausedDepth";
 pub const DEAD_LETTER_BACKLOG_DEPTH: &str = "DeadLetterBacklogDepth";
 pub const ENDPOINT_PROBATION_COUNT: &str = "EndpointProbationCount";
 pub const DELIVERY_DELAYED_COUNT: &str = "DeliveryDelayedCount";
 pub const ENDPOINT_ON_PROBATION: &str = "EndpointOnProbation";
 pub const ENDPOINT_PROBATION_REMAINING_SECONDS: &str = "EndpointProbationRemainingSeconds";
 pub const LATE_SUCCESS_COUNT: &str = "LateSuccessCount";
+pub const DEAD_LETTER_ARCHIVE_EVICTED_COUNT: &str = "DeadLetterArchiveEvictedCount";
+pub const REDRIVEN_EVENT_COUNT: &str = "RedrivenEventCount";
 
 const LATENCY_BUCKETS_MS: [f64; 14] = [
     1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
@@ -98,6 +101,11 @@ fn describe() {
     );
     describe_counter!(DELIVERY_ATTEMPT_FAIL_COUNT, "Failed attempts, by outcome");
     describe_counter!(DEAD_LETTERED_COUNT, "Deliveries dead-lettered, by reason");
+    describe_counter!(
+        DEAD_LETTER_ARCHIVE_EVICTED_COUNT,
+        "Oldest dead-letter records removed from the Redis archive to stay within deadletter.archive_max (files are kept)"
+    );
+    describe_counter!(REDRIVEN_EVENT_COUNT, "Dead-lettered events sent back into delivery");
     describe_counter!(DROPPED_EVENT_COUNT, "Deliveries dropped, by reason");
     describe_histogram!(
         DESTINATION_PROCESSING_DURATION_MS,
@@ -110,6 +118,10 @@ fn describe() {
     describe_counter!(
         DEAD_LETTER_WRITE_FAIL_COUNT,
         "Failed writes to a dead-letter destination"
+    );
+    describe_gauge!(
+        QUEUE_PAUSED_DEPTH,
+        "Deliveries set aside for paused subscriptions, by partition"
     );
     describe_gauge!(QUEUE_READY_DEPTH, "Deliveries waiting to be sent, by partition");
     describe_gauge!(QUEUE_IN_FLIGHT_DEPTH, "Deliveries held by a sender, by partition");

@@ -8,7 +8,7 @@ use eg_core::policy::ProfilePolicies;
 use eg_core::probation::ProbationPolicy;
 use eg_core::{DeliveryPolicy, RetrySchedule};
 use eg_outbound::OutboundSettings;
-use eg_store::RedisSettings;
+use eg_store::{RedisSettings, Retention};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,6 +27,7 @@ pub struct Settings {
     pub scheduler: SchedulerSection,
     pub deadletter: DeadLetterSection,
     pub catalog: CatalogSection,
+    pub history: HistorySection,
     pub shutdown: ShutdownSection,
     pub log: LogSection,
 }
@@ -291,6 +292,9 @@ pub struct DeadLetterSection {
     pub interval: Duration,
     /// Most records read at once.
     pub batch: usize,
+    /// Most dead-letter records kept in Redis per subscription for listing and redrive
+    /// (the oldest go first; the files are not affected). 0 keeps none.
+    pub archive_max: u64,
 }
 
 impl Default for DeadLetterSection {
@@ -303,6 +307,31 @@ impl Default for DeadLetterSection {
             retry_interval: Duration::from_secs(30),
             interval: Duration::from_secs(1),
             batch: 500,
+            archive_max: 100_000,
+        }
+    }
+}
+
+/// Delivery history (`GET …/events/{id}/history`): bounded by time and by count, so
+/// Redis memory stays bounded whatever the traffic.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HistorySection {
+    /// How long an event's history is kept after its last step; 0s keeps none.
+    #[serde(with = "humantime_serde")]
+    pub retention: Duration,
+    /// Most events whose history is kept (the least recently active go first).
+    pub max_events: u64,
+    /// Most steps kept per event (the latest).
+    pub max_steps_per_event: u32,
+}
+
+impl Default for HistorySection {
+    fn default() -> Self {
+        Self {
+            retention: Duration::from_secs(24 * 3600),
+            max_events: 100_000,
+            max_steps_per_event: 20,
         }
     }
 }
@@ -499,6 +528,18 @@ impl Settings {
             max_jitter: self.delivery.max_jitter,
             max_retry_after: self.delivery.max_retry_after,
         })
+    }
+
+    /// What each partition keeps of history and dead-letter archive: the configured
+    /// totals shared evenly by the partitions (rounded up).
+    pub fn retention(&self) -> Retention {
+        let partitions = u64::from(self.redis.partitions.max(1));
+        Retention {
+            history_for: self.history.retention,
+            histories_per_partition: self.history.max_events.div_ceil(partitions),
+            steps_per_history: self.history.max_steps_per_event.max(1),
+            archived_per_partition: self.deadletter.archive_max.div_ceil(partitions),
+        }
     }
 
     pub fn redis_settings(&self) -> RedisSettings {

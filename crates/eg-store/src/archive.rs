@@ -150,10 +150,12 @@ impl Store {
         }
         let mut conn = self.conn().await?;
         let counts: Vec<u64> = pipe.query_async(&mut *conn).await?;
-        Ok(counts.chunks(2).fold(DeadLetterCounts::default(), |acc, c| DeadLetterCounts {
-            total: acc.total + c[0],
-            not_redriven: acc.not_redriven + c.get(1).copied().unwrap_or(0),
-        }))
+        Ok(counts
+            .chunks(2)
+            .fold(DeadLetterCounts::default(), |acc, c| DeadLetterCounts {
+                total: acc.total + c[0],
+                not_redriven: acc.not_redriven + c.get(1).copied().unwrap_or(0),
+            }))
     }
 
     /// One page of a subscription's dead letters in `range`, oldest first, starting after
@@ -196,7 +198,10 @@ impl Store {
         let more = found.len() > limit;
         found.truncate(limit);
         let next = match (more, found.last()) {
-            (true, Some((at, id, _))) => Some(Cursor { at: *at, id: id.clone() }),
+            (true, Some((at, id, _))) => Some(Cursor {
+                at: *at,
+                id: id.clone(),
+            }),
             _ => None,
         };
         let mut records = Vec::with_capacity(found.len());
@@ -242,7 +247,12 @@ impl Store {
                 if ids.is_empty() {
                     break;
                 }
-                let records: Vec<ArchivedRecord> = self.archived(&p, subscription, &ids).await?.into_iter().flatten().collect();
+                let records: Vec<ArchivedRecord> = self
+                    .archived(&p, subscription, &ids)
+                    .await?
+                    .into_iter()
+                    .flatten()
+                    .collect();
                 let redriven = self.redrive_chunk(&p, &archive, &records, &redelivery).await?;
                 done += redriven;
                 // Ids whose records vanished meanwhile (purged) leave the set in the script
@@ -370,8 +380,13 @@ impl Store {
             total += match selection {
                 Selection::Range(range) => {
                     let mut conn = self.conn().await?;
-                    redis::AsyncCommands::zcount::<_, _, _, u64>(&mut *conn, set.key(&archive), range.min(), range.max())
-                        .await?
+                    redis::AsyncCommands::zcount::<_, _, _, u64>(
+                        &mut *conn,
+                        set.key(&archive),
+                        range.min(),
+                        range.max(),
+                    )
+                    .await?
                 }
                 Selection::Ids(ids) => self.present(set.key(&archive), ids).await?.len() as u64,
                 Selection::EventIds(..) => self.select(&p, &archive, set, selection, usize::MAX).await?.len() as u64,
@@ -440,7 +455,8 @@ impl Store {
         }
         let mut pipe = redis::pipe();
         for id in ids {
-            pipe.hget(&archive.records, id).hget(&archive.records, format!("{id}:r"));
+            pipe.hget(&archive.records, id)
+                .hget(&archive.records, format!("{id}:r"));
         }
         let mut conn = self.conn().await?;
         let values: Vec<Option<String>> = pipe.query_async(&mut *conn).await?;

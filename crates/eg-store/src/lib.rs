@@ -19,11 +19,11 @@ pub mod paused;
 pub mod queue;
 mod scripts;
 
+pub use archive::{ArchivedRecord, Cursor, DeadLetterCounts, Progress, Selection, TimeRange};
 pub use cache::{CatalogCache, CatalogSnapshot, TopicEntry};
 pub use catalog::Catalog;
 pub use clock::Clock;
 pub use connection::{RedisSettings, Store};
 pub use error::StoreError;
 pub use keyspace::{Keyspace, Partition};
-pub use archive::{ArchivedRecord, Cursor, DeadLetterCounts, Progress, Selection, TimeRange};
 pub use queue::{DeadLetterItem, Depths, PublishOutcome, ReadyDelivery, Retention, Settled, Settlement};

@@ -264,7 +264,13 @@ impl Store {
         event_key: &str,
         settlement: &Settlement,
     ) -> Result<bool, StoreError> {
-        let delivery = Delivery::new(String::new(), event_key.to_owned(), String::new(), String::new(), UnixMillis(0));
+        let delivery = Delivery::new(
+            String::new(),
+            event_key.to_owned(),
+            String::new(),
+            String::new(),
+            UnixMillis(0),
+        );
         let settled = self
             .settle_recorded(partition, entry_id, &delivery, settlement, None, &Retention::NONE)
             .await?;
@@ -471,8 +477,14 @@ impl Store {
             .xlen(partition.deadletter())
             .smembers(partition.paused_index());
         let mut conn = self.conn().await?;
-        let (ready, pending, retry, delayed, dl, paused_subscriptions): (u64, redis::Value, u64, u64, u64, Vec<String>) =
-            pipe.query_async(&mut *conn).await?;
+        let (ready, pending, retry, delayed, dl, paused_subscriptions): (
+            u64,
+            redis::Value,
+            u64,
+            u64,
+            u64,
+            Vec<String>,
+        ) = pipe.query_async(&mut *conn).await?;
         let mut paused = 0;
         if !paused_subscriptions.is_empty() {
             let mut pipe = redis::pipe();

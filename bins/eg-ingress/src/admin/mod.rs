@@ -25,6 +25,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
+mod deadletters;
+mod history;
+mod pause;
+mod queues;
+
 type Reply = Result<(StatusCode, Json<Value>), Refusal>;
 
 pub fn router(app: Arc<App>) -> Router {
@@ -46,6 +51,26 @@ pub fn router(app: Arc<App>) -> Router {
             "/topics/{topic}/eventSubscriptions/{name}/deliveryHealth",
             get(delivery_health),
         )
+        .route("/topics/{topic}/eventSubscriptions/{name}/pause", post(pause::pause))
+        .route("/topics/{topic}/eventSubscriptions/{name}/resume", post(pause::resume))
+        .route(
+            "/topics/{topic}/eventSubscriptions/{name}/deadLetters",
+            get(deadletters::list),
+        )
+        .route(
+            "/topics/{topic}/eventSubscriptions/{name}/deadLetters/redrive",
+            post(deadletters::redrive),
+        )
+        .route(
+            "/topics/{topic}/eventSubscriptions/{name}/deadLetters/purge",
+            post(deadletters::purge),
+        )
+        .route(
+            "/topics/{topic}/eventSubscriptions/{name}/deadLetters/{id}",
+            get(deadletters::show),
+        )
+        .route("/topics/{topic}/events/{event_id}/history", get(history::history))
+        .route("/queues", get(queues::queues))
         .layer(middleware::from_fn_with_state(app.clone(), require_token))
         .with_state(app)
 }
@@ -66,7 +91,7 @@ async fn require_token(State(app): State<Arc<App>>, request: Request, next: Next
     Ok(next.run(request).await)
 }
 
-fn topic_name(raw: &str) -> Result<TopicName, Refusal> {
+pub(crate) fn topic_name(raw: &str) -> Result<TopicName, Refusal> {
     TopicName::parse(raw).map_err(|e| Refusal::bad_request(e.problem))
 }
 
@@ -84,7 +109,7 @@ const SUBSCRIPTION_FIELDS: [&str; 5] = ["properties", "id", "name", "type", "sys
 
 /// A management request body: strict JSON ([`eg_core::json`]) holding one object whose
 /// fields are all in `fields`. An empty body reads as `{}`.
-async fn body_object(
+pub(crate) async fn body_object(
     app: &App,
     headers: &HeaderMap,
     body: Body,
@@ -217,7 +242,7 @@ async fn list_subscriptions(State(app): State<Arc<App>>, Path(topic): Path<Strin
     Ok((StatusCode::OK, Json(json!({ "value": value }))))
 }
 
-async fn find_subscription(app: &App, topic: &str, name: &str) -> Result<Subscription, Refusal> {
+pub(crate) async fn find_subscription(app: &App, topic: &str, name: &str) -> Result<Subscription, Refusal> {
     let (t, n) = (topic_name(topic)?, subscription_name(name)?);
     app.catalog
         .get_subscription(&t, &n)
@@ -248,6 +273,12 @@ async fn put_subscription(
     };
     let mut sub = Subscription::from_resource(&parent, n, &body, app.clock.now()).map_err(invalid)?;
     let previous = app.catalog.get_subscription(&t, &sub.name).await?;
+    // An update that does not say keeps the subscription paused or running as it was.
+    if body["properties"].get("paused").is_none()
+        && let Some(previous) = &previous
+    {
+        sub.paused = previous.paused;
+    }
     sub.provisioning = app
         .validator
         .provision(&parent, &sub, previous.as_ref(), app.clock.now())

@@ -1,0 +1,425 @@
+//! The operator-facing records against a real Redis: delivery history and the
+//! dead-letter archive stay within their bounds, a redrive sends each record back at
+//! most once (even two at a time), purge removes records for good, and paused sets are
+//! handed back whole on resume or by TTL while paused.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use eg_core::deadletter::RedriveTarget;
+use eg_core::history::{DeliveryState, HistoryEntry};
+use eg_core::{Delivery, UnixMillis};
+use eg_store::{Partition, ReadyDelivery, Retention, Selection, Settlement, Store, TimeRange};
+use std::time::Duration;
+
+const RETENTION: Retention = Retention {
+    history_for: Duration::from_secs(3600),
+    histories_per_partition: 3,
+    steps_per_history: 2,
+    archived_per_partition: 2,
+};
+
+fn step(subscription: &str, attempt: u32, state: DeliveryState) -> HistoryEntry {
+    HistoryEntry {
+        subscription: subscription.into(),
+        attempt,
+        at: UnixMillis(attempt as i64 * 1_000),
+        outcome: None,
+        http_status: None,
+        duration_ms: None,
+        next: None,
+        state,
+        reason: None,
+    }
+}
+
+/// One event `key` (its own id too) with one delivery, read and held by a sender.
+async fn held(store: &Store, p: &Partition, key: &str) -> ReadyDelivery {
+    let mut e = event(key, 1);
+    e.deliveries = e.deliveries.into_iter().map(|d| d.for_event(key)).collect();
+    publish(store, p, &[e]).await;
+    let mut got = read(store, p, "sender", 1).await;
+    assert_eq!(got.len(), 1);
+    got.remove(0)
+}
+
+async fn settle(store: &Store, p: &Partition, r: &ReadyDelivery, s: &Settlement, history: &HistoryEntry) -> u64 {
+    let settled = store
+        .settle_recorded(p, &r.entry_id, &r.delivery, s, Some(history), &RETENTION)
+        .await
+        .unwrap();
+    assert!(settled.took_effect);
+    settled.archive_evicted
+}
+
+async fn dead_letter(store: &Store, p: &Partition, key: &str) -> u64 {
+    let r = held(store, p, key).await;
+    let entry = dead_letter_entry(&r.delivery);
+    settle(
+        store,
+        p,
+        &r,
+        &Settlement::DeadLetter { entry },
+        &step("billing", 1, DeliveryState::DeadLettered),
+    )
+    .await
+}
+
+fn redelivery(record: &eg_store::ArchivedRecord) -> Delivery {
+    let id = format!("redriven-{}", record.id);
+    let target = RedriveTarget {
+        topic_key: "orders",
+        subscription_key: "billing",
+        delivery_id: &id,
+        event_key: &id,
+    };
+    record.entry.redelivery(target, record.event_id(), UnixMillis::now(), 1)
+}
+
+#[tokio::test]
+async fn history_is_kept_within_its_bounds() {
+    let h = Harness::start().await;
+    let p0 = h.p0();
+    // One event, three steps: only the latest two are kept.
+    let r = held(&h.store, &p0, "e0").await;
+    let retry = |n| Settlement::Retry {
+        delivery: r.delivery.clone(),
+        due: UnixMillis(n),
+    };
+    settle(
+        &h.store,
+        &p0,
+        &r,
+        &retry(1),
+        &step("billing", 1, DeliveryState::Retrying),
+    )
+    .await;
+    for attempt in 2..=3 {
+        h.store.promote_due_retries(&p0, 10).await.unwrap();
+        let again = read(&h.store, &p0, "sender", 1).await.remove(0);
+        settle(
+            &h.store,
+            &p0,
+            &again,
+            &retry(1),
+            &step("billing", attempt, DeliveryState::Retrying),
+        )
+        .await;
+    }
+    let steps = h.store.event_history("orders", "e0").await.unwrap();
+    assert_eq!(steps.iter().map(|s| s.attempt).collect::<Vec<_>>(), [2, 3]);
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(p0.history("orders", "e0"))
+        .query(&mut h.redis())
+        .unwrap();
+    assert!(
+        ttl > 3_500_000 && ttl <= 3_600_000,
+        "history expires with the retention: {ttl}"
+    );
+
+    // Four more events in the same partition: only three histories are kept, the
+    // least recently written went.
+    for key in ["e1", "e2", "e3", "e4"] {
+        let r = held(&h.store, &p0, key).await;
+        settle(
+            &h.store,
+            &p0,
+            &r,
+            &Settlement::Done,
+            &step("billing", 1, DeliveryState::Delivered),
+        )
+        .await;
+    }
+    let kept: Vec<bool> = {
+        let mut kept = Vec::new();
+        for key in ["e0", "e1", "e2", "e3", "e4"] {
+            kept.push(!h.store.event_history("orders", key).await.unwrap().is_empty());
+        }
+        kept
+    };
+    assert_eq!(kept, [false, false, true, true, true]);
+    let index: u64 = redis::cmd("ZCARD")
+        .arg(p0.history_index())
+        .query(&mut h.redis())
+        .unwrap();
+    assert_eq!(index, 3);
+}
+
+#[tokio::test]
+async fn a_settle_that_finds_the_delivery_taken_back_records_nothing() {
+    let h = Harness::start().await;
+    let p0 = h.p0();
+    let r = held(&h.store, &p0, "e0").await;
+    settle(
+        &h.store,
+        &p0,
+        &r,
+        &Settlement::Done,
+        &step("billing", 1, DeliveryState::Delivered),
+    )
+    .await;
+    let again = h
+        .store
+        .settle_recorded(
+            &p0,
+            &r.entry_id,
+            &r.delivery,
+            &Settlement::Done,
+            Some(&step("billing", 2, DeliveryState::Delivered)),
+            &RETENTION,
+        )
+        .await
+        .unwrap();
+    assert!(!again.took_effect);
+    assert_eq!(h.store.event_history("orders", "e0").await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn the_archive_keeps_the_newest_records_within_its_bound() {
+    let h = Harness::start().await;
+    let p0 = h.p0();
+    assert_eq!(dead_letter(&h.store, &p0, "e1").await, 0);
+    assert_eq!(dead_letter(&h.store, &p0, "e2").await, 0);
+    assert_eq!(dead_letter(&h.store, &p0, "e3").await, 1, "the oldest record made room");
+    let counts = h.store.dead_letter_counts("orders", "billing").await.unwrap();
+    assert_eq!((counts.total, counts.not_redriven), (2, 2));
+    let (page, next) = h
+        .store
+        .dead_letter_page("orders/billing", TimeRange::default(), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(page.iter().map(|r| r.event_id()).collect::<Vec<_>>(), ["e2", "e3"]);
+    assert!(next.is_none());
+    let fields: u64 = redis::cmd("HLEN")
+        .arg(p0.archive("orders/billing").records)
+        .query(&mut h.redis())
+        .unwrap();
+    assert_eq!(fields, 2, "the evicted record's body is gone too");
+}
+
+#[tokio::test]
+async fn pages_follow_the_cursor_across_partitions_without_gaps_or_repeats() {
+    let h = Harness::start().await;
+    let retention = Retention {
+        archived_per_partition: 100,
+        ..RETENTION
+    };
+    let mut expected = Vec::new();
+    for i in 0..7 {
+        let p = h.store.keys().partition(i % 2);
+        let key = format!("e{i}");
+        let r = held(&h.store, &p, &key).await;
+        let entry = dead_letter_entry(&r.delivery);
+        h.store
+            .settle_recorded(
+                &p,
+                &r.entry_id,
+                &r.delivery,
+                &Settlement::DeadLetter { entry },
+                None,
+                &retention,
+            )
+            .await
+            .unwrap();
+        expected.push(key);
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (page, next) = h
+            .store
+            .dead_letter_page("orders/billing", TimeRange::default(), cursor.as_ref(), 3)
+            .await
+            .unwrap();
+        assert!(page.len() <= 3);
+        seen.extend(page.iter().map(|r| r.event_id()));
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    seen.sort();
+    expected.sort();
+    assert_eq!(seen, expected);
+}
+
+#[tokio::test]
+async fn a_redrive_sends_each_record_back_once_even_when_two_run_at_once() {
+    let h = Harness::start().await;
+    let p0 = h.p0();
+    let retention = Retention {
+        archived_per_partition: 100,
+        ..RETENTION
+    };
+    for i in 0..40 {
+        let r = held(&h.store, &p0, &format!("e{i}")).await;
+        let entry = dead_letter_entry(&r.delivery);
+        h.store
+            .settle_recorded(
+                &p0,
+                &r.entry_id,
+                &r.delivery,
+                &Settlement::DeadLetter { entry },
+                None,
+                &retention,
+            )
+            .await
+            .unwrap();
+    }
+    let all = Selection::Range(TimeRange::default());
+    let (a, b) = tokio::join!(
+        h.store.redrive_dead_letters("orders/billing", &all, 1_000, redelivery),
+        h.store.redrive_dead_letters("orders/billing", &all, 1_000, redelivery),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.done + b.done, 40, "{a:?} {b:?}");
+    assert_eq!((a.remaining, b.remaining), (0, 0));
+    let again = h
+        .store
+        .redrive_dead_letters("orders/billing", &all, 1_000, redelivery)
+        .await
+        .unwrap();
+    assert_eq!((again.done, again.remaining), (0, 0));
+
+    // Forty fresh deliveries, each of its own event again, with no attempts.
+    let redriven = read(&h.store, &p0, "sender", 100).await;
+    assert_eq!(redriven.len(), 40);
+    let mut ids: Vec<String> = redriven.iter().map(|r| r.delivery.event_id.clone()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 40);
+    assert!(redriven.iter().all(|r| r.delivery.attempts == 0));
+    let keys: Vec<&str> = redriven.iter().map(|r| r.delivery.event_key.as_str()).collect();
+    let bodies = h.store.event_bodies(&p0, &keys).await.unwrap();
+    for (r, body) in redriven.iter().zip(bodies) {
+        assert_eq!(
+            body.unwrap(),
+            common::body(&r.delivery.event_id),
+            "the event is sent back as it was"
+        );
+    }
+    // The records stay, marked, until purged.
+    let counts = h.store.dead_letter_counts("orders", "billing").await.unwrap();
+    assert_eq!((counts.total, counts.not_redriven), (40, 0));
+    let (page, _) = h
+        .store
+        .dead_letter_page("orders/billing", TimeRange::default(), None, 1)
+        .await
+        .unwrap();
+    assert!(page[0].redriven_at.is_some());
+}
+
+#[tokio::test]
+async fn redrive_and_purge_take_ids_event_ids_and_time_ranges() {
+    let h = Harness::start().await;
+    let p0 = h.p0();
+    let retention = Retention {
+        archived_per_partition: 100,
+        ..RETENTION
+    };
+    let mut record_ids = Vec::new();
+    for key in ["a", "b", "c"] {
+        let r = held(&h.store, &p0, key).await;
+        record_ids.push(r.delivery.id.clone());
+        let entry = dead_letter_entry(&r.delivery);
+        h.store
+            .settle_recorded(
+                &p0,
+                &r.entry_id,
+                &r.delivery,
+                &Settlement::DeadLetter { entry },
+                None,
+                &retention,
+            )
+            .await
+            .unwrap();
+    }
+    let sub = "orders/billing";
+    let by_event = Selection::EventIds(TimeRange::default(), vec!["b".into(), "nope".into()]);
+    let p = h
+        .store
+        .redrive_dead_letters(sub, &by_event, 10, redelivery)
+        .await
+        .unwrap();
+    assert_eq!((p.done, p.remaining), (1, 0));
+    let sent = read(&h.store, &p0, "sender", 10).await;
+    assert_eq!(
+        sent.iter().map(|r| r.delivery.event_id.as_str()).collect::<Vec<_>>(),
+        ["b"]
+    );
+
+    let before_all = Selection::Range(TimeRange {
+        from: None,
+        to: Some(UnixMillis(1)),
+    });
+    let p = h
+        .store
+        .redrive_dead_letters(sub, &before_all, 10, redelivery)
+        .await
+        .unwrap();
+    assert_eq!((p.done, p.remaining), (0, 0));
+
+    // A limit of one leaves the rest for the next call.
+    let all = Selection::Range(TimeRange::default());
+    let p = h.store.redrive_dead_letters(sub, &all, 1, redelivery).await.unwrap();
+    assert_eq!((p.done, p.remaining), (1, 1));
+
+    let one = Selection::Ids(vec![record_ids[0].clone()]);
+    let p = h.store.purge_dead_letters(sub, &one, 10).await.unwrap();
+    assert_eq!((p.done, p.remaining), (1, 0));
+    assert!(h.store.dead_letter(sub, &record_ids[0]).await.unwrap().is_none());
+    let p = h.store.purge_dead_letters(sub, &all, 10).await.unwrap();
+    assert_eq!((p.done, p.remaining), (2, 0));
+    let counts = h.store.dead_letter_counts("orders", "billing").await.unwrap();
+    assert_eq!((counts.total, counts.not_redriven), (0, 0));
+    let left: u64 = redis::cmd("EXISTS")
+        .arg(p0.archive(sub).records)
+        .arg(p0.archive(sub).all)
+        .arg(p0.archive(sub).waiting)
+        .query(&mut h.redis())
+        .unwrap();
+    assert_eq!(left, 0, "nothing of the archive is left behind");
+}
+
+#[tokio::test]
+async fn paused_deliveries_come_back_by_ttl_while_paused_and_all_on_resume() {
+    let h = Harness::start().await;
+    let p0 = h.p0();
+    let now = UnixMillis::now().0;
+    for (key, until) in [
+        ("expired", now - 1),
+        ("later", now + 3_600_000),
+        ("later2", now + 3_600_000),
+    ] {
+        let r = held(&h.store, &p0, key).await;
+        let park = Settlement::Park {
+            delivery: r.delivery.clone(),
+            until: UnixMillis(until),
+        };
+        settle(&h.store, &p0, &r, &park, &step("billing", 0, DeliveryState::Paused)).await;
+    }
+    assert_eq!(h.store.depths(&p0).await.unwrap().paused, 3);
+    assert_eq!(h.store.paused_subscriptions(&p0).await.unwrap(), ["orders/billing"]);
+
+    let moved = h
+        .store
+        .unpark(&p0, "orders/billing", Some(UnixMillis(now)), 10)
+        .await
+        .unwrap();
+    assert_eq!(moved, 1);
+    let back = read(&h.store, &p0, "sender", 10).await;
+    assert_eq!(
+        back.iter().map(|r| r.delivery.event_id.as_str()).collect::<Vec<_>>(),
+        ["expired"]
+    );
+
+    let moved = h.store.unpark(&p0, "orders/billing", None, 10).await.unwrap();
+    assert_eq!(moved, 2);
+    assert_eq!(h.store.depths(&p0).await.unwrap().paused, 0);
+    assert!(
+        h.store.paused_subscriptions(&p0).await.unwrap().is_empty(),
+        "an empty set leaves the index"
+    );
+    assert_eq!(read(&h.store, &p0, "sender", 10).await.len(), 2);
+}

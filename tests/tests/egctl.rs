@@ -329,20 +329,20 @@ async fn failures_exit_non_zero_with_a_one_line_message() {
             "subscriptions",
             "create",
             "missing",
-            "s",
+            "sub",
             "--endpoint",
             "http://127.0.0.1:9/x",
         ])
         .await;
     assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("404"), "{run:?}");
-    ctl.run(&["topics", "create", "t1"]).await.ok();
+    ctl.run(&["topics", "create", "topic1"]).await.ok();
     let run = ctl
         .run(&[
             "subscriptions",
             "create",
-            "t1",
-            "s",
+            "topic1",
+            "sub",
             "--endpoint",
             "http://127.0.0.1:9/x",
             "--max-attempts",
@@ -355,7 +355,7 @@ async fn failures_exit_non_zero_with_a_one_line_message() {
         "{run:?}"
     );
     let run = ctl
-        .run(&["topics", "create", "t2", "--file", "/nonexistent/topic.json"])
+        .run(&["topics", "create", "topic2", "--file", "/nonexistent/topic.json"])
         .await;
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("/nonexistent/topic.json"), "{run:?}");
@@ -428,27 +428,28 @@ async fn flags_beat_environment_beat_config_file() {
 async fn queues_and_status_show_waiting_work() {
     // No sender: published deliveries wait in the ready streams.
     let system = System::start(Options::default().senders(0)).await;
+    let receiver = Receiver::start(Behaviour::Status(200)).await;
     let ctl = Egctl::for_system(&system);
-    ctl.run(&["topics", "create", "ce", "--input-schema", "CloudEventSchemaV1_0"])
+    ctl.run(&["topics", "create", "cloud", "--input-schema", "CloudEventSchemaV1_0"])
         .await
         .ok();
     ctl.run(&[
         "subscriptions",
         "create",
-        "ce",
-        "s",
+        "cloud",
+        "sub",
         "--endpoint",
-        "http://127.0.0.1:9/hook",
+        receiver.url(),
     ])
     .await
     .ok();
-    ctl.run(&["publish", "ce", "--type", "A", "--subject", "/a"]).await.ok();
+    ctl.run(&["publish", "cloud", "--type", "A", "--subject", "/a"]).await.ok();
     let batch = json!([
         {"specversion": "1.0", "id": "b1", "type": "B", "source": "/t", "data": {}},
         {"specversion": "1.0", "id": "b2", "type": "B", "source": "/t", "data": {}},
     ]);
     let file = ctl.file("batch.json", &batch.to_string());
-    let published = ctl.run(&["publish", "ce", "--file", &file]).await;
+    let published = ctl.run(&["publish", "cloud", "--file", &file]).await;
     assert!(published.ok().contains("b1, b2"), "{published:?}");
 
     let queues = ctl.run(&["queues", "--json"]).await.json();

@@ -101,6 +101,7 @@ impl App {
             .fallback(not_found)
             .layer(middleware::from_fn(event_grid_errors))
             .merge(ops::router(process.store.clone(), process.metrics.clone()))
+            .merge(crate::status::router(self.clone(), process))
             .route("/", get(|| async { "eg-ingress" }))
             .layer(trace)
             .layer(CatchPanicLayer::custom(panicked))

@@ -8,6 +8,7 @@ mod app;
 mod auth;
 mod errors;
 mod publish;
+mod status;
 mod validation;
 
 #[tokio::main]

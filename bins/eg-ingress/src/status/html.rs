@@ -1,0 +1,503 @@
+//! The status page's HTML, rendered on the server: no front-end build, inline CSS
+//! (`page.css`) and a few lines of inline JavaScript (`live.js`) that fetch
+//! `/status/live` every 2 s and swap it into `<main>`. The page and the live fragment
+//! come from the same functions, so they cannot drift apart.
+//!
+//! Every string that reaches the HTML goes through [`esc`]. Elements carry `data-*`
+//! attributes naming what they show, for tests and for anyone scraping the page.
+
+use super::model::{DepthCounts, Status, SubscriptionStatus, TopicStatus};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use eg_core::UnixMillis;
+use sha2::{Digest, Sha256};
+use std::fmt::Write;
+use std::sync::LazyLock;
+
+const CSS: &str = include_str!("page.css");
+const SCRIPT: &str = include_str!("live.js");
+
+/// The page's Content-Security-Policy: nothing but the inline style and script (by
+/// hash), fetches to this origin, and forms that submit here.
+pub static CONTENT_SECURITY_POLICY: LazyLock<String> = LazyLock::new(|| {
+    let hash = |text: &str| BASE64.encode(Sha256::digest(text.as_bytes()));
+    format!(
+        "default-src 'none'; style-src 'sha256-{}'; script-src 'sha256-{}'; connect-src 'self'; \
+         form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+        hash(CSS),
+        hash(SCRIPT)
+    )
+});
+
+/// Escapes text for HTML element content and quoted attribute values.
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Events per second, short: `0`, `<0.01`, `3.25`, `42.5`, `1200`.
+pub fn rate(r: f64) -> String {
+    if r <= 0.0 {
+        "0".into()
+    } else if r < 0.01 {
+        "<0.01".into()
+    } else if r < 10.0 {
+        format!("{r:.2}")
+    } else if r < 100.0 {
+        format!("{r:.1}")
+    } else {
+        format!("{r:.0}")
+    }
+}
+
+/// A count with thousands separators: `12,345`.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn clock_time(at: UnixMillis) -> String {
+    at.to_datetime().format("%H:%M:%S").to_string()
+}
+
+/// `class="num"` or `class="num zero"` (greyed out) or `class="num hot"` (a problem).
+fn num_class(nonzero: bool, is_problem: bool) -> &'static str {
+    match (nonzero, is_problem) {
+        (false, _) => "num zero",
+        (true, true) => "num hot",
+        (true, false) => "num",
+    }
+}
+
+fn head(out: &mut String, title: &str) {
+    let _ = write!(
+        out,
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta name=\"referrer\" content=\"no-referrer\">\n<title>{}</title>\n<style>{CSS}</style>\n</head>\n",
+        esc(title)
+    );
+}
+
+/// The whole page: header, the live sections, and the refresh script.
+pub fn page(status: &Status) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    head(&mut out, "eg status");
+    out.push_str(
+        "<body>\n<header class=\"top\"><div class=\"brand\"><span class=\"logo\">eg</span>status</div>\
+         <div class=\"conn\" id=\"conn\" role=\"status\">live, refreshed every 2 s</div></header>\n<main id=\"live\">\n",
+    );
+    out.push_str(&live(status));
+    out.push_str(
+        "</main>\n<footer>Rates are per second over the last minute, summed over every eg process; \
+         counts and queue depths are read from Redis at each refresh. The same data as JSON: \
+         <code>GET /admin/status</code> with the admin token.</footer>\n",
+    );
+    let _ = write!(out, "<script>{SCRIPT}</script>\n</body>\n</html>\n");
+    out
+}
+
+/// The sections that refresh: what `/status/live` answers.
+pub fn live(status: &Status) -> String {
+    let mut out = String::with_capacity(12 * 1024);
+    let _ = writeln!(
+        out,
+        "<p class=\"updated\">updated <time id=\"updated\" datetime=\"{}\">{}</time> UTC \
+         · rates over the last {:.0} s</p>",
+        esc(&status.generated_at),
+        clock_time(status.generated_at_ms),
+        status.rates.window_seconds
+    );
+    if !status.problems.is_empty() {
+        out.push_str("<div class=\"problems\" id=\"problems\">");
+        for problem in &status.problems {
+            let _ = write!(out, "<p>{}</p>", esc(problem));
+        }
+        out.push_str("</div>\n");
+    }
+    tiles(&mut out, status);
+    topics(&mut out, &status.topics);
+    out.push_str("<div class=\"cols\">\n");
+    failures(&mut out, status);
+    dead_letters(&mut out, status);
+    out.push_str("</div>\n");
+    queues(&mut out, status);
+    out
+}
+
+fn tiles(out: &mut String, status: &Status) {
+    let r = &status.rates;
+    let c = &r.last_minute;
+    let tiles = [
+        ("published", "Published", r.published, c.published, false),
+        ("delivered", "Delivered", r.delivered, c.delivered, false),
+        ("failed", "Failed attempts", r.failed, c.failed, true),
+        ("deadlettered", "Dead-lettered", r.dead_lettered, c.dead_lettered, true),
+        ("dropped", "Dropped", r.dropped, c.dropped, true),
+    ];
+    out.push_str("<section class=\"tiles\">\n");
+    for (id, label, per_second, n, is_problem) in tiles {
+        let class = if is_problem && n > 0 { "tile bad" } else { "tile" };
+        let _ = writeln!(
+            out,
+            "<div class=\"{class}\" data-total=\"{id}\"><div class=\"label\">{label}</div>\
+             <div class=\"value\" id=\"rate-{id}\">{}</div><div class=\"unit\">per second · {} in the last minute</div></div>",
+            rate(per_second),
+            count(n)
+        );
+    }
+    out.push_str("</section>\n");
+}
+
+fn topics(out: &mut String, topics: &[TopicStatus]) {
+    out.push_str(
+        "<section class=\"card\" id=\"topics\"><h2>Topics and subscriptions</h2>\
+         <p class=\"note\">Delivered and failed attempts per second over the last minute; dead letters kept (not redriven).</p>\n",
+    );
+    if topics.is_empty() {
+        out.push_str(
+            "<p class=\"empty\">No topics yet: create one with <code>PUT /admin/topics/{topic}</code>.</p></section>\n",
+        );
+        return;
+    }
+    out.push_str(
+        "<table><thead><tr><th>Subscription</th><th>State</th><th>Provisioning</th><th>Endpoint health</th>\
+         <th class=\"num\">Delivered/s</th><th class=\"num\">Failed/s</th><th class=\"num\">Dead letters</th></tr></thead>\n",
+    );
+    for topic in topics {
+        let name = esc(&topic.name);
+        let _ = writeln!(
+            out,
+            "<tbody data-topic=\"{name}\"><tr class=\"topic\"><th colspan=\"4\"><span class=\"name\">{name}</span>\
+             <span class=\"schema\">{}</span></th><td class=\"num\" colspan=\"3\"><span data-field=\"publish-rate\">{}</span> \
+             <span class=\"muted\">published/s</span></td></tr>",
+            esc(&topic.input_schema),
+            rate(topic.publish_rate)
+        );
+        if topic.subscriptions.is_empty() {
+            out.push_str("<tr><td class=\"sub muted\" colspan=\"7\">no subscriptions</td></tr>\n");
+        }
+        for sub in &topic.subscriptions {
+            subscription_row(out, &name, sub);
+        }
+        out.push_str("</tbody>\n");
+    }
+    out.push_str("</table></section>\n");
+}
+
+fn subscription_row(out: &mut String, topic: &str, sub: &SubscriptionStatus) {
+    let state = if sub.paused {
+        "<span class=\"badge warn\">Paused</span>"
+    } else {
+        "<span class=\"badge ok\">Active</span>"
+    };
+    let provisioning = if sub.provisioning_state == "Succeeded" {
+        format!("<span class=\"muted\">{}</span>", esc(&sub.provisioning_state))
+    } else {
+        format!("<span class=\"badge warn\">{}</span>", esc(&sub.provisioning_state))
+    };
+    let health = match &sub.probation {
+        None => "<span class=\"badge ok\">Healthy</span>".to_owned(),
+        Some(p) => {
+            let detail = format!(
+                "{} consecutive failures, probation level {}{}",
+                p.consecutive_failures,
+                p.level,
+                p.last_failure_outcome
+                    .as_deref()
+                    .map(|o| format!(", last failure {o}"))
+                    .unwrap_or_default()
+            );
+            let text = match p.until_ms {
+                Some(until) => format!("{} until {} UTC", p.state, clock_time(until)),
+                None => p.state.to_owned(),
+            };
+            let class = if p.state == "Probation" { "bad" } else { "warn" };
+            format!(
+                "<span class=\"badge {class}\" title=\"{}\">{}</span>",
+                esc(&detail),
+                esc(&text)
+            )
+        }
+    };
+    let _ = writeln!(
+        out,
+        "<tr data-topic=\"{topic}\" data-subscription=\"{name}\"><td class=\"sub\">{name}</td>\
+         <td data-field=\"state\">{state}</td><td data-field=\"provisioning\">{provisioning}</td>\
+         <td data-field=\"probation\">{health}</td>\
+         <td class=\"{}\" data-field=\"delivery-rate\">{}</td><td class=\"{}\" data-field=\"failure-rate\">{}</td>\
+         <td class=\"{}\" data-field=\"dead-letters\">{}</td></tr>",
+        num_class(sub.delivery_rate > 0.0, false),
+        rate(sub.delivery_rate),
+        num_class(sub.failure_rate > 0.0, true),
+        rate(sub.failure_rate),
+        num_class(sub.dead_letters > 0, true),
+        count(sub.dead_letters),
+        name = esc(&sub.name),
+    );
+}
+
+fn failures(out: &mut String, status: &Status) {
+    let r = &status.rates;
+    out.push_str(
+        "<section class=\"card\" id=\"failures\"><h2>Failures by outcome</h2>\
+         <p class=\"note\">Failed delivery attempts in the last minute, every subscription.</p>\n",
+    );
+    if r.last_minute.failures_by_outcome.is_empty() {
+        out.push_str("<p class=\"empty\">No failed attempts in the last minute.</p></section>\n");
+        return;
+    }
+    out.push_str(
+        "<table><thead><tr><th>Outcome</th><th class=\"num\">Attempts</th><th class=\"num\">Per second</th></tr></thead><tbody>\n",
+    );
+    let mut by_count: Vec<_> = r.last_minute.failures_by_outcome.iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for (outcome, n) in by_count {
+        let per_second = r.failures_by_outcome.get(outcome).copied().unwrap_or(0.0);
+        let _ = writeln!(
+            out,
+            "<tr data-outcome=\"{o}\"><td>{o}</td><td class=\"num hot\" data-field=\"count\">{}</td>\
+             <td class=\"num\" data-field=\"rate\">{}</td></tr>",
+            count(*n),
+            rate(per_second),
+            o = esc(outcome)
+        );
+    }
+    out.push_str("</tbody></table></section>\n");
+}
+
+fn dead_letters(out: &mut String, status: &Status) {
+    out.push_str(
+        "<section class=\"card\" id=\"dead-letters\"><h2>Dead letters</h2>\
+         <p class=\"note\">Kept per subscription, and why deliveries ended without reaching their endpoint in the last minute.</p>\n",
+    );
+    let with_dead_letters: Vec<(&TopicStatus, &SubscriptionStatus)> = status
+        .topics
+        .iter()
+        .flat_map(|t| t.subscriptions.iter().map(move |s| (t, s)))
+        .filter(|(_, s)| s.dead_letters > 0 || s.dead_letter_rate > 0.0)
+        .collect();
+    if with_dead_letters.is_empty() {
+        out.push_str("<p class=\"empty\">No subscription has dead letters.</p>\n");
+    } else {
+        out.push_str(
+            "<table><thead><tr><th>Subscription</th><th class=\"num\">Kept</th><th class=\"num\">Not redriven</th>\
+             <th class=\"num\">Dead-lettered/s</th></tr></thead><tbody>\n",
+        );
+        for (topic, sub) in with_dead_letters {
+            let _ = writeln!(
+                out,
+                "<tr data-dead-letters=\"{t}/{s}\"><td>{t} / {s}</td><td class=\"num\" data-field=\"total\">{}</td>\
+                 <td class=\"num\" data-field=\"not-redriven\">{}</td><td class=\"num\">{}</td></tr>",
+                count(sub.dead_letters),
+                count(sub.dead_letters_not_redriven),
+                rate(sub.dead_letter_rate),
+                t = esc(&topic.name),
+                s = esc(&sub.name)
+            );
+        }
+        out.push_str("</tbody></table>\n");
+    }
+    let c = &status.rates.last_minute;
+    let reasons: Vec<(&str, &String, &u64)> = c
+        .dead_lettered_by_reason
+        .iter()
+        .map(|(r, n)| ("Dead-lettered", r, n))
+        .chain(c.dropped_by_reason.iter().map(|(r, n)| ("Dropped", r, n)))
+        .collect();
+    if !reasons.is_empty() {
+        out.push_str(
+            "<h3>Last minute, by reason</h3><table><thead><tr><th>What</th><th>Reason</th>\
+             <th class=\"num\">Deliveries</th></tr></thead><tbody>\n",
+        );
+        for (what, reason, n) in reasons {
+            let _ = writeln!(
+                out,
+                "<tr data-reason=\"{r}\"><td>{what}</td><td>{r}</td><td class=\"num hot\">{}</td></tr>",
+                count(*n),
+                r = esc(reason)
+            );
+        }
+        out.push_str("</tbody></table>\n");
+    }
+    out.push_str("</section>\n");
+}
+
+fn depth_cells(out: &mut String, d: &DepthCounts) {
+    let cells = [
+        ("ready", d.ready, false),
+        ("in-flight", d.in_flight, false),
+        ("retry", d.retry, false),
+        ("paused", d.paused, false),
+        ("dead-letter-backlog", d.dead_letter_backlog, true),
+    ];
+    for (field, n, is_problem) in cells {
+        let _ = write!(
+            out,
+            "<td class=\"{}\" data-field=\"{field}\">{}</td>",
+            num_class(n > 0, is_problem),
+            count(n)
+        );
+    }
+}
+
+fn queues(out: &mut String, status: &Status) {
+    out.push_str(
+        "<section class=\"card\" id=\"queues\"><h2>Queues</h2>\
+         <p class=\"note\">Deliveries per partition now: waiting to be sent, held by a sender, waiting for a retry, \
+         set aside for paused subscriptions, and dead-letter records not yet written.</p>\n\
+         <table><thead><tr><th>Partition</th><th class=\"num\">Ready</th><th class=\"num\">In flight</th>\
+         <th class=\"num\">Retry</th><th class=\"num\">Paused</th><th class=\"num\">Dead-letter backlog</th></tr></thead><tbody>\n",
+    );
+    for p in &status.queues.partitions {
+        let _ = write!(out, "<tr data-partition=\"{0}\"><td>{0}</td>", p.partition);
+        depth_cells(out, &p.depths);
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody><tfoot><tr data-partition=\"total\"><td>Total</td>");
+    depth_cells(out, &status.queues.total);
+    out.push_str("</tr></tfoot></table></section>\n");
+}
+
+/// Why the page is not shown, and how to sign in.
+pub fn sign_in(wrong_token: bool) -> String {
+    let mut out = String::with_capacity(8 * 1024);
+    head(&mut out, "eg status: sign in");
+    out.push_str("<body>\n<main><section class=\"card signin\"><h1>Sign in to the status page</h1>\n");
+    if wrong_token {
+        out.push_str("<p class=\"error\" id=\"wrong-token\">That is not this deployment's admin token.</p>\n");
+    }
+    out.push_str(
+        "<p>This page shows topics, subscriptions, rates and queues to holders of the admin token \
+         (<code>EG__ADMIN__TOKEN</code>). Signing in sets a cookie for this page only and takes the \
+         token out of the address bar.</p>\n\
+         <form method=\"get\" action=\"/status\"><input type=\"password\" name=\"token\" \
+         placeholder=\"admin token\" autocomplete=\"off\" aria-label=\"admin token\" required>\
+         <button type=\"submit\">Sign in</button></form>\n\
+         <p class=\"muted\">Scripts can send <code>Authorization: Bearer &lt;token&gt;</code> instead, \
+         or read the same data as JSON from <code>GET /admin/status</code>.</p>\n\
+         </section></main>\n</body>\n</html>\n",
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::{ProbationStatus, Queues, Rates};
+    use super::*;
+
+    #[test]
+    fn escapes_everything_that_could_break_out() {
+        assert_eq!(
+            esc("<script>alert('x') & \"y\"</script>"),
+            "&lt;script&gt;alert(&#39;x&#39;) &amp; &quot;y&quot;&lt;/script&gt;"
+        );
+    }
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(rate(0.0), "0");
+        assert_eq!(rate(0.004), "<0.01");
+        assert_eq!(rate(3.256), "3.26");
+        assert_eq!(rate(42.46), "42.5");
+        assert_eq!(rate(1234.4), "1234");
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1000), "1,000");
+        assert_eq!(count(1234567), "1,234,567");
+    }
+
+    fn status_with(topic: &str, sub: &str, problem: &str) -> Status {
+        Status {
+            generated_at: "2026-01-02T03:04:05.000Z".into(),
+            generated_at_ms: UnixMillis(1_767_323_045_000),
+            topics: vec![TopicStatus {
+                name: topic.into(),
+                input_schema: "EventGridSchema".into(),
+                publish_rate: 2.5,
+                subscriptions: vec![SubscriptionStatus {
+                    name: sub.into(),
+                    paused: true,
+                    provisioning_state: "AwaitingManualAction".into(),
+                    delivery_rate: 1.0,
+                    failure_rate: 0.5,
+                    dead_letter_rate: 0.0,
+                    probation: Some(ProbationStatus {
+                        state: "Probation",
+                        until: Some("2026-01-02T03:05:00.000Z".into()),
+                        until_ms: Some(UnixMillis(1_767_323_100_000)),
+                        consecutive_failures: 10,
+                        level: 1,
+                        last_failure_outcome: Some("<Busy>".into()),
+                    }),
+                    dead_letters: 1200,
+                    dead_letters_not_redriven: 3,
+                }],
+            }],
+            rates: Rates::default(),
+            queues: Queues::default(),
+            problems: vec![problem.into()],
+        }
+    }
+
+    #[test]
+    fn every_name_and_message_is_escaped() {
+        let html = page(&status_with("t<b>", "s\"onmouseover=\"x", "redis: <down>"));
+        assert!(!html.contains("t<b>"), "{html}");
+        assert!(html.contains("t&lt;b&gt;"));
+        assert!(!html.contains("s\"onmouseover"));
+        assert!(html.contains("s&quot;onmouseover=&quot;x"));
+        assert!(html.contains("redis: &lt;down&gt;"));
+        assert!(html.contains("last failure &lt;Busy&gt;"));
+    }
+
+    #[test]
+    fn the_page_shows_each_section() {
+        let html = page(&status_with("orders", "audit", "x"));
+        for needle in [
+            "updated <time id=\"updated\" datetime=\"2026-01-02T03:04:05.000Z\">03:04:05</time> UTC",
+            "data-topic=\"orders\" data-subscription=\"audit\"",
+            "<span class=\"badge warn\">Paused</span>",
+            "AwaitingManualAction",
+            "Probation until 03:05:00 UTC",
+            "data-field=\"dead-letters\">1,200<",
+            "id=\"failures\"",
+            "id=\"queues\"",
+            "data-partition=\"total\"",
+            "<script>",
+        ] {
+            assert!(html.contains(needle), "missing {needle:?} in\n{html}");
+        }
+        // The live fragment is the page's <main>, nothing more.
+        let fragment = live(&status_with("orders", "audit", "x"));
+        assert!(html.contains(&fragment));
+        assert!(!fragment.contains("<script"));
+        assert!(!fragment.contains("<html"));
+    }
+
+    #[test]
+    fn the_policy_allows_exactly_the_inline_style_and_script() {
+        let policy = CONTENT_SECURITY_POLICY.as_str();
+        assert!(policy.starts_with("default-src 'none'; style-src 'sha256-"));
+        assert!(!policy.contains("unsafe-inline"));
+        assert!(!SCRIPT.contains("</script"));
+        assert!(!CSS.contains("</style"));
+    }
+}

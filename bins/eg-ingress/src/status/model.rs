@@ -1,0 +1,368 @@
+//! What the status page shows, gathered from Redis in one pass: the catalog (topics and
+//! subscriptions), endpoint probation, dead-letter counts, queue depths and the
+//! deployment's rates over the last minute (`eg_runtime::stats`). The HTML page and
+//! `GET /admin/status` are two renderings of this one value.
+//!
+//! A part that cannot be read (Redis hiccup) is left empty and named in `problems`, so
+//! the page still shows what it could instead of failing as a whole.
+
+use crate::app::App;
+use eg_core::UnixMillis;
+use eg_core::probation::{self, EndpointId, HealthState};
+use eg_runtime::stats::{Kind, Stats, Window, subscription_label};
+use eg_store::Depths;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// When this was gathered (RFC 3339, Redis's clock).
+    pub generated_at: String,
+    #[serde(skip)]
+    pub generated_at_ms: UnixMillis,
+    pub topics: Vec<TopicStatus>,
+    pub rates: Rates,
+    pub queues: Queues,
+    /// Parts that could not be read this time (they show as empty or zero).
+    pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopicStatus {
+    pub name: String,
+    pub input_schema: String,
+    /// Events accepted per second over the last minute.
+    pub publish_rate: f64,
+    pub subscriptions: Vec<SubscriptionStatus>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionStatus {
+    pub name: String,
+    pub paused: bool,
+    pub provisioning_state: String,
+    /// Deliveries accepted by the endpoint per second over the last minute.
+    pub delivery_rate: f64,
+    /// Failed attempts per second over the last minute.
+    pub failure_rate: f64,
+    /// Deliveries dead-lettered per second over the last minute.
+    pub dead_letter_rate: f64,
+    /// `null` while the endpoint is healthy.
+    pub probation: Option<ProbationStatus>,
+    /// Dead letters kept for this subscription (all partitions).
+    pub dead_letters: u64,
+    /// Of those, not redriven yet.
+    pub dead_letters_not_redriven: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbationStatus {
+    /// `Probation` (no attempts before `until`) or `Probing` (waiting for one probe).
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    #[serde(skip)]
+    pub until_ms: Option<UnixMillis>,
+    pub consecutive_failures: u32,
+    pub level: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure_outcome: Option<String>,
+}
+
+/// Per second over the last minute (`windowSeconds` long); `lastMinute` has the counts.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rates {
+    pub window_seconds: f64,
+    pub published: f64,
+    pub delivered: f64,
+    pub failed: f64,
+    pub dead_lettered: f64,
+    pub dropped: f64,
+    pub failures_by_outcome: BTreeMap<String, f64>,
+    pub dead_lettered_by_reason: BTreeMap<String, f64>,
+    pub dropped_by_reason: BTreeMap<String, f64>,
+    pub last_minute: Counts,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    pub published: u64,
+    pub delivered: u64,
+    pub failed: u64,
+    pub dead_lettered: u64,
+    pub dropped: u64,
+    pub failures_by_outcome: BTreeMap<String, u64>,
+    pub dead_lettered_by_reason: BTreeMap<String, u64>,
+    pub dropped_by_reason: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Queues {
+    pub partitions: Vec<PartitionDepths>,
+    pub total: DepthCounts,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartitionDepths {
+    pub partition: u16,
+    #[serde(flatten)]
+    pub depths: DepthCounts,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DepthCounts {
+    /// Waiting to be sent.
+    pub ready: u64,
+    /// Held by a sender now.
+    pub in_flight: u64,
+    /// Waiting for a retry.
+    pub retry: u64,
+    /// Set aside for paused subscriptions.
+    pub paused: u64,
+    /// Dead-letter records not yet written.
+    pub dead_letter_backlog: u64,
+}
+
+impl DepthCounts {
+    fn of(d: &Depths) -> Self {
+        Self {
+            ready: d.ready,
+            in_flight: d.in_flight,
+            retry: d.retry,
+            paused: d.paused,
+            dead_letter_backlog: d.deadletter_backlog,
+        }
+    }
+
+    fn add(&mut self, o: &Self) {
+        self.ready += o.ready;
+        self.in_flight += o.in_flight;
+        self.retry += o.retry;
+        self.paused += o.paused;
+        self.dead_letter_backlog += o.dead_letter_backlog;
+    }
+}
+
+fn rates_by_label(window: &Window, kind: Kind) -> BTreeMap<String, f64> {
+    window
+        .by_label(kind)
+        .into_iter()
+        .map(|(label, n)| (label, window.per_second(n)))
+        .collect()
+}
+
+impl Rates {
+    pub fn of(window: &Window) -> Self {
+        Self {
+            window_seconds: window.seconds,
+            published: window.total_rate(Kind::Published),
+            delivered: window.total_rate(Kind::Delivered),
+            failed: window.total_rate(Kind::Failed),
+            dead_lettered: window.total_rate(Kind::DeadLettered),
+            dropped: window.total_rate(Kind::Dropped),
+            failures_by_outcome: rates_by_label(window, Kind::FailedBy),
+            dead_lettered_by_reason: rates_by_label(window, Kind::DeadLetteredBy),
+            dropped_by_reason: rates_by_label(window, Kind::DroppedBy),
+            last_minute: Counts {
+                published: window.total(Kind::Published),
+                delivered: window.total(Kind::Delivered),
+                failed: window.total(Kind::Failed),
+                dead_lettered: window.total(Kind::DeadLettered),
+                dropped: window.total(Kind::Dropped),
+                failures_by_outcome: window.by_label(Kind::FailedBy),
+                dead_lettered_by_reason: window.by_label(Kind::DeadLetteredBy),
+                dropped_by_reason: window.by_label(Kind::DroppedBy),
+            },
+        }
+    }
+}
+
+fn probation_of(health: Option<&probation::EndpointHealth>, now: UnixMillis) -> Option<ProbationStatus> {
+    let health = health?;
+    let (state, until) = match health.state(now) {
+        HealthState::Healthy => return None,
+        HealthState::Probation { until } => ("Probation", Some(until)),
+        HealthState::Probing => ("Probing", None),
+    };
+    Some(ProbationStatus {
+        state,
+        until: until.map(UnixMillis::to_rfc3339),
+        until_ms: until,
+        consecutive_failures: health.consecutive_failures,
+        level: health.level,
+        last_failure_outcome: health.last_failure.map(|o| o.as_str().to_owned()),
+    })
+}
+
+/// Reads everything the page shows.
+pub async fn gather(app: &App, stats: &Stats) -> Status {
+    let now = app.clock.now();
+    let mut problems = Vec::new();
+    // The cache refreshes itself every few seconds; asking costs one GET and shows a
+    // change made a moment ago.
+    let catalog = match app.cache.refresh().await {
+        Ok(snapshot) => snapshot,
+        Err(e) => {
+            problems.push(format!("catalog not refreshed ({e}); showing the copy in memory"));
+            app.cache.snapshot()
+        }
+    };
+    let window = match stats.window(now).await {
+        Ok(window) => window,
+        Err(e) => {
+            problems.push(format!("rates unavailable: {e}"));
+            Window::default()
+        }
+    };
+
+    let mut entries: Vec<_> = catalog.topics.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    let mut subscriptions: Vec<_> = entries
+        .iter()
+        .flat_map(|(_, entry)| entry.subscriptions.iter())
+        .collect();
+    subscriptions.sort_by_key(|s| (s.topic.key(), s.name.key()));
+
+    let ids: Vec<EndpointId> = subscriptions.iter().map(|s| EndpointId::of(&s.endpoint_url)).collect();
+    let healths = match app.store.endpoint_healths(&ids).await {
+        Ok(healths) => healths,
+        Err(e) => {
+            problems.push(format!("endpoint health unavailable: {e}"));
+            vec![None; ids.len()]
+        }
+    };
+    let mut dead_letters = Vec::with_capacity(subscriptions.len());
+    let mut dead_letters_failed = None;
+    for sub in &subscriptions {
+        let counts = if dead_letters_failed.is_some() {
+            Default::default()
+        } else {
+            match app.store.dead_letter_counts(&sub.topic.key(), &sub.name.key()).await {
+                Ok(counts) => counts,
+                Err(e) => {
+                    dead_letters_failed = Some(e.to_string());
+                    Default::default()
+                }
+            }
+        };
+        dead_letters.push(counts);
+    }
+    if let Some(e) = dead_letters_failed {
+        problems.push(format!("dead-letter counts unavailable: {e}"));
+    }
+
+    let mut by_topic: BTreeMap<String, Vec<SubscriptionStatus>> = BTreeMap::new();
+    for ((sub, health), counts) in subscriptions.iter().zip(&healths).zip(&dead_letters) {
+        let label = subscription_label(&sub.topic.key(), &sub.name.key());
+        by_topic.entry(sub.topic.key()).or_default().push(SubscriptionStatus {
+            name: sub.name.as_str().to_owned(),
+            paused: sub.paused,
+            provisioning_state: sub.provisioning.state_at(now).as_str().to_owned(),
+            delivery_rate: window.rate(Kind::Delivered, &label),
+            failure_rate: window.rate(Kind::Failed, &label),
+            dead_letter_rate: window.rate(Kind::DeadLettered, &label),
+            probation: probation_of(health.as_ref(), now),
+            dead_letters: counts.total,
+            dead_letters_not_redriven: counts.not_redriven,
+        });
+    }
+    let topics = entries
+        .iter()
+        .map(|(key, entry)| TopicStatus {
+            name: entry.topic.name.as_str().to_owned(),
+            input_schema: entry.topic.input_schema.to_string(),
+            publish_rate: window.rate(Kind::Published, key),
+            subscriptions: by_topic.remove(*key).unwrap_or_default(),
+        })
+        .collect();
+
+    let mut queues = Queues::default();
+    for partition in app.store.keys().all_partitions() {
+        match app.store.depths(&partition).await {
+            Ok(depths) => {
+                let depths = DepthCounts::of(&depths);
+                queues.total.add(&depths);
+                queues.partitions.push(PartitionDepths {
+                    partition: partition.index,
+                    depths,
+                });
+            }
+            Err(e) => {
+                problems.push(format!(
+                    "queue depths of partition {} unavailable: {e}",
+                    partition.index
+                ));
+            }
+        }
+    }
+
+    Status {
+        generated_at: now.to_rfc3339(),
+        generated_at_ms: now,
+        topics,
+        rates: Rates::of(&window),
+        queues,
+        problems,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn rates_total_and_split_the_window() {
+        let bucket: HashMap<String, i64> = [
+            ("published|a", 30),
+            ("published|b", 30),
+            ("delivered|a/s", 12),
+            ("failed|a/s", 6),
+            ("failed-by|NotFound", 4),
+            ("failed-by|Busy", 2),
+        ]
+        .into_iter()
+        .map(|(f, n)| (f.to_owned(), n))
+        .collect();
+        let rates = Rates::of(&Window::sum(60.0, [bucket]));
+        assert!((rates.published - 1.0).abs() < 1e-9);
+        assert!((rates.delivered - 0.2).abs() < 1e-9);
+        assert!((rates.failed - 0.1).abs() < 1e-9);
+        assert_eq!(rates.last_minute.failures_by_outcome["NotFound"], 4);
+        assert!((rates.failures_by_outcome["Busy"] - 2.0 / 60.0).abs() < 1e-9);
+        assert_eq!(rates.last_minute.dead_lettered, 0);
+    }
+
+    #[test]
+    fn a_healthy_endpoint_has_no_probation() {
+        let now = UnixMillis(10_000);
+        assert!(probation_of(None, now).is_none());
+        let failing = probation::EndpointHealth {
+            consecutive_failures: 2,
+            ..Default::default()
+        };
+        assert!(probation_of(Some(&failing), now).is_none());
+        let on = probation::EndpointHealth {
+            consecutive_failures: 10,
+            level: 1,
+            probation_until: Some(UnixMillis(20_000)),
+            last_failure: Some(eg_core::OutcomeName::Busy),
+            ..Default::default()
+        };
+        let p = probation_of(Some(&on), now).unwrap();
+        assert_eq!(p.state, "Probation");
+        assert_eq!(p.until_ms, Some(UnixMillis(20_000)));
+        assert_eq!(p.last_failure_outcome.as_deref(), Some("Busy"));
+        assert_eq!(probation_of(Some(&on), UnixMillis(30_000)).unwrap().state, "Probing");
+    }
+}

@@ -115,7 +115,14 @@ impl Sender {
 
         // Paused by an operator: set aside uncharged until the resume; the time-to-live
         // still counts (the scheduler hands back those whose TTL ends meanwhile, and the
-        // check above dead-letters them).
+        // check above dead-letters them). A resume writes the catalog before it hands
+        // deliveries back, so one look at the catalog version keeps a sender whose copy
+        // predates the resume from setting them aside again.
+        let subscription = if subscription.paused {
+            self.latest(subscription).await
+        } else {
+            subscription
+        };
         if subscription.paused {
             for h in live {
                 let until = eg_core::policy::ttl_deadline(&h.ready.delivery, &limits);
@@ -201,6 +208,21 @@ impl Sender {
         if let Some(pending) = attempt.pending {
             self.late
                 .listen(self.store.clone(), subscription.clone(), pending, retries);
+        }
+    }
+
+    /// The subscription as the catalog has it now (the copy in hand if it cannot be read,
+    /// or if the subscription is gone: the reader drops its deliveries).
+    async fn latest(&self, subscription: Arc<Subscription>) -> Arc<Subscription> {
+        match self.cache.refresh().await {
+            Ok(snapshot) => snapshot
+                .subscription_arc(&subscription.topic.key(), &subscription.name.key())
+                .cloned()
+                .unwrap_or(subscription),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot check the catalog; the subscription stays paused for now");
+                subscription
+            }
         }
     }
 

@@ -1,0 +1,322 @@
+//! Operator tasks through the management API, against the four binaries: pause and
+//! resume, dead-letter listing, redrive (once, keeping ids, fresh attempts) and purge,
+//! delivery history, queue depths.
+
+#![allow(clippy::unwrap_used)]
+
+use eg_system_tests::{
+    Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, event, eventually, json_reply, subscription,
+};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+async fn get(system: &System, path: &str) -> (StatusCode, Value) {
+    json_reply(system.admin(Method::GET, path, None).await).await
+}
+
+async fn post(system: &System, path: &str, body: Value) -> (StatusCode, Value) {
+    json_reply(system.admin(Method::POST, path, Some(&body)).await).await
+}
+
+async fn queues(system: &System) -> Value {
+    let (status, body) = get(system, "/queues").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
+fn events(ids: &[&str]) -> Value {
+    Value::Array(
+        ids.iter()
+            .map(|id| event(id, "Order.Created", &format!("/orders/{id}"), json!({"id": id})))
+            .collect(),
+    )
+}
+
+/// Waits until the history of `event_id` has an entry in `state`; returns the history.
+async fn history_with(system: &System, topic: &str, event_id: &str, state: &str) -> Vec<Value> {
+    eventually(DEADLINE, &format!("history of {event_id} reaching {state}"), || async {
+        let (status, body) = get(system, &format!("/topics/{topic}/events/{event_id}/history")).await;
+        let steps = body["value"].as_array().cloned().unwrap_or_default();
+        (status == StatusCode::OK && steps.iter().any(|s| s["state"] == state)).then_some(steps)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_subscription_accumulates_events_and_resume_delivers_each_once() {
+    let system = System::start(Options::default()).await;
+    let receiver = Receiver::start(Behaviour::Status(200)).await;
+    system.create_topic("orders").await;
+    system
+        .create_subscription("orders", "Billing", subscription(receiver.url(), json!({})))
+        .await;
+    let (status, paused) = post(&system, "/topics/orders/eventSubscriptions/Billing/pause", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{paused}");
+    assert_eq!(paused["properties"]["paused"], true);
+
+    system.publish_ok("orders", &events(&["p1", "p2", "p3"])).await;
+    eventually(DEADLINE, "three deliveries set aside", || async {
+        (queues(&system).await["total"]["paused"] == 3).then_some(())
+    })
+    .await;
+    let steps = history_with(&system, "orders", "p1", "Paused").await;
+    assert_eq!(steps[0]["subscription"], "billing");
+    assert_eq!(steps[0]["attempt"], 0, "a pause charges no attempt: {steps:?}");
+    assert!(steps[0]["nextAttemptTime"].is_string(), "the TTL deadline: {steps:?}");
+
+    // An update that does not mention `paused` keeps it paused.
+    let updated = system
+        .create_subscription(
+            "orders",
+            "Billing",
+            subscription(
+                receiver.url(),
+                json!({"filter": {"includedEventTypes": ["Order.Created"]}}),
+            ),
+        )
+        .await;
+    assert_eq!(updated["properties"]["paused"], true);
+    system.publish_ok("orders", &events(&["p4"])).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(receiver.count(), 0, "nothing is attempted while paused");
+
+    let (status, resumed) = post(&system, "/topics/orders/eventSubscriptions/Billing/resume", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{resumed}");
+    assert_eq!(resumed["properties"]["paused"], false);
+    receiver.wait_for(4, DEADLINE).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut ids = receiver.delivered_ids();
+    ids.sort();
+    assert_eq!(ids, ["p1", "p2", "p3", "p4"], "each delivered once");
+    assert!(
+        receiver
+            .received()
+            .iter()
+            .all(|r| r.header("aeg-delivery-count") == Some("0")),
+        "the pause did not count as an attempt"
+    );
+    let total = &queues(&system).await["total"];
+    assert_eq!(
+        (total["paused"].as_u64(), total["ready"].as_u64()),
+        (Some(0), Some(0)),
+        "{total}"
+    );
+    let steps = history_with(&system, "orders", "p1", "Delivered").await;
+    let states: Vec<&str> = steps.iter().filter_map(|s| s["state"].as_str()).collect();
+    // Set aside once; a sender that read it while the resume was being written may set
+    // it aside once more before it sees the resume.
+    assert!(
+        matches!(
+            states.as_slice(),
+            ["Paused", "Delivered"] | ["Paused", "Paused", "Delivered"]
+        ),
+        "{states:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_subscriptions_events_still_expire_by_their_ttl() {
+    let system = System::start(Options::default()).await;
+    let receiver = Receiver::start(Behaviour::Status(200)).await;
+    system.create_topic("orders").await;
+    let body = subscription(
+        receiver.url(),
+        json!({
+            "paused": true,
+            "retryPolicy": {"maxDeliveryAttempts": 30, "eventTimeToLiveInMinutes": 1},
+            "deadLetterDestination": dead_letter_to("dead"),
+        }),
+    );
+    let created = system.create_subscription("orders", "Billing", body).await;
+    assert_eq!(created["properties"]["paused"], true, "created paused");
+    system.publish_ok("orders", &events(&["ttl-1"])).await;
+
+    let records = system.wait_dead_letters(1, Duration::from_secs(100)).await;
+    assert_eq!(records[0].record["id"], "ttl-1");
+    assert_eq!(records[0].record["deadLetterReason"], "TimeToLiveExceeded");
+    assert_eq!(records[0].record["deliveryAttempts"], 0);
+    assert_eq!(receiver.count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_are_listed_redriven_once_with_their_ids_and_purged() {
+    let system = System::start(Options::default()).await;
+    // The first three deliveries are refused for good (400: dead-lettered at once).
+    let receiver = Receiver::start(Behaviour::FailFirst {
+        failures: 3,
+        status: 400,
+    })
+    .await;
+    system.create_topic("orders").await;
+    let body = subscription(receiver.url(), json!({"deadLetterDestination": dead_letter_to("dead")}));
+    system.create_subscription("orders", "Billing", body).await;
+    system.publish_ok("orders", &events(&["a"])).await;
+    receiver.wait_for(1, DEADLINE).await;
+    system.publish_ok("orders", &events(&["b"])).await;
+    receiver.wait_for(2, DEADLINE).await;
+    system.publish_ok("orders", &events(&["c"])).await;
+    receiver.wait_for(3, DEADLINE).await;
+
+    let base = "/topics/orders/eventSubscriptions/Billing/deadLetters";
+    let listed = eventually(DEADLINE, "three dead letters listed", || async {
+        let (status, body) = get(&system, base).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let value = body["value"].as_array().cloned().unwrap_or_default();
+        (value.len() == 3).then_some(value)
+    })
+    .await;
+    let event_ids: Vec<&str> = listed.iter().filter_map(|r| r["eventId"].as_str()).collect();
+    assert_eq!(event_ids, ["a", "b", "c"], "oldest first");
+    for r in &listed {
+        assert_eq!(r["deadLetterReason"], "NonRetriableFailure", "{r}");
+        assert_eq!(r["lastHttpStatusCode"], 400, "{r}");
+        assert_eq!(r["eventType"], "Order.Created", "{r}");
+        assert!(r["redrivenAt"].is_null(), "{r}");
+    }
+    // Paging: one at a time, following the cursor.
+    let (_, first) = get(&system, &format!("{base}?limit=1")).await;
+    assert_eq!(first["value"][0]["eventId"], "a");
+    let cursor = first["nextCursor"].as_str().unwrap();
+    let (_, second) = get(&system, &format!("{base}?limit=1&cursor={cursor}")).await;
+    assert_eq!(second["value"][0]["eventId"], "b");
+
+    let id_of = |event_id: &str| {
+        listed.iter().find(|r| r["eventId"] == event_id).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (status, shown) = get(&system, &format!("{base}/{}", id_of("a"))).await;
+    assert_eq!(status, StatusCode::OK, "{shown}");
+    assert_eq!(shown["record"]["id"], "a");
+    assert_eq!(shown["record"]["deadLetterReason"], "NonRetriableFailure");
+
+    // Selected by event id: only b goes back.
+    let (status, progress) = post(&system, &format!("{base}/redrive"), json!({"eventIds": ["b"]})).await;
+    assert_eq!(status, StatusCode::OK, "{progress}");
+    assert_eq!(progress, json!({"redriven": 1, "remaining": 0}));
+    receiver.wait_for(4, DEADLINE).await;
+
+    // All: a and c go back; b is not sent twice.
+    let (_, progress) = post(&system, &format!("{base}/redrive"), json!({"all": true})).await;
+    assert_eq!(progress, json!({"redriven": 2, "remaining": 0}));
+    receiver.wait_for(6, DEADLINE).await;
+    let (_, again) = post(&system, &format!("{base}/redrive"), json!({"all": true})).await;
+    assert_eq!(again, json!({"redriven": 0, "remaining": 0}), "a redrive is idempotent");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let redelivered: Vec<_> = receiver.received().into_iter().skip(3).collect();
+    let mut ids: Vec<String> = redelivered.iter().flat_map(|r| r.event_ids()).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        ["a", "b", "c"],
+        "each redriven event delivered once, under its own id"
+    );
+    assert!(
+        redelivered.iter().all(|r| r.header("aeg-delivery-count") == Some("0")),
+        "fresh attempt counts"
+    );
+
+    let steps = history_with(&system, "orders", "a", "Delivered").await;
+    let summary: Vec<(String, Option<u64>)> = steps
+        .iter()
+        .map(|s| (s["state"].as_str().unwrap().to_owned(), s["httpStatus"].as_u64()))
+        .collect();
+    assert_eq!(
+        summary,
+        [("DeadLettered".into(), Some(400)), ("Delivered".into(), Some(200))],
+        "{steps:?}"
+    );
+    assert_eq!(steps[0]["reason"], "NonRetriableFailure");
+    assert!(steps.iter().all(|s| s["durationMs"].is_u64()), "{steps:?}");
+
+    // The records stay, marked, until purged.
+    let (_, listed) = get(&system, base).await;
+    let value = listed["value"].as_array().unwrap();
+    assert_eq!(value.len(), 3);
+    assert!(value.iter().all(|r| r["redrivenAt"].is_string()), "{listed}");
+    let (_, purged) = post(&system, &format!("{base}/purge"), json!({"ids": [id_of("a")]})).await;
+    assert_eq!(purged, json!({"purged": 1, "remaining": 0}));
+    let (_, purged) = post(&system, &format!("{base}/purge"), json!({"all": true})).await;
+    assert_eq!(purged, json!({"purged": 2, "remaining": 0}));
+    let (_, listed) = get(&system, base).await;
+    assert_eq!(listed["value"], json!([]));
+    assert_eq!(receiver.count(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_shows_every_attempt_and_refusals_name_what_was_wrong() {
+    let system = System::start(Options::default()).await;
+    let receiver = Receiver::start(Behaviour::FailFirst {
+        failures: 2,
+        status: 500,
+    })
+    .await;
+    system.create_topic("orders").await;
+    system
+        .create_subscription("orders", "Billing", subscription(receiver.url(), json!({})))
+        .await;
+    system.publish_ok("orders", &events(&["h1"])).await;
+    let steps = history_with(&system, "orders", "h1", "Delivered").await;
+    let shape: Vec<(u64, &str, Option<u64>, &str)> = steps
+        .iter()
+        .map(|s| {
+            (
+                s["attempt"].as_u64().unwrap(),
+                s["outcome"].as_str().unwrap(),
+                s["httpStatus"].as_u64(),
+                s["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (1, "GenericError", Some(500), "Retrying"),
+            (2, "GenericError", Some(500), "Retrying"),
+            (3, "Succeeded", Some(200), "Delivered"),
+        ]
+    );
+    for pair in steps.windows(2) {
+        assert!(pair[0]["nextAttemptTime"].as_str().unwrap() <= pair[1]["time"].as_str().unwrap());
+    }
+    assert!(steps[2]["nextAttemptTime"].is_null());
+
+    let (status, filtered) = get(&system, "/topics/orders/events/h1/history?subscription=other").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{filtered}");
+    let (status, body) = get(&system, "/topics/orders/events/never-published/history").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("never-published"),
+        "{body}"
+    );
+
+    let base = "/topics/orders/eventSubscriptions/Billing/deadLetters";
+    for (path, body, needle) in [
+        (format!("{base}/redrive"), json!({}), "selects nothing"),
+        (format!("{base}/redrive"), json!({"from": "yesterday"}), "from:"),
+        (format!("{base}/purge"), json!({"ids": [1]}), "ids[0]"),
+        (format!("{base}/purge"), json!({"everything": true}), "everything"),
+    ] {
+        let (status, answer) = post(&system, &path, body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap().contains(needle),
+            "{body}: {answer}"
+        );
+    }
+    let (status, answer) = get(&system, &format!("{base}?limit=0")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    let (status, answer) = get(&system, "/topics/orders/eventSubscriptions/Nope/deadLetters").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
+    let (status, answer) = post(&system, "/topics/orders/eventSubscriptions/Nope/pause", json!({})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
+    let unauthorized = system
+        .http()
+        .get(format!("{}/admin/queues", system.ingress_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthorized.status(), StatusCode::UNAUTHORIZED);
+}

@@ -19,9 +19,42 @@ up:
 down:
     deploy/local/down.sh
 
-# Follow the logs of everything `just up` started.
-logs:
-    tail -n 50 -F "$EG_LOCAL_DIR"/logs/*.log
+# Follow the logs of everything `just up` started, or of one tier (`just logs sender`: every copy).
+logs TIER="":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    tier="{{TIER}}"
+    if [ -z "$tier" ]; then exec tail -n 50 -F "$EG_LOCAL_DIR"/logs/*.log; fi
+    case "$tier" in redis) pattern="redis" ;; *) pattern="eg-${tier#eg-}" ;; esac
+    shopt -s nullglob
+    files=("$EG_LOCAL_DIR/logs/$pattern.log" "$EG_LOCAL_DIR/logs/$pattern"-[0-9]*.log)
+    if [ ${#files[@]} -eq 0 ]; then
+      echo "error: no log of $tier in $EG_LOCAL_DIR/logs (tiers: ingress, sender, scheduler, deadletter, demo-receiver, redis)" >&2
+      exit 1
+    fi
+    exec tail -n 50 -F "${files[@]}"
+
+# Run egctl against the local deployment (`just egctl topics list`, `just egctl --help`; docs/egctl.md).
+[positional-arguments]
+egctl *ARGS:
+    @EGCTL_URL="http://${EG__INGRESS__LISTEN:-127.0.0.1:8080}" EGCTL_TOKEN_FILE="$EG_LOCAL_DIR/admin-token" \
+        cargo run -q -p egctl -- "$@"
+
+# The local deployment at a glance: topics, subscriptions, rates, queues.
+status:
+    @{{just_executable()}} egctl status
+
+# Redrive every dead letter of a subscription of the local deployment: `just redrive demo/demo-receiver`.
+redrive SUB:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    sub="{{SUB}}"
+    if [[ "$sub" != */* ]]; then echo "error: SUB is topic/subscription, e.g. demo/demo-receiver" >&2; exit 2; fi
+    exec {{just_executable()}} egctl deadletters redrive "${sub%%/*}" "${sub#*/}" --all
+
+# Run exactly N copies of a tier of the local deployment: `just scale sender 3` (sender, scheduler or deadletter).
+scale TIER N:
+    deploy/local/scale.sh {{TIER}} {{N}}
 
 # Run the whole test suite: unit, property, Redis integration and end-to-end tests, then a one-minute chaos run.
 test:

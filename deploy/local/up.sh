@@ -3,13 +3,8 @@
 # $EG_LOCAL_DIR/data), eg-ingress, eg-scheduler, eg-sender, eg-deadletter and the demo
 # receiver; creates topic "demo" with a subscription to the receiver; prints a curl.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-dir="${EG_LOCAL_DIR:-$root/.eg}"
-port="${EG_LOCAL_REDIS_PORT:-6380}"
-bin="${EG_BIN_DIR:-$root/target/debug}"
-mkdir -p "$dir"/{data,logs,run,deadletters}
-
-running() { [ -f "$dir/run/$1.pid" ] && kill -0 "$(cat "$dir/run/$1.pid")" 2>/dev/null; }
+source "$(dirname "$0")/common.sh"
+tier_env
 
 if ! running redis; then
   redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/data" \
@@ -19,24 +14,6 @@ fi
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 redis-cli -p "$port" ping >/dev/null || { echo "error: Redis did not start; see $dir/logs/redis.log" >&2; exit 1; }
 
-token_file="$dir/admin-token"
-[ -s "$token_file" ] || head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$token_file"
-export EG__REDIS__URL="redis://127.0.0.1:$port"
-export EG__ADMIN__TOKEN="$(cat "$token_file")"
-export EG__DEADLETTER__DIR="$dir/deadletters"
-export EG__DEADLETTER__DELAY="${EG__DEADLETTER__DELAY:-10s}"
-export EG__DELIVERY__RETRY_SCHEDULE="${EG__DELIVERY__RETRY_SCHEDULE:-2s,5s,10s}"
-export EG__INGRESS__LISTEN="${EG__INGRESS__LISTEN:-127.0.0.1:8080}"
-# The demo receiver listens on loopback, which deliveries may not reach unless allowed.
-export EG__DELIVERY__ALLOWED_NETWORKS="${EG__DELIVERY__ALLOWED_NETWORKS:-127.0.0.1/32}"
-export EG_DEMO_RECEIVER_LISTEN="${EG_DEMO_RECEIVER_LISTEN:-127.0.0.1:9000}"
-
-start() {
-  local name=$1
-  if running "$name"; then echo "$name is already running"; return; fi
-  nohup "$bin/$name" >>"$dir/logs/$name.log" 2>&1 &
-  echo $! > "$dir/run/$name.pid"
-}
 for tier in eg-ingress eg-scheduler eg-sender eg-deadletter eg-demo-receiver; do start "$tier"; done
 
 ingress="http://$EG__INGRESS__LISTEN"
@@ -63,5 +40,6 @@ Publish an event:
     -d '[{"id":"'\$RANDOM'","subject":"/demo/hello","eventType":"Demo.Hello","eventTime":"'\$(date -u +%FT%TZ)'","data":{"hello":"world"}}]'
 
 See it arrive:   curl -s http://$EG_DEMO_RECEIVER_LISTEN/events    (or: just logs)
+Operate it:      just status, just egctl --help (docs/egctl.md), just scale sender 3
 Stop it all:     just down
 TXT

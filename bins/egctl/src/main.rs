@@ -21,10 +21,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match run(cli) {
-        Ok(text) => {
-            output::print(&text);
-            ExitCode::SUCCESS
-        }
+        Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             eprintln!("egctl: {failure}");
             ExitCode::from(failure.exit_code())
@@ -32,7 +29,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: cli::Cli) -> Result<String, failure::Failure> {
+fn run(cli: cli::Cli) -> Result<(), failure::Failure> {
     let flags = config::Flags {
         url: cli.global.url,
         token: cli.global.token,
@@ -40,13 +37,15 @@ fn run(cli: cli::Cli) -> Result<String, failure::Failure> {
         config: cli.global.config,
     };
     let target = config::resolve(&flags, &|name| std::env::var(name).ok())?;
-    let ctx = commands::Ctx {
-        api: api::Api::new(target, cli.global.timeout)?,
-        json: cli.global.json,
-    };
+    let ctx = commands::Ctx::new(api::Api::new(target, cli.global.timeout)?, cli.global.json);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| failure::Failure::other(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(commands::run(cli.command, &ctx))
+    let text = runtime.block_on(commands::run(cli.command, &ctx))?;
+    output::print(&text);
+    for note in ctx.take_notes() {
+        eprintln!("egctl: {note}");
+    }
+    Ok(())
 }

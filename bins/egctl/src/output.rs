@@ -48,7 +48,18 @@ pub fn cell(value: &Value) -> String {
         Value::Array(items) if items.iter().all(|i| !i.is_object() && !i.is_array()) => {
             items.iter().map(cell).collect::<Vec<_>>().join(",")
         }
+        Value::Number(n) if n.is_f64() => n.as_f64().map_or_else(|| n.to_string(), decimal),
         other => other.to_string(),
+    }
+}
+
+/// A fractional number for people: two decimals, without a useless `.00`.
+pub fn decimal(x: f64) -> String {
+    let text = format!("{x:.2}");
+    match text.strip_suffix(".00") {
+        Some(whole) if whole != "-0" => whole.to_owned(),
+        Some(_) => "0".to_owned(),
+        None => text,
     }
 }
 
@@ -175,6 +186,8 @@ mod tests {
         assert_eq!(cell(&json!("x")), "x");
         assert_eq!(cell(&json!(["a", "b"])), "a,b");
         assert_eq!(cell(&json!(3)), "3");
+        assert_eq!(cell(&json!(0.018917)), "0.02");
+        assert_eq!(cell(&json!(2.0)), "2");
         assert_eq!(cell(&json!({"a": 1})), r#"{"a":1}"#);
     }
 

@@ -93,7 +93,9 @@ async fn list(ctx: &Ctx, topic: &str, subscription: &str, window: &Window, limit
         }
     };
     if more.is_some() && !ctx.json {
-        eprintln!("more dead letters match; raise --limit (now {limit}) or narrow --from/--to to see them");
+        ctx.note(format!(
+            "more dead letters match; raise --limit (now {limit}) or narrow --from/--to to see them"
+        ));
     }
     let value = json!({"value": records, "nextCursor": more});
     Ok(ctx.show(&value, |_| {

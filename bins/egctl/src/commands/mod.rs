@@ -14,6 +14,7 @@ use crate::cli::Command;
 use crate::failure::Failure;
 use crate::output;
 use serde_json::Value;
+use std::cell::RefCell;
 use std::io::Read;
 use std::path::Path;
 
@@ -21,9 +22,28 @@ use std::path::Path;
 pub struct Ctx {
     pub api: Api,
     pub json: bool,
+    /// Remarks for stderr, printed after the output so they follow it on a terminal.
+    notes: RefCell<Vec<String>>,
 }
 
 impl Ctx {
+    pub fn new(api: Api, json: bool) -> Self {
+        Self {
+            api,
+            json,
+            notes: RefCell::default(),
+        }
+    }
+
+    /// A remark for the operator (stderr, after the output), never part of the output.
+    pub fn note(&self, text: impl Into<String>) {
+        self.notes.borrow_mut().push(text.into());
+    }
+
+    pub fn take_notes(&self) -> Vec<String> {
+        self.notes.take()
+    }
+
     /// `value` as JSON with `--json`, else as `human` renders it.
     pub fn show(&self, value: &Value, human: impl FnOnce(&Value) -> String) -> String {
         if self.json { output::json(value) } else { human(value) }

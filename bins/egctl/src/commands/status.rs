@@ -1,19 +1,145 @@
-//! `egctl status`: the deployment at a glance. Shows whatever `GET /admin/status`
-//! reports (generically, so new fields appear without an egctl release); against an
+//! `egctl status`: the deployment at a glance, from `GET /admin/status` (the data of
+//! the status page). The sections egctl knows (problems, rates, topics and their
+//! subscriptions, queues) get tables of their own; anything else the server adds is
+//! shown generically, so a newer server never breaks an older egctl. Against an
 //! eg-ingress without that endpoint it falls back to the queues and the catalog.
 
 use super::topics::items;
 use super::{Ctx, queues};
 use crate::failure::Failure;
-use crate::output::{cell, generic, table};
-use serde_json::json;
+use crate::output::{cell, decimal, generic, table};
+use serde_json::{Map, Value, json};
+
+/// The top-level fields rendered by their own sections.
+const KNOWN: [&str; 5] = ["generatedAt", "problems", "rates", "topics", "queues"];
 
 pub async fn run(ctx: &Ctx) -> Result<String, Failure> {
     match ctx.api.get(&["status"]).await {
-        Ok(status) => Ok(ctx.show(&status, generic)),
+        Ok(status) => Ok(ctx.show(&status, render)),
         Err(e) if e.is_not_found() => fallback(ctx).await,
         Err(e) => Err(e),
     }
+}
+
+fn render(status: &Value) -> String {
+    let Value::Object(fields) = status else {
+        return generic(status);
+    };
+    let mut sections: Vec<String> = Vec::new();
+    let mut head = String::new();
+    if let Some(at) = fields.get("generatedAt").and_then(Value::as_str) {
+        head.push_str(&format!("status at {at}\n"));
+    }
+    for problem in fields.get("problems").and_then(Value::as_array).into_iter().flatten() {
+        head.push_str(&format!("problem: {}\n", cell(problem)));
+    }
+    sections.push(head);
+    if let Some(rates) = fields.get("rates").filter(|r| r.is_object()) {
+        sections.push(rates_section(rates));
+    }
+    if let Some(topics) = fields.get("topics").and_then(Value::as_array) {
+        sections.push(topics_section(topics));
+    }
+    if let Some(queues) = fields.get("queues").filter(|q| q.is_object()) {
+        sections.push(queues::render(queues));
+    }
+    let rest: Map<String, Value> = fields
+        .iter()
+        .filter(|(k, _)| !KNOWN.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !rest.is_empty() {
+        sections.push(generic(&Value::Object(rest)));
+    }
+    sections.retain(|s| !s.is_empty());
+    sections.join("\n")
+}
+
+/// One line of counts over the last minute with their rates, then the breakdowns.
+fn rates_section(rates: &Value) -> String {
+    let counts = &rates["lastMinute"];
+    let window = rates["windowSeconds"]
+        .as_f64()
+        .map_or_else(String::new, |s| format!(" ({s:.0} s)"));
+    let kinds = [
+        ("published", "published"),
+        ("delivered", "delivered"),
+        ("failed", "failed attempts"),
+        ("deadLettered", "dead-lettered"),
+        ("dropped", "dropped"),
+    ];
+    let parts: Vec<String> = kinds
+        .iter()
+        .map(|(key, label)| {
+            let rate = rates[*key]
+                .as_f64()
+                .map_or_else(String::new, |r| format!(" ({}/s)", decimal(r)));
+            format!("{label} {}{rate}", cell(&counts[*key]))
+        })
+        .collect();
+    let mut out = format!("last minute{window}: {}\n", parts.join(", "));
+    for (key, label) in [
+        ("failuresByOutcome", "failures by outcome"),
+        ("deadLetteredByReason", "dead-lettered by reason"),
+        ("droppedByReason", "dropped by reason"),
+    ] {
+        if let Some(by) = counts[key].as_object().filter(|m| !m.is_empty()) {
+            let list: Vec<String> = by.iter().map(|(k, v)| format!("{k} {}", cell(v))).collect();
+            out.push_str(&format!("{label}: {}\n", list.join(", ")));
+        }
+    }
+    out
+}
+
+/// One row per subscription (a topic without any gets a row of its own).
+fn topics_section(topics: &[Value]) -> String {
+    let mut rows = Vec::new();
+    for topic in topics {
+        let name = cell(&topic["name"]);
+        let publish = topic["publishRate"].as_f64().map_or_else(|| "-".to_owned(), decimal);
+        let subs = topic["subscriptions"].as_array().map_or(&[][..], Vec::as_slice);
+        if subs.is_empty() {
+            let mut row = vec![name.clone(), publish.clone()];
+            row.resize(10, "-".to_owned());
+            rows.push(row);
+        }
+        for sub in subs {
+            let probation = match &sub["probation"] {
+                Value::Null => "-".to_owned(),
+                p => match p["until"].as_str() {
+                    Some(until) => format!("{} until {until}", cell(&p["state"])),
+                    None => cell(&p["state"]),
+                },
+            };
+            rows.push(vec![
+                name.clone(),
+                publish.clone(),
+                cell(&sub["name"]),
+                cell(&sub["provisioningState"]),
+                cell(&sub["paused"]),
+                cell(&sub["deliveryRate"]),
+                cell(&sub["failureRate"]),
+                cell(&sub["deadLetterRate"]),
+                format!("{}/{}", cell(&sub["deadLettersNotRedriven"]), cell(&sub["deadLetters"])),
+                probation,
+            ]);
+        }
+    }
+    table(
+        &[
+            "TOPIC",
+            "PUBLISHED/S",
+            "SUBSCRIPTION",
+            "STATE",
+            "PAUSED",
+            "DELIVERED/S",
+            "FAILED/S",
+            "DEAD-LETTERED/S",
+            "DEAD LETTERS (NOT REDRIVEN/ALL)",
+            "PROBATION",
+        ],
+        rows,
+    )
 }
 
 /// Queue depths (when the server has them) plus every topic's subscriptions.
@@ -63,4 +189,42 @@ async fn fallback(ctx: &Ctx) -> Result<String, Failure> {
         }
         out
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_known_sections_and_keeps_unknown_ones() {
+        let status = json!({
+            "generatedAt": "2026-01-02T03:04:05Z",
+            "problems": ["catalog not refreshed"],
+            "rates": {"windowSeconds": 55.0, "published": 0.5, "delivered": 0.25, "failed": 0.0,
+                      "deadLettered": 0.0, "dropped": 0.0,
+                      "lastMinute": {"published": 30, "delivered": 15, "failed": 0, "deadLettered": 0, "dropped": 0,
+                                     "failuresByOutcome": {"TimedOut": 2}}},
+            "topics": [
+                {"name": "orders", "publishRate": 0.5, "subscriptions": [
+                    {"name": "audit", "paused": true, "provisioningState": "Succeeded", "deliveryRate": 0.25,
+                     "failureRate": 0.0, "deadLetterRate": 0.0, "deadLetters": 3, "deadLettersNotRedriven": 1,
+                     "probation": {"state": "Probation", "until": "2026-01-02T03:05:00Z"}}]},
+                {"name": "empty", "publishRate": 0.0, "subscriptions": []},
+            ],
+            "queues": {"partitions": [], "total": {"ready": 4}},
+            "senders": 3,
+        });
+        let text = render(&status);
+        assert!(text.contains("problem: catalog not refreshed"), "{text}");
+        assert!(text.contains("published 30 (0.50/s)"), "{text}");
+        assert!(text.contains("failures by outcome: TimedOut 2"), "{text}");
+        let audit = text.lines().find(|l| l.starts_with("orders")).unwrap_or_default();
+        assert!(
+            audit.contains("audit") && audit.contains("1/3") && audit.contains("Probation until"),
+            "{text}"
+        );
+        assert!(text.lines().any(|l| l.starts_with("empty")), "{text}");
+        assert!(text.contains("eg-sender      4"), "{text}");
+        assert!(text.contains("senders:"), "{text}");
+    }
 }

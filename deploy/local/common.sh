@@ -1,0 +1,59 @@
+# Sourced by up.sh, scale.sh and down.sh: where the local deployment lives, the
+# environment every tier runs with (so a copy started later by `just scale` matches
+# those `just up` started), and how processes are started and stopped by pid file.
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+dir="${EG_LOCAL_DIR:-$root/.eg}"
+port="${EG_LOCAL_REDIS_PORT:-6380}"
+bin="${EG_BIN_DIR:-$root/target/debug}"
+token_file="$dir/admin-token"
+
+# Exports the tiers' environment; creates the directories and the admin token first.
+tier_env() {
+  mkdir -p "$dir"/{data,logs,run,deadletters}
+  [ -s "$token_file" ] || head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$token_file"
+  export EG__REDIS__URL="redis://127.0.0.1:$port"
+  export EG__ADMIN__TOKEN="$(cat "$token_file")"
+  export EG__DEADLETTER__DIR="$dir/deadletters"
+  export EG__DEADLETTER__DELAY="${EG__DEADLETTER__DELAY:-10s}"
+  export EG__DELIVERY__RETRY_SCHEDULE="${EG__DELIVERY__RETRY_SCHEDULE:-2s,5s,10s}"
+  export EG__INGRESS__LISTEN="${EG__INGRESS__LISTEN:-127.0.0.1:8080}"
+  # The demo receiver listens on loopback, which deliveries may not reach unless allowed.
+  export EG__DELIVERY__ALLOWED_NETWORKS="${EG__DELIVERY__ALLOWED_NETWORKS:-127.0.0.1/32}"
+  export EG_DEMO_RECEIVER_LISTEN="${EG_DEMO_RECEIVER_LISTEN:-127.0.0.1:9000}"
+}
+
+# Whether the process of pid file run/<name>.pid is alive.
+running() { [ -f "$dir/run/$1.pid" ] && kill -0 "$(cat "$dir/run/$1.pid")" 2>/dev/null; }
+
+# start NAME [BINARY]: runs BINARY (default NAME) in the background, logging to
+# logs/NAME.log, its pid in run/NAME.pid. Does nothing if NAME is running.
+start() {
+  local name=$1 binary=${2:-$1}
+  if running "$name"; then echo "$name is already running"; return; fi
+  [ -x "$bin/$binary" ] || { echo "error: $bin/$binary is missing; run \`cargo build --workspace --bins\` (just up does)" >&2; return 1; }
+  nohup "$bin/$binary" >>"$dir/logs/$name.log" 2>&1 &
+  echo $! > "$dir/run/$name.pid"
+}
+
+# stop NAME: SIGTERM (the process finishes what it holds), SIGKILL after 15 s.
+stop() {
+  local name=$1 pidfile="$dir/run/$1.pid"
+  [ -f "$pidfile" ] || return 0
+  local pid; pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && { echo "$name did not stop in 15 s; killing it"; kill -KILL "$pid" 2>/dev/null || true; }
+    echo "stopped $name"
+  fi
+  rm -f "$pidfile"
+}
+
+# The names of the running-or-recorded copies of a tier: eg-sender, eg-sender-2, …
+copies() {
+  local tier=$1 f
+  for f in "$dir/run/$tier.pid" "$dir/run/$tier"-[0-9]*.pid; do
+    [ -f "$f" ] && basename "$f" .pid
+  done
+  return 0
+}

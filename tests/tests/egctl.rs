@@ -433,17 +433,12 @@ async fn queues_and_status_show_waiting_work() {
     ctl.run(&["topics", "create", "cloud", "--input-schema", "CloudEventSchemaV1_0"])
         .await
         .ok();
-    ctl.run(&[
-        "subscriptions",
-        "create",
-        "cloud",
-        "sub",
-        "--endpoint",
-        receiver.url(),
-    ])
-    .await
-    .ok();
-    ctl.run(&["publish", "cloud", "--type", "A", "--subject", "/a"]).await.ok();
+    ctl.run(&["subscriptions", "create", "cloud", "sub", "--endpoint", receiver.url()])
+        .await
+        .ok();
+    ctl.run(&["publish", "cloud", "--type", "A", "--subject", "/a"])
+        .await
+        .ok();
     let batch = json!([
         {"specversion": "1.0", "id": "b1", "type": "B", "source": "/t", "data": {}},
         {"specversion": "1.0", "id": "b2", "type": "B", "source": "/t", "data": {}},

@@ -512,10 +512,10 @@ async fn a_paused_subscription_holds_its_events_until_resumed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_letters_are_listed_redriven_once_and_purged() {
     let system = System::start(Options::default()).await;
-    // 400 is not retried: the first attempt dead-letters at once; then the endpoint is
+    // 400 is not retried: the first attempts dead-letter at once; then the endpoint is
     // "fixed" and answers 200.
     let receiver = Receiver::start(Behaviour::FailFirst {
-        failures: 1,
+        failures: 2,
         status: 400,
     })
     .await;
@@ -537,14 +537,19 @@ async fn dead_letters_are_listed_redriven_once_and_purged() {
         .await
         .ok();
     receiver.wait_for(1, DEADLINE).await;
+    ctl.run(&["publish", "orders", "--type", "A", "--subject", "/a", "--id", "ev-2"])
+        .await
+        .ok();
+    receiver.wait_for(2, DEADLINE).await;
 
     let listed = until_json(
         &ctl,
         &["deadletters", "list", "orders", "audit", "--json"],
-        "the dead letter listed",
-        |l| l["value"].as_array().is_some_and(|v| v.len() == 1),
+        "the dead letters listed",
+        |l| l["value"].as_array().is_some_and(|v| v.len() == 2),
     )
     .await;
+    // Oldest first.
     let record = &listed["value"][0];
     assert_eq!(record["eventId"], "ev-1", "{listed}");
     assert_eq!(record["deadLetterReason"], "NonRetriableFailure", "{listed}");
@@ -571,21 +576,38 @@ async fn dead_letters_are_listed_redriven_once_and_purged() {
         .await
         .json();
     assert_eq!(shown["eventId"], "ev-1", "{shown}");
-    assert!(shown["record"].is_object(), "{shown}");
+    assert_eq!(shown["record"]["id"], "ev-1", "{shown}");
+    let first = ctl
+        .run(&["deadletters", "list", "orders", "audit", "--limit", "1"])
+        .await;
+    assert_eq!(first.ok().lines().count(), 2, "a header and one record: {first:?}");
+    assert!(first.stderr.contains("more dead letters match"), "{first:?}");
 
-    let redriven = ctl
-        .run(&["deadletters", "redrive", "orders", "audit", "--all", "--json"])
-        .await
-        .json();
-    assert_eq!(redriven, json!({"redriven": 1, "remaining": 0}));
-    receiver.wait_for(2, DEADLINE).await;
-    assert_eq!(receiver.delivered_ids(), ["ev-1"], "redriven and delivered once");
+    // One record per call: egctl loops until none remains, showing progress.
+    let run = ctl
+        .run(&[
+            "deadletters",
+            "redrive",
+            "orders",
+            "audit",
+            "--all",
+            "--chunk",
+            "1",
+            "--json",
+        ])
+        .await;
+    assert_eq!(run.json(), json!({"redriven": 2, "remaining": 0}));
+    assert!(run.stderr.contains("redriven 1, 1 remaining"), "{run:?}");
+    receiver.wait_for(4, DEADLINE).await;
+    let mut delivered = receiver.delivered_ids();
+    delivered.sort();
+    assert_eq!(delivered, ["ev-1", "ev-2"], "redriven and delivered once each");
 
     // A record is redriven at most once.
     let again = ctl.run(&["deadletters", "redrive", "orders", "audit", "--all"]).await;
     assert!(again.ok().contains("redriven 0 dead letters"), "{again:?}");
     tokio::time::sleep(Duration::from_secs(2)).await; // nothing should arrive: give it the chance
-    assert_eq!(receiver.count(), 2, "a second redrive delivered again");
+    assert_eq!(receiver.count(), 4, "a second redrive delivered again");
 
     let history = until_json(
         &ctl,
@@ -633,6 +655,20 @@ async fn dead_letters_are_listed_redriven_once_and_purged() {
         purged.ok().contains("purged 1 dead letter of orders/audit"),
         "{purged:?}"
     );
+    let purged = ctl
+        .run(&[
+            "deadletters",
+            "purge",
+            "orders",
+            "audit",
+            "--event-id",
+            "ev-2",
+            "--yes",
+            "--json",
+        ])
+        .await
+        .json();
+    assert_eq!(purged, json!({"purged": 1, "remaining": 0}));
     let listed = ctl
         .run(&["deadletters", "list", "orders", "audit", "--json"])
         .await

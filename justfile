@@ -26,8 +26,10 @@ logs TIER="":
     tier="{{TIER}}"
     if [ -z "$tier" ]; then exec tail -n 50 -F "$EG_LOCAL_DIR"/logs/*.log; fi
     case "$tier" in redis) pattern="redis" ;; *) pattern="eg-${tier#eg-}" ;; esac
-    shopt -s nullglob
-    files=("$EG_LOCAL_DIR/logs/$pattern.log" "$EG_LOCAL_DIR/logs/$pattern"-[0-9]*.log)
+    files=()
+    for f in "$EG_LOCAL_DIR/logs/$pattern.log" "$EG_LOCAL_DIR/logs/$pattern"-[0-9]*.log; do
+      if [ -f "$f" ]; then files+=("$f"); fi
+    done
     if [ ${#files[@]} -eq 0 ]; then
       echo "error: no log of $tier in $EG_LOCAL_DIR/logs (tiers: ingress, sender, scheduler, deadletter, demo-receiver, redis)" >&2
       exit 1

@@ -311,6 +311,13 @@ mod tests {
         assert!(parse(&["dl", "redrive", "t", "s", "--all", "--from", "2h"]).is_err());
         assert!(parse(&["dl", "redrive", "t", "s", "--from", "2h", "--to", "now"]).is_ok());
         assert!(parse(&["dl", "purge", "t", "s", "--event-id", "a", "b", "--yes"]).is_ok());
+        let repeated = parse(&["dl", "redrive", "t", "s", "--event-id", "a", "--event-id", "b", "c"]).unwrap();
+        match repeated.command {
+            Command::DeadLetters(DeadLetterCommand::Redrive { selection, .. }) => {
+                assert_eq!(selection.event_ids, ["a", "b", "c"]);
+            }
+            other => panic!("{other:?}"),
+        }
         assert!(parse(&["dl", "list", "t", "s", "--from", "yesterday"]).is_err());
     }
 

@@ -253,13 +253,10 @@ impl Store {
                     .into_iter()
                     .flatten()
                     .collect();
-                let redriven = self.redrive_chunk(&p, &archive, &records, &redelivery).await?;
-                done += redriven;
-                // Ids whose records vanished meanwhile (purged) leave the set in the script
-                // too, so the next round sees new ids; stop if nothing moved at all.
-                if redriven == 0 && records.is_empty() {
-                    break;
+                if records.len() < ids.len() {
+                    self.unredrivable(&archive, &ids, &records).await?;
                 }
+                done += self.redrive_chunk(&p, &archive, &records, &redelivery).await?;
                 if matches!(selection, Selection::Ids(_)) {
                     break;
                 }
@@ -301,6 +298,22 @@ impl Store {
         }
         let remaining = self.count_selected(subscription, Set::All, selection).await?;
         Ok(Progress { done, remaining })
+    }
+
+    /// Ids among `ids` without a readable record (logged when read) can never be
+    /// redriven: they leave the waiting set, so they do not stop every later redrive at
+    /// the same place. They stay listed until purged.
+    async fn unredrivable(
+        &self,
+        archive: &Archive,
+        ids: &[String],
+        records: &[ArchivedRecord],
+    ) -> Result<(), StoreError> {
+        let readable: HashSet<&str> = records.iter().map(|r| r.id.as_str()).collect();
+        let stuck: Vec<&String> = ids.iter().filter(|id| !readable.contains(id.as_str())).collect();
+        let mut conn = self.conn().await?;
+        let _: u64 = redis::AsyncCommands::zrem(&mut *conn, &archive.waiting, &stuck).await?;
+        Ok(())
     }
 
     async fn redrive_chunk(

@@ -423,3 +423,46 @@ async fn paused_deliveries_come_back_by_ttl_while_paused_and_all_on_resume() {
     );
     assert_eq!(read(&h.store, &p0, "sender", 10).await.len(), 2);
 }
+
+#[tokio::test]
+async fn a_record_that_does_not_decode_does_not_stop_a_redrive() {
+    let h = Harness::start().await;
+    let p0 = h.p0();
+    let retention = Retention {
+        archived_per_partition: 100,
+        ..RETENTION
+    };
+    let mut record_ids = Vec::new();
+    for key in ["a", "b", "c"] {
+        let r = held(&h.store, &p0, key).await;
+        record_ids.push(r.delivery.id.clone());
+        let entry = dead_letter_entry(&r.delivery);
+        h.store
+            .settle_recorded(
+                &p0,
+                &r.entry_id,
+                &r.delivery,
+                &Settlement::DeadLetter { entry },
+                None,
+                &retention,
+            )
+            .await
+            .unwrap();
+    }
+    let _: () = redis::cmd("HSET")
+        .arg(p0.archive("orders/billing").records)
+        .arg(&record_ids[0])
+        .arg("not a record")
+        .query(&mut h.redis())
+        .unwrap();
+    let all = Selection::Range(TimeRange::default());
+    let p = h
+        .store
+        .redrive_dead_letters("orders/billing", &all, 10, redelivery)
+        .await
+        .unwrap();
+    assert_eq!((p.done, p.remaining), (2, 0));
+    assert_eq!(read(&h.store, &p0, "sender", 10).await.len(), 2);
+    let counts = h.store.dead_letter_counts("orders", "billing").await.unwrap();
+    assert_eq!((counts.total, counts.not_redriven), (3, 0), "still listed until purged");
+}

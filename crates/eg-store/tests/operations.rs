@@ -66,6 +66,33 @@ async fn dead_letter(store: &Store, p: &Partition, key: &str) -> u64 {
     .await
 }
 
+/// Dead-letters one delivery of each event in `keys` into an archive with room for 100;
+/// returns the record ids.
+async fn archive_dead_letters(store: &Store, p: &Partition, keys: &[&str]) -> Vec<String> {
+    let retention = Retention {
+        archived_per_partition: 100,
+        ..RETENTION
+    };
+    let mut record_ids = Vec::new();
+    for key in keys {
+        let r = held(store, p, key).await;
+        record_ids.push(r.delivery.id.clone());
+        let entry = dead_letter_entry(&r.delivery);
+        store
+            .settle_recorded(
+                p,
+                &r.entry_id,
+                &r.delivery,
+                &Settlement::DeadLetter { entry },
+                None,
+                &retention,
+            )
+            .await
+            .unwrap();
+    }
+    record_ids
+}
+
 fn redelivery(record: &eg_store::ArchivedRecord) -> Delivery {
     let id = format!("redriven-{}", record.id);
     let target = RedriveTarget {
@@ -248,25 +275,9 @@ async fn pages_follow_the_cursor_across_partitions_without_gaps_or_repeats() {
 async fn a_redrive_sends_each_record_back_once_even_when_two_run_at_once() {
     let h = Harness::start().await;
     let p0 = h.p0();
-    let retention = Retention {
-        archived_per_partition: 100,
-        ..RETENTION
-    };
-    for i in 0..40 {
-        let r = held(&h.store, &p0, &format!("e{i}")).await;
-        let entry = dead_letter_entry(&r.delivery);
-        h.store
-            .settle_recorded(
-                &p0,
-                &r.entry_id,
-                &r.delivery,
-                &Settlement::DeadLetter { entry },
-                None,
-                &retention,
-            )
-            .await
-            .unwrap();
-    }
+    let keys: Vec<String> = (0..40).map(|i| format!("e{i}")).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    archive_dead_letters(&h.store, &p0, &keys).await;
     let all = Selection::Range(TimeRange::default());
     let (a, b) = tokio::join!(
         h.store.redrive_dead_letters("orders/billing", &all, 1_000, redelivery),
@@ -314,27 +325,7 @@ async fn a_redrive_sends_each_record_back_once_even_when_two_run_at_once() {
 async fn redrive_and_purge_take_ids_event_ids_and_time_ranges() {
     let h = Harness::start().await;
     let p0 = h.p0();
-    let retention = Retention {
-        archived_per_partition: 100,
-        ..RETENTION
-    };
-    let mut record_ids = Vec::new();
-    for key in ["a", "b", "c"] {
-        let r = held(&h.store, &p0, key).await;
-        record_ids.push(r.delivery.id.clone());
-        let entry = dead_letter_entry(&r.delivery);
-        h.store
-            .settle_recorded(
-                &p0,
-                &r.entry_id,
-                &r.delivery,
-                &Settlement::DeadLetter { entry },
-                None,
-                &retention,
-            )
-            .await
-            .unwrap();
-    }
+    let record_ids = archive_dead_letters(&h.store, &p0, &["a", "b", "c"]).await;
     let sub = "orders/billing";
     let by_event = Selection::EventIds(TimeRange::default(), vec!["b".into(), "nope".into()]);
     let p = h
@@ -428,27 +419,7 @@ async fn paused_deliveries_come_back_by_ttl_while_paused_and_all_on_resume() {
 async fn a_record_that_does_not_decode_does_not_stop_a_redrive() {
     let h = Harness::start().await;
     let p0 = h.p0();
-    let retention = Retention {
-        archived_per_partition: 100,
-        ..RETENTION
-    };
-    let mut record_ids = Vec::new();
-    for key in ["a", "b", "c"] {
-        let r = held(&h.store, &p0, key).await;
-        record_ids.push(r.delivery.id.clone());
-        let entry = dead_letter_entry(&r.delivery);
-        h.store
-            .settle_recorded(
-                &p0,
-                &r.entry_id,
-                &r.delivery,
-                &Settlement::DeadLetter { entry },
-                None,
-                &retention,
-            )
-            .await
-            .unwrap();
-    }
+    let record_ids = archive_dead_letters(&h.store, &p0, &["a", "b", "c"]).await;
     let _: () = redis::cmd("HSET")
         .arg(p0.archive("orders/billing").records)
         .arg(&record_ids[0])

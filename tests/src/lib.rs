@@ -28,6 +28,17 @@ use serde_json::{Value, json};
 
 pub use eg_testkit::eventually;
 
+/// Proxy settings a process started by a test must not inherit: everything a test
+/// talks to is on loopback.
+pub const PROXY_VARIABLES: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
 /// The management API's bearer token in every system.
 pub const ADMIN_TOKEN: &str = "system-test-admin-token";
 
@@ -162,15 +173,7 @@ impl Launcher {
                     command.env_remove(key);
                 }
             }
-            for key in [
-                "RUST_LOG",
-                "HTTP_PROXY",
-                "HTTPS_PROXY",
-                "ALL_PROXY",
-                "http_proxy",
-                "https_proxy",
-                "all_proxy",
-            ] {
+            for key in PROXY_VARIABLES.iter().chain(&["RUST_LOG"]) {
                 command.env_remove(key);
             }
             command

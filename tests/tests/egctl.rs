@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use eg_system_tests::{ADMIN_TOKEN, Behaviour, DEADLINE, Options, Receiver, System, eventually};
+use eg_system_tests::{ADMIN_TOKEN, Behaviour, DEADLINE, Options, PROXY_VARIABLES, Receiver, System, eventually};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -87,14 +87,7 @@ impl Egctl {
                 command.env_remove(key);
             }
         }
-        for key in [
-            "HTTP_PROXY",
-            "HTTPS_PROXY",
-            "ALL_PROXY",
-            "http_proxy",
-            "https_proxy",
-            "all_proxy",
-        ] {
+        for key in PROXY_VARIABLES {
             command.env_remove(key);
         }
         command

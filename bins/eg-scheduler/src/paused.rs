@@ -49,14 +49,9 @@ async fn unpark_partition(
             .and_then(|(topic, sub)| snapshot.subscription(topic, sub))
             .is_some_and(|s| s.paused);
         let expired_by = still_paused.then(|| clock.now());
-        loop {
-            let moved = store.unpark(partition, &key, expired_by, batch).await?;
-            if moved > 0 {
-                tracing::info!(subscription = %key, moved, resumed = !still_paused, "handed paused deliveries back");
-            }
-            if (moved as usize) < batch {
-                break;
-            }
+        let moved = store.unpark_all(partition, &key, expired_by, batch).await?;
+        if moved > 0 {
+            tracing::info!(subscription = %key, moved, resumed = !still_paused, "handed paused deliveries back");
         }
     }
     Ok(())

@@ -136,16 +136,12 @@ impl Set {
 }
 
 impl Store {
-    fn archive_of(&self, partition: &Partition, subscription: &str) -> Archive {
-        partition.archive(subscription)
-    }
-
     /// How many dead letters `subscription` (`<topic>/<subscription>` keys) has.
     pub async fn dead_letter_counts(&self, topic: &str, subscription: &str) -> Result<DeadLetterCounts, StoreError> {
         let subscription = format!("{topic}/{subscription}");
         let mut pipe = redis::pipe();
         for p in self.keys().all_partitions() {
-            let archive = self.archive_of(&p, &subscription);
+            let archive = p.archive(&subscription);
             pipe.zcard(archive.all).zcard(archive.waiting);
         }
         let mut conn = self.conn().await?;
@@ -174,7 +170,7 @@ impl Store {
         };
         let mut found: Vec<(UnixMillis, String, u16)> = Vec::new();
         for p in self.keys().all_partitions() {
-            let archive = self.archive_of(&p, subscription);
+            let archive = p.archive(subscription);
             let mut offset = 0;
             let mut taken = 0;
             // Records at the cursor's own millisecond that come before it are skipped; they
@@ -240,7 +236,7 @@ impl Store {
     ) -> Result<Progress, StoreError> {
         let mut done = 0;
         for p in self.keys().all_partitions() {
-            let archive = self.archive_of(&p, subscription);
+            let archive = p.archive(subscription);
             while done < limit {
                 let want = SCAN_CHUNK.min((limit - done) as usize);
                 let ids = self.select(&p, &archive, Set::Waiting, selection, want).await?;
@@ -275,7 +271,7 @@ impl Store {
     ) -> Result<Progress, StoreError> {
         let mut done = 0;
         for p in self.keys().all_partitions() {
-            let archive = self.archive_of(&p, subscription);
+            let archive = p.archive(subscription);
             while done < limit {
                 let want = SCAN_CHUNK.min((limit - done) as usize);
                 let ids = self.select(&p, &archive, Set::All, selection, want).await?;
@@ -389,7 +385,7 @@ impl Store {
     async fn count_selected(&self, subscription: &str, set: Set, selection: &Selection) -> Result<u64, StoreError> {
         let mut total = 0;
         for p in self.keys().all_partitions() {
-            let archive = self.archive_of(&p, subscription);
+            let archive = p.archive(subscription);
             total += match selection {
                 Selection::Range(range) => {
                     let mut conn = self.conn().await?;
@@ -453,7 +449,7 @@ impl Store {
         subscription: &str,
         ids: &[String],
     ) -> Result<Vec<Option<ArchivedRecord>>, StoreError> {
-        self.archived_in(&self.archive_of(partition, subscription), partition.index, ids)
+        self.archived_in(&partition.archive(subscription), partition.index, ids)
             .await
     }
 

@@ -38,4 +38,23 @@ impl Store {
             .invoke_async(&mut *conn)
             .await?)
     }
+
+    /// [`Store::unpark`] in batches of `batch` until nothing more is due; returns how
+    /// many moved in all.
+    pub async fn unpark_all(
+        &self,
+        partition: &Partition,
+        subscription: &str,
+        expired_by: Option<UnixMillis>,
+        batch: usize,
+    ) -> Result<u64, StoreError> {
+        let mut moved = 0;
+        loop {
+            let n = self.unpark(partition, subscription, expired_by, batch).await?;
+            moved += n;
+            if (n as usize) < batch {
+                return Ok(moved);
+            }
+        }
+    }
 }

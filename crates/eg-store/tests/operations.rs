@@ -228,27 +228,10 @@ async fn the_archive_keeps_the_newest_records_within_its_bound() {
 #[tokio::test]
 async fn pages_follow_the_cursor_across_partitions_without_gaps_or_repeats() {
     let h = Harness::start().await;
-    let retention = Retention {
-        archived_per_partition: 100,
-        ..RETENTION
-    };
     let mut expected = Vec::new();
     for i in 0..7 {
-        let p = h.store.keys().partition(i % 2);
         let key = format!("e{i}");
-        let r = held(&h.store, &p, &key).await;
-        let entry = dead_letter_entry(&r.delivery);
-        h.store
-            .settle_recorded(
-                &p,
-                &r.entry_id,
-                &r.delivery,
-                &Settlement::DeadLetter { entry },
-                None,
-                &retention,
-            )
-            .await
-            .unwrap();
+        archive_dead_letters(&h.store, &h.store.keys().partition(i % 2), &[&key]).await;
         expected.push(key);
     }
     let mut seen = Vec::new();

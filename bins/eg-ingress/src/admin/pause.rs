@@ -27,19 +27,11 @@ pub async fn resume(State(app): State<Arc<App>>, Path((topic, name)): Path<(Stri
     let key = format!("{}/{}", sub.topic.key(), sub.name.key());
     let mut moved = 0;
     for partition in app.store.keys().all_partitions() {
-        loop {
-            match app.store.unpark(&partition, &key, None, UNPARK_BATCH).await {
-                Ok(n) => {
-                    moved += n;
-                    if (n as usize) < UNPARK_BATCH {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    // The schedulers hand back what is left on their next pass.
-                    tracing::warn!(error = %e, partition = partition.index, "cannot hand back paused deliveries now; the scheduler will");
-                    break;
-                }
+        match app.store.unpark_all(&partition, &key, None, UNPARK_BATCH).await {
+            Ok(n) => moved += n,
+            // The schedulers hand back what is left on their next pass.
+            Err(e) => {
+                tracing::warn!(error = %e, partition = partition.index, "cannot hand back paused deliveries now; the scheduler will")
             }
         }
     }

@@ -37,6 +37,9 @@ pub struct Settings {
 pub struct RedisSection {
     /// `redis://host:port/db`, `rediss://…`, or `redis+unix:///path/to/socket`.
     pub url: String,
+    /// A Redis Cluster instead: comma-separated seed nodes (`redis://host:port,…`; a
+    /// few are enough, the rest are discovered). When set, `url` is not used.
+    pub cluster_nodes: String,
     /// Prefix of every key, so deployments can share a Redis.
     pub prefix: String,
     /// Partitions of the delivery keyspace (each one hash tag); every tier must agree.
@@ -48,10 +51,23 @@ pub struct RedisSection {
     pub connect_timeout: Duration,
 }
 
+impl RedisSection {
+    /// The cluster seed nodes, empty when not a cluster.
+    pub fn cluster_nodes(&self) -> Vec<String> {
+        self.cluster_nodes
+            .split(',')
+            .map(str::trim)
+            .filter(|node| !node.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
 impl Default for RedisSection {
     fn default() -> Self {
         Self {
             url: "redis://127.0.0.1:6379".into(),
+            cluster_nodes: String::new(),
             prefix: "eg".into(),
             partitions: 4,
             pool_size: 32,
@@ -451,6 +467,16 @@ impl Settings {
                 humantime::format_duration(self.delivery.timeout)
             )));
         }
+        if let Some(node) = self
+            .redis
+            .cluster_nodes()
+            .into_iter()
+            .find(|node| !(node.starts_with("redis://") || node.starts_with("rediss://")))
+        {
+            return Err(SettingsError::Invalid(format!(
+                "redis.cluster_nodes: {node:?} is not a redis:// or rediss:// URL"
+            )));
+        }
         if self.redis.partitions == 0 {
             return Err(SettingsError::Invalid("redis.partitions must be at least 1".into()));
         }
@@ -545,6 +571,7 @@ impl Settings {
     pub fn redis_settings(&self) -> RedisSettings {
         RedisSettings {
             url: self.redis.url.clone(),
+            cluster_nodes: self.redis.cluster_nodes(),
             prefix: self.redis.prefix.clone(),
             partitions: self.redis.partitions,
             pool_size: self.redis.pool_size,
@@ -568,6 +595,31 @@ mod tests {
         assert_eq!(s.delivery.timeout, Duration::from_secs(30));
         assert_eq!(s.deadletter.delay, Duration::from_secs(300));
         assert!(s.admin.token.is_none());
+    }
+
+    #[test]
+    fn cluster_nodes_are_a_comma_separated_list_of_redis_urls() {
+        let s = Settings::load(
+            None,
+            env(&[(
+                "EG__REDIS__CLUSTER_NODES",
+                "redis://10.0.0.1:7000, redis://10.0.0.2:7000,",
+            )]),
+        )
+        .unwrap();
+        assert_eq!(
+            s.redis_settings().cluster_nodes,
+            ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"]
+        );
+        assert!(
+            Settings::load(None, env(&[]))
+                .unwrap()
+                .redis_settings()
+                .cluster_nodes
+                .is_empty()
+        );
+        let error = Settings::load(None, env(&[("EG__REDIS__CLUSTER_NODES", "10.0.0.1:7000")])).unwrap_err();
+        assert!(error.to_string().contains("redis.cluster_nodes"), "{error}");
     }
 
     #[test]

@@ -27,10 +27,9 @@
 use crate::Shutdown;
 use crate::metrics as m;
 use eg_core::UnixMillis;
+use eg_store::connection::{Link, Target, breaks_connection};
 use eg_store::{Clock, RedisSettings};
 use metrics::{Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
-use redis::AsyncConnectionConfig;
-use redis::aio::MultiplexedConnection;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError, RwLock};
@@ -401,23 +400,17 @@ pub struct Stats {
 }
 
 struct StatsInner {
-    client: redis::Client,
-    config: AsyncConnectionConfig,
-    conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    target: Target,
+    conn: tokio::sync::Mutex<Option<Link>>,
     prefix: String,
 }
 
 impl Stats {
     /// Prepares the connection (it is opened on first use): Redis may be down now.
     pub fn new(settings: &RedisSettings) -> Result<Self, StatsError> {
-        let client = redis::Client::open(settings.url.as_str())?;
-        let config = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(settings.command_timeout))
-            .set_connection_timeout(Some(settings.connect_timeout));
         Ok(Self {
             inner: Arc::new(StatsInner {
-                client,
-                config,
+                target: Target::new(settings)?,
                 conn: tokio::sync::Mutex::new(None),
                 prefix: settings.prefix.clone(),
             }),
@@ -434,24 +427,19 @@ impl Stats {
         format!("{{{}:stats}}:writer:{writer}", self.inner.prefix)
     }
 
-    async fn conn(&self) -> Result<MultiplexedConnection, StatsError> {
+    async fn conn(&self) -> Result<Link, StatsError> {
         let mut slot = self.inner.conn.lock().await;
         if let Some(conn) = slot.as_ref() {
             return Ok(conn.clone());
         }
-        let conn = self
-            .inner
-            .client
-            .get_multiplexed_async_connection_with_config(&self.inner.config)
-            .await?;
+        let conn = self.inner.target.open().await?;
         *slot = Some(conn.clone());
         Ok(conn)
     }
 
     /// Forgets the connection after an error that may have broken it.
     async fn reset(&self, error: &redis::RedisError) {
-        if error.is_io_error() || error.is_timeout() || error.is_connection_dropped() || error.is_unrecoverable_error()
-        {
+        if breaks_connection(error) {
             *self.inner.conn.lock().await = None;
         }
     }

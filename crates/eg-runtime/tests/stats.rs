@@ -15,6 +15,7 @@ use std::time::Duration;
 fn stats_for(server: &RedisServer, prefix: &str) -> Stats {
     Stats::new(&RedisSettings {
         url: server.url(),
+        cluster_nodes: Vec::new(),
         prefix: prefix.into(),
         partitions: 2,
         pool_size: 2,

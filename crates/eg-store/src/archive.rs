@@ -139,18 +139,25 @@ impl Store {
     /// How many dead letters `subscription` (`<topic>/<subscription>` keys) has.
     pub async fn dead_letter_counts(&self, topic: &str, subscription: &str) -> Result<DeadLetterCounts, StoreError> {
         let subscription = format!("{topic}/{subscription}");
-        let mut pipe = redis::pipe();
-        for p in self.keys().all_partitions() {
+        // One pipeline per partition, all at once: their keys are in different slots.
+        let link = self.link().await?;
+        let per_partition = self.keys().all_partitions().map(|p| {
             let archive = p.archive(&subscription);
-            pipe.zcard(archive.all).zcard(archive.waiting);
-        }
-        let mut conn = self.conn().await?;
-        let counts: Vec<u64> = pipe.query_async(&mut *conn).await?;
+            let mut link = link.clone();
+            async move {
+                redis::pipe()
+                    .zcard(archive.all)
+                    .zcard(archive.waiting)
+                    .query_async::<(u64, u64)>(&mut link)
+                    .await
+            }
+        });
+        let counts = futures_util::future::try_join_all(per_partition).await?;
         Ok(counts
-            .chunks(2)
-            .fold(DeadLetterCounts::default(), |acc, c| DeadLetterCounts {
-                total: acc.total + c[0],
-                not_redriven: acc.not_redriven + c.get(1).copied().unwrap_or(0),
+            .into_iter()
+            .fold(DeadLetterCounts::default(), |acc, (all, waiting)| DeadLetterCounts {
+                total: acc.total + all,
+                not_redriven: acc.not_redriven + waiting,
             }))
     }
 
@@ -284,7 +291,7 @@ impl Store {
                     .key(&archive.waiting)
                     .key(&archive.records)
                     .arg(&ids)
-                    .invoke_async(&mut *conn)
+                    .invoke_async(&mut conn)
                     .await?;
                 done += purged;
                 if purged == 0 || matches!(selection, Selection::Ids(_)) {
@@ -308,7 +315,7 @@ impl Store {
         let readable: HashSet<&str> = records.iter().map(|r| r.id.as_str()).collect();
         let stuck: Vec<&String> = ids.iter().filter(|id| !readable.contains(id.as_str())).collect();
         let mut conn = self.conn().await?;
-        let _: u64 = redis::AsyncCommands::zrem(&mut *conn, &archive.waiting, &stuck).await?;
+        let _: u64 = redis::AsyncCommands::zrem(&mut conn, &archive.waiting, &stuck).await?;
         Ok(())
     }
 
@@ -336,7 +343,7 @@ impl Store {
             invocation.arg(&record.id).arg(delivery.to_json());
         }
         let mut conn = self.conn().await?;
-        Ok(invocation.invoke_async(&mut *conn).await?)
+        Ok(invocation.invoke_async(&mut conn).await?)
     }
 
     /// Up to `want` ids of `set` in one partition that `selection` picks. Waiting-set
@@ -389,13 +396,8 @@ impl Store {
             total += match selection {
                 Selection::Range(range) => {
                     let mut conn = self.conn().await?;
-                    redis::AsyncCommands::zcount::<_, _, _, u64>(
-                        &mut *conn,
-                        set.key(&archive),
-                        range.min(),
-                        range.max(),
-                    )
-                    .await?
+                    redis::AsyncCommands::zcount::<_, _, _, u64>(&mut conn, set.key(&archive), range.min(), range.max())
+                        .await?
                 }
                 Selection::Ids(ids) => self.present(set.key(&archive), ids).await?.len() as u64,
                 Selection::EventIds(..) => self.select(&p, &archive, set, selection, usize::MAX).await?.len() as u64,
@@ -422,7 +424,7 @@ impl Store {
             .arg(offset)
             .arg(count)
             .arg("WITHSCORES")
-            .query_async(&mut *conn)
+            .query_async(&mut conn)
             .await?;
         Ok(found.into_iter().map(|(id, at)| (id, UnixMillis(at))).collect())
     }
@@ -433,7 +435,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let mut conn = self.conn().await?;
-        let scores: Vec<Option<f64>> = redis::cmd("ZMSCORE").arg(set).arg(ids).query_async(&mut *conn).await?;
+        let scores: Vec<Option<f64>> = redis::cmd("ZMSCORE").arg(set).arg(ids).query_async(&mut conn).await?;
         Ok(ids
             .iter()
             .zip(scores)
@@ -468,7 +470,7 @@ impl Store {
                 .hget(&archive.records, format!("{id}:r"));
         }
         let mut conn = self.conn().await?;
-        let values: Vec<Option<String>> = pipe.query_async(&mut *conn).await?;
+        let values: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
         Ok(ids
             .iter()
             .zip(values.chunks(2))

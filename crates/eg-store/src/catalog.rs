@@ -70,7 +70,7 @@ impl Catalog {
             .arg(json)
             .arg(&new_keys[0])
             .arg(&new_keys[1])
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         drop(conn);
         self.publish_version(version).await?;
@@ -106,7 +106,7 @@ impl Catalog {
             .key(k.subscription_counts())
             .key(k.catalog_version())
             .arg(name.key())
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         drop(conn);
         self.publish_version(version).await?;
@@ -137,7 +137,7 @@ impl Catalog {
             .arg(name.key())
             .arg(which.as_str())
             .arg(new_key)
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         drop(conn);
         if version == 0 {
@@ -160,7 +160,7 @@ impl Catalog {
             .arg(subscription_field(&sub.topic, &sub.name))
             .arg(json)
             .arg(limit)
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         drop(conn);
         match reply.as_slice() {
@@ -220,7 +220,7 @@ impl Catalog {
             .key(k.catalog_version())
             .arg(topic.key())
             .arg(subscription_field(topic, name))
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         drop(conn);
         if existed == 1 {
@@ -245,7 +245,7 @@ impl Catalog {
             .key(k.topics())
             .key(k.topic_keys())
             .key(k.subscriptions())
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         Ok(CatalogSnapshot::from_pairs(version, topics, keys, subs))
     }
@@ -257,7 +257,7 @@ impl Catalog {
             let _: i64 = scripts::RAISE_VERSION
                 .key(p.catalog_version())
                 .arg(version)
-                .invoke_async(&mut *conn)
+                .invoke_async(&mut conn)
                 .await?;
         }
         Ok(())

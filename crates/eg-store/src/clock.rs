@@ -22,7 +22,7 @@ impl Clock {
     pub async fn sync(&self, store: &Store) -> Result<(), StoreError> {
         let mut conn = store.conn().await?;
         let before = UnixMillis::now().0;
-        let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut *conn).await?;
+        let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await?;
         let after = UnixMillis::now().0;
         let server = secs * 1000 + micros / 1000;
         self.offset_ms.store(server - (before + after) / 2, Ordering::Relaxed);

@@ -1,14 +1,30 @@
-//! The connection pool and the checks every tier makes when it starts.
+//! Connections to the deployment's Redis — one server or a Redis Cluster — and the checks
+//! every tier makes when it starts.
+//!
+//! Every connection is multiplexed (concurrent commands share its socket, or one socket
+//! per cluster node). The pool exists for commands that block (`XREADGROUP BLOCK`), which
+//! would hold up everything queued behind them on a shared socket. Handing out a pooled
+//! connection costs no round trip: a connection is dropped from the pool when a command
+//! on it failed in a way that may have broken it, not checked with a `PING` on every use.
 
 use crate::error::StoreError;
-use crate::keyspace::{DEADLETTER_GROUP, Keyspace, SENDERS_GROUP};
-use deadpool_redis::{Manager, Pool, Runtime};
-use redis::AsyncConnectionConfig;
+use crate::keyspace::{DEADLETTER_GROUP, Keyspace, LAYOUT_VERSION, SENDERS_GROUP};
+use deadpool::managed::{self, Metrics, Object, RecycleError, RecycleResult};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisError, RedisFuture, Value};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
 pub struct RedisSettings {
+    /// The Redis server (`redis://host:port`), when not a cluster.
     pub url: String,
+    /// Seed nodes of a Redis Cluster (`redis://host:port` each); when not empty, `url` is
+    /// not used and every connection is a cluster connection.
+    pub cluster_nodes: Vec<String>,
     pub prefix: String,
     pub partitions: u16,
     pub pool_size: usize,
@@ -18,6 +34,186 @@ pub struct RedisSettings {
     pub connect_timeout: Duration,
 }
 
+/// How often the cluster client retries a command that met a moved slot, a failover or a
+/// dropped node before handing the error to the caller (whose own retry takes over).
+const CLUSTER_RETRIES: u32 = 3;
+
+/// Where connections go: built once from [`RedisSettings`], shared by the pool and by
+/// [`Target::open`].
+#[derive(Clone)]
+pub enum Target {
+    Single {
+        client: redis::Client,
+        config: AsyncConnectionConfig,
+    },
+    Cluster(ClusterClient),
+}
+
+impl Target {
+    pub fn new(settings: &RedisSettings) -> Result<Self, RedisError> {
+        if settings.cluster_nodes.is_empty() {
+            Ok(Self::Single {
+                client: redis::Client::open(settings.url.as_str())?,
+                config: AsyncConnectionConfig::new()
+                    .set_response_timeout(Some(settings.command_timeout))
+                    .set_connection_timeout(Some(settings.connect_timeout)),
+            })
+        } else {
+            let client = redis::cluster::ClusterClientBuilder::new(settings.cluster_nodes.iter().map(String::as_str))
+                .connection_timeout(settings.connect_timeout)
+                .response_timeout(settings.command_timeout)
+                .retries(CLUSTER_RETRIES)
+                .min_retry_wait(50)
+                .max_retry_wait(1_000)
+                .build()?;
+            Ok(Self::Cluster(client))
+        }
+    }
+
+    /// Opens a new multiplexed connection.
+    pub async fn open(&self) -> Result<Link, RedisError> {
+        match self {
+            Self::Single { client, config } => Ok(Link::Single(
+                client.get_multiplexed_async_connection_with_config(config).await?,
+            )),
+            Self::Cluster(client) => Ok(Link::Cluster(client.get_async_connection().await?)),
+        }
+    }
+}
+
+/// One multiplexed connection to a server or a cluster; cheap to clone (clones share it).
+#[derive(Clone)]
+pub enum Link {
+    Single(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Link {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(c) => c.get_db(),
+            Self::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Whether an error may have left the connection unusable (rather than being an answer).
+pub fn breaks_connection(error: &RedisError) -> bool {
+    error.is_io_error() || error.is_timeout() || error.is_connection_dropped() || error.is_unrecoverable_error()
+}
+
+/// A pooled [`Link`] that remembers whether a command on it failed in a way that may have
+/// broken it; the pool drops such a connection instead of handing it out again.
+pub struct Tracked {
+    link: Link,
+    broken: Arc<AtomicBool>,
+}
+
+impl Tracked {
+    fn note(&self, error: &RedisError) {
+        if breaks_connection(error) {
+            self.broken.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl ConnectionLike for Tracked {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let reply = self.link.req_packed_command(cmd).await;
+            if let Err(e) = &reply {
+                self.note(e);
+            }
+            reply
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let reply = self.link.req_packed_commands(cmd, offset, count).await;
+            if let Err(e) = &reply {
+                self.note(e);
+            }
+            reply
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.link.get_db()
+    }
+}
+
+pub struct Manager {
+    target: Target,
+}
+
+impl managed::Manager for Manager {
+    type Type = Tracked;
+    type Error = RedisError;
+
+    async fn create(&self) -> Result<Tracked, RedisError> {
+        Ok(Tracked {
+            link: self.target.open().await?,
+            broken: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    async fn recycle(&self, conn: &mut Tracked, _: &Metrics) -> RecycleResult<RedisError> {
+        if conn.broken.load(Ordering::Relaxed) {
+            return Err(RecycleError::message("a command failed on this connection"));
+        }
+        Ok(())
+    }
+}
+
+pub type Pool = managed::Pool<Manager>;
+
+/// A connection taken from the pool; returned to it when dropped.
+pub struct Conn(Object<Manager>);
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        self.0.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.0.req_packed_commands(cmd, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.get_db()
+    }
+}
+
 /// A handle on the deployment's Redis: the pool and the keyspace.
 #[derive(Clone)]
 pub struct Store {
@@ -25,45 +221,57 @@ pub struct Store {
     pub(crate) keys: Keyspace,
     /// Bounds a readiness check, so `/readyz` answers promptly even when Redis hangs.
     ping_timeout: Duration,
+    cluster: bool,
 }
 
 impl Store {
     pub fn connect(settings: &RedisSettings) -> Result<Self, StoreError> {
-        let connection = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(settings.command_timeout))
-            .set_connection_timeout(Some(settings.connect_timeout));
-        let manager = Manager::new_with_config(settings.url.as_str(), connection)?;
-        let timeouts = deadpool_redis::Timeouts {
+        let target = Target::new(settings)?;
+        let cluster = matches!(target, Target::Cluster(_));
+        let timeouts = managed::Timeouts {
             wait: Some(settings.connect_timeout),
             create: Some(settings.connect_timeout),
             recycle: Some(settings.connect_timeout),
         };
-        let pool = Pool::builder(manager)
+        let pool = Pool::builder(Manager { target })
             .max_size(settings.pool_size)
             .timeouts(timeouts)
-            .runtime(Runtime::Tokio1)
+            .runtime(deadpool::Runtime::Tokio1)
             .build()
             .map_err(|e| StoreError::Layout(format!("cannot build the redis pool: {e}")))?;
         Ok(Self {
             pool,
             keys: Keyspace::new(&settings.prefix, settings.partitions),
             ping_timeout: settings.connect_timeout,
+            cluster,
         })
+    }
+
+    /// Whether this store talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
     }
 
     pub fn keys(&self) -> &Keyspace {
         &self.keys
     }
 
-    pub(crate) async fn conn(&self) -> Result<deadpool_redis::Connection, StoreError> {
-        Ok(self.pool.get().await?)
+    pub(crate) async fn conn(&self) -> Result<Conn, StoreError> {
+        Ok(Conn(self.pool.get().await?))
+    }
+
+    /// A shared handle on one pooled connection, for running commands concurrently: each
+    /// clone pipelines on the same socket(s). Used where one pipeline would span several
+    /// hash tags, which a cluster refuses.
+    pub(crate) async fn link(&self) -> Result<Link, StoreError> {
+        Ok(self.conn().await?.0.link.clone())
     }
 
     /// Answers whether Redis is reachable now (for `/readyz`), within the connect timeout.
     pub async fn ping(&self) -> Result<(), StoreError> {
         let ping = async {
             let mut conn = self.conn().await?;
-            redis::cmd("PING").query_async::<()>(&mut *conn).await?;
+            redis::cmd("PING").query_async::<()>(&mut conn).await?;
             Ok(())
         };
         tokio::time::timeout(self.ping_timeout, ping)
@@ -75,16 +283,25 @@ impl Store {
     /// a tier reading fewer partitions than ingress writes would strand deliveries.
     pub async fn check_layout(&self) -> Result<(), StoreError> {
         let mut conn = self.conn().await?;
-        let key = self.keys.layout();
         let wanted = self.keys.partitions();
-        let _: bool = redis::cmd("SET")
-            .arg(&key)
+        let (stored, layout): (u16, String) = crate::scripts::LAYOUT
+            .key(self.keys.layout())
+            .key(self.keys.layout_version())
             .arg(wanted)
-            .arg("NX")
-            .query_async(&mut *conn)
-            .await
-            .map(|v: Option<String>| v.is_some())?;
-        let stored: u16 = redis::cmd("GET").arg(&key).query_async(&mut *conn).await?;
+            .arg(LAYOUT_VERSION)
+            .invoke_async(&mut conn)
+            .await?;
+        if layout != LAYOUT_VERSION {
+            return Err(StoreError::Layout(format!(
+                "this Redis holds eg data in another key layout ({:?}, this build uses {LAYOUT_VERSION:?}): \
+                 drain it with the build that wrote it, or start this one on an empty Redis",
+                if layout.is_empty() {
+                    "partition tags {eg:pN}"
+                } else {
+                    layout.as_str()
+                }
+            )));
+        }
         if stored != wanted {
             return Err(StoreError::Layout(format!(
                 "this deployment's Redis was set up with {stored} partitions but this process is configured with {wanted}; \
@@ -106,7 +323,7 @@ impl Store {
                     .arg(group)
                     .arg("0")
                     .arg("MKSTREAM")
-                    .query_async(&mut *conn)
+                    .query_async(&mut conn)
                     .await;
                 match created {
                     Ok(()) => {}

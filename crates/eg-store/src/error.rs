@@ -5,9 +5,7 @@ pub enum StoreError {
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
     #[error("redis connection pool: {0}")]
-    Pool(#[from] deadpool_redis::PoolError),
-    #[error("cannot set up the redis connection pool: {0}")]
-    CreatePool(#[from] deadpool_redis::CreatePoolError),
+    Pool(#[from] deadpool::managed::PoolError<redis::RedisError>),
     #[error("unexpected data in redis at {key}: {problem}")]
     Corrupt { key: String, problem: String },
     #[error("{0}")]

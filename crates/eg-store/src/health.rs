@@ -52,7 +52,7 @@ impl Store {
             .arg(now.0)
             .arg(millis(probe_lease))
             .arg(key_ttl(probe_lease))
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         let bad = || StoreError::corrupt(&key, format!("unexpected endpoint_gate reply {reply:?}"));
         match reply.as_slice() {
@@ -93,7 +93,7 @@ impl Store {
             }
         }
         let mut conn = self.conn().await?;
-        let reply: Vec<String> = invocation.invoke_async(&mut *conn).await?;
+        let reply: Vec<String> = invocation.invoke_async(&mut conn).await?;
         decode_change(&reply)
             .ok_or_else(|| StoreError::corrupt(&key, format!("unexpected endpoint_record reply {reply:?}")))
     }
@@ -104,18 +104,19 @@ impl Store {
         Ok(healths.pop().flatten())
     }
 
-    /// The stored health of many endpoints, in one pipelined round trip, in order.
+    /// The stored health of many endpoints, in order, in one round trip: the reads go out
+    /// together on one connection (not as one pipeline: each endpoint has its own slot).
     pub async fn endpoint_healths(&self, ids: &[EndpointId]) -> Result<Vec<Option<EndpointHealth>>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
         let keys: Vec<String> = ids.iter().map(|id| self.keys.endpoint(id)).collect();
-        let mut pipe = redis::pipe();
-        for key in &keys {
-            pipe.hgetall(key);
-        }
-        let mut conn = self.conn().await?;
-        let hashes: Vec<HashMap<String, String>> = pipe.query_async(&mut *conn).await?;
+        let link = self.link().await?;
+        let reads = keys.iter().map(|key| {
+            let mut link = link.clone();
+            async move { redis::AsyncCommands::hgetall::<_, HashMap<String, String>>(&mut link, key).await }
+        });
+        let hashes = futures_util::future::try_join_all(reads).await?;
         keys.iter()
             .zip(hashes)
             .map(|(key, fields)| decode_health(&fields).map_err(|problem| StoreError::corrupt(key, problem)))

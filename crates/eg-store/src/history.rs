@@ -10,12 +10,14 @@ impl Store {
     /// Every kept step of the deliveries of event `event_id` published to `topic` (topic
     /// key), oldest first. Entries that do not decode are skipped and logged.
     pub async fn event_history(&self, topic: &str, event_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
-        let mut pipe = redis::pipe();
-        for p in self.keys().all_partitions() {
-            pipe.lrange(p.history(topic, event_id), 0, -1);
-        }
-        let mut conn = self.conn().await?;
-        let lists: Vec<Vec<String>> = pipe.query_async(&mut *conn).await?;
+        // One read per partition, all at once (their keys are in different slots).
+        let link = self.link().await?;
+        let reads = self.keys().all_partitions().map(|p| {
+            let key = p.history(topic, event_id);
+            let mut link = link.clone();
+            async move { redis::AsyncCommands::lrange::<_, Vec<String>>(&mut link, key, 0, -1).await }
+        });
+        let lists = futures_util::future::try_join_all(reads).await?;
         let mut entries: Vec<HistoryEntry> = lists
             .iter()
             .flatten()

@@ -1,17 +1,55 @@
 //! Every Redis key eg uses, in one place (documented in docs/architecture.md).
 //!
-//! Keys of one partition share the hash tag `{<prefix>:p<N>}`; catalog keys share
-//! `{<prefix>:catalog}`. A script only ever touches keys of one tag.
+//! Keys of one partition share one hash tag (`{<prefix>:p<N>.<k>}`, see
+//! [`partition_tag`]); catalog keys share `{<prefix>:catalog}`. A script only ever
+//! touches keys of one tag.
 
 /// Consumer group of the senders on every ready stream.
 pub const SENDERS_GROUP: &str = "senders";
 /// Consumer group of the dead-letter workers on every dead-letter stream.
 pub const DEADLETTER_GROUP: &str = "deadletter";
 
+/// Redis Cluster's hash slots.
+pub const SLOTS: u16 = 16384;
+
+/// The layout of the keys, recorded in Redis beside the partition count: a process
+/// refuses to run on a Redis holding keys of another layout.
+pub const LAYOUT_VERSION: &str = "slot-spread-1";
+
 #[derive(Debug, Clone)]
 pub struct Keyspace {
     prefix: String,
-    partitions: u16,
+    /// One hash tag per partition, computed once.
+    tags: Vec<String>,
+}
+
+/// The cluster hash slot of a key (CRC16/XMODEM of its hash tag, or of the whole key).
+pub fn slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let hashed = match key.find('{') {
+        Some(open) => match key[open + 1..].find('}') {
+            Some(len) if len > 0 => &bytes[open + 1..open + 1 + len],
+            _ => bytes,
+        },
+        None => bytes,
+    };
+    crc16::State::<crc16::XMODEM>::calculate(hashed) % SLOTS
+}
+
+/// The hash tag of partition `index` of `partitions`: `<prefix>:p<index>.<k>` with the
+/// smallest `k` whose slot lies in the middle half of the partition's equal share of the
+/// 16,384 slots. So partitions spread evenly over the slot space and a cluster whose
+/// shards own contiguous equal slot ranges (what `redis-cli --cluster create` makes) gets
+/// the same number of partitions per shard when the count is a multiple of the shard
+/// count; the middle half keeps each partition clear of a shard boundary.
+pub fn partition_tag(prefix: &str, index: u16, partitions: u16) -> String {
+    let share = u32::from(SLOTS) / u32::from(partitions.max(1));
+    let low = u32::from(index) * share + share / 4;
+    let high = low + (share / 2).max(1);
+    (1u32..)
+        .map(|k| format!("{prefix}:p{index}.{k}"))
+        .find(|tag| (low..high).contains(&u32::from(slot(tag))))
+        .unwrap_or_else(|| format!("{prefix}:p{index}"))
 }
 
 /// The keys of one partition.
@@ -87,25 +125,41 @@ pub struct Archive {
 
 impl Keyspace {
     pub fn new(prefix: &str, partitions: u16) -> Self {
+        let partitions = partitions.max(1);
         Self {
             prefix: prefix.to_owned(),
-            partitions: partitions.max(1),
+            tags: (0..partitions)
+                .map(|i| format!("{{{}}}", partition_tag(prefix, i, partitions)))
+                .collect(),
         }
     }
 
     pub fn partitions(&self) -> u16 {
-        self.partitions
+        u16::try_from(self.tags.len()).unwrap_or(u16::MAX)
     }
 
+    /// Partition `index`; an index past the last wraps around (callers pick indexes below
+    /// [`Keyspace::partitions`]).
     pub fn partition(&self, index: u16) -> Partition {
+        let index = index % self.partitions();
         Partition {
             index,
-            tag: format!("{{{}:p{index}}}", self.prefix),
+            tag: self.tags[usize::from(index)].clone(),
         }
     }
 
     pub fn all_partitions(&self) -> impl Iterator<Item = Partition> + '_ {
-        (0..self.partitions).map(|i| self.partition(i))
+        (0..self.partitions()).map(|i| self.partition(i))
+    }
+
+    /// The hash tag of every partition with its cluster slot, in partition order.
+    pub fn slot_map(&self) -> Vec<(String, u16)> {
+        self.tags.iter().map(|tag| (tag.clone(), slot(tag))).collect()
+    }
+
+    /// The recorded key layout (see [`LAYOUT_VERSION`]).
+    pub fn layout_version(&self) -> String {
+        self.catalog("layout")
     }
 
     fn catalog(&self, name: &str) -> String {
@@ -164,7 +218,46 @@ mod tests {
             p.archive("orders/billing").waiting,
             p.archive("orders/billing").records,
         ] {
-            assert!(key.starts_with("{eg:p3}:"), "{key}");
+            assert!(key.starts_with("{eg:p3."), "{key}");
+            assert_eq!(slot(&key), slot(&p.ready()), "{key}");
+        }
+    }
+
+    #[test]
+    fn slots_match_redis_cluster() {
+        // Values from `CLUSTER KEYSLOT` on Redis 7.
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        assert_eq!(slot("foo{}{bar}"), slot("foo{}{bar}"));
+        assert_eq!(slot("{}foo"), 9500);
+        assert_eq!(slot("{eg:p0.12}:ready"), 2763);
+        assert_eq!(slot("123456789"), 12739);
+    }
+
+    #[test]
+    fn partitions_spread_evenly_over_slots_and_three_shards() {
+        for partitions in [1u16, 3, 4, 6, 12, 16, 48, 64] {
+            let keys = Keyspace::new("eg", partitions);
+            let share = u32::from(SLOTS) / u32::from(partitions);
+            for (index, (tag, slot)) in keys.slot_map().iter().enumerate() {
+                let owner = u32::from(*slot) / share;
+                assert_eq!(
+                    owner, index as u32,
+                    "partition {index} ({tag}) at slot {slot} of {partitions}"
+                );
+            }
+            if partitions % 3 == 0 {
+                // Shards of a 3-primary cluster: 0-5460, 5461-10922, 10923-16383.
+                let mut per_shard = [0u16; 3];
+                for (_, slot) in keys.slot_map() {
+                    per_shard[match slot {
+                        0..=5460 => 0,
+                        5461..=10922 => 1,
+                        _ => 2,
+                    }] += 1;
+                }
+                assert_eq!(per_shard, [partitions / 3; 3], "{partitions} partitions");
+            }
         }
     }
 }

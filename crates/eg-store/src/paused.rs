@@ -13,7 +13,7 @@ impl Store {
     /// The subscriptions (`<topic>/<subscription>`) with deliveries set aside in `partition`.
     pub async fn paused_subscriptions(&self, partition: &Partition) -> Result<Vec<String>, StoreError> {
         let mut conn = self.conn().await?;
-        Ok(redis::AsyncCommands::smembers(&mut *conn, partition.paused_index()).await?)
+        Ok(redis::AsyncCommands::smembers(&mut conn, partition.paused_index()).await?)
     }
 
     /// Moves up to `max` set-aside deliveries of `subscription` back into the ready
@@ -35,7 +35,7 @@ impl Store {
             .arg(highest)
             .arg(max)
             .arg(subscription)
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?)
     }
 

@@ -128,7 +128,7 @@ impl Store {
             }
         }
         let mut conn = self.conn().await?;
-        let reply: Vec<String> = invocation.invoke_async(&mut *conn).await?;
+        let reply: Vec<String> = invocation.invoke_async(&mut conn).await?;
         match reply.as_slice() {
             [ok] if ok == "OK" => Ok(PublishOutcome::Stored),
             [stale, version] if stale == "STALE" => Ok(PublishOutcome::StaleCatalog(version.parse().unwrap_or(0))),
@@ -154,7 +154,7 @@ impl Store {
         }
         let mut conn = self.conn().await?;
         let reply: Option<StreamReadReply> =
-            redis::AsyncCommands::xread_options(&mut *conn, &[partition.ready()], &[">"], &opts).await?;
+            redis::AsyncCommands::xread_options(&mut conn, &[partition.ready()], &[">"], &opts).await?;
         drop(conn);
         let ids = reply.into_iter().flat_map(|r| r.keys).flat_map(|k| k.ids).collect();
         self.decode_deliveries(partition, ids).await
@@ -198,7 +198,7 @@ impl Store {
                 .arg(&cursor)
                 .arg("COUNT")
                 .arg(count - claimed.len())
-                .query_async(&mut *conn)
+                .query_async(&mut conn)
                 .await?;
             claimed.extend(reply.claimed);
             cursor = reply.next_stream_id;
@@ -251,7 +251,7 @@ impl Store {
             pipe.hget(partition.event(key), "b");
         }
         let mut conn = self.conn().await?;
-        Ok(pipe.query_async(&mut *conn).await?)
+        Ok(pipe.query_async(&mut conn).await?)
     }
 
     /// Ends the hold on a ready entry and moves the delivery on, atomically, keeping no
@@ -336,7 +336,7 @@ impl Store {
             .arg(archive_id)
             .arg(retention.archived_per_partition)
             .arg(&subscription)
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         Ok(Settled {
             took_effect: reply > 0,
@@ -352,7 +352,7 @@ impl Store {
             .key(partition.retry())
             .key(partition.event(&delivery.event_key))
             .arg(delivery.to_json())
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?;
         Ok(cancelled == 1)
     }
@@ -389,7 +389,7 @@ impl Store {
             .arg(field)
             .arg(max)
             .arg(delay.as_millis() as u64)
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?)
     }
 
@@ -411,7 +411,7 @@ impl Store {
                 .group(DEADLETTER_GROUP, consumer)
                 .count(count - ids.len());
             let reply: Option<StreamReadReply> =
-                redis::AsyncCommands::xread_options(&mut *conn, &[partition.deadletter()], &[">"], &opts).await?;
+                redis::AsyncCommands::xread_options(&mut conn, &[partition.deadletter()], &[">"], &opts).await?;
             ids.extend(reply.into_iter().flat_map(|r| r.keys).flat_map(|k| k.ids));
         }
         drop(conn);
@@ -462,7 +462,7 @@ impl Store {
             .key(stream)
             .arg(group)
             .arg(ids)
-            .invoke_async(&mut *conn)
+            .invoke_async(&mut conn)
             .await?)
     }
 
@@ -484,14 +484,14 @@ impl Store {
             u64,
             u64,
             Vec<String>,
-        ) = pipe.query_async(&mut *conn).await?;
+        ) = pipe.query_async(&mut conn).await?;
         let mut paused = 0;
         if !paused_subscriptions.is_empty() {
             let mut pipe = redis::pipe();
             for subscription in &paused_subscriptions {
                 pipe.zcard(partition.paused(subscription));
             }
-            let counts: Vec<u64> = pipe.query_async(&mut *conn).await?;
+            let counts: Vec<u64> = pipe.query_async(&mut conn).await?;
             paused = counts.iter().sum();
         }
         let in_flight = match pending {

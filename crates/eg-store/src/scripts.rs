@@ -38,4 +38,5 @@ script!(ENDPOINT_RECORD, "endpoint_record.lua");
 script!(CANCEL_RETRY, "cancel_retry.lua");
 script!(UNPARK, "unpark.lua");
 script!(REDRIVE, "redrive.lua");
+script!(LAYOUT, "layout.lua");
 script!(PURGE, "purge.lua");

@@ -329,9 +329,9 @@ async fn every_catalog_write_bumps_the_version_and_every_partition_copy() {
     let catalog = h.catalog();
     let mut redis = h.redis();
     let partition_versions = |redis: &mut redis::Connection| -> Vec<Option<u64>> {
-        ["{eg:p0}:catalog-version", "{eg:p1}:catalog-version"]
-            .iter()
-            .map(|k| query(redis, &["GET", k]))
+        eg_store::Keyspace::new("eg", PARTITIONS)
+            .all_partitions()
+            .map(|p| query(redis, &["GET", &p.catalog_version()]))
             .collect()
     };
     assert_eq!(catalog.version().await.unwrap(), 0);
@@ -525,6 +525,19 @@ async fn check_layout_refuses_another_partition_count() {
     );
     let same = Store::connect(&settings(h.server.url(), PARTITIONS)).unwrap();
     same.check_layout().await.unwrap();
+}
+
+#[tokio::test]
+async fn check_layout_refuses_a_redis_written_with_the_old_partition_tags() {
+    let server = eg_testkit::RedisServer::start();
+    let mut redis = server.client();
+    // What a build from before versioned layouts left: the count, no layout version.
+    let _: () = query(&mut redis, &["SET", "{eg:catalog}:partitions", &PARTITIONS.to_string()]);
+    let store = Store::connect(&settings(server.url(), PARTITIONS)).unwrap();
+    match store.check_layout().await {
+        Err(StoreError::Layout(message)) => assert!(message.contains("another key layout"), "{message}"),
+        other => panic!("expected a layout error, got {other:?}"),
+    }
 }
 
 #[tokio::test]

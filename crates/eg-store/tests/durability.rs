@@ -47,7 +47,10 @@ async fn a_published_delivery_and_its_event_survive_a_kill_and_restart() {
             .unwrap()
     );
     let mut redis = h.redis();
-    assert!(!exists(&mut redis, "{eg:p0}:event:e1"));
+    assert!(!exists(
+        &mut redis,
+        &eg_store::Keyspace::new("eg", PARTITIONS).partition(0).event("e1")
+    ));
 }
 
 #[tokio::test]
@@ -113,7 +116,15 @@ async fn a_missing_consumer_group_is_reported_and_ensure_groups_recreates_it() {
     let store = connect(&h.server).await;
     let p0 = store.keys().partition(0);
     let mut redis = h.redis();
-    let destroyed: u64 = query(&mut redis, &["XGROUP", "DESTROY", "{eg:p0}:ready", "senders"]);
+    let destroyed: u64 = query(
+        &mut redis,
+        &[
+            "XGROUP",
+            "DESTROY",
+            &eg_store::Keyspace::new("eg", PARTITIONS).partition(0).ready(),
+            "senders",
+        ],
+    );
     assert_eq!(destroyed, 1);
 
     let err = store

@@ -11,13 +11,24 @@ use eg_testkit::eventually;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-const READY: &str = "{eg:p0}:ready";
-const RETRY: &str = "{eg:p0}:retry";
-const DL_DELAY: &str = "{eg:p0}:deadletter:delay";
-const DL: &str = "{eg:p0}:deadletter";
+fn p0() -> eg_store::Partition {
+    eg_store::Keyspace::new("eg", PARTITIONS).partition(0)
+}
+fn ready_key() -> String {
+    p0().ready()
+}
+fn retry_key() -> String {
+    p0().retry()
+}
+fn dl_delay_key() -> String {
+    p0().deadletter_delay()
+}
+fn dl_key() -> String {
+    p0().deadletter()
+}
 
 fn event_hash(event_key: &str) -> String {
-    format!("{{eg:p0}}:event:{event_key}")
+    p0().event(event_key)
 }
 
 // ---- publish -----------------------------------------------------------------------
@@ -36,10 +47,20 @@ async fn publish_stores_each_event_once_and_enqueues_one_entry_per_delivery() {
         assert_eq!(hget(&mut redis, &key, "r"), Some(e.deliveries.len().to_string()));
         assert_eq!(query::<u64>(&mut redis, &["HLEN", &key]), 2, "only b and r");
     }
-    let enqueued: Vec<Delivery> = ready_entries(&mut redis, READY).into_iter().map(|(_, d)| d).collect();
+    let enqueued: Vec<Delivery> = ready_entries(&mut redis, &ready_key())
+        .into_iter()
+        .map(|(_, d)| d)
+        .collect();
     let expected: Vec<Delivery> = events.iter().flat_map(|e| e.deliveries.clone()).collect();
     assert_eq!(enqueued, expected);
-    assert_eq!(xlen(&mut redis, "{eg:p1}:ready"), 0, "other partitions untouched");
+    assert_eq!(
+        xlen(
+            &mut redis,
+            &eg_store::Keyspace::new("eg", PARTITIONS).partition(1).ready()
+        ),
+        0,
+        "other partitions untouched"
+    );
 }
 
 #[tokio::test]
@@ -59,7 +80,7 @@ async fn publish_with_a_stale_catalog_writes_nothing() {
     assert_eq!(outcome, PublishOutcome::StaleCatalog(current));
     assert!(!exists(&mut redis, &event_hash("e1")));
     assert!(!exists(&mut redis, &event_hash("e2")));
-    assert_eq!(xlen(&mut redis, READY), 0);
+    assert_eq!(xlen(&mut redis, &ready_key()), 0);
 
     // Re-matched at the current version, it goes through.
     let outcome = h
@@ -69,7 +90,7 @@ async fn publish_with_a_stale_catalog_writes_nothing() {
         .unwrap();
     assert_eq!(outcome, PublishOutcome::Stored);
     assert!(exists(&mut redis, &event_hash("e1")));
-    assert_eq!(xlen(&mut redis, READY), 3);
+    assert_eq!(xlen(&mut redis, &ready_key()), 3);
 }
 
 #[tokio::test]
@@ -84,7 +105,7 @@ async fn publish_against_a_catalog_redis_has_lost_is_refused_as_stale() {
     let outcome = h.store.publish(&h.p0(), cached, &[event("e1", 1)]).await.unwrap();
     assert_eq!(outcome, PublishOutcome::StaleCatalog(0));
     assert!(!exists(&mut redis, &event_hash("e1")));
-    assert_eq!(query::<u64>(&mut redis, &["EXISTS", READY]), 0);
+    assert_eq!(query::<u64>(&mut redis, &["EXISTS", &ready_key()]), 0);
 }
 
 // ---- read and settle ---------------------------------------------------------------
@@ -115,7 +136,7 @@ async fn read_ready_hands_each_delivery_to_one_consumer() {
         "nothing new is left"
     );
     let mut redis = h.redis();
-    let mut owners = pending_owners(&mut redis, READY, "senders");
+    let mut owners = pending_owners(&mut redis, &ready_key(), "senders");
     owners.sort();
     let mut expected: Vec<(String, String)> = a
         .iter()
@@ -166,8 +187,8 @@ async fn settle_done_acks_deletes_and_frees_the_event_after_its_last_delivery() 
             .await
             .unwrap()
     );
-    assert_eq!(xlen(&mut redis, READY), 1);
-    assert_eq!(pending(&mut redis, READY, "senders"), 1);
+    assert_eq!(xlen(&mut redis, &ready_key()), 1);
+    assert_eq!(pending(&mut redis, &ready_key(), "senders"), 1);
     assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
     assert_eq!(
         hget(&mut redis, &event_hash("e1"), "b"),
@@ -181,8 +202,8 @@ async fn settle_done_acks_deletes_and_frees_the_event_after_its_last_delivery() 
             .await
             .unwrap()
     );
-    assert_eq!(xlen(&mut redis, READY), 0);
-    assert_eq!(pending(&mut redis, READY, "senders"), 0);
+    assert_eq!(xlen(&mut redis, &ready_key()), 0);
+    assert_eq!(pending(&mut redis, &ready_key(), "senders"), 0);
     assert!(
         !exists(&mut redis, &event_hash("e1")),
         "the last delivery frees the event"
@@ -216,12 +237,12 @@ async fn settle_retry_schedules_the_record_at_its_due_time() {
     assert!(h.store.settle(&p0, &held.entry_id, "e1", &settlement).await.unwrap());
 
     let mut redis = h.redis();
-    let members: Vec<(String, i64)> = query(&mut redis, &["ZRANGE", RETRY, "0", "-1", "WITHSCORES"]);
+    let members: Vec<(String, i64)> = query(&mut redis, &["ZRANGE", &retry_key(), "0", "-1", "WITHSCORES"]);
     assert_eq!(members.len(), 1);
     assert_eq!(Delivery::from_json(&members[0].0).unwrap(), next);
     assert_eq!(members[0].1, due.0);
-    assert_eq!(xlen(&mut redis, READY), 0);
-    assert_eq!(pending(&mut redis, READY, "senders"), 0);
+    assert_eq!(xlen(&mut redis, &ready_key()), 0);
+    assert_eq!(pending(&mut redis, &ready_key(), "senders"), 0);
     assert_eq!(
         hget(&mut redis, &event_hash("e1"), "r").as_deref(),
         Some("1"),
@@ -250,7 +271,7 @@ async fn a_late_success_cancels_the_queued_retry_only_while_it_is_queued() {
     let mut redis = h.redis();
 
     assert!(h.store.cancel_retry(&p0, &retries[0]).await.unwrap());
-    assert_eq!(zcard(&mut redis, RETRY), 1, "only that retry is gone");
+    assert_eq!(zcard(&mut redis, &retry_key()), 1, "only that retry is gone");
     assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
     assert!(
         !h.store.cancel_retry(&p0, &retries[0]).await.unwrap(),
@@ -258,7 +279,7 @@ async fn a_late_success_cancels_the_queued_retry_only_while_it_is_queued() {
     );
 
     // A retry that has already gone back to the ready stream cannot be cancelled.
-    let _: i64 = query(&mut redis, &["ZADD", RETRY, "0", &retries[1].to_json()]);
+    let _: i64 = query(&mut redis, &["ZADD", &retry_key(), "0", &retries[1].to_json()]);
     assert_eq!(h.store.promote_due_retries(&p0, 100).await.unwrap(), 1);
     assert!(!h.store.cancel_retry(&p0, &retries[1]).await.unwrap());
     assert_eq!(
@@ -306,7 +327,7 @@ async fn promote_due_retries_moves_only_due_ones_each_exactly_once_even_concurre
         due_ids.insert(r.delivery.id.clone());
     }
     let mut redis = h.redis();
-    assert_eq!(zcard(&mut redis, RETRY), (due_count + 1) as u64);
+    assert_eq!(zcard(&mut redis, &retry_key()), (due_count + 1) as u64);
 
     let (a, b) = tokio::join!(
         h.store.promote_due_retries(&p0, 100),
@@ -315,7 +336,7 @@ async fn promote_due_retries_moves_only_due_ones_each_exactly_once_even_concurre
     assert_eq!(a.unwrap() + b.unwrap(), due_count, "each due retry moved exactly once");
     assert_eq!(h.store.promote_due_retries(&p0, 100).await.unwrap(), 0);
 
-    let moved = ready_entries(&mut redis, READY);
+    let moved = ready_entries(&mut redis, &ready_key());
     assert_eq!(moved.len(), due_count);
     let moved_ids: BTreeSet<String> = moved.iter().map(|(_, d)| d.id.clone()).collect();
     assert_eq!(moved_ids, due_ids);
@@ -325,7 +346,7 @@ async fn promote_due_retries_moves_only_due_ones_each_exactly_once_even_concurre
             .all(|(_, d)| d.attempts == 1 && d.last == Some(failed_attempt()))
     );
 
-    let left: Vec<String> = query(&mut redis, &["ZRANGE", RETRY, "0", "-1"]);
+    let left: Vec<String> = query(&mut redis, &["ZRANGE", &retry_key(), "0", "-1"]);
     assert_eq!(left.len(), 1);
     assert_eq!(Delivery::from_json(&left[0]).unwrap(), not_due);
 
@@ -347,10 +368,10 @@ async fn dead_letter_goes_through_the_delay_set_to_the_dead_letter_worker() {
 
     let settlement = Settlement::DeadLetter { entry: entry.clone() };
     assert!(h.store.settle(&p0, &held[0].entry_id, "e1", &settlement).await.unwrap());
-    assert_eq!(xlen(&mut redis, READY), 1, "only the other delivery is left");
-    assert_eq!(pending(&mut redis, READY, "senders"), 1);
+    assert_eq!(xlen(&mut redis, &ready_key()), 1, "only the other delivery is left");
+    assert_eq!(pending(&mut redis, &ready_key(), "senders"), 1);
     assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
-    let delayed: Vec<String> = query(&mut redis, &["ZRANGE", DL_DELAY, "0", "-1"]);
+    let delayed: Vec<String> = query(&mut redis, &["ZRANGE", &dl_delay_key(), "0", "-1"]);
     assert_eq!(
         delayed,
         [format!("{}\n{}", serde_json::to_string(&entry).unwrap(), body("e1"))]
@@ -363,14 +384,14 @@ async fn dead_letter_goes_through_the_delay_set_to_the_dead_letter_worker() {
             .unwrap(),
         0
     );
-    assert_eq!(zcard(&mut redis, DL_DELAY), 1);
-    assert_eq!(xlen(&mut redis, DL), 0);
+    assert_eq!(zcard(&mut redis, &dl_delay_key()), 1);
+    assert_eq!(xlen(&mut redis, &dl_key()), 0);
     assert_eq!(
         h.store.promote_due_dead_letters(&p0, Duration::ZERO, 10).await.unwrap(),
         1
     );
-    assert_eq!(zcard(&mut redis, DL_DELAY), 0);
-    assert_eq!(xlen(&mut redis, DL), 1);
+    assert_eq!(zcard(&mut redis, &dl_delay_key()), 0);
+    assert_eq!(xlen(&mut redis, &dl_key()), 1);
 
     let items = h
         .store
@@ -381,7 +402,7 @@ async fn dead_letter_goes_through_the_delay_set_to_the_dead_letter_worker() {
     assert_eq!(items[0].partition, 0);
     assert_eq!(items[0].entry, entry);
     assert_eq!(items[0].event_json, body("e1"));
-    assert_eq!(pending(&mut redis, DL, "deadletter"), 1);
+    assert_eq!(pending(&mut redis, &dl_key(), "deadletter"), 1);
 
     assert_eq!(
         h.store
@@ -390,8 +411,8 @@ async fn dead_letter_goes_through_the_delay_set_to_the_dead_letter_worker() {
             .unwrap(),
         1
     );
-    assert_eq!(xlen(&mut redis, DL), 0);
-    assert_eq!(pending(&mut redis, DL, "deadletter"), 0);
+    assert_eq!(xlen(&mut redis, &dl_key()), 0);
+    assert_eq!(pending(&mut redis, &dl_key(), "deadletter"), 0);
     assert!(
         h.store
             .read_dead_letters(&p0, "worker", 10, Duration::ZERO)
@@ -500,7 +521,7 @@ async fn an_unfinished_dead_letter_is_handed_out_again_only_after_retry_after() 
 
     let mut redis = h.redis();
     assert_eq!(
-        pending_owners(&mut redis, DL, "deadletter"),
+        pending_owners(&mut redis, &dl_key(), "deadletter"),
         [(first[0].entry_id.clone(), "worker-2".to_owned())]
     );
     assert_eq!(
@@ -510,7 +531,7 @@ async fn an_unfinished_dead_letter_is_handed_out_again_only_after_retry_after() 
             .unwrap(),
         1
     );
-    assert_eq!(xlen(&mut redis, DL), 0);
+    assert_eq!(xlen(&mut redis, &dl_key()), 0);
 }
 
 // ---- abandoned deliveries ----------------------------------------------------------
@@ -546,7 +567,7 @@ async fn an_abandoned_delivery_is_claimed_requeued_and_the_late_settle_is_refuse
     assert_eq!(held_by_b.delivery, held_by_a.delivery);
     let mut redis = h.redis();
     assert_eq!(
-        pending_owners(&mut redis, READY, "senders"),
+        pending_owners(&mut redis, &ready_key(), "senders"),
         [(held_by_a.entry_id.clone(), "sender-b".to_owned())]
     );
 
@@ -560,7 +581,7 @@ async fn an_abandoned_delivery_is_claimed_requeued_and_the_late_settle_is_refuse
             .await
             .unwrap()
     );
-    let entries = ready_entries(&mut redis, READY);
+    let entries = ready_entries(&mut redis, &ready_key());
     assert_eq!(entries.len(), 1);
     assert_ne!(entries[0].0, held_by_a.entry_id, "a new entry");
     assert_eq!(entries[0].1, requeued);
@@ -587,10 +608,10 @@ async fn an_abandoned_delivery_is_claimed_requeued_and_the_late_settle_is_refuse
         );
     }
     assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
-    assert_eq!(ready_entries(&mut redis, READY), entries);
-    assert_eq!(pending(&mut redis, READY, "senders"), 0);
-    assert_eq!(zcard(&mut redis, RETRY), 0);
-    assert_eq!(zcard(&mut redis, DL_DELAY), 0);
+    assert_eq!(ready_entries(&mut redis, &ready_key()), entries);
+    assert_eq!(pending(&mut redis, &ready_key(), "senders"), 0);
+    assert_eq!(zcard(&mut redis, &retry_key()), 0);
+    assert_eq!(zcard(&mut redis, &dl_delay_key()), 0);
 
     // The requeued delivery is read like any other.
     let next = read(&h.store, &p0, "sender-c", 10).await;
@@ -605,15 +626,15 @@ async fn a_ready_entry_that_is_not_a_delivery_is_removed_and_does_not_block_the_
     let h = Harness::start().await;
     let p0 = h.p0();
     let mut redis = h.redis();
-    let _: String = query(&mut redis, &["XADD", READY, "*", "d", "not json"]);
-    let _: String = query(&mut redis, &["XADD", READY, "*", "other", "field"]);
+    let _: String = query(&mut redis, &["XADD", &ready_key(), "*", "d", "not json"]);
+    let _: String = query(&mut redis, &["XADD", &ready_key(), "*", "other", "field"]);
     publish(&h.store, &p0, &[event("e1", 1)]).await;
-    assert_eq!(xlen(&mut redis, READY), 3);
+    assert_eq!(xlen(&mut redis, &ready_key()), 3);
 
     let first = read(&h.store, &p0, "sender", 2).await;
     assert!(first.is_empty(), "poison is never handed out: {first:?}");
-    assert_eq!(xlen(&mut redis, READY), 1, "both poison entries removed");
-    assert_eq!(pending(&mut redis, READY, "senders"), 0);
+    assert_eq!(xlen(&mut redis, &ready_key()), 1, "both poison entries removed");
+    assert_eq!(pending(&mut redis, &ready_key(), "senders"), 0);
 
     let next = read(&h.store, &p0, "sender", 10).await;
     assert_eq!(next.len(), 1);

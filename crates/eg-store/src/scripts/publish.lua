@@ -19,7 +19,7 @@ if raw == false and cached > 0 then
 end
 local seen = tonumber(raw or '0')
 if seen > cached then
-  return {'STALE', tostring(seen)}
+  return {'STALE', raw}
 end
 local n = tonumber(ARGV[2])
 local at = 3

@@ -18,6 +18,7 @@ pub const PARTITIONS: u16 = 2;
 pub fn settings(url: String, partitions: u16) -> RedisSettings {
     RedisSettings {
         url,
+        cluster_nodes: Vec::new(),
         prefix: "eg".into(),
         partitions,
         pool_size: 8,

@@ -49,6 +49,13 @@ pub struct RedisSection {
     pub command_timeout: Duration,
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
+    /// Replicas that must confirm a publish (Redis `WAIT`) before the publisher gets 200:
+    /// with 1, a primary lost right after answering cannot take the events with it,
+    /// because its replica, which takes over, holds them. 0 = the primary alone.
+    pub replica_acks: u16,
+    /// How long a publish waits for those replicas; after it the publisher gets 503.
+    #[serde(with = "humantime_serde")]
+    pub replica_ack_timeout: Duration,
 }
 
 impl RedisSection {
@@ -73,6 +80,8 @@ impl Default for RedisSection {
             pool_size: 32,
             command_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(1),
+            replica_acks: 0,
+            replica_ack_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -577,6 +586,8 @@ impl Settings {
             pool_size: self.redis.pool_size,
             command_timeout: self.redis.command_timeout,
             connect_timeout: self.redis.connect_timeout,
+            replica_acks: self.redis.replica_acks,
+            replica_ack_timeout: self.redis.replica_ack_timeout,
         }
     }
 }

@@ -21,6 +21,8 @@ fn stats_for(server: &RedisServer, prefix: &str) -> Stats {
         pool_size: 2,
         command_timeout: Duration::from_secs(2),
         connect_timeout: Duration::from_secs(1),
+        replica_acks: 0,
+        replica_ack_timeout: Duration::from_secs(1),
     })
     .unwrap()
 }

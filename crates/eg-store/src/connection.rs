@@ -32,6 +32,11 @@ pub struct RedisSettings {
     pub command_timeout: Duration,
     /// How long to wait for a connection (from the pool, or a new one) before failing.
     pub connect_timeout: Duration,
+    /// Replicas that must hold a publish before it counts as stored (`WAIT`); 0 = the
+    /// primary's own append-only file is enough.
+    pub replica_acks: u16,
+    /// How long a publish waits for those replicas before it is reported as not stored.
+    pub replica_ack_timeout: Duration,
 }
 
 /// How often the cluster client retries a command that met a moved slot, a failover or a
@@ -195,6 +200,34 @@ pub type Pool = managed::Pool<Manager>;
 /// A connection taken from the pool; returned to it when dropped.
 pub struct Conn(Object<Manager>);
 
+impl Conn {
+    /// Waits until `replicas` replicas hold every write made so far through this
+    /// connection to the primary of `slot`; returns how many did within `timeout`.
+    /// (`WAIT` counts a connection's own writes, so it must follow them on the same
+    /// connection: on a cluster, routed to the same primary.)
+    pub(crate) async fn wait_for_replicas(
+        &mut self,
+        slot: u16,
+        replicas: u16,
+        timeout: Duration,
+    ) -> Result<u16, RedisError> {
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas)
+            .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1));
+        match &mut self.0.link {
+            Link::Single(c) => wait.query_async(c).await,
+            Link::Cluster(c) => {
+                let route = redis::cluster_routing::Route::new(slot, redis::cluster_routing::SlotAddr::Master);
+                let routing = redis::cluster_routing::RoutingInfo::SingleNode(
+                    redis::cluster_routing::SingleNodeRoutingInfo::SpecificNode(route),
+                );
+                let reply = c.route_command(wait, routing).await?;
+                Ok(redis::from_redis_value(reply)?)
+            }
+        }
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         self.0.req_packed_command(cmd)
@@ -222,6 +255,8 @@ pub struct Store {
     /// Bounds a readiness check, so `/readyz` answers promptly even when Redis hangs.
     ping_timeout: Duration,
     cluster: bool,
+    pub(crate) replica_acks: u16,
+    pub(crate) replica_ack_timeout: Duration,
 }
 
 impl Store {
@@ -244,6 +279,8 @@ impl Store {
             keys: Keyspace::new(&settings.prefix, settings.partitions),
             ping_timeout: settings.connect_timeout,
             cluster,
+            replica_acks: settings.replica_acks,
+            replica_ack_timeout: settings.replica_ack_timeout,
         })
     }
 

@@ -10,6 +10,8 @@ pub enum StoreError {
     Corrupt { key: String, problem: String },
     #[error("{0}")]
     Layout(String),
+    #[error("stored on the primary, but only {acked} of {wanted} replicas confirmed it in time")]
+    NotReplicated { acked: u16, wanted: u16 },
     #[error("redis did not answer within {0:?}")]
     Timeout(std::time::Duration),
 }

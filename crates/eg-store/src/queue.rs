@@ -130,7 +130,21 @@ impl Store {
         let mut conn = self.conn().await?;
         let reply: Vec<String> = invocation.invoke_async(&mut conn).await?;
         match reply.as_slice() {
-            [ok] if ok == "OK" => Ok(PublishOutcome::Stored),
+            [ok] if ok == "OK" => {
+                if self.replica_acks > 0 {
+                    let slot = crate::keyspace::slot(&partition.ready());
+                    let acked = conn
+                        .wait_for_replicas(slot, self.replica_acks, self.replica_ack_timeout)
+                        .await?;
+                    if acked < self.replica_acks {
+                        return Err(StoreError::NotReplicated {
+                            acked,
+                            wanted: self.replica_acks,
+                        });
+                    }
+                }
+                Ok(PublishOutcome::Stored)
+            }
             [stale, version] if stale == "STALE" => Ok(PublishOutcome::StaleCatalog(version.parse().unwrap_or(0))),
             other => Err(StoreError::corrupt(
                 partition.ready(),

@@ -2,6 +2,10 @@
 //! `redis-server` per test (own temp dir, unix socket, append-only file with
 //! `appendfsync always`), and waiting for a condition with a deadline instead of a bare sleep.
 
+mod cluster;
+
+pub use cluster::RedisCluster;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

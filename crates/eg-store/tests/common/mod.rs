@@ -24,6 +24,8 @@ pub fn settings(url: String, partitions: u16) -> RedisSettings {
         pool_size: 8,
         command_timeout: Duration::from_secs(5),
         connect_timeout: Duration::from_secs(2),
+        replica_acks: 0,
+        replica_ack_timeout: Duration::from_secs(1),
     }
 }
 

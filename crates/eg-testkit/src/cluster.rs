@@ -1,0 +1,280 @@
+//! A real Redis Cluster for tests: `redis-server` processes on loopback ports, joined by
+//! `redis-cli --cluster create` (contiguous equal slot ranges, as in production), with a
+//! short node timeout so a killed primary's replica takes over within seconds.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a node may be unreachable before the cluster fails it over (ms).
+const NODE_TIMEOUT_MS: u64 = 1000;
+
+struct Node {
+    port: u16,
+    child: Option<Child>,
+}
+
+pub struct RedisCluster {
+    dir: tempfile::TempDir,
+    nodes: Vec<Node>,
+}
+
+impl RedisCluster {
+    /// Starts `primaries` primaries with `replicas` replicas each, joined and serving
+    /// every slot.
+    pub fn start(primaries: usize, replicas: usize) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("eg-redis-cluster-")
+            .tempdir()
+            .expect("temp dir for the cluster");
+        let count = primaries * (1 + replicas);
+        let nodes = free_cluster_ports(count)
+            .into_iter()
+            .map(|port| Node {
+                port,
+                child: Some(spawn_node(dir.path(), port)),
+            })
+            .collect();
+        let cluster = Self { dir, nodes };
+        for node in &cluster.nodes {
+            wait_until(Duration::from_secs(10), &format!("node {} answers", node.port), || {
+                cli(node.port, &["PING"]).is_some_and(|pong| pong == "PONG")
+            });
+        }
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for node in &cluster.nodes {
+            create.arg(format!("127.0.0.1:{}", node.port));
+        }
+        let output = create
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            output.status.success(),
+            "redis-cli --cluster create: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        cluster.wait_until_healthy(replicas);
+        cluster
+    }
+
+    fn wait_until_healthy(&self, replicas: usize) {
+        for node in &self.nodes {
+            wait_until(
+                Duration::from_secs(20),
+                &format!("node {} sees the cluster ok", node.port),
+                || cli(node.port, &["CLUSTER", "INFO"]).is_some_and(|info| info.contains("cluster_state:ok")),
+            );
+        }
+        if replicas > 0 {
+            wait_until(Duration::from_secs(20), "every replica is in sync", || {
+                self.nodes.iter().all(|node| {
+                    cli(node.port, &["INFO", "replication"])
+                        .is_some_and(|info| info.contains("role:master") || info.contains("master_link_status:up"))
+                })
+            });
+        }
+    }
+
+    /// `redis://127.0.0.1:PORT` of every node, comma-separated: `EG__REDIS__CLUSTER_NODES`.
+    pub fn nodes_setting(&self) -> String {
+        self.urls().join(",")
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}", n.port))
+            .collect()
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs one command with `redis-cli -c` (following redirects) through a live node.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| n.child.is_some())
+            .expect("a running cluster node");
+        let output = Command::new("redis-cli")
+            .args(["-c", "-p", &node.port.to_string()])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}); install it with redis-server"));
+        assert!(
+            output.status.success(),
+            "redis-cli {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+
+    /// Runs one command on the node on `port` itself (no redirects).
+    pub fn node_cli(&self, port: u16, args: &[&str]) -> String {
+        cli(port, args).unwrap_or_else(|| panic!("redis-cli -p {port} {args:?} failed"))
+    }
+
+    /// A synchronous cluster connection for assertions.
+    pub fn client(&self) -> redis::cluster::ClusterConnection {
+        redis::cluster::ClusterClient::new(self.urls())
+            .and_then(|c| c.get_connection())
+            .expect("connect to the test cluster")
+    }
+
+    /// The port of the primary serving `slot` now.
+    pub fn primary_of(&self, slot: u16) -> u16 {
+        self.try_primary_of(slot)
+            .unwrap_or_else(|| panic!("no primary serves slot {slot}:\n{}", self.cli(&["CLUSTER", "NODES"])))
+    }
+
+    /// The port of the primary serving `slot`, if a healthy one does.
+    fn try_primary_of(&self, slot: u16) -> Option<u16> {
+        let nodes = self.cli(&["CLUSTER", "NODES"]);
+        nodes
+            .lines()
+            .filter(|line| line.contains("master") && !line.contains("fail"))
+            .find_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let port: u16 = fields.get(1)?.split(['@', ':']).nth(1)?.parse().ok()?;
+                let serves = fields.iter().skip(8).any(|range| match range.split_once('-') {
+                    Some((low, high)) => {
+                        low.parse::<u16>().is_ok_and(|l| l <= slot) && high.parse::<u16>().is_ok_and(|h| slot <= h)
+                    }
+                    None => range.parse::<u16>().is_ok_and(|s| s == slot),
+                });
+                serves.then_some(port)
+            })
+    }
+
+    /// The port of a replica of the primary on `primary`.
+    pub fn replica_of(&self, primary: u16) -> u16 {
+        let nodes = self.cli(&["CLUSTER", "NODES"]);
+        let lines: Vec<Vec<&str>> = nodes.lines().map(|l| l.split_whitespace().collect()).collect();
+        let port_of = |fields: &Vec<&str>| -> Option<u16> { fields.get(1)?.split(['@', ':']).nth(1)?.parse().ok() };
+        let primary_id = lines
+            .iter()
+            .find(|f| port_of(f) == Some(primary))
+            .and_then(|f| f.first().copied())
+            .unwrap_or_else(|| panic!("no node on port {primary}:\n{nodes}"));
+        lines
+            .iter()
+            .find(|f| f.get(3) == Some(&primary_id))
+            .and_then(port_of)
+            .unwrap_or_else(|| panic!("the primary on port {primary} has no replica:\n{nodes}"))
+    }
+
+    /// SIGSTOPs (`true`) or SIGCONTs (`false`) the node on `port`: a stopped replica
+    /// falls behind its primary without the cluster noticing at once.
+    pub fn freeze(&self, port: u16, frozen: bool) {
+        let node = self.nodes.iter().find(|n| n.port == port).expect("a node on that port");
+        let pid = node.child.as_ref().expect("a running node").id().to_string();
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill").args([signal, &pid]).status().expect("run kill");
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
+    /// SIGKILLs the node on `port` (no shutdown save).
+    pub fn kill(&mut self, port: u16) {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.port == port)
+            .unwrap_or_else(|| panic!("no node on port {port}"));
+        if let Some(mut child) = node.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Waits until a primary other than `old` serves `slot` and the cluster is ok again.
+    pub fn wait_for_failover(&self, slot: u16, old: u16) -> u16 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ok = self.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok");
+            if let Some(port) = self.try_primary_of(slot).filter(|port| *port != old && ok) {
+                return port;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no replica took over slot {slot} within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn spawn_node(dir: &Path, port: u16) -> Child {
+    let node_dir = dir.join(port.to_string());
+    std::fs::create_dir_all(&node_dir).expect("node dir");
+    Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
+        .arg(&node_dir)
+        .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
+        .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
+        .args(["--appendonly", "yes", "--appendfsync", "always", "--save", ""])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start redis-server ({e}); install it, e.g. `apt-get install redis-server`"))
+}
+
+fn cli(port: u16, args: &[&str]) -> Option<String> {
+    let output = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+fn wait_until(timeout: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting until {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `count` loopback ports that are free, as are their cluster bus ports (port + 10000).
+fn free_cluster_ports(count: usize) -> Vec<u16> {
+    let mut ports = Vec::with_capacity(count);
+    let mut held = Vec::new();
+    while ports.len() < count {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+        let port = listener.local_addr().expect("local address").port();
+        if port > 55_000 || ports.contains(&port) {
+            continue;
+        }
+        if let Ok(bus) = TcpListener::bind(("127.0.0.1", port + 10_000)) {
+            ports.push(port);
+            held.push((listener, bus));
+        }
+    }
+    ports
+}

@@ -1,6 +1,7 @@
 //! The Redis layer on a real Redis Cluster: the same store code runs there (no script or
 //! pipeline spans hash tags), partitions land evenly on the primaries, and with replica
 //! acknowledgements a primary's failover loses no publish that was answered as stored.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

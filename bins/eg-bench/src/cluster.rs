@@ -1,9 +1,10 @@
 //! The deployment under measurement: one `redis-server` (eg-testkit's: temp dir, unix
-//! socket, append-only file with `appendfsync always`, as in production) and the tiers
-//! as child processes, configured like the system-test harness (`tests/src/lib.rs`)
-//! except where a scenario overrides a setting. Every process logs to its own file in
+//! socket, append-only file; `appendfsync` as the scenario asks) and the tiers
+//! as child processes, with production settings (eg-runtime's defaults) except where a
+//! scenario overrides one. Every process logs to its own file in
 //! the run directory and is SIGKILLed when the [`Cluster`] is dropped.
 
+use crate::ceiling::{Fsync, set_fsync};
 use anyhow::{Context, bail};
 use eg_testkit::RedisServer;
 use std::fs::File;
@@ -13,7 +14,8 @@ use std::time::{Duration, Instant};
 
 pub const ADMIN_TOKEN: &str = "eg-bench-admin-token";
 pub const PREFIX: &str = "eg";
-pub const PARTITIONS: u16 = 2;
+/// eg's default partition count.
+pub const PARTITIONS: u16 = 4;
 
 /// How long a tier may take to start and answer `/healthz`.
 const START_DEADLINE: Duration = Duration::from_secs(30);
@@ -78,8 +80,8 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts Redis; `overrides` replace harness settings for every tier.
-    pub fn new(bin_dir: PathBuf, overrides: &[(&str, String)]) -> anyhow::Result<Self> {
+    /// Starts Redis with `fsync`; `overrides` replace harness settings for every tier.
+    pub fn new(bin_dir: PathBuf, fsync: Fsync, overrides: &[(&str, String)]) -> anyhow::Result<Self> {
         for role in Role::ALL {
             let binary = bin_dir.join(role.binary());
             if !binary.is_file() {
@@ -93,23 +95,16 @@ impl Cluster {
         let dead_letters = run_dir.path().join("deadletters");
         std::fs::create_dir_all(&dead_letters)?;
         let redis = RedisServer::start();
+        set_fsync(&redis.url(), fsync)?;
+        // Production settings (the defaults of eg-runtime's settings), except what a
+        // machine-local run needs: where Redis and the dead-letter directory are, an admin
+        // token, and permission to deliver to the receiver on 127.0.0.1.
         let mut env: Vec<(String, String)> = [
             ("EG__REDIS__URL", redis.url()),
             ("EG__REDIS__PREFIX", PREFIX.into()),
             ("EG__REDIS__PARTITIONS", PARTITIONS.to_string()),
             ("EG__ADMIN__TOKEN", ADMIN_TOKEN.into()),
-            ("EG__DELIVERY__RETRY_SCHEDULE", "1s".into()),
-            ("EG__DELIVERY__RETRY_MINIMUMS", "*=0s".into()),
-            ("EG__DELIVERY__MAX_JITTER", "100ms".into()),
-            ("EG__DELIVERY__TIMEOUT", "2s".into()),
-            ("EG__DELIVERY__VISIBILITY_TIMEOUT", "4s".into()),
-            ("EG__SCHEDULER__INTERVAL", "100ms".into()),
-            ("EG__SCHEDULER__RECLAIM_INTERVAL", "500ms".into()),
-            ("EG__DEADLETTER__DELAY", "1s".into()),
-            ("EG__DEADLETTER__INTERVAL", "200ms".into()),
             ("EG__DEADLETTER__DIR", dead_letters.display().to_string()),
-            ("EG__CATALOG__REFRESH_INTERVAL", "500ms".into()),
-            ("EG__LOG__LEVEL", "info".into()),
             ("EG__DELIVERY__ALLOWED_NETWORKS", "127.0.0.1/32".into()),
         ]
         .into_iter()
@@ -119,7 +114,6 @@ impl Cluster {
             env.retain(|(k, _)| k != key);
             env.push(((*key).to_owned(), value.clone()));
         }
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .no_proxy()
@@ -142,10 +136,6 @@ impl Cluster {
             .context("eg-bench has no parent directory")
     }
 
-    pub fn bin_dir(&self) -> &Path {
-        &self.bin_dir
-    }
-
     pub fn run_dir(&self) -> &Path {
         self.run_dir.path()
     }
@@ -160,9 +150,15 @@ impl Cluster {
         self.redis.url()
     }
 
-    /// Every setting the tiers get (the Redis URL and directories included).
-    pub fn settings(&self) -> &[(String, String)] {
-        &self.env
+    pub fn redis_pid(&self) -> Option<u32> {
+        self.redis.pid()
+    }
+
+    /// A connection for reading and seeding Redis directly.
+    pub async fn redis(&self) -> anyhow::Result<redis::aio::MultiplexedConnection> {
+        Ok(redis::Client::open(self.redis.url())?
+            .get_multiplexed_async_connection()
+            .await?)
     }
 
     pub fn http(&self) -> &reqwest::Client {

@@ -1,0 +1,173 @@
+//! One deployment for one measurement: a [`Cluster`] (Redis + tiers as processes), a
+//! topic with `subscriptions` subscriptions that all match every event and all point
+//! at one in-process [`Receiver`], and the processes whose CPU is accounted.
+
+use crate::ceiling::Fsync;
+use crate::cluster::{Cluster, Role, Tier};
+use crate::cpu::Processes;
+use crate::load::Target;
+use crate::receiver::{Behaviour, Receiver};
+use anyhow::{Context, bail};
+use reqwest::Method;
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub const TOPIC: &str = "bench";
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub fsync: Fsync,
+    /// eg-sender processes (0: none, deliveries accumulate).
+    pub senders: usize,
+    /// Whether eg-scheduler and eg-deadletter run.
+    pub scheduler: bool,
+    pub subscriptions: usize,
+    /// `maxEventsPerBatch` of every subscription (1: no batching).
+    pub max_events_per_batch: u32,
+    pub receiver: Behaviour,
+    /// Settings for every tier on top of the production defaults.
+    pub env: Vec<(&'static str, String)>,
+    /// Settings for the senders only.
+    pub sender_env: Vec<(&'static str, String)>,
+}
+
+impl Setup {
+    pub fn new(fsync: Fsync) -> Self {
+        Self {
+            fsync,
+            senders: 1,
+            scheduler: true,
+            subscriptions: 1,
+            max_events_per_batch: 1,
+            receiver: Behaviour::default(),
+            env: Vec::new(),
+            sender_env: Vec::new(),
+        }
+    }
+
+    /// Every setting that differs from eg's defaults, for the report.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out = vec![format!("appendfsync {}", self.fsync.name())];
+        out.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
+        out.extend(self.sender_env.iter().map(|(k, v)| format!("{k}={v} (senders)")));
+        if self.max_events_per_batch > 1 {
+            out.push(format!(
+                "maxEventsPerBatch {} with preferredBatchSizeInKilobytes 1024",
+                self.max_events_per_batch
+            ));
+        }
+        out
+    }
+}
+
+pub struct Deployment {
+    pub receiver: Arc<Receiver>,
+    pub ingress: Tier,
+    pub senders: Vec<Tier>,
+    others: Vec<(&'static str, Tier)>,
+    pub target: Target,
+    /// Declared last: dropped (Redis stopped) after the tiers.
+    pub cluster: Cluster,
+}
+
+impl Deployment {
+    pub async fn start(bin_dir: PathBuf, setup: &Setup) -> anyhow::Result<Self> {
+        let cluster = Cluster::new(bin_dir, setup.fsync, &setup.env)?;
+        let receiver = Arc::new(Receiver::start(setup.receiver).await?);
+        let ingress = cluster.start(Role::Ingress, "ingress", &[]).await?;
+        cluster
+            .admin(
+                &ingress,
+                Method::PUT,
+                &format!("/topics/{TOPIC}"),
+                Some(&json!({"properties": {"inputSchema": "EventGridSchema"}})),
+            )
+            .await?;
+        let keys = cluster
+            .admin(&ingress, Method::POST, &format!("/topics/{TOPIC}/listKeys"), None)
+            .await?;
+        let key = keys["key1"].as_str().context("no key1 in listKeys")?.to_owned();
+        for i in 0..setup.subscriptions {
+            let mut destination = json!({"endpointUrl": format!("{}/{i}", receiver.url())});
+            if setup.max_events_per_batch > 1 {
+                destination["maxEventsPerBatch"] = json!(setup.max_events_per_batch);
+                destination["preferredBatchSizeInKilobytes"] = json!(1024);
+            }
+            let subscription = json!({"properties": {
+                "destination": {"endpointType": "WebHook", "properties": destination},
+            }});
+            let created = cluster
+                .admin(
+                    &ingress,
+                    Method::PUT,
+                    &format!("/topics/{TOPIC}/eventSubscriptions/sub{i}"),
+                    Some(&subscription),
+                )
+                .await?;
+            let state = created["properties"]["provisioningState"].as_str().unwrap_or_default();
+            if state != "Succeeded" {
+                bail!("subscription sub{i} is {state:?}, not Succeeded: {created}");
+            }
+        }
+        let mut others = Vec::new();
+        if setup.scheduler {
+            others.push(("scheduler", cluster.start(Role::Scheduler, "scheduler", &[]).await?));
+            others.push(("deadletter", cluster.start(Role::DeadLetter, "deadletter", &[]).await?));
+        }
+        let target = Target::new(cluster.http().clone(), &ingress.url, TOPIC, &key);
+        let mut deployment = Self {
+            receiver,
+            ingress,
+            senders: Vec::new(),
+            others,
+            target,
+            cluster,
+        };
+        for _ in 0..setup.senders {
+            deployment.add_sender(&setup.sender_env).await?;
+        }
+        Ok(deployment)
+    }
+
+    pub async fn add_sender(&mut self, env: &[(&str, String)]) -> anyhow::Result<()> {
+        let label = format!("sender-{}", self.senders.len() + 1);
+        let sender = self.cluster.start(Role::Sender, &label, env).await?;
+        self.senders.push(sender);
+        Ok(())
+    }
+
+    /// Every process whose CPU counts: the tiers, redis-server and this program.
+    pub fn processes(&self) -> Processes {
+        let mut p = Processes::default();
+        p.add("ingress", self.ingress.pid());
+        for (label, tier) in &self.others {
+            p.add(label, tier.pid());
+        }
+        for s in &self.senders {
+            p.add("sender", s.pid());
+        }
+        if let Some(pid) = self.cluster.redis_pid() {
+            p.add("redis", pid);
+        }
+        p.add("bench", std::process::id());
+        p
+    }
+
+    /// Keeps the run directory (tier logs) if asked; says where it is.
+    pub fn finish(self, keep: bool) {
+        let Self {
+            cluster,
+            senders,
+            others,
+            ingress,
+            receiver,
+            ..
+        } = self;
+        drop((senders, others, ingress, receiver));
+        if keep {
+            eprintln!("logs kept in {}", cluster.keep_run_dir().display());
+        }
+    }
+}

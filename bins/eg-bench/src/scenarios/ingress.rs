@@ -1,0 +1,94 @@
+//! `ingress` (scenario 1): how many events per second eg-ingress makes durable. 1 KB
+//! Event Grid events, 100 per request, from many connections, to a topic with one
+//! subscription (so every event is stored with one delivery) and no sender running.
+//! Measured with Redis's `appendfsync everysec` and, separately, `always`.
+
+use super::{Ctx, Rows, Scenario};
+use crate::args::Flags;
+use crate::ceiling::{Fsync, Kind};
+use crate::deployment::{Deployment, Setup};
+use crate::measure::{self, Load};
+use crate::report::{Row, Target, thousands};
+use std::time::Duration;
+
+pub const SCENARIO: Scenario = Scenario {
+    name: "ingress",
+    summary: "1: publish throughput, no sender (appendfsync everysec and always)",
+    usage: USAGE,
+    run,
+};
+
+const USAGE: &str = "\
+eg-bench ingress: events/s eg-ingress answers 200 (stored durably with their
+deliveries), 1 KB events, 100 per request, no sender running.
+
+usage: eg-bench ingress [options]
+
+  --connections N        publish requests in flight at once (default 32; quick 16)
+  --duration D           measured window (default 10s; quick 3s)
+  --fsync MODE           everysec, always or both (default both)
+
+";
+
+fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
+    Box::pin(async move {
+        let connections = flags.number("connections", ctx.sized(32, 16))?;
+        let duration = flags.duration("duration", ctx.seconds(10, 3))?;
+        let modes = match flags.text("fsync")?.as_deref() {
+            None | Some("both") => vec![Fsync::EverySec, Fsync::Always],
+            Some("everysec") => vec![Fsync::EverySec],
+            Some("always") => vec![Fsync::Always],
+            Some(other) => anyhow::bail!("--fsync {other:?}: everysec, always or both"),
+        };
+        flags.finish()?;
+        let mut rows = Vec::new();
+        for fsync in modes {
+            let ceiling = Kind::RedisXadd { fsync, pipeline: 100 };
+            let ceiling_value = ctx.ceilings.get(ceiling).await?;
+            let mut setup = Setup::new(fsync);
+            setup.senders = 0;
+            setup.scheduler = false;
+            eprintln!("ingress: appendfsync {} …", fsync.name());
+            let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
+            let load = Load {
+                connections,
+                events_per_request: 100,
+                event_bytes: 1024,
+                window: None,
+                fanout: 1,
+                warmup: ctx.seconds(2, 1),
+                duration,
+                drain: Duration::ZERO,
+            };
+            let m = measure::steady(&d, &load).await?;
+            d.finish(ctx.keep);
+
+            let rate = m.published_per_second();
+            let mut row = Row::new("1 ingress", format!("appendfsync {}", fsync.name()));
+            row.rate = Some((rate, "events/s"));
+            row.latency_label = Some("publish request (100 events) → 200, round trip");
+            row.latency = Some(m.request_latency);
+            row.cpu = Some((m.cpu.clone(), m.seconds));
+            row.ceiling = Some((ceiling.label(), ceiling_value));
+            row.figures.push((
+                "requests/s".into(),
+                format!("{:.0} from {connections} connections", rate / 100.0),
+            ));
+            if m.refused > 0 {
+                row.figures.push(("503s retried".into(), m.refused.to_string()));
+            }
+            if fsync == Fsync::EverySec {
+                row.targets
+                    .push(Target::at_least("durable ingress", rate, 100_000.0, "events/s"));
+            }
+            row.notes.push(format!(
+                "no eg-sender, eg-scheduler or eg-deadletter running; one subscription, so each event is stored with one delivery; appendfsync {}",
+                fsync.name()
+            ));
+            row.details = m.to_json();
+            eprintln!("ingress: appendfsync {}: {} events/s", fsync.name(), thousands(rate));
+            rows.push(row);
+        }
+        Ok(rows)
+    })
+}

@@ -1,0 +1,332 @@
+//! `scheduling` (scenario 7): how punctually eg-scheduler moves due retries into the
+//! ready streams with a million pending. Retries are seeded straight into the retry
+//! sorted sets, in the format senders write (a delivery record after one failed attempt,
+//! scored by its due time), due evenly over a window; no sender runs, so every moved
+//! retry stays in its ready stream. The stream entry's auto-generated id carries the
+//! millisecond the scheduler's script added it, so lateness = entry id's time − due
+//! time, for every retry. A second phase makes a backlog due at one instant and
+//! measures how fast the scheduler drains it.
+
+use super::{Ctx, Rows, Scenario};
+use crate::args::Flags;
+use crate::ceiling::{Fsync, Kind};
+use crate::cluster::{PARTITIONS, PREFIX};
+use crate::deployment::{Deployment, Setup, TOPIC};
+use crate::histogram::Histogram;
+use crate::report::{Row, Target, thousands};
+use anyhow::{Context, bail};
+use eg_core::{Delivery, LastAttempt, OutcomeName, UnixMillis};
+use eg_store::Keyspace;
+use redis::aio::MultiplexedConnection;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+pub const SCENARIO: Scenario = Scenario {
+    name: "scheduling",
+    summary: "7: how late 1 million retries are moved to ready, and how fast",
+    usage: USAGE,
+    run,
+};
+
+const USAGE: &str = "\
+eg-bench scheduling: seeds retries straight into the retry sets, due evenly over a
+window, and measures how late eg-scheduler moves each one (and then how fast it drains a
+backlog that falls due at once). Scheduler settings are eg's defaults (interval 200ms,
+batch 500) unless given.
+
+usage: eg-bench scheduling [options]
+
+  --retries N            retries due over the window (default 1000000; quick 100000)
+  --window D             the window they fall due in (default 20s; quick 5s)
+  --burst N              retries due at one instant afterwards (default 200000; quick 20000)
+  --interval D           EG__SCHEDULER__INTERVAL (default: eg's, 200ms)
+
+";
+
+/// Retries per ZADD, and ZADDs per pipeline, when seeding.
+const PER_ZADD: usize = 1000;
+const ZADDS_PER_PIPELINE: usize = 10;
+
+fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
+    Box::pin(async move {
+        let retries: u64 = flags.number("retries", ctx.sized(1_000_000, 100_000))?;
+        let window = flags.duration("window", ctx.seconds(20, 5))?;
+        let burst: u64 = flags.number("burst", ctx.sized(200_000, 20_000))?;
+        let interval = flags.text("interval")?;
+        flags.finish()?;
+        let ceiling = Kind::RedisXadd {
+            fsync: Fsync::EverySec,
+            pipeline: 100,
+        };
+        let ceiling_value = ctx.ceilings.get(ceiling).await?;
+
+        let mut setup = Setup::new(Fsync::EverySec);
+        setup.senders = 0;
+        if let Some(interval) = interval {
+            setup.env.push(("EG__SCHEDULER__INTERVAL", interval));
+        }
+        let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
+        let mut conn = d.cluster.redis().await?;
+        let keys = Keyspace::new(PREFIX, PARTITIONS);
+        let processes = d.processes();
+
+        // Phase 1: `retries` due evenly over `window`, starting once seeding is surely done.
+        let seed_rate_guess = 100_000.0; // retries/s seeded; checked below
+        let lead = Duration::from_secs_f64(retries as f64 / seed_rate_guess + 3.0);
+        let first_due = now_ms() + lead.as_millis() as i64;
+        let step = window.as_millis() as f64 / retries.max(1) as f64;
+        eprintln!(
+            "scheduling: seeding {} retries due over {window:?} …",
+            thousands(retries as f64)
+        );
+        let seeded_at = Instant::now();
+        seed(&mut conn, &keys, retries, 0, |i| first_due + (i as f64 * step) as i64).await?;
+        let seed_seconds = seeded_at.elapsed().as_secs_f64();
+        let pending_at_first_due = pending(&mut conn, &keys).await?;
+        if now_ms() >= first_due {
+            bail!("seeding took {seed_seconds:.1} s, past the first due time: lower --retries");
+        }
+        let (cpu_before, cpu_from) = (processes.sample(), Instant::now());
+        let window_end = first_due + window.as_millis() as i64;
+        wait_until_moved(&mut conn, &keys, window_end, Duration::from_secs(60)).await?;
+        let cpu = processes.sample().since(&cpu_before);
+        let cpu_seconds = cpu_from.elapsed().as_secs_f64();
+        let spread = lateness(&mut conn, &keys).await?;
+        trim_ready(&mut conn, &keys).await?;
+
+        let mut rows = Vec::new();
+        let mut row = Row::new(
+            "7 scheduling",
+            format!("{} retries due over {} s", thousands(retries as f64), window.as_secs()),
+        );
+        row.rate = Some((spread.moved as f64 / window.as_secs_f64(), "retries moved/s"));
+        row.latency_label = Some("how late each retry was moved to ready (entry id time − due time)");
+        row.latency = Some(spread.latency);
+        row.cpu = Some((cpu, cpu_seconds));
+        row.counted = Some(spread.moved as f64);
+        row.ceiling = Some((ceiling.label(), ceiling_value));
+        row.figures.push((
+            "pending when the first fell due".into(),
+            thousands(pending_at_first_due as f64),
+        ));
+        row.figures.push((
+            "seeded".into(),
+            format!(
+                "{} retries in {seed_seconds:.1} s ({} per ZADD, pipelined)",
+                thousands(retries as f64),
+                PER_ZADD
+            ),
+        ));
+        row.figures.push((
+            "busiest second".into(),
+            format!("{} moved", thousands(spread.busiest_second as f64)),
+        ));
+        if spread.early > 0 {
+            row.figures
+                .push(("moved before due (clock)".into(), spread.early.to_string()));
+        }
+        row.targets.push(Target::at_most(
+            "retries fire on time with 1M pending (p99 late)",
+            spread.latency.p99_ms,
+            100.0,
+            "ms",
+            0,
+        ));
+        row.notes.extend(setup.describe());
+        row.notes
+            .push("no eg-sender runs: moved retries stay in the ready streams, where their entry ids are read".into());
+        rows.push(row);
+        eprintln!(
+            "scheduling: late p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+            spread.latency.p50_ms, spread.latency.p99_ms, spread.latency.max_ms
+        );
+
+        // Phase 2: a backlog due at one instant.
+        if burst > 0 {
+            let due = now_ms() + (burst as f64 / seed_rate_guess * 1000.0) as i64 + 2000;
+            eprintln!(
+                "scheduling: seeding {} retries due at one instant …",
+                thousands(burst as f64)
+            );
+            seed(&mut conn, &keys, burst, retries, |_| due).await?;
+            if now_ms() >= due {
+                bail!("seeding the burst took past its due time: lower --burst");
+            }
+            let (cpu_before, cpu_from) = (processes.sample(), Instant::now());
+            wait_until_moved(&mut conn, &keys, due, Duration::from_secs(120)).await?;
+            let cpu = processes.sample().since(&cpu_before);
+            let cpu_seconds = cpu_from.elapsed().as_secs_f64();
+            let b = lateness(&mut conn, &keys).await?;
+            let drained_in = b.latency.max_ms / 1000.0;
+            let mut row = Row::new(
+                "7 scheduling",
+                format!("{} retries due at one instant", thousands(burst as f64)),
+            );
+            row.rate = Some((b.moved as f64 / drained_in.max(1e-3), "retries moved/s"));
+            row.latency_label = Some("how late each retry was moved to ready (entry id time − due time)");
+            row.latency = Some(b.latency);
+            row.cpu = Some((cpu, cpu_seconds));
+            row.counted = Some(b.moved as f64);
+            row.ceiling = Some((ceiling.label(), ceiling_value));
+            row.figures.push(("drained in".into(), format!("{drained_in:.2} s")));
+            row.notes
+                .push("rate = retries ÷ time from their due time to the last one moved".into());
+            rows.push(row);
+            eprintln!("scheduling: burst drained in {drained_in:.2} s");
+        }
+        d.finish(ctx.keep);
+        Ok(rows)
+    })
+}
+
+fn now_ms() -> i64 {
+    UnixMillis::now().0
+}
+
+/// The retry record a sender writes after a first attempt answered 503. The delivery id
+/// carries the due time and a sequence number (32 hex digits, like eg's own ids).
+fn record(due: i64, seq: u64) -> String {
+    let published = UnixMillis(due - 10_000);
+    Delivery::new(
+        format!("{due:016x}{seq:016x}"),
+        format!("{seq:032x}"),
+        TOPIC.into(),
+        "sub0".into(),
+        published,
+    )
+    .for_event(format!("bench-{seq}"))
+    .matched_at(1)
+    .after_attempt(LastAttempt {
+        outcome: OutcomeName::Busy,
+        status: Some(503),
+        at: published,
+    })
+    .to_json()
+}
+
+/// `count` retries, numbered from `first_seq`, spread over the partitions in turn.
+async fn seed(
+    conn: &mut MultiplexedConnection,
+    keys: &Keyspace,
+    count: u64,
+    first_seq: u64,
+    due: impl Fn(u64) -> i64,
+) -> anyhow::Result<()> {
+    let partitions: Vec<String> = keys.all_partitions().map(|p| p.retry()).collect();
+    let mut i = 0u64;
+    while i < count {
+        let mut pipe = redis::pipe();
+        for _ in 0..ZADDS_PER_PIPELINE {
+            if i >= count {
+                break;
+            }
+            let key = &partitions[(i / PER_ZADD as u64) as usize % partitions.len()];
+            let mut members = Vec::with_capacity(PER_ZADD);
+            for _ in 0..PER_ZADD {
+                if i >= count {
+                    break;
+                }
+                let d = due(i);
+                members.push((d, record(d, first_seq + i)));
+                i += 1;
+            }
+            pipe.zadd_multiple(key, &members).ignore();
+        }
+        pipe.query_async::<()>(conn).await?;
+    }
+    Ok(())
+}
+
+async fn pending(conn: &mut MultiplexedConnection, keys: &Keyspace) -> anyhow::Result<u64> {
+    let mut pipe = redis::pipe();
+    for p in keys.all_partitions() {
+        pipe.zcard(p.retry());
+    }
+    let counts: Vec<u64> = pipe.query_async(conn).await?;
+    Ok(counts.iter().sum())
+}
+
+/// Waits until `until` has passed and every retry set is empty (at most `patience` more).
+async fn wait_until_moved(
+    conn: &mut MultiplexedConnection,
+    keys: &Keyspace,
+    until: i64,
+    patience: Duration,
+) -> anyhow::Result<()> {
+    let give_up = Instant::now() + Duration::from_millis((until - now_ms()).max(0) as u64) + patience;
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if now_ms() >= until && pending(conn, keys).await? == 0 {
+            return Ok(());
+        }
+        if Instant::now() >= give_up {
+            bail!(
+                "{} retries still pending {patience:?} after the last fell due",
+                pending(conn, keys).await?
+            );
+        }
+    }
+}
+
+struct Lateness {
+    moved: u64,
+    latency: crate::histogram::Latency,
+    busiest_second: u64,
+    early: u64,
+}
+
+/// Reads every ready stream: each entry's id time against the due time in its record.
+async fn lateness(conn: &mut MultiplexedConnection, keys: &Keyspace) -> anyhow::Result<Lateness> {
+    let histogram = Histogram::default();
+    let mut per_second: BTreeMap<i64, u64> = BTreeMap::new();
+    let (mut moved, mut early) = (0u64, 0u64);
+    for p in keys.all_partitions() {
+        let mut from = "-".to_owned();
+        loop {
+            let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+                .arg(p.ready())
+                .arg(&from)
+                .arg("+")
+                .arg("COUNT")
+                .arg(10_000)
+                .query_async(conn)
+                .await?;
+            let Some(last) = reply.ids.last() else { break };
+            from = format!("({}", last.id);
+            for entry in &reply.ids {
+                let moved_ms: i64 = entry
+                    .id
+                    .split_once('-')
+                    .and_then(|(ms, _)| ms.parse().ok())
+                    .with_context(|| format!("stream id {:?}", entry.id))?;
+                let raw: String = entry.get("d").context("a ready entry without its record")?;
+                let delivery = Delivery::from_json(&raw)?;
+                let due = i64::from_str_radix(delivery.id.get(..16).unwrap_or_default(), 16)
+                    .with_context(|| format!("delivery id {:?}", delivery.id))?;
+                let late = moved_ms - due;
+                if late < 0 {
+                    early += 1;
+                }
+                histogram.record(late.max(0) as u64 * 1000);
+                *per_second.entry(moved_ms / 1000).or_default() += 1;
+                moved += 1;
+            }
+        }
+    }
+    Ok(Lateness {
+        moved,
+        latency: histogram.latency(),
+        busiest_second: per_second.values().copied().max().unwrap_or(0),
+        early,
+    })
+}
+
+/// Empties the ready streams (no sender will read them) so the next phase reads only its own.
+async fn trim_ready(conn: &mut MultiplexedConnection, keys: &Keyspace) -> anyhow::Result<()> {
+    let mut pipe = redis::pipe();
+    for p in keys.all_partitions() {
+        pipe.cmd("XTRIM").arg(p.ready()).arg("MAXLEN").arg(0).ignore();
+    }
+    pipe.query_async::<()>(conn).await?;
+    Ok(())
+}

@@ -54,6 +54,15 @@ redrive SUB:
     if [[ "$sub" != */* ]]; then echo "error: SUB is topic/subscription, e.g. demo/demo-receiver" >&2; exit 2; fi
     exec {{just_executable()}} egctl deadletters redrive "${sub%%/*}" "${sub#*/}" --all
 
+# Start a local 3-primary Redis Cluster (ports 7001-7003; EG_LOCAL_CLUSTER_REPLICAS=1 adds a replica each); `just up` then uses it.
+cluster-up:
+    deploy/local/ensure-redis.sh
+    deploy/local/cluster-up.sh
+
+# Stop the local Redis Cluster (its data stays for the next cluster-up); `just up` goes back to one Redis.
+cluster-down:
+    deploy/local/cluster-down.sh
+
 # Run exactly N copies of a tier of the local deployment: `just scale sender 3` (sender, scheduler or deadletter).
 scale TIER N:
     deploy/local/scale.sh {{TIER}} {{N}}

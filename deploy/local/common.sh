@@ -12,6 +12,11 @@ tier_env() {
   mkdir -p "$dir"/{data,logs,run,deadletters}
   [ -s "$token_file" ] || head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$token_file"
   export EG__REDIS__URL="redis://127.0.0.1:$port"
+  # After `just cluster-up`, the tiers use that cluster (2 partitions per primary).
+  if [ -s "$dir/cluster-nodes" ] && [ -z "${EG__REDIS__CLUSTER_NODES:-}" ]; then
+    export EG__REDIS__CLUSTER_NODES="$(cat "$dir/cluster-nodes")"
+    export EG__REDIS__PARTITIONS="${EG__REDIS__PARTITIONS:-6}"
+  fi
   export EG__ADMIN__TOKEN="$(cat "$token_file")"
   export EG__DEADLETTER__DIR="$dir/deadletters"
   export EG__DEADLETTER__DELAY="${EG__DEADLETTER__DELAY:-10s}"

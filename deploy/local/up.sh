@@ -6,13 +6,18 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 tier_env
 
-if ! running redis; then
-  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/data" \
-    --appendonly yes --appendfsync always --save "" \
-    --pidfile "$dir/run/redis.pid" --logfile "$dir/logs/redis.log" --daemonize yes
+if [ -n "${EG__REDIS__CLUSTER_NODES:-}" ]; then
+  redis_where="the Redis Cluster at $EG__REDIS__CLUSTER_NODES"
+else
+  if ! running redis; then
+    redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/data" \
+      --appendonly yes --appendfsync always --save "" \
+      --pidfile "$dir/run/redis.pid" --logfile "$dir/logs/redis.log" --daemonize yes
+  fi
+  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  redis-cli -p "$port" ping >/dev/null || { echo "error: Redis did not start; see $dir/logs/redis.log" >&2; exit 1; }
+  redis_where="Redis on 127.0.0.1:$port"
 fi
-for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-redis-cli -p "$port" ping >/dev/null || { echo "error: Redis did not start; see $dir/logs/redis.log" >&2; exit 1; }
 
 for tier in eg-ingress eg-scheduler eg-sender eg-deadletter eg-demo-receiver; do start "$tier"; done
 
@@ -30,7 +35,7 @@ key=$(admin -X POST "$ingress/admin/topics/demo/listKeys" | sed -E 's/.*"key1":"
 
 cat <<TXT
 
-eg is running: Redis on 127.0.0.1:$port, ingress on $ingress, demo receiver on http://$EG_DEMO_RECEIVER_LISTEN
+eg is running: $redis_where, ingress on $ingress, demo receiver on http://$EG_DEMO_RECEIVER_LISTEN
 Admin token: $dir/admin-token   Logs: $dir/logs/   Dead-letters: $dir/deadletters/
 
 Publish an event:

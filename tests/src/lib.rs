@@ -9,6 +9,9 @@
 //!   as told ([`Behaviour`]).
 //! * Every child process is killed when the [`System`] is dropped; when the test is
 //!   failing, the tail of every log is printed and the logs are kept.
+//! * With `EG_TEST_REDIS=cluster` in the environment, the Redis is a 3-primary Redis
+//!   Cluster instead of one server (`just test` runs a part of the suite that way); tests
+//!   that stop or restart Redis need the single server and are not part of that run.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -22,7 +25,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use eg_testkit::RedisServer;
+use eg_testkit::{RedisCluster, RedisServer};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -243,6 +246,40 @@ impl Launcher {
     }
 }
 
+/// Partitions of every system under test.
+const PARTITIONS: u16 = 2;
+
+/// The Redis under a system: one server, or a cluster (`EG_TEST_REDIS=cluster`).
+enum Backend {
+    Server(RedisServer),
+    Cluster(RedisCluster),
+}
+
+impl Backend {
+    fn from_environment() -> Self {
+        match std::env::var("EG_TEST_REDIS").as_deref() {
+            Ok("cluster") => Self::Cluster(RedisCluster::start(3, 0)),
+            Ok("server") | Err(_) => Self::Server(RedisServer::start()),
+            Ok(other) => panic!("EG_TEST_REDIS={other:?}: expected `server` or `cluster`"),
+        }
+    }
+
+    /// The setting that points the tiers at it.
+    fn setting(&self) -> (&'static str, String) {
+        match self {
+            Self::Server(server) => ("EG__REDIS__URL", server.url()),
+            Self::Cluster(cluster) => ("EG__REDIS__CLUSTER_NODES", cluster.nodes_setting()),
+        }
+    }
+
+    fn server(&mut self) -> &mut RedisServer {
+        match self {
+            Self::Server(server) => server,
+            Self::Cluster(_) => panic!("this test stops or restarts Redis: it needs one server, not a cluster"),
+        }
+    }
+}
+
 /// A whole eg deployment for one test. Dropping it kills every process.
 pub struct System {
     // Declared (so dropped) before `redis`: tiers die before their Redis does.
@@ -253,7 +290,7 @@ pub struct System {
     senders: Vec<Option<Tier>>,
     sender_starts: usize,
     launcher: Launcher,
-    redis: RedisServer,
+    redis: Backend,
     dead_letter_dir: Option<tempfile::TempDir>,
     log_dir: Option<tempfile::TempDir>,
     http: reqwest::Client,
@@ -264,15 +301,15 @@ impl System {
     /// Redis, a dead-letter directory and the four tiers, all healthy.
     pub async fn start(options: Options) -> Self {
         let bin_dir = binary_dir();
-        let redis = RedisServer::start();
+        let redis = Backend::from_environment();
         let dead_letter_dir = tempfile::Builder::new()
             .prefix("eg-dead-letters-")
             .tempdir()
             .expect("dead-letter dir");
         let log_dir = tempfile::Builder::new().prefix("eg-logs-").tempdir().expect("log dir");
         let mut env: Vec<(String, String)> = [
-            ("EG__REDIS__URL", redis.url()),
-            ("EG__REDIS__PARTITIONS", "2".into()),
+            redis.setting(),
+            ("EG__REDIS__PARTITIONS", PARTITIONS.to_string()),
             ("EG__ADMIN__TOKEN", ADMIN_TOKEN.into()),
             ("EG__DELIVERY__RETRY_SCHEDULE", "1s".into()),
             ("EG__DELIVERY__RETRY_MINIMUMS", "*=0s".into()),
@@ -342,17 +379,17 @@ impl System {
     /// SIGKILLs Redis and starts it again from its append-only file; the tiers are left
     /// running and must reconnect on their own.
     pub fn restart_redis(&mut self) {
-        self.redis.restart();
+        self.redis.server().restart();
     }
 
     /// SIGKILLs Redis and leaves it down until [`System::start_redis`].
     pub fn stop_redis(&mut self) {
-        self.redis.kill();
+        self.redis.server().kill();
     }
 
     /// Starts Redis again (from its append-only file) after [`System::stop_redis`].
     pub fn start_redis(&mut self) {
-        self.redis.start_again();
+        self.redis.server().start_again();
     }
 
     /// Starts another `eg-ingress` on the same Redis; returns its URL.
@@ -484,17 +521,30 @@ impl System {
         text
     }
 
+    /// The single Redis server under this system (tests that signal or restart it).
     pub fn redis(&self) -> &RedisServer {
-        &self.redis
+        match &self.redis {
+            Backend::Server(server) => server,
+            Backend::Cluster(_) => panic!("this test needs one Redis server, not a cluster"),
+        }
+    }
+
+    /// The keys eg uses in this system's Redis (same prefix and partition count).
+    pub fn keyspace(&self) -> eg_store::Keyspace {
+        eg_store::Keyspace::new("eg", PARTITIONS)
     }
 
     /// Runs one Redis command with `redis-cli` against this system's Redis (for
-    /// assertions on queue state, e.g. `["XLEN", "{eg:p0}:ready"]`); returns its output,
-    /// trimmed.
+    /// assertions on queue state, e.g. `["XLEN", &system.keyspace().partition(0).ready()]`;
+    /// on a cluster it follows redirects); returns its output, trimmed.
     pub fn redis_cli(&self, args: &[&str]) -> String {
+        let socket = match &self.redis {
+            Backend::Server(server) => server.socket(),
+            Backend::Cluster(cluster) => return cluster.cli(args),
+        };
         let output = Command::new("redis-cli")
             .arg("-s")
-            .arg(self.redis.socket())
+            .arg(socket)
             .args(args)
             .stdin(Stdio::null())
             .output()
@@ -505,6 +555,15 @@ impl System {
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+
+    /// Every key matching `pattern` (on a cluster, of every node).
+    pub fn redis_keys(&self, pattern: &str) -> Vec<String> {
+        let listed = match &self.redis {
+            Backend::Server(_) => self.redis_cli(&["KEYS", pattern]),
+            Backend::Cluster(cluster) => cluster.keys(pattern).join("\n"),
+        };
+        listed.lines().filter(|k| !k.is_empty()).map(str::to_owned).collect()
     }
 
     /// `http://127.0.0.1:PORT` of the ingress.

@@ -103,12 +103,11 @@ fn event_with_raw_data(id: &str, raw_data: &str) -> String {
 /// Number of deliveries in the ready streams and of stored event bodies.
 fn stored(system: &System) -> (usize, usize) {
     let mut ready = 0;
-    for partition in 0..2 {
-        let len = system.redis_cli(&["XLEN", &format!("{{eg:p{partition}}}:ready")]);
+    for partition in system.keyspace().all_partitions() {
+        let len = system.redis_cli(&["XLEN", &partition.ready()]);
         ready += len.parse::<usize>().unwrap_or_else(|_| panic!("XLEN answered {len:?}"));
     }
-    let keys = system.redis_cli(&["KEYS", "*:event:*"]);
-    (ready, keys.lines().filter(|l| !l.trim().is_empty()).count())
+    (ready, system.redis_keys("*:event:*").len())
 }
 
 /// The ingress still answers, and a good publish still works (and is stored: the

@@ -169,9 +169,8 @@ async fn lost_consumer_groups_are_recreated_and_delivery_carries_on() {
     system.publish_ok("orders", &events("before", 1)).await;
     wait_delivered(&receiver, &ids("before", 1)).await;
 
-    for partition in 0..2 {
-        for (stream, group) in [("ready", "senders"), ("deadletter", "deadletter")] {
-            let key = format!("{{eg:p{partition}}}:{stream}");
+    for partition in system.keyspace().all_partitions() {
+        for (key, group) in [(partition.ready(), "senders"), (partition.deadletter(), "deadletter")] {
             system.redis_cli(&["XGROUP", "DESTROY", &key, group]);
         }
     }
@@ -239,11 +238,12 @@ async fn sigterm_sender_settles_what_it_holds_and_exits() {
         "exited after {took:?}: did not wait for attempts in flight"
     );
     // Nothing is left pending in the group: no delivery waits out the 60 s visibility timeout.
-    for partition in 0..2 {
-        let pending = system.redis_cli(&["XPENDING", &format!("{{eg:p{partition}}}:ready"), "senders"]);
+    for partition in system.keyspace().all_partitions() {
+        let pending = system.redis_cli(&["XPENDING", &partition.ready(), "senders"]);
         assert!(
             pending.starts_with('0'),
-            "partition {partition} still holds deliveries: {pending}"
+            "partition {} still holds deliveries: {pending}",
+            partition.index
         );
     }
 

@@ -341,7 +341,7 @@ async fn each_event_of_a_failed_batch_keeps_its_own_attempt_count() {
         .await;
     receiver.wait_for(1, DEADLINE).await;
     eventually(DEADLINE, "the failed event in the retry set", || async {
-        (system.redis_cli(&["ZCARD", "{eg:p0}:retry"]) == "1").then_some(())
+        (system.redis_cli(&["ZCARD", &system.keyspace().partition(0).retry()]) == "1").then_some(())
     })
     .await;
     system.kill_sender(0);
@@ -355,7 +355,7 @@ async fn each_event_of_a_failed_batch_keeps_its_own_attempt_count() {
         )
         .await;
     eventually(DEADLINE, "the retry promoted next to the fresh events", || async {
-        (system.redis_cli(&["XLEN", "{eg:p0}:ready"]) == "3").then_some(())
+        (system.redis_cli(&["XLEN", &system.keyspace().partition(0).ready()]) == "3").then_some(())
     })
     .await;
     system.start_sender().await;
@@ -1105,10 +1105,10 @@ async fn a_late_success_cancels_the_queued_retry() {
     assert_eq!(metric(&text, "DeliverySuccessCount", &labels), EVENTS as f64);
     // Nothing left behind: no queued retry, and the cancelled retries released the
     // stored events.
-    for partition in ["{eg:p0}", "{eg:p1}"] {
-        assert_eq!(system.redis_cli(&["ZCARD", &format!("{partition}:retry")]), "0");
+    for partition in system.keyspace().all_partitions() {
+        assert_eq!(system.redis_cli(&["ZCARD", &partition.retry()]), "0");
     }
-    assert_eq!(system.redis_cli(&["KEYS", "*:event:*"]), "", "event bodies leaked");
+    assert!(system.redis_keys("*:event:*").is_empty(), "event bodies leaked");
 }
 
 /// The retry (1 s) goes out before the late answer (4 s) comes: it cannot be cancelled;

@@ -117,6 +117,21 @@ impl RedisCluster {
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 
+    /// Every key matching `pattern`, from every running node.
+    pub fn keys(&self, pattern: &str) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .filter_map(|n| cli(n.port, &["KEYS", pattern]))
+            .flat_map(|listed| listed.lines().map(str::to_owned).collect::<Vec<_>>())
+            .filter(|k| !k.is_empty())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
     /// Runs one command on the node on `port` itself (no redirects).
     pub fn node_cli(&self, port: u16, args: &[&str]) -> String {
         cli(port, args).unwrap_or_else(|| panic!("redis-cli -p {port} {args:?} failed"))

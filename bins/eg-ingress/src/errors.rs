@@ -53,14 +53,19 @@ impl Refusal {
         Self::new(StatusCode::REQUEST_TIMEOUT, "RequestTimeout", message)
     }
 
-    /// Redis could not be reached or answered an error: nothing was accepted.
+    /// Redis could not be reached or answered an error: nothing was accepted. Or the
+    /// events reached the primary but not the replicas `EG__REDIS__REPLICA_ACKS` asks
+    /// for: not durable as promised, so not accepted either (a retry may duplicate them).
     pub fn unavailable(error: &eg_store::StoreError) -> Self {
         tracing::error!(%error, "storage unavailable");
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            "storage is unavailable; nothing was accepted, retry later",
-        )
+        let message = match error {
+            eg_store::StoreError::NotReplicated { .. } => {
+                "the events reached Redis but not enough replicas confirmed them in time; \
+                 they are not accepted: retry later (they may then be delivered twice)"
+            }
+            _ => "storage is unavailable; nothing was accepted, retry later",
+        };
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", message)
     }
 
     pub fn status(&self) -> StatusCode {

@@ -67,12 +67,18 @@ cluster-down:
 scale TIER N:
     deploy/local/scale.sh {{TIER}} {{N}}
 
-# Run the whole test suite: unit, property, Redis integration and end-to-end tests, then a one-minute chaos run.
+# Run the whole test suite: unit, property, Redis integration and end-to-end tests (part of them again on a Redis Cluster), then a one-minute chaos run.
 test:
     deploy/local/ensure-redis.sh
     cargo build --workspace --bins
     cargo test --workspace
+    {{just_executable()}} test-cluster
     cargo run -q -p eg-chaos -- --duration 60s --json target/chaos-report.json
+
+# The end-to-end tests that do not stop Redis, again on a 3-primary Redis Cluster (part of `just test`).
+test-cluster:
+    EG_TEST_REDIS=cluster cargo test -p eg-system-tests --test pipeline --test management --test schemas \
+        --test filtering --test signing --test access --test bad_input --test protection --test operations --test egctl
 
 # Kill tiers and Redis at random while publishing; check every event answered 200 is delivered or dead-lettered (`just chaos --help`).
 chaos *ARGS:
@@ -84,3 +90,8 @@ chaos *ARGS:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
+    {{just_executable()}} check-deploy
+
+# Check every file in deploy/ against its schema (Kubernetes, KEDA, compose, Prometheus), the Dockerfile, the dashboard's metrics and every EG__ setting; installs pinned tools into target/deploy-check on first use.
+check-deploy:
+    deploy/check.sh

@@ -76,6 +76,16 @@ impl Retention {
     };
 }
 
+/// One hold to settle with [`Store::settle_many`].
+#[derive(Debug, Clone, Copy)]
+pub struct Settle<'a> {
+    pub entry_id: &'a str,
+    pub delivery: &'a Delivery,
+    pub settlement: &'a Settlement,
+    /// The step to append to the event's history (`None`: none).
+    pub history: Option<&'a HistoryEntry>,
+}
+
 /// What became of a settle call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settled {
@@ -303,59 +313,98 @@ impl Store {
         history: Option<&HistoryEntry>,
         retention: &Retention,
     ) -> Result<Settled, StoreError> {
-        let (action, payload, due) = match settlement {
-            Settlement::Done => ("done", String::new(), 0),
-            Settlement::Retry { delivery, due } => ("retry", delivery.to_json(), due.0),
-            Settlement::Requeue { delivery } => ("requeue", delivery.to_json(), 0),
-            Settlement::Park { delivery, until } => ("park", delivery.to_json(), until.0),
-            Settlement::DeadLetter { entry } => (
-                "deadletter",
-                serde_json::to_string(entry).map_err(|e| StoreError::corrupt(partition.deadletter_delay(), e))?,
-                0,
-            ),
+        let item = Settle {
+            entry_id,
+            delivery,
+            settlement,
+            history,
         };
-        let subscription = format!("{}/{}", delivery.topic, delivery.subscription);
+        let settled = self.settle_many(partition, &[item], retention).await?;
+        Ok(settled.into_iter().next().unwrap_or(Settled {
+            took_effect: false,
+            archive_evicted: 0,
+        }))
+    }
+
+    /// Settles many holds of one partition in one script call (see `settle.lua`): what
+    /// [`Store::settle_recorded`] does for each, in order, atomically. Returns one
+    /// [`Settled`] per item, in order.
+    pub async fn settle_many(
+        &self,
+        partition: &Partition,
+        items: &[Settle<'_>],
+        retention: &Retention,
+    ) -> Result<Vec<Settled>, StoreError> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
         let keep_history = !retention.history_for.is_zero() && retention.histories_per_partition > 0;
-        let history = match history {
-            Some(entry) if keep_history => entry.to_json(),
-            _ => String::new(),
-        };
-        let archive_id = match settlement {
-            Settlement::DeadLetter { .. } if retention.archived_per_partition > 0 => delivery.id.as_str(),
-            _ => "",
-        };
-        let archive = partition.archive(&subscription);
-        let mut conn = self.conn().await?;
-        let reply: u64 = scripts::SETTLE
+        let mut invocation = scripts::SETTLE.prepare_invoke();
+        invocation
             .key(partition.ready())
             .key(partition.retry())
             .key(partition.deadletter_delay())
-            .key(partition.event(&delivery.event_key))
-            .key(partition.history(&delivery.topic, &delivery.event_id))
             .key(partition.history_index())
-            .key(archive.all)
-            .key(archive.waiting)
-            .key(archive.records)
-            .key(partition.paused(&subscription))
             .key(partition.paused_index())
             .arg(SENDERS_GROUP)
-            .arg(entry_id)
-            .arg(action)
-            .arg(payload)
-            .arg(due)
-            .arg(history)
             .arg(retention.history_for.as_millis().max(1) as u64)
             .arg(retention.histories_per_partition)
             .arg(retention.steps_per_history.max(1))
-            .arg(archive_id)
             .arg(retention.archived_per_partition)
-            .arg(&subscription)
-            .invoke_async(&mut conn)
-            .await?;
-        Ok(Settled {
-            took_effect: reply > 0,
-            archive_evicted: reply.saturating_sub(1),
-        })
+            .arg(items.len());
+        for item in items {
+            let delivery = item.delivery;
+            let (action, payload, due) = match item.settlement {
+                Settlement::Done => ("done", String::new(), 0),
+                Settlement::Retry { delivery, due } => ("retry", delivery.to_json(), due.0),
+                Settlement::Requeue { delivery } => ("requeue", delivery.to_json(), 0),
+                Settlement::Park { delivery, until } => ("park", delivery.to_json(), until.0),
+                Settlement::DeadLetter { entry } => (
+                    "deadletter",
+                    serde_json::to_string(entry).map_err(|e| StoreError::corrupt(partition.deadletter_delay(), e))?,
+                    0,
+                ),
+            };
+            let subscription = format!("{}/{}", delivery.topic, delivery.subscription);
+            let history = match item.history {
+                Some(entry) if keep_history => entry.to_json(),
+                _ => String::new(),
+            };
+            let archive_id = match item.settlement {
+                Settlement::DeadLetter { .. } if retention.archived_per_partition > 0 => delivery.id.as_str(),
+                _ => "",
+            };
+            let archive = partition.archive(&subscription);
+            invocation
+                .key(partition.event(&delivery.event_key))
+                .key(partition.history(&delivery.topic, &delivery.event_id))
+                .key(archive.all)
+                .key(archive.waiting)
+                .key(archive.records)
+                .key(partition.paused(&subscription))
+                .arg(item.entry_id)
+                .arg(action)
+                .arg(payload)
+                .arg(due)
+                .arg(history)
+                .arg(archive_id)
+                .arg(subscription);
+        }
+        let mut conn = self.conn().await?;
+        let replies: Vec<u64> = invocation.invoke_async(&mut conn).await?;
+        if replies.len() != items.len() {
+            return Err(StoreError::corrupt(
+                partition.ready(),
+                format!("settle answered {} results for {} items", replies.len(), items.len()),
+            ));
+        }
+        Ok(replies
+            .into_iter()
+            .map(|reply| Settled {
+                took_effect: reply > 0,
+                archive_evicted: reply.saturating_sub(1),
+            })
+            .collect())
     }
 
     /// Cancels the queued retry `delivery` (the record exactly as settled with

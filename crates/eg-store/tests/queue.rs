@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use eg_core::{Delivery, UnixMillis};
-use eg_store::{PublishOutcome, Settlement};
+use eg_store::{PublishOutcome, Retention, Settle, Settlement};
 use eg_testkit::eventually;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -249,6 +249,61 @@ async fn settle_retry_schedules_the_record_at_its_due_time() {
         "a retry still needs the event"
     );
     assert_eq!(h.store.promote_due_retries(&p0, 100).await.unwrap(), 0, "not due yet");
+}
+
+#[tokio::test]
+async fn settle_many_settles_each_item_as_settle_would_in_one_call() {
+    let h = Harness::start().await;
+    let p0 = h.p0();
+    publish(&h.store, &p0, &[event("e1", 2), event("e2", 1), event("e3", 1)]).await;
+    let held = read(&h.store, &p0, "sender", 10).await;
+    assert_eq!(held.len(), 4);
+    // e1's two deliveries: one done, one retried; e2 done; e3 dead-lettered.
+    let retried = held[1].delivery.after_attempt(failed_attempt());
+    let due = UnixMillis(UnixMillis::now().0 + 60_000);
+    let settlements = [
+        Settlement::Done,
+        Settlement::Retry {
+            delivery: retried.clone(),
+            due,
+        },
+        Settlement::Done,
+        Settlement::DeadLetter {
+            entry: dead_letter_entry(&held[3].delivery),
+        },
+    ];
+    let items: Vec<Settle> = held
+        .iter()
+        .zip(&settlements)
+        .map(|(d, settlement)| Settle {
+            entry_id: &d.entry_id,
+            delivery: &d.delivery,
+            settlement,
+            history: None,
+        })
+        .collect();
+    let retention = Retention {
+        archived_per_partition: 10,
+        ..Retention::NONE
+    };
+    let settled = h.store.settle_many(&p0, &items, &retention).await.unwrap();
+    assert!(settled.iter().all(|s| s.took_effect), "{settled:?}");
+
+    let mut redis = h.redis();
+    assert_eq!(xlen(&mut redis, &ready_key()), 0);
+    assert_eq!(pending(&mut redis, &ready_key(), "senders"), 0);
+    assert_eq!(zcard(&mut redis, &retry_key()), 1);
+    assert_eq!(zcard(&mut redis, &dl_delay_key()), 1);
+    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"), "the retry keeps e1");
+    assert!(!exists(&mut redis, &event_hash("e2")), "e2 finished");
+    assert!(!exists(&mut redis, &event_hash("e3")), "e3's record carries its own copy");
+
+    // Settled again (a second holder, or a repeat): nothing held, nothing changes.
+    let again = h.store.settle_many(&p0, &items, &retention).await.unwrap();
+    assert!(again.iter().all(|s| !s.took_effect), "{again:?}");
+    assert_eq!(zcard(&mut redis, &retry_key()), 1);
+    assert_eq!(zcard(&mut redis, &dl_delay_key()), 1);
+    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
 }
 
 #[tokio::test]

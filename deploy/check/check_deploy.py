@@ -191,9 +191,9 @@ class Tools:
         bin_dir = Path(sys.executable).parent
         self.hadolint = str(bin_dir / "hadolint")
         self.check_jsonschema = str(bin_dir / "check-jsonschema")
-        self.promtool = args.promtool
+        self.promtool = str(Path(args.promtool).resolve())
         self.node = shutil.which("node") or "node"
-        self.node_dir = Path(args.node_dir)
+        self.node_dir = Path(args.node_dir).resolve()
         self.kubectl = shutil.which("kubectl")
 
 
@@ -239,7 +239,34 @@ def validate_k8s(where: str, doc: dict, report: Report, crds: list, seen: set) -
             return
 
 
+def kustomization_resources(path: Path) -> list[dict]:
+    """The documents a kustomization's resources hold (following nested kustomizations)."""
+    docs = []
+    for res in load_yaml(path)[0].get("resources", []):
+        target = (path.parent / res).resolve()
+        if (target / "kustomization.yaml").is_file():
+            docs += kustomization_resources(target / "kustomization.yaml")
+        elif target.is_file():
+            docs += load_yaml(target)
+    return docs
+
+
+def json_pointer_exists(doc, pointer: str) -> bool:
+    node = doc
+    for part in pointer.lstrip("/").split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    return True
+
+
 def check_kustomization(path: Path, doc: dict, report: Report) -> None:
+    """What kubectl kustomize would refuse, without kubectl: unknown fields, resources
+    that do not exist, patches whose target or path is not there."""
     unknown = set(doc) - KUSTOMIZATION_KEYS
     if unknown:
         report.fail(path, f"unknown kustomization fields {sorted(unknown)}")
@@ -247,6 +274,24 @@ def check_kustomization(path: Path, doc: dict, report: Report) -> None:
         target = (path.parent / res).resolve()
         if not (target.is_file() or (target / "kustomization.yaml").is_file()):
             report.fail(path, f"resource {res!r} is neither a file nor a kustomization directory")
+            return
+    docs = kustomization_resources(path)
+    for patch in doc.get("patches", []):
+        selector = patch.get("target", {})
+        matches = [d for d in docs if isinstance(d, dict)
+                   and all(d.get("kind") == v if k == "kind" else d.get("metadata", {}).get("name") == v
+                           for k, v in selector.items() if k in ("kind", "name"))]
+        if not matches:
+            report.fail(path, f"patch target {selector} matches no resource")
+            continue
+        ops = yaml.safe_load(patch.get("patch", "")) if "patch" in patch else None
+        for op in ops if isinstance(ops, list) else []:
+            if op.get("op") in ("remove", "replace", "test", "move", "copy"):
+                pointer = op.get("from") if op.get("op") in ("move", "copy") else op.get("path", "")
+                for match in matches:
+                    if not json_pointer_exists(match, pointer or ""):
+                        report.fail(path, f"patch {op.get('op')} {pointer}: no such path in "
+                                          f"{match.get('kind')}/{match.get('metadata', {}).get('name')}")
 
 
 def check_kubernetes(deploy: Deploy, tools: Tools, report: Report) -> None:

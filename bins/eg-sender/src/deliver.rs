@@ -6,6 +6,7 @@
 use crate::attempt::{self, Attempt, Request};
 use crate::late::LateListeners;
 use crate::settle;
+use crate::settler::{self, Settler};
 use eg_core::policy::ProfilePolicies;
 use eg_core::probation::{EndpointAttempt, EndpointId, Gate, HealthChange, ProbationPolicy};
 use eg_core::render::{self, RenderedEvent};
@@ -16,7 +17,7 @@ use eg_core::{Decision, LastAttempt};
 use eg_outbound::Client;
 use eg_runtime::metrics as m;
 use eg_runtime::startup::Process;
-use eg_store::{Catalog, CatalogCache, Clock, Partition, ReadyDelivery, Retention, Settlement, Store};
+use eg_store::{Catalog, CatalogCache, Clock, Partition, ReadyDelivery, Settlement, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -36,7 +37,7 @@ pub struct Sender {
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) concurrency: usize,
     max_response_bytes: usize,
-    retention: Retention,
+    settler: Settler,
     pub(crate) consumer: String,
 }
 
@@ -85,7 +86,7 @@ impl Sender {
             slots: Arc::new(Semaphore::new(s.sender.concurrency.max(1))),
             concurrency: s.sender.concurrency.max(1),
             max_response_bytes: s.sender.max_response_bytes,
-            retention: s.retention(),
+            settler: Settler::start(&process.store, s.retention()),
             consumer,
         }))
     }
@@ -99,16 +100,19 @@ impl Sender {
         // Out of attempts or time already (a retry that woke at its TTL deadline).
         let now = self.clock.now();
         let mut live = Vec::with_capacity(held.len());
+        let mut expired = Vec::new();
         for h in held {
             match policy.before_attempt(&h.ready.delivery, &limits, now) {
                 Some(reason) => {
                     let settled =
                         settle::settlement(Decision::DeadLetter(reason), &h.ready.delivery, &subscription, now);
-                    self.settle(&h, settled).await;
+                    expired.push((h, settled));
                 }
                 None => live.push(h),
             }
         }
+        let (expired, settlements): (Vec<Held>, Vec<settle::Settled>) = expired.into_iter().unzip();
+        self.settle_together(expired.iter().zip(settlements)).await;
         if live.is_empty() {
             return;
         }
@@ -124,10 +128,11 @@ impl Sender {
             subscription
         };
         if subscription.paused {
-            for h in live {
+            self.settle_together(live.iter().map(|h| {
                 let until = eg_core::policy::ttl_deadline(&h.ready.delivery, &limits);
-                self.settle(&h, settle::paused(&h.ready.delivery, until, now)).await;
-            }
+                (h, settle::paused(&h.ready.delivery, until, now))
+            }))
+            .await;
             return;
         }
 
@@ -142,11 +147,11 @@ impl Sender {
                 return;
             }
             Provisioning::AwaitingManualAction { .. } | Provisioning::Failed { .. } => {
-                for h in live {
+                self.settle_together(live.iter().map(|h| {
                     let decision = Decision::DeadLetter(eg_core::DeadLetterReason::NonRetriableFailure);
-                    let settled = settle::settlement(decision, &h.ready.delivery, &subscription, now);
-                    self.settle(&h, settled).await;
-                }
+                    (h, settle::settlement(decision, &h.ready.delivery, &subscription, now))
+                }))
+                .await;
                 return;
             }
         }
@@ -186,8 +191,9 @@ impl Sender {
             took_ms = took.as_millis() as u64, "attempt"
         );
 
-        let mut retries = Vec::new();
-        for h in &live {
+        // Settled together: the settle queue sends them as one call (a batch's events,
+        // or whatever else is settling in the partition at the moment).
+        let settles = live.iter().map(|h| {
             let attempted = h.ready.delivery.after_attempt(LastAttempt {
                 outcome: outcome_name,
                 status: outcome.status_code(),
@@ -199,9 +205,11 @@ impl Sender {
                 Settlement::Retry { delivery, .. } => Some(delivery.clone()),
                 _ => None,
             };
-            if self.settle(h, settled).await
-                && let Some(retry) = retry
-            {
+            async move { (self.settle(h, settled).await, h, retry) }
+        });
+        let mut retries = Vec::new();
+        for (took_effect, h, retry) in futures_util::future::join_all(settles).await {
+            if took_effect && let Some(retry) = retry {
                 retries.push((h.partition.clone(), retry));
             }
         }
@@ -329,11 +337,17 @@ impl Sender {
         let now = self.clock.now();
         metrics::counter!(m::DELIVERY_DELAYED_COUNT, "topic" => subscription.topic.key(), "subscription" => subscription.name.key())
             .increment(held.len() as u64);
-        for h in held {
+        self.settle_together(held.iter().map(|h| {
             let delivery = h.ready.delivery.held_back(now);
             let due = policy.held_back_until(&delivery, &subscription.retry_policy, until, now, rand::random::<f64>());
-            self.settle(&h, settle::held_back(delivery, due, now)).await;
-        }
+            (h, settle::held_back(delivery, due, now))
+        }))
+        .await;
+    }
+
+    /// Settles these together: concurrently, so the settle queue sends them as one call.
+    async fn settle_together<'h>(&self, settles: impl IntoIterator<Item = (&'h Held, settle::Settled)>) {
+        futures_util::future::join_all(settles.into_iter().map(|(h, settled)| self.settle(h, settled))).await;
     }
 
     /// Settles, retrying while Redis is unreachable. If it never succeeds the delivery
@@ -351,18 +365,13 @@ impl Sender {
     ) -> bool {
         let mut backoff = Duration::from_millis(50);
         for _ in 0..10 {
-            match self
-                .store
-                .settle_recorded(
-                    partition,
-                    &ready.entry_id,
-                    &ready.delivery,
-                    &settled.settlement,
-                    Some(&settled.history),
-                    &self.retention,
-                )
-                .await
-            {
+            let request = settler::Request {
+                entry_id: ready.entry_id.clone(),
+                delivery: ready.delivery.clone(),
+                settlement: settled.settlement.clone(),
+                history: settled.history.clone(),
+            };
+            match self.settler.settle(partition, request).await {
                 Ok(outcome) if outcome.took_effect => {
                     settled.record();
                     if outcome.archive_evicted > 0 {

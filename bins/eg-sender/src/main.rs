@@ -7,6 +7,7 @@ mod deliver;
 mod late;
 mod reader;
 mod settle;
+mod settler;
 
 use std::sync::Arc;
 

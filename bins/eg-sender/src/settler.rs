@@ -1,0 +1,202 @@
+//! Settles gathered per partition: every attempt hands its settlement to its partition's
+//! queue, and one task per partition sends what has gathered as one `settle.lua` call
+//! (up to [`MOST_PER_CALL`]). While a call is in flight the next ones gather, so under
+//! load a call settles many attempts for one round trip and one script start; when idle
+//! a settle goes out at once, alone (no timer, no added wait).
+
+use eg_core::Delivery;
+use eg_core::history::HistoryEntry;
+use eg_store::{Partition, Retention, Settle, Settled, Settlement, Store};
+use tokio::sync::{mpsc, oneshot};
+
+/// Most settlements in one script call (bounds the script's run, which blocks Redis).
+const MOST_PER_CALL: usize = 256;
+
+/// One attempt's settlement, owned, waiting in its partition's queue.
+pub struct Request {
+    pub entry_id: String,
+    pub delivery: Delivery,
+    pub settlement: Settlement,
+    pub history: HistoryEntry,
+}
+
+/// Why a settle call failed (shared by every settlement of the call).
+pub type SettleError = String;
+
+struct Queued {
+    request: Request,
+    reply: oneshot::Sender<Result<Settled, SettleError>>,
+}
+
+/// The per-partition settle queues of one sender process.
+pub struct Settler {
+    queues: Vec<mpsc::UnboundedSender<Queued>>,
+}
+
+impl Settler {
+    /// Starts one settling task per partition of `store`.
+    pub fn start(store: &Store, retention: Retention) -> Self {
+        let queues = store
+            .keys()
+            .all_partitions()
+            .map(|partition| {
+                let (queue, gathered) = mpsc::unbounded_channel();
+                tokio::spawn(settle_gathered(store.clone(), partition, retention, gathered));
+                queue
+            })
+            .collect();
+        Self { queues }
+    }
+
+    /// Settles `request` in `partition`, together with whatever else is waiting there.
+    pub async fn settle(&self, partition: &Partition, request: Request) -> Result<Settled, SettleError> {
+        let (reply, answer) = oneshot::channel();
+        let queue = self
+            .queues
+            .get(usize::from(partition.index))
+            .ok_or_else(|| format!("no settle queue for partition {}", partition.index))?;
+        queue
+            .send(Queued { request, reply })
+            .map_err(|_| "the settle queue has stopped".to_owned())?;
+        answer
+            .await
+            .map_err(|_| "the settle queue dropped the request".to_owned())?
+    }
+}
+
+async fn settle_gathered(
+    store: Store,
+    partition: Partition,
+    retention: Retention,
+    mut gathered: mpsc::UnboundedReceiver<Queued>,
+) {
+    let mut call = Vec::with_capacity(MOST_PER_CALL);
+    while gathered.recv_many(&mut call, MOST_PER_CALL).await > 0 {
+        let items: Vec<Settle> = call
+            .iter()
+            .map(|q| Settle {
+                entry_id: &q.request.entry_id,
+                delivery: &q.request.delivery,
+                settlement: &q.request.settlement,
+                history: Some(&q.request.history),
+            })
+            .collect();
+        let result = store.settle_many(&partition, &items, &retention).await;
+        drop(items);
+        match result {
+            Ok(settled) => {
+                for (queued, settled) in call.drain(..).zip(settled) {
+                    let _ = queued.reply.send(Ok(settled));
+                }
+            }
+            Err(e) => {
+                let error = e.to_string();
+                for queued in call.drain(..) {
+                    let _ = queued.reply.send(Err(error.clone()));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use eg_core::UnixMillis;
+    use eg_core::history::DeliveryState;
+    use eg_store::queue::EventToStore;
+    use eg_store::{Catalog, RedisSettings};
+    use eg_testkit::RedisServer;
+    use std::time::Duration;
+
+    fn script_calls(server: &RedisServer) -> u64 {
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut server.client())
+            .unwrap();
+        stats
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    fn done(ready: &eg_store::ReadyDelivery) -> Request {
+        Request {
+            entry_id: ready.entry_id.clone(),
+            delivery: ready.delivery.clone(),
+            settlement: Settlement::Done,
+            history: HistoryEntry {
+                subscription: "billing".into(),
+                attempt: 1,
+                at: UnixMillis(2),
+                outcome: None,
+                http_status: None,
+                duration_ms: None,
+                next: None,
+                state: DeliveryState::Delivered,
+                reason: None,
+            },
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_settles_of_a_partition_go_out_as_few_calls_each_with_its_own_answer() {
+        let server = RedisServer::start();
+        let store = Store::connect(&RedisSettings {
+            url: server.url(),
+            cluster_nodes: Vec::new(),
+            prefix: "eg".into(),
+            partitions: 1,
+            pool_size: 4,
+            command_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(2),
+            replica_acks: 0,
+            replica_ack_timeout: Duration::from_secs(1),
+        })
+        .unwrap();
+        store.check_layout().await.unwrap();
+        store.ensure_groups().await.unwrap();
+        let p0 = store.keys().partition(0);
+        let version = Catalog::new(store.clone()).version().await.unwrap();
+        let events: Vec<EventToStore> = (0..200)
+            .map(|i| EventToStore {
+                event_key: format!("e{i}"),
+                body: "{}".into(),
+                deliveries: vec![Delivery::new(
+                    format!("d{i}"),
+                    format!("e{i}"),
+                    "orders".into(),
+                    "billing".into(),
+                    UnixMillis(1),
+                )],
+            })
+            .collect();
+        store.publish(&p0, version, &events).await.unwrap();
+        let held = store
+            .read_ready(&p0, "c", 500, Duration::from_millis(50))
+            .await
+            .unwrap();
+        assert_eq!(held.len(), 200);
+
+        let settler = std::sync::Arc::new(Settler::start(&store, Retention::NONE));
+        let before = script_calls(&server);
+        let settles = held.iter().map(|ready| {
+            let (settler, p0) = (settler.clone(), p0.clone());
+            let request = done(ready);
+            tokio::spawn(async move { settler.settle(&p0, request).await })
+        });
+        let mut took_effect = 0;
+        for settle in settles.collect::<Vec<_>>() {
+            took_effect += usize::from(settle.await.unwrap().unwrap().took_effect);
+        }
+        let calls = script_calls(&server) - before;
+        assert_eq!(took_effect, 200);
+        assert!(calls < 20, "200 concurrent settles took {calls} script calls");
+
+        // Settled already: each is answered, as not taking effect.
+        let again = settler.settle(&p0, done(&held[0])).await.unwrap();
+        assert!(!again.took_effect);
+        assert_eq!(store.depths(&p0).await.unwrap().in_flight, 0);
+    }
+}

@@ -95,3 +95,14 @@ lint:
 # Check every file in deploy/ against its schema (Kubernetes, KEDA, compose, Prometheus), the Dockerfile, the dashboard's metrics and every EG__ setting; installs pinned tools into target/deploy-check on first use.
 check-deploy:
     deploy/check.sh
+
+# Benchmarks: the tiers built with --release around a real Redis; prints a table, writes target/bench/bench.json and docs/benchmarks.md (`just bench --quick`: a smoke check, its report goes to target/bench/).
+[positional-arguments]
+bench *ARGS:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    deploy/local/ensure-redis.sh
+    cargo build --release -p eg-bench -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter
+    doc=docs/benchmarks.md
+    for arg in "$@"; do if [ "$arg" = "--quick" ]; then doc=target/bench/benchmarks-quick.md; fi; done
+    exec target/release/eg-bench all --doc "$doc" "$@"

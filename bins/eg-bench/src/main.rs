@@ -24,6 +24,7 @@ mod markdown;
 mod measure;
 mod memory;
 mod receiver;
+mod redis_stats;
 mod report;
 mod scenarios;
 

@@ -9,6 +9,7 @@ use crate::deployment::Deployment;
 use crate::histogram::Latency;
 use crate::load::{self, Progress, Template, Window};
 use crate::receiver::Counts;
+use crate::redis_stats::{CommandStats, PerUnit};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -48,6 +49,8 @@ pub struct Measured {
     /// Deliveries still missing when draining stopped (published × fan-out − received).
     pub missing: u64,
     pub refused: u64,
+    /// Redis commands per event received (per event published when nothing is received).
+    pub redis: PerUnit,
 }
 
 impl Measured {
@@ -75,6 +78,7 @@ impl Measured {
             },
             "missingAfterDrain": self.missing,
             "publishRefused503": self.refused,
+            "redisCommandsPerUnit": self.redis.to_json(),
         })
     }
 }
@@ -91,6 +95,7 @@ pub async fn steady(d: &Deployment, load: &Load) -> anyhow::Result<Measured> {
     });
     let tasks = load::closed(&d.target, &template, load.connections, None, window, &progress);
     let processes = d.processes();
+    let mut redis = d.cluster.redis().await?;
     tokio::time::sleep(load.warmup).await;
 
     d.receiver.latency().reset();
@@ -102,6 +107,7 @@ pub async fn steady(d: &Deployment, load: &Load) -> anyhow::Result<Measured> {
         progress.refused.load(Ordering::Relaxed),
     );
     let at_start = d.receiver.counts();
+    let commands_before = CommandStats::read(&mut redis).await?;
     let started = Instant::now();
     tokio::time::sleep(load.duration).await;
     let (cpu_after, published_after, received_after, seconds) = (
@@ -110,6 +116,7 @@ pub async fn steady(d: &Deployment, load: &Load) -> anyhow::Result<Measured> {
         d.receiver.events(),
         started.elapsed().as_secs_f64(),
     );
+    let commands_after = CommandStats::read(&mut redis).await?;
     let latency = d.receiver.latency().latency();
     let request_latency = progress.request_latency.latency();
     let at_end = d.receiver.counts();
@@ -122,10 +129,13 @@ pub async fn steady(d: &Deployment, load: &Load) -> anyhow::Result<Measured> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let after_drain = d.receiver.counts();
+    let (published, received) = (published_after - published_before, received_after - received_before);
+    let units = if received > 0 { received } else { published };
     Ok(Measured {
+        redis: commands_after.per_unit_since(&commands_before, units.max(1) as f64),
         seconds,
-        published: published_after - published_before,
-        received: received_after - received_before,
+        published,
+        received,
         latency,
         request_latency,
         cpu: cpu_after.since(&cpu_before),
@@ -198,6 +208,18 @@ pub fn row(
     if m.refused > 0 {
         row.figures.push(("publish 503s retried".into(), m.refused.to_string()));
     }
+    row.figures
+        .push((format!("Redis per {}", unit_name(unit)), m.redis.brief(6)));
     row.details = m.to_json();
     row
+}
+
+/// `delivery` for `deliveries/s`.
+pub fn unit_name(unit: &str) -> &str {
+    match unit.trim_end_matches("/s") {
+        "deliveries" => "delivery",
+        "events" => "event",
+        "retries moved" => "retry moved",
+        other => other,
+    }
 }

@@ -77,6 +77,7 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
             if m.refused > 0 {
                 row.figures.push(("503s retried".into(), m.refused.to_string()));
             }
+            row.figures.push(("Redis per event".into(), m.redis.brief(6)));
             if fsync == Fsync::EverySec {
                 row.targets
                     .push(Target::at_least("durable ingress", rate, 100_000.0, "events/s"));

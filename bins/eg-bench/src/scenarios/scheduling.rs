@@ -31,15 +31,15 @@ pub const SCENARIO: Scenario = Scenario {
 const USAGE: &str = "\
 eg-bench scheduling: seeds retries straight into the retry sets, due evenly over a
 window, and measures how late eg-scheduler moves each one (and then how fast it drains a
-backlog that falls due at once). Scheduler settings are eg's defaults (interval 200ms,
-batch 500) unless given.
+backlog that falls due at once), with eg's scheduler interval (200ms) and with 50ms.
 
 usage: eg-bench scheduling [options]
 
   --retries N            retries due over the window (default 1000000; quick 100000)
   --window D             the window they fall due in (default 20s; quick 5s)
   --burst N              retries due at one instant afterwards (default 200000; quick 20000)
-  --interval D           EG__SCHEDULER__INTERVAL (default: eg's, 200ms)
+  --intervals LIST       EG__SCHEDULER__INTERVAL values, one deployment each
+                         (default: default,50ms — eg's 200ms, then 50ms)
 
 ";
 
@@ -52,27 +52,73 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         let retries: u64 = flags.number("retries", ctx.sized(1_000_000, 100_000))?;
         let window = flags.duration("window", ctx.seconds(20, 5))?;
         let burst: u64 = flags.number("burst", ctx.sized(200_000, 20_000))?;
-        let interval = flags.text("interval")?;
+        let intervals: Vec<Option<String>> = match flags.text("intervals")? {
+            None => vec![None, Some("50ms".into())],
+            Some(list) => list
+                .split(',')
+                .map(|i| (i.trim() != "default").then(|| i.trim().to_owned()))
+                .collect(),
+        };
         flags.finish()?;
         let ceiling = Kind::RedisXadd {
             fsync: Fsync::EverySec,
             pipeline: 100,
         };
         let ceiling_value = ctx.ceilings.get(ceiling).await?;
-
-        let mut setup = Setup::new(Fsync::EverySec);
-        setup.senders = 0;
-        if let Some(interval) = interval {
-            setup.env.push(("EG__SCHEDULER__INTERVAL", interval));
+        let mut rows = Vec::new();
+        for interval in intervals {
+            let mut setup = Setup::new(Fsync::EverySec);
+            setup.senders = 0;
+            let name = match &interval {
+                Some(i) => format!("scheduler interval {i}"),
+                None => "scheduler interval 200ms (default)".to_owned(),
+            };
+            if let Some(interval) = interval {
+                setup.env.push(("EG__SCHEDULER__INTERVAL", interval));
+            }
+            let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
+            let phases = Phases {
+                conn: d.cluster.redis().await?,
+                keys: Keyspace::new(PREFIX, PARTITIONS),
+                processes: d.processes(),
+            };
+            let mut spread = phases.spread(retries, window).await?;
+            spread.variant = format!(
+                "{}, {} due over {} s",
+                name,
+                thousands(retries as f64),
+                window.as_secs()
+            );
+            spread.ceiling = Some((ceiling.label(), ceiling_value));
+            spread.notes.extend(setup.describe());
+            rows.push(spread);
+            if burst > 0 {
+                let mut row = phases.burst(burst, retries).await?;
+                row.variant = format!("{}, {} due at one instant", name, thousands(burst as f64));
+                row.ceiling = Some((ceiling.label(), ceiling_value));
+                rows.push(row);
+            }
+            d.finish(ctx.keep);
         }
-        let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
-        let mut conn = d.cluster.redis().await?;
-        let keys = Keyspace::new(PREFIX, PARTITIONS);
-        let processes = d.processes();
+        Ok(rows)
+    })
+}
 
-        // Phase 1: `retries` due evenly over `window`, starting once seeding is surely done.
-        let seed_rate_guess = 100_000.0; // retries/s seeded; checked below
-        let lead = Duration::from_secs_f64(retries as f64 / seed_rate_guess + 3.0);
+const LATE: &str = "how late each retry was moved to ready (entry id time − due time)";
+/// Retries seeded per second, at least (checked: seeding must end before the first is due).
+const SEED_RATE_GUESS: f64 = 100_000.0;
+
+struct Phases {
+    conn: MultiplexedConnection,
+    keys: Keyspace,
+    processes: crate::cpu::Processes,
+}
+
+impl Phases {
+    /// `retries` due evenly over `window`, the first once seeding is surely done.
+    async fn spread(&self, retries: u64, window: Duration) -> anyhow::Result<Row> {
+        let mut conn = self.conn.clone();
+        let lead = Duration::from_secs_f64(retries as f64 / SEED_RATE_GUESS + 3.0);
         let first_due = now_ms() + lead.as_millis() as i64;
         let step = window.as_millis() as f64 / retries.max(1) as f64;
         eprintln!(
@@ -80,31 +126,29 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
             thousands(retries as f64)
         );
         let seeded_at = Instant::now();
-        seed(&mut conn, &keys, retries, 0, |i| first_due + (i as f64 * step) as i64).await?;
+        seed(&mut conn, &self.keys, retries, 0, |i| {
+            first_due + (i as f64 * step) as i64
+        })
+        .await?;
         let seed_seconds = seeded_at.elapsed().as_secs_f64();
-        let pending_at_first_due = pending(&mut conn, &keys).await?;
+        let pending_at_first_due = pending(&mut conn, &self.keys).await?;
         if now_ms() >= first_due {
             bail!("seeding took {seed_seconds:.1} s, past the first due time: lower --retries");
         }
-        let (cpu_before, cpu_from) = (processes.sample(), Instant::now());
+        let (cpu_before, cpu_from) = (self.processes.sample(), Instant::now());
         let window_end = first_due + window.as_millis() as i64;
-        wait_until_moved(&mut conn, &keys, window_end, Duration::from_secs(60)).await?;
-        let cpu = processes.sample().since(&cpu_before);
+        wait_until_moved(&mut conn, &self.keys, window_end, Duration::from_secs(60)).await?;
+        let cpu = self.processes.sample().since(&cpu_before);
         let cpu_seconds = cpu_from.elapsed().as_secs_f64();
-        let spread = lateness(&mut conn, &keys).await?;
-        trim_ready(&mut conn, &keys).await?;
+        let spread = lateness(&mut conn, &self.keys).await?;
+        trim_ready(&mut conn, &self.keys).await?;
 
-        let mut rows = Vec::new();
-        let mut row = Row::new(
-            "7 scheduling",
-            format!("{} retries due over {} s", thousands(retries as f64), window.as_secs()),
-        );
+        let mut row = Row::new("7 scheduling", "");
         row.rate = Some((spread.moved as f64 / window.as_secs_f64(), "retries moved/s"));
-        row.latency_label = Some("how late each retry was moved to ready (entry id time − due time)");
+        row.latency_label = Some(LATE);
         row.latency = Some(spread.latency);
         row.cpu = Some((cpu, cpu_seconds));
         row.counted = Some(spread.moved as f64);
-        row.ceiling = Some((ceiling.label(), ceiling_value));
         row.figures.push((
             "pending when the first fell due".into(),
             thousands(pending_at_first_due as f64),
@@ -112,9 +156,8 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         row.figures.push((
             "seeded".into(),
             format!(
-                "{} retries in {seed_seconds:.1} s ({} per ZADD, pipelined)",
+                "{} retries in {seed_seconds:.1} s ({PER_ZADD} per ZADD, pipelined)",
                 thousands(retries as f64),
-                PER_ZADD
             ),
         ));
         row.figures.push((
@@ -132,51 +175,53 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
             "ms",
             0,
         ));
-        row.notes.extend(setup.describe());
         row.notes
             .push("no eg-sender runs: moved retries stay in the ready streams, where their entry ids are read".into());
-        rows.push(row);
         eprintln!(
             "scheduling: late p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
             spread.latency.p50_ms, spread.latency.p99_ms, spread.latency.max_ms
         );
+        Ok(row)
+    }
 
-        // Phase 2: a backlog due at one instant.
-        if burst > 0 {
-            let due = now_ms() + (burst as f64 / seed_rate_guess * 1000.0) as i64 + 2000;
-            eprintln!(
-                "scheduling: seeding {} retries due at one instant …",
-                thousands(burst as f64)
-            );
-            seed(&mut conn, &keys, burst, retries, |_| due).await?;
-            if now_ms() >= due {
-                bail!("seeding the burst took past its due time: lower --burst");
-            }
-            let (cpu_before, cpu_from) = (processes.sample(), Instant::now());
-            wait_until_moved(&mut conn, &keys, due, Duration::from_secs(120)).await?;
-            let cpu = processes.sample().since(&cpu_before);
-            let cpu_seconds = cpu_from.elapsed().as_secs_f64();
-            let b = lateness(&mut conn, &keys).await?;
-            let drained_in = b.latency.max_ms / 1000.0;
-            let mut row = Row::new(
-                "7 scheduling",
-                format!("{} retries due at one instant", thousands(burst as f64)),
-            );
-            row.rate = Some((b.moved as f64 / drained_in.max(1e-3), "retries moved/s"));
-            row.latency_label = Some("how late each retry was moved to ready (entry id time − due time)");
-            row.latency = Some(b.latency);
-            row.cpu = Some((cpu, cpu_seconds));
-            row.counted = Some(b.moved as f64);
-            row.ceiling = Some((ceiling.label(), ceiling_value));
-            row.figures.push(("drained in".into(), format!("{drained_in:.2} s")));
-            row.notes
-                .push("rate = retries ÷ time from their due time to the last one moved".into());
-            rows.push(row);
-            eprintln!("scheduling: burst drained in {drained_in:.2} s");
+    /// `burst` retries due at one instant: how fast the scheduler drains them.
+    async fn burst(&self, burst: u64, first_seq: u64) -> anyhow::Result<Row> {
+        let mut conn = self.conn.clone();
+        let due = now_ms() + (burst as f64 / SEED_RATE_GUESS * 1000.0) as i64 + 2000;
+        eprintln!(
+            "scheduling: seeding {} retries due at one instant …",
+            thousands(burst as f64)
+        );
+        seed(&mut conn, &self.keys, burst, first_seq, |_| due).await?;
+        if now_ms() >= due {
+            bail!("seeding the burst took past its due time: lower --burst");
         }
-        d.finish(ctx.keep);
-        Ok(rows)
-    })
+        let (cpu_before, cpu_from) = (self.processes.sample(), Instant::now());
+        wait_until_moved(&mut conn, &self.keys, due, Duration::from_secs(120)).await?;
+        let cpu = self.processes.sample().since(&cpu_before);
+        let cpu_seconds = cpu_from.elapsed().as_secs_f64();
+        let b = lateness(&mut conn, &self.keys).await?;
+        trim_ready(&mut conn, &self.keys).await?;
+        let span = (b.last_moved - b.first_moved + 1) as f64 / 1000.0;
+        let mut row = Row::new("7 scheduling", "");
+        row.rate = Some((b.moved as f64 / span, "retries moved/s"));
+        row.latency_label = Some(LATE);
+        row.latency = Some(b.latency);
+        row.cpu = Some((cpu, cpu_seconds));
+        row.counted = Some(b.moved as f64);
+        row.figures.push((
+            "moved".into(),
+            format!(
+                "all {} in {span:.3} s, the first {} ms after their due time",
+                thousands(b.moved as f64),
+                b.first_moved - due
+            ),
+        ));
+        row.notes
+            .push("rate = retries ÷ time from the first moved to the last".into());
+        eprintln!("scheduling: burst moved in {span:.3} s");
+        Ok(row)
+    }
 }
 
 fn now_ms() -> i64 {
@@ -270,6 +315,9 @@ async fn wait_until_moved(
 
 struct Lateness {
     moved: u64,
+    /// When the first and the last were moved (ms).
+    first_moved: i64,
+    last_moved: i64,
     latency: crate::histogram::Latency,
     busiest_second: u64,
     early: u64,
@@ -280,6 +328,7 @@ async fn lateness(conn: &mut MultiplexedConnection, keys: &Keyspace) -> anyhow::
     let histogram = Histogram::default();
     let mut per_second: BTreeMap<i64, u64> = BTreeMap::new();
     let (mut moved, mut early) = (0u64, 0u64);
+    let (mut first_moved, mut last_moved) = (i64::MAX, i64::MIN);
     for p in keys.all_partitions() {
         let mut from = "-".to_owned();
         loop {
@@ -309,12 +358,19 @@ async fn lateness(conn: &mut MultiplexedConnection, keys: &Keyspace) -> anyhow::
                 }
                 histogram.record(late.max(0) as u64 * 1000);
                 *per_second.entry(moved_ms / 1000).or_default() += 1;
+                first_moved = first_moved.min(moved_ms);
+                last_moved = last_moved.max(moved_ms);
                 moved += 1;
             }
         }
     }
+    if moved == 0 {
+        bail!("no retry was moved to a ready stream");
+    }
     Ok(Lateness {
         moved,
+        first_moved,
+        last_moved,
         latency: histogram.latency(),
         busiest_second: per_second.values().copied().max().unwrap_or(0),
         early,

@@ -5,6 +5,11 @@
 mod directory;
 mod worker;
 
+/// mimalloc instead of the system allocator: allocation was a fifth of the sender's CPU
+/// under glibc's malloc (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let process = eg_runtime::startup::start("eg-deadletter").await?;

@@ -11,6 +11,11 @@ mod publish;
 mod status;
 mod validation;
 
+/// mimalloc instead of the system allocator: allocation was a fifth of the sender's CPU
+/// under glibc's malloc (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let process = eg_runtime::startup::start("eg-ingress").await?;

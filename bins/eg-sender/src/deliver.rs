@@ -4,6 +4,7 @@
 //! and time-to-live, even when the batch failed as a whole).
 
 use crate::attempt::{self, Attempt, Request};
+use crate::healthy::HealthyEndpoints;
 use crate::late::LateListeners;
 use crate::settle;
 use crate::settler::{self, Settler};
@@ -19,7 +20,7 @@ use eg_runtime::metrics as m;
 use eg_runtime::startup::Process;
 use eg_store::{Catalog, CatalogCache, Clock, Partition, ReadyDelivery, Settlement, Store};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 /// How soon a delivery for a subscription awaiting its endpoint's consent looks again.
@@ -38,6 +39,7 @@ pub struct Sender {
     pub(crate) concurrency: usize,
     max_response_bytes: usize,
     settler: Settler,
+    healthy: HealthyEndpoints,
     pub(crate) consumer: String,
 }
 
@@ -87,6 +89,7 @@ impl Sender {
             concurrency: s.sender.concurrency.max(1),
             max_response_bytes: s.sender.max_response_bytes,
             settler: Settler::start(&process.store, s.retention()),
+            healthy: HealthyEndpoints::default(),
             consumer,
         }))
     }
@@ -288,7 +291,7 @@ impl Sender {
     /// The endpoint's probation gate; an unreadable gate lets the attempt through
     /// (probation protects endpoints, it must not stop delivery when Redis hiccups).
     async fn gate(&self, endpoint: &EndpointId, now: eg_core::UnixMillis) -> Gate {
-        if self.probation.is_none() {
+        if self.probation.is_none() || self.healthy.is_fresh(endpoint, Instant::now()) {
             return Gate::Open;
         }
         match self.store.endpoint_gate(endpoint, now, self.timeout).await {
@@ -309,11 +312,17 @@ impl Sender {
         finished_at: eg_core::UnixMillis,
     ) {
         let Some(policy) = &self.probation else { return };
+        if outcome.is_success() && self.healthy.is_fresh(endpoint, Instant::now()) {
+            return;
+        }
         let attempt = EndpointAttempt {
             outcome: outcome.name(),
             started_at,
             finished_at,
         };
+        if !outcome.is_success() {
+            self.healthy.forget(endpoint);
+        }
         match self.store.record_endpoint_result(endpoint, &attempt, policy).await {
             Ok(HealthChange::ProbationStarted {
                 level, until, length, ..
@@ -322,8 +331,11 @@ impl Sender {
                     .increment(1);
                 tracing::warn!(until = %until.to_rfc3339(), length = ?length, level, outcome = %outcome.name(), "endpoint put on probation");
             }
-            Ok(HealthChange::Succeeded { ended_probation: true }) => {
-                tracing::info!("endpoint recovered; probation over");
+            Ok(HealthChange::Succeeded { ended_probation }) => {
+                if ended_probation {
+                    tracing::info!("endpoint recovered; probation over");
+                }
+                self.healthy.saw_clean(endpoint, Instant::now());
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot record the endpoint's health"),

@@ -4,12 +4,18 @@
 
 mod attempt;
 mod deliver;
+mod healthy;
 mod late;
 mod reader;
 mod settle;
 mod settler;
 
 use std::sync::Arc;
+
+/// mimalloc instead of the system allocator: allocation was a fifth of the sender's CPU
+/// under glibc's malloc (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

@@ -276,7 +276,8 @@ impl Default for SenderSection {
 #[serde(default, deny_unknown_fields)]
 pub struct SchedulerSection {
     pub listen: String,
-    /// How often due retries are looked for.
+    /// Longest a scheduler sleeps between looks for due retries: it wakes for the earliest
+    /// one left, so this bounds only how late it notices a retry written since its last look.
     #[serde(with = "humantime_serde")]
     pub interval: Duration,
     /// Most retries moved per partition per script call.

@@ -26,4 +26,6 @@ pub use clock::Clock;
 pub use connection::{RedisSettings, Store};
 pub use error::StoreError;
 pub use keyspace::{Keyspace, Partition};
-pub use queue::{DeadLetterItem, Depths, PublishOutcome, ReadyDelivery, Retention, Settle, Settled, Settlement};
+pub use queue::{
+    DeadLetterItem, Depths, Promoted, PublishOutcome, ReadyDelivery, Retention, Settle, Settled, Settlement,
+};

@@ -76,6 +76,14 @@ impl Retention {
     };
 }
 
+/// What one promote call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Promoted {
+    pub moved: usize,
+    /// The score of the earliest member left (its due time), if any.
+    pub next_due: Option<UnixMillis>,
+}
+
 /// One hold to settle with [`Store::settle_many`].
 #[derive(Debug, Clone, Copy)]
 pub struct Settle<'a> {
@@ -422,6 +430,12 @@ impl Store {
 
     /// Moves retries that are due into the ready stream; returns how many moved.
     pub async fn promote_due_retries(&self, partition: &Partition, max: usize) -> Result<usize, StoreError> {
+        Ok(self.promote_retries(partition, max).await?.moved)
+    }
+
+    /// Moves retries that are due into the ready stream; returns how many moved and when
+    /// the earliest left is due, so a scheduler can wake for it instead of at its next tick.
+    pub async fn promote_retries(&self, partition: &Partition, max: usize) -> Result<Promoted, StoreError> {
         self.promote(&partition.retry(), &partition.ready(), "d", max, Duration::ZERO)
             .await
     }
@@ -433,8 +447,10 @@ impl Store {
         delay: Duration,
         max: usize,
     ) -> Result<usize, StoreError> {
-        self.promote(&partition.deadletter_delay(), &partition.deadletter(), "r", max, delay)
-            .await
+        Ok(self
+            .promote(&partition.deadletter_delay(), &partition.deadletter(), "r", max, delay)
+            .await?
+            .moved)
     }
 
     async fn promote(
@@ -444,16 +460,20 @@ impl Store {
         field: &str,
         max: usize,
         delay: Duration,
-    ) -> Result<usize, StoreError> {
+    ) -> Result<Promoted, StoreError> {
         let mut conn = self.conn().await?;
-        Ok(scripts::PROMOTE
+        let (moved, next): (usize, i64) = scripts::PROMOTE
             .key(set)
             .key(stream)
             .arg(field)
             .arg(max)
             .arg(delay.as_millis() as u64)
             .invoke_async(&mut conn)
-            .await?)
+            .await?;
+        Ok(Promoted {
+            moved,
+            next_due: (next >= 0).then_some(UnixMillis(next)),
+        })
     }
 
     /// Reads dead-letter records: first those another worker (or this one) held longer

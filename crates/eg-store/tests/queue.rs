@@ -294,9 +294,16 @@ async fn settle_many_settles_each_item_as_settle_would_in_one_call() {
     assert_eq!(pending(&mut redis, &ready_key(), "senders"), 0);
     assert_eq!(zcard(&mut redis, &retry_key()), 1);
     assert_eq!(zcard(&mut redis, &dl_delay_key()), 1);
-    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"), "the retry keeps e1");
+    assert_eq!(
+        hget(&mut redis, &event_hash("e1"), "r").as_deref(),
+        Some("1"),
+        "the retry keeps e1"
+    );
     assert!(!exists(&mut redis, &event_hash("e2")), "e2 finished");
-    assert!(!exists(&mut redis, &event_hash("e3")), "e3's record carries its own copy");
+    assert!(
+        !exists(&mut redis, &event_hash("e3")),
+        "e3's record carries its own copy"
+    );
 
     // Settled again (a second holder, or a repeat): nothing held, nothing changes.
     let again = h.store.settle_many(&p0, &items, &retention).await.unwrap();

@@ -6,7 +6,8 @@
 -- KEYS[1]  sorted set (score = ms)     KEYS[2]  stream
 -- ARGV[1]  stream field name           ARGV[2]  at most this many members
 -- ARGV[3]  delay, ms: members with score <= now - delay are due
--- Returns the number moved.
+-- Returns {the number moved, the score of the earliest member left (-1: none)}: when the
+-- next one falls due, so the caller can wake for it.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = redis.call('ZRANGE', KEYS[1], '-inf', now - tonumber(ARGV[3]), 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
@@ -16,4 +17,9 @@ end
 if #due > 0 then
   redis.call('ZREM', KEYS[1], unpack(due))
 end
-return #due
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local next_due = -1
+if first[2] then
+  next_due = tonumber(first[2])
+end
+return {#due, next_due}

@@ -1,0 +1,69 @@
+//! Endpoints this sender saw healthy a moment ago. Probation state lives in Redis
+//! (`endpoint_gate.lua`, `endpoint_record.lua`), and asking it costs two script calls per
+//! attempt. After a success that left an endpoint with a clean record, this sender skips
+//! both for that endpoint for [`FRESH_FOR`]: the gate would answer "open" and recording
+//! another success would change nothing. A failure is always recorded (and forgets the
+//! endpoint here), so probation starts exactly as before; other senders' failures are
+//! noticed within [`FRESH_FOR`] (probation is advisory: a few more attempts reach an
+//! endpoint that just went on probation, as when two senders race today).
+
+use eg_core::probation::EndpointId;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a clean record is trusted without asking Redis again.
+pub const FRESH_FOR: Duration = Duration::from_secs(1);
+/// Most endpoints remembered (the map is cleared when it would grow past this).
+const MOST_REMEMBERED: usize = 10_000;
+
+#[derive(Default)]
+pub struct HealthyEndpoints {
+    seen_clean: Mutex<HashMap<EndpointId, Instant>>,
+}
+
+impl HealthyEndpoints {
+    /// Whether `endpoint` was seen with a clean record less than [`FRESH_FOR`] ago.
+    pub fn is_fresh(&self, endpoint: &EndpointId, now: Instant) -> bool {
+        let seen = self.seen_clean.lock().unwrap_or_else(|p| p.into_inner());
+        seen.get(endpoint).is_some_and(|at| now.duration_since(*at) < FRESH_FOR)
+    }
+
+    /// A success left `endpoint`'s record clean at `now`.
+    pub fn saw_clean(&self, endpoint: &EndpointId, now: Instant) {
+        let mut seen = self.seen_clean.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.len() >= MOST_REMEMBERED && !seen.contains_key(endpoint) {
+            seen.clear();
+        }
+        seen.insert(endpoint.clone(), now);
+    }
+
+    /// A failure was recorded for `endpoint`: ask Redis again from now on.
+    pub fn forget(&self, endpoint: &EndpointId) {
+        self.seen_clean
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(endpoint);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clean_record_is_trusted_for_a_moment_and_a_failure_forgets_it() {
+        let healthy = HealthyEndpoints::default();
+        let endpoint = EndpointId::of("https://example.com/hook");
+        let t0 = Instant::now();
+        assert!(!healthy.is_fresh(&endpoint, t0), "never seen");
+        healthy.saw_clean(&endpoint, t0);
+        assert!(healthy.is_fresh(&endpoint, t0 + FRESH_FOR / 2));
+        assert!(!healthy.is_fresh(&endpoint, t0 + FRESH_FOR), "stale");
+        healthy.saw_clean(&endpoint, t0);
+        healthy.forget(&endpoint);
+        assert!(!healthy.is_fresh(&endpoint, t0));
+        let other = EndpointId::of("https://example.org/hook");
+        assert!(!healthy.is_fresh(&other, t0), "per endpoint");
+    }
+}

@@ -208,7 +208,8 @@ impl Report<'_> {
 const HOW_TO_READ: &str = "\
 ## How to read this
 
-- **rate** is measured over a steady window after a warm-up: for ingress, events
+- **figure** is a rate measured over a steady window after a warm-up (or, for
+  memory, bytes): for ingress, events
   answered `200` per second; end to end, events (or deliveries) the receiver answered
   `2xx` per second. End-to-end publishers are held back while more than a fixed number of
   deliveries are outstanding (published × matching subscriptions − received), so the

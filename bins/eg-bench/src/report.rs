@@ -13,7 +13,8 @@ pub struct Row {
     pub scenario: String,
     /// The variant measured, e.g. `appendfsync always`, `4 senders`.
     pub variant: String,
-    /// The headline rate and its unit (`events/s`, `deliveries/s`, `retries moved/s`).
+    /// The headline figure and its unit: a rate (`events/s`, `deliveries/s`, `retries
+    /// moved/s`) or, for memory, bytes.
     pub rate: Option<(f64, &'static str)>,
     /// What the latency columns mean, when not publish→receipt.
     pub latency_label: Option<&'static str>,
@@ -166,7 +167,7 @@ pub fn cells(row: &Row) -> [String; 9] {
 
 pub const HEADINGS: [&str; 9] = [
     "scenario",
-    "rate",
+    "figure",
     "p50 ms",
     "p99 ms",
     "max ms",

@@ -23,14 +23,14 @@ subscription.
 usage: eg-bench batched [options]
 
   --duration D           measured window (default 15s; quick 4s)
-  --backlog N            most deliveries outstanding before publishers wait (default 50000)
+  --backlog N            most deliveries outstanding before publishers wait (default 20000)
 
 ";
 
 fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
     Box::pin(async move {
         let duration = flags.duration("duration", ctx.seconds(15, 4))?;
-        let backlog = flags.number("backlog", 50_000)?;
+        let backlog = flags.number("backlog", 20_000)?;
         flags.finish()?;
         let ceiling = Kind::Http { events: 100 };
         let ceiling_value = ctx.ceilings.get(ceiling).await?;

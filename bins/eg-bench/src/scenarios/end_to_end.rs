@@ -25,7 +25,7 @@ usage: eg-bench end-to-end [options]
   --duration D           measured window (default 15s; quick 4s)
   --concurrency N        EG__SENDER__CONCURRENCY (default 64, eg's default)
   --senders N            eg-sender processes (default 1)
-  --backlog N            most deliveries outstanding before publishers wait (default 10000)
+  --backlog N            most deliveries outstanding before publishers wait (default 2000)
 
 ";
 
@@ -34,7 +34,7 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         let duration = flags.duration("duration", ctx.seconds(15, 4))?;
         let concurrency: usize = flags.number("concurrency", 64)?;
         let senders = flags.number("senders", 1)?;
-        let backlog = flags.number("backlog", 10_000)?;
+        let backlog = flags.number("backlog", 2_000)?;
         flags.finish()?;
         let ceiling = Kind::Http { events: 1 };
         let ceiling_value = ctx.ceilings.get(ceiling).await?;

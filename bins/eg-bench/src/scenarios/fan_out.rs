@@ -40,7 +40,7 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
             connections: 4,
             events_per_request: 100,
             event_bytes: 1024,
-            window: Some(10_000),
+            window: Some(5_000),
             fanout: subscriptions as u64,
             warmup: ctx.seconds(3, 2),
             duration,

@@ -55,6 +55,7 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
 
         let per_delivery = one.bytes / one.events as f64;
         let mut row = Row::new("8 memory", "Redis per pending delivery, 1 subscription");
+        row.rate = Some((per_delivery, "B per delivery"));
         row.figures.push((
             "bytes per pending delivery".into(),
             format!("{per_delivery:.0} B (payload {payload:.0} B)"),
@@ -72,6 +73,7 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
 
         let ratio = ten.bytes / one.bytes;
         let mut row = Row::new("8 memory", "Redis per event, 10 subscriptions");
+        row.rate = Some((ten.bytes / ten.events as f64, "B per event"));
         row.figures.push((
             "bytes per event".into(),
             format!(

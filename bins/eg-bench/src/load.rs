@@ -128,17 +128,31 @@ impl Target {
 }
 
 /// Holds publishers back while more than `limit` deliveries are outstanding (published
-/// × `fanout` − received): the publish rate then settles at the rate eg delivers, and
-/// the backlog — hence latency — stays bounded.
+/// × `fanout` − received since the window opened): the publish rate then settles at the
+/// rate eg delivers, and the backlog — hence latency — stays bounded. What an earlier
+/// window left outstanding counts as received when it arrives, so for a while after a
+/// window opens the backlog may exceed `limit` by that much (at most another `limit`).
 pub struct Window {
-    pub limit: u64,
-    pub fanout: u64,
-    pub receiver: Arc<Receiver>,
+    limit: u64,
+    fanout: u64,
+    receiver: Arc<Receiver>,
+    /// Events the receiver had counted when the window opened.
+    received_before: u64,
 }
 
 impl Window {
+    pub fn new(limit: u64, fanout: u64, receiver: Arc<Receiver>) -> Self {
+        Self {
+            limit,
+            fanout,
+            received_before: receiver.events(),
+            receiver,
+        }
+    }
+
     fn outstanding(&self, published: u64) -> u64 {
-        (published * self.fanout).saturating_sub(self.receiver.events())
+        let received = self.receiver.events().saturating_sub(self.received_before);
+        (published * self.fanout).saturating_sub(received)
     }
 }
 

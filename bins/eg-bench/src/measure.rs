@@ -86,13 +86,10 @@ impl Measured {
 pub async fn steady(d: &Deployment, load: &Load) -> anyhow::Result<Measured> {
     let template = Template::new(load.events_per_request, load.event_bytes);
     let progress = Arc::new(Progress::default());
-    let window = load.window.map(|limit| {
-        Arc::new(Window {
-            limit,
-            fanout: load.fanout,
-            receiver: Arc::clone(&d.receiver),
-        })
-    });
+    let window = load
+        .window
+        .map(|limit| Arc::new(Window::new(limit, load.fanout, Arc::clone(&d.receiver))));
+    let received_at_start_of_run = d.receiver.events();
     let tasks = load::closed(&d.target, &template, load.connections, None, window, &progress);
     let processes = d.processes();
     let mut redis = d.cluster.redis().await?;
@@ -123,7 +120,8 @@ pub async fn steady(d: &Deployment, load: &Load) -> anyhow::Result<Measured> {
     progress.stop();
     load::join(tasks).await?;
 
-    let owed = progress.published() * load.fanout;
+    // What this measurement owes on top of what the receiver had before it began.
+    let owed = received_at_start_of_run + progress.published() * load.fanout;
     let drain_until = Instant::now() + load.drain;
     while d.receiver.events() < owed && Instant::now() < drain_until {
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -185,6 +185,7 @@ fn run(ctx: &mut Ctx, flags: Flags) -> Rows<'_> {
                 crate::report::thousands(o.backlog as f64)
             ),
         );
+        row.rate = Some((report.peak_rss_mib, "MiB peak RSS"));
         row.figures
             .push(("peak RSS (VmHWM)".into(), format!("{:.1} MiB", report.peak_rss_mib)));
         row.figures.push((

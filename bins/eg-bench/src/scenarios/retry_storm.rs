@@ -54,7 +54,7 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
             connections: 4,
             events_per_request: 100,
             event_bytes: 1024,
-            window: Some(20_000),
+            window: Some(5_000),
             fanout: 1,
             warmup: ctx.seconds(5, 3),
             duration,

@@ -34,6 +34,8 @@ pub struct Sender {
     probation: Option<ProbationPolicy>,
     outbound: Client,
     timeout: Duration,
+    /// How long a delivery read may stay unsettled before a scheduler takes it back.
+    pub(crate) visibility_timeout: Duration,
     late: LateListeners,
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) concurrency: usize,
@@ -84,6 +86,7 @@ impl Sender {
             probation: s.probation_policy()?,
             outbound,
             timeout: s.delivery.timeout,
+            visibility_timeout: s.delivery.visibility_timeout,
             late: LateListeners::new(s.sender.late_success_window, s.sender.max_late_listeners),
             slots: Arc::new(Semaphore::new(s.sender.concurrency.max(1))),
             concurrency: s.sender.concurrency.max(1),
@@ -358,7 +361,7 @@ impl Sender {
     }
 
     /// Settles these together: concurrently, so the settle queue sends them as one call.
-    async fn settle_together<'h>(&self, settles: impl IntoIterator<Item = (&'h Held, settle::Settled)>) {
+    pub(crate) async fn settle_together<'h>(&self, settles: impl IntoIterator<Item = (&'h Held, settle::Settled)>) {
         futures_util::future::join_all(settles.into_iter().map(|(h, settled)| self.settle(h, settled))).await;
     }
 

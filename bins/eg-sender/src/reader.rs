@@ -1,9 +1,12 @@
 //! The sender's loops: one reader per partition feeding batches of deliveries to
-//! attempts, bounded by one semaphore for the whole process. A reader takes free slots
-//! first and asks Redis for exactly that many deliveries, so nothing waits in this
-//! process unattended while its visibility timeout runs. Deliveries read together for the same
-//! subscription are cut into batches by its batch settings (optimistic batching: what
-//! is ready now, never waiting to fill a batch).
+//! attempts, bounded by one semaphore for the whole process (a slot per request). A
+//! reader takes free slots first and asks Redis for that many deliveries — times the
+//! largest `maxEventsPerBatch` in the catalog, since one slot may carry a whole batch.
+//! Deliveries read together for the same subscription are cut into batches by its batch
+//! settings (optimistic batching: what is ready now, never waiting to fill a batch). A
+//! batch beyond the slots held waits for one; if none frees within a quarter of the
+//! visibility timeout, the rest are handed back uncharged instead of waiting in this
+//! process until they are taken back.
 
 use crate::deliver::{Batch, Held};
 use crate::settle;
@@ -22,6 +25,14 @@ pub use crate::deliver::Sender;
 const READ_BLOCK: Duration = Duration::from_secs(1);
 /// Most deliveries read at once per partition.
 const MAX_READ: usize = 500;
+/// How many deliveries to read with `slots` slots in hand when a subscription may batch
+/// up to `largest_batch` events per request: enough to fill a batch per slot, at most
+/// [`MAX_READ`], at least one per slot.
+fn read_size(slots: usize, largest_batch: u32) -> usize {
+    let per_slot = usize::try_from(largest_batch.max(1)).unwrap_or(1);
+    slots.saturating_mul(per_slot).min(MAX_READ).max(slots)
+}
+
 /// How long a woken reader waits for a slot when none is free (longer than one read).
 const SLOT_WAIT: Duration = Duration::from_millis(20);
 
@@ -82,12 +93,19 @@ impl Sender {
                     continue;
                 }
             };
-            for batch in batches {
+            let mut batches = batches.into_iter();
+            while let Some(batch) = batches.next() {
                 // One slot per batch; the slots of deliveries settled unattempted, or
                 // merged into batches, go back when `permits` is dropped.
-                let Some(permit) = permits.split(1) else {
-                    tracing::error!("more batches than slots; the rest are reclaimed later");
-                    break;
+                let permit = match permits.split(1) {
+                    Some(permit) => permit,
+                    None => match self.wait_for_slot(&shutdown).await {
+                        Some(permit) => permit,
+                        None => {
+                            self.hand_back(std::iter::once(batch).chain(batches.by_ref())).await;
+                            break;
+                        }
+                    },
                 };
                 let sender = self.clone();
                 let span = tracing::info_span!(
@@ -107,6 +125,31 @@ impl Sender {
         }
     }
 
+    /// A slot for a batch read ahead of the slots held, waiting at most a quarter of the
+    /// visibility timeout (`None`: none freed, or shutting down).
+    async fn wait_for_slot(&self, shutdown: &Shutdown) -> Option<OwnedSemaphorePermit> {
+        tokio::select! {
+            permit = tokio::time::timeout(self.visibility_timeout / 4, self.slots.clone().acquire_owned()) => permit.ok()?.ok(),
+            _ = shutdown.requested() => None,
+        }
+    }
+
+    /// Hands batches that found no slot back to the ready queue, uncharged (as held back
+    /// until now), rather than keep them here while their visibility timeout runs.
+    async fn hand_back(&self, batches: impl Iterator<Item = Batch>) {
+        let now = self.clock.now();
+        let held: Vec<Held> = batches.flat_map(|b| b.held).collect();
+        tracing::warn!(
+            deliveries = held.len(),
+            "no free slot for deliveries read ahead; handing them back"
+        );
+        self.settle_together(
+            held.iter()
+                .map(|h| (h, settle::held_back(h.ready.delivery.held_back(now), now, now))),
+        )
+        .await;
+    }
+
     /// Waits (at most READ_BLOCK) for the next delivery holding one slot, then takes
     /// free slots for what is ready with it and reads that many more without waiting: an
     /// idle reader never sits on slots another partition's reader could use, and what
@@ -120,8 +163,9 @@ impl Sender {
         if !ready.is_empty()
             && let Some(more) = self.take_free_slots(MAX_READ - 1).await
         {
-            let extra = more.num_permits();
             permits.merge(more);
+            let largest_batch = self.cache.snapshot().largest_batch;
+            let extra = read_size(permits.num_permits(), largest_batch) - 1;
             match self
                 .store
                 .read_ready(partition, &self.consumer, extra, Duration::ZERO)
@@ -256,5 +300,19 @@ impl Sender {
             return Ok(Some(s.clone()));
         }
         Ok(self.cache.refresh().await?.subscription_arc(topic, name).cloned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_ahead_of_the_slots_only_as_far_as_a_batch_can_carry() {
+        assert_eq!(read_size(4, 1), 4, "nothing batches: one delivery per slot");
+        assert_eq!(read_size(4, 10), 40);
+        assert_eq!(read_size(10, 100), MAX_READ, "bounded");
+        assert_eq!(read_size(MAX_READ + 1, 1), MAX_READ + 1, "never fewer than the slots");
+        assert_eq!(read_size(1, 0), 1);
     }
 }

@@ -23,6 +23,9 @@ pub struct CatalogSnapshot {
     pub version: u64,
     /// By topic key.
     pub topics: HashMap<String, TopicEntry>,
+    /// The largest `maxEventsPerBatch` of any subscription (1 when none batches): how far
+    /// a sender may read ahead of its free slots, since one slot may carry that many.
+    pub largest_batch: u32,
 }
 
 impl CatalogSnapshot {
@@ -66,9 +69,17 @@ impl CatalogSnapshot {
                 }
             }
         }
+        let largest_batch = by_topic
+            .values()
+            .flat_map(|entry| &entry.subscriptions)
+            .map(|sub| sub.batching.max_events_per_batch)
+            .max()
+            .unwrap_or(1)
+            .max(1);
         Self {
             version,
             topics: by_topic,
+            largest_batch,
         }
     }
 

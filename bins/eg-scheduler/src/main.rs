@@ -7,10 +7,9 @@ mod health;
 mod paused;
 mod reclaim;
 
-use eg_core::UnixMillis;
 use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
-use eg_store::{Clock, Partition, Store};
+use eg_store::{Partition, Store};
 use std::time::Duration;
 
 /// mimalloc instead of the system allocator: allocation was a fifth of the sender's CPU
@@ -36,7 +35,6 @@ async fn main() -> anyhow::Result<()> {
     for p in process.store.keys().all_partitions() {
         tasks.push(tokio::spawn(promote_loop(
             process.store.clone(),
-            process.clock.clone(),
             p.clone(),
             s.scheduler.interval,
             s.scheduler.batch,
@@ -88,14 +86,7 @@ async fn main() -> anyhow::Result<()> {
 /// Between passes it sleeps until the earliest retry left falls due, at most `every`
 /// (which also bounds how late it sees a retry written after its last pass): a retry
 /// fires within milliseconds of its due time, not up to a whole interval late.
-async fn promote_loop(
-    store: Store,
-    clock: Clock,
-    partition: Partition,
-    every: Duration,
-    batch: usize,
-    shutdown: Shutdown,
-) {
+async fn promote_loop(store: Store, partition: Partition, every: Duration, batch: usize, shutdown: Shutdown) {
     let mut pause = every;
     loop {
         tokio::select! {
@@ -107,8 +98,8 @@ async fn promote_loop(
             match store.promote_retries(&partition, batch).await {
                 Ok(promoted) if promoted.moved >= batch => continue,
                 Ok(promoted) => {
-                    if let Some(next) = promoted.next_due {
-                        pause = until_due(next, clock.now(), every);
+                    if let Some(next_in) = promoted.next_in {
+                        pause = next_in.clamp(Duration::from_millis(1), every);
                     }
                     break;
                 }
@@ -119,13 +110,6 @@ async fn promote_loop(
             }
         }
     }
-}
-
-/// How long to sleep before a retry due at `next`: until then (at least a millisecond,
-/// so a retry due now is not spun on), and never longer than `every`.
-fn until_due(next: UnixMillis, now: UnixMillis, every: Duration) -> Duration {
-    let wait = Duration::from_millis(u64::try_from(next.0 - now.0).unwrap_or(0));
-    wait.clamp(Duration::from_millis(1), every)
 }
 
 async fn depth_loop(store: Store, partition: Partition, shutdown: Shutdown) {
@@ -147,28 +131,5 @@ async fn depth_loop(store: Store, partition: Partition, shutdown: Shutdown) {
             }
             Err(e) => tracing::warn!(error = %e, partition = partition.index, "cannot read queue depths"),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sleeps_until_the_next_retry_is_due_within_bounds() {
-        let every = Duration::from_millis(100);
-        let now = UnixMillis(10_000);
-        assert_eq!(until_due(UnixMillis(10_030), now, every), Duration::from_millis(30));
-        assert_eq!(
-            until_due(UnixMillis(90_000), now, every),
-            every,
-            "far away: the next tick"
-        );
-        assert_eq!(
-            until_due(UnixMillis(9_000), now, every),
-            Duration::from_millis(1),
-            "overdue"
-        );
-        assert_eq!(until_due(now, now, every), Duration::from_millis(1));
     }
 }

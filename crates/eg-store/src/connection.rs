@@ -201,30 +201,41 @@ pub type Pool = managed::Pool<Manager>;
 pub struct Conn(Object<Manager>);
 
 impl Conn {
-    /// Waits until `replicas` replicas hold every write made so far through this
-    /// connection to the primary of `slot`; returns how many did within `timeout`.
-    /// (`WAIT` counts a connection's own writes, so it must follow them on the same
-    /// connection: on a cluster, routed to the same primary.)
-    pub(crate) async fn wait_for_replicas(
+    /// Runs `write` (a pipeline of writes to keys of `slot`) and then `WAIT replicas
+    /// timeout` in one pipeline on one connection to the slot's primary; returns the
+    /// writes' replies and how many replicas hold them. `WAIT` counts a connection's own
+    /// writes, so the two must travel together: a `WAIT` sent separately could land on
+    /// another connection (a reconnect, a failover) and confirm nothing.
+    pub(crate) async fn write_and_wait(
         &mut self,
         slot: u16,
+        write: &Pipeline,
         replicas: u16,
         timeout: Duration,
-    ) -> Result<u16, RedisError> {
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(replicas)
+    ) -> Result<(Vec<Value>, u16), RedisError> {
+        let mut pipe = write.clone();
+        pipe.cmd("WAIT")
+            .arg(replicas)
             .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1));
-        match &mut self.0.link {
-            Link::Single(c) => wait.query_async(c).await,
+        let mut replies: Vec<Value> = match &mut self.0.link {
+            Link::Single(c) => pipe.query_async(c).await?,
             Link::Cluster(c) => {
                 let route = redis::cluster_routing::Route::new(slot, redis::cluster_routing::SlotAddr::Master);
-                let routing = redis::cluster_routing::RoutingInfo::SingleNode(
+                let count = pipe.cmd_iter().count();
+                c.route_pipeline(
+                    pipe,
+                    0,
+                    count,
                     redis::cluster_routing::SingleNodeRoutingInfo::SpecificNode(route),
-                );
-                let reply = c.route_command(wait, routing).await?;
-                Ok(redis::from_redis_value(reply)?)
+                )
+                .await?
             }
-        }
+        };
+        let acked = match replies.pop() {
+            Some(value) => redis::from_redis_value(value)?,
+            None => 0,
+        };
+        Ok((replies, acked))
     }
 }
 

@@ -10,6 +10,7 @@ use eg_core::deadletter::DeadLetterEntry;
 use eg_core::history::HistoryEntry;
 use eg_core::{Delivery, UnixMillis};
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// One event of a publish request, ready to store: its body and its deliveries.
@@ -80,8 +81,8 @@ impl Retention {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Promoted {
     pub moved: usize,
-    /// The score of the earliest member left (its due time), if any.
-    pub next_due: Option<UnixMillis>,
+    /// How long until the earliest member left falls due (by Redis's clock), if any.
+    pub next_in: Option<Duration>,
 }
 
 /// One hold to settle with [`Store::settle_many`].
@@ -133,36 +134,54 @@ impl Store {
         catalog_version: u64,
         events: &[EventToStore],
     ) -> Result<PublishOutcome, StoreError> {
-        let mut invocation = scripts::PUBLISH.prepare_invoke();
-        invocation.key(partition.catalog_version()).key(partition.ready());
+        let mut keys = vec![partition.catalog_version(), partition.ready()];
+        keys.extend(events.iter().map(|e| partition.event(&e.event_key)));
+        let mut args: Vec<Cow<str>> = vec![catalog_version.to_string().into(), events.len().to_string().into()];
         for e in events {
-            invocation.key(partition.event(&e.event_key));
-        }
-        invocation.arg(catalog_version).arg(events.len());
-        for e in events {
-            invocation.arg(&e.body).arg(e.deliveries.len());
-            for d in &e.deliveries {
-                invocation.arg(d.to_json());
-            }
+            args.push(e.body.as_str().into());
+            args.push(e.deliveries.len().to_string().into());
+            args.extend(e.deliveries.iter().map(|d| d.to_json().into()));
         }
         let mut conn = self.conn().await?;
-        let reply: Vec<String> = invocation.invoke_async(&mut conn).await?;
-        match reply.as_slice() {
-            [ok] if ok == "OK" => {
-                if self.replica_acks > 0 {
-                    let slot = crate::keyspace::slot(&partition.ready());
-                    let acked = conn
-                        .wait_for_replicas(slot, self.replica_acks, self.replica_ack_timeout)
-                        .await?;
-                    if acked < self.replica_acks {
-                        return Err(StoreError::NotReplicated {
-                            acked,
-                            wanted: self.replica_acks,
-                        });
-                    }
-                }
-                Ok(PublishOutcome::Stored)
+        let reply: Vec<String> = if self.replica_acks == 0 {
+            let mut invocation = scripts::PUBLISH.prepare_invoke();
+            for key in &keys {
+                invocation.key(key);
             }
+            for arg in &args {
+                invocation.arg(arg.as_ref());
+            }
+            invocation.invoke_async(&mut conn).await?
+        } else {
+            // The script and WAIT in one pipeline on one connection (EVAL, not EVALSHA: a
+            // NOSCRIPT reply would part them).
+            let mut write = redis::pipe();
+            write
+                .cmd("EVAL")
+                .arg(scripts::PUBLISH_SOURCE)
+                .arg(keys.len())
+                .arg(&keys);
+            for arg in &args {
+                write.arg(arg.as_ref());
+            }
+            let slot = crate::keyspace::slot(&partition.ready());
+            let (mut replies, acked) = conn
+                .write_and_wait(slot, &write, self.replica_acks, self.replica_ack_timeout)
+                .await?;
+            let reply: Vec<String> = match replies.pop() {
+                Some(value) => redis::from_redis_value(value).map_err(redis::RedisError::from)?,
+                None => Vec::new(),
+            };
+            if reply.first().is_some_and(|r| r == "OK") && acked < self.replica_acks {
+                return Err(StoreError::NotReplicated {
+                    acked,
+                    wanted: self.replica_acks,
+                });
+            }
+            reply
+        };
+        match reply.as_slice() {
+            [ok] if ok == "OK" => Ok(PublishOutcome::Stored),
             [stale, version] if stale == "STALE" => Ok(PublishOutcome::StaleCatalog(version.parse().unwrap_or(0))),
             other => Err(StoreError::corrupt(
                 partition.ready(),
@@ -462,7 +481,7 @@ impl Store {
         delay: Duration,
     ) -> Result<Promoted, StoreError> {
         let mut conn = self.conn().await?;
-        let (moved, next): (usize, i64) = scripts::PROMOTE
+        let (moved, wait_ms): (usize, i64) = scripts::PROMOTE
             .key(set)
             .key(stream)
             .arg(field)
@@ -472,7 +491,7 @@ impl Store {
             .await?;
         Ok(Promoted {
             moved,
-            next_due: (next >= 0).then_some(UnixMillis(next)),
+            next_in: u64::try_from(wait_ms).ok().map(Duration::from_millis),
         })
     }
 

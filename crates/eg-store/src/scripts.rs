@@ -23,6 +23,8 @@ macro_rules! catalog_script {
 }
 
 script!(PUBLISH, "publish.lua");
+/// The publish script's text, for sending it with `EVAL` in one pipeline with `WAIT`.
+pub const PUBLISH_SOURCE: &str = include_str!("scripts/publish.lua");
 script!(SETTLE, "settle.lua");
 script!(PROMOTE, "promote.lua");
 script!(ACK_DELETE, "ack_delete.lua");

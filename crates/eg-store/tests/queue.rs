@@ -249,6 +249,21 @@ async fn settle_retry_schedules_the_record_at_its_due_time() {
         "a retry still needs the event"
     );
     assert_eq!(h.store.promote_due_retries(&p0, 100).await.unwrap(), 0, "not due yet");
+    // The scheduler learns when it falls due, by Redis's clock.
+    let next_in = h.store.promote_retries(&p0, 100).await.unwrap().next_in.unwrap();
+    assert!(
+        next_in > Duration::from_secs(55) && next_in <= Duration::from_secs(60),
+        "{next_in:?}"
+    );
+    assert_eq!(
+        h.store
+            .promote_retries(&h.store.keys().partition(1), 100)
+            .await
+            .unwrap()
+            .next_in,
+        None,
+        "nothing queued"
+    );
 }
 
 #[tokio::test]

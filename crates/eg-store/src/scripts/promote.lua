@@ -6,8 +6,9 @@
 -- KEYS[1]  sorted set (score = ms)     KEYS[2]  stream
 -- ARGV[1]  stream field name           ARGV[2]  at most this many members
 -- ARGV[3]  delay, ms: members with score <= now - delay are due
--- Returns {the number moved, the score of the earliest member left (-1: none)}: when the
--- next one falls due, so the caller can wake for it.
+-- Returns {the number moved, ms until the earliest member left falls due (0 if it is
+-- due already, -1 if none is left)}: by the server's clock, so the caller can sleep
+-- for it whatever its own clock says.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = redis.call('ZRANGE', KEYS[1], '-inf', now - tonumber(ARGV[3]), 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
@@ -18,8 +19,8 @@ if #due > 0 then
   redis.call('ZREM', KEYS[1], unpack(due))
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local next_due = -1
+local wait = -1
 if first[2] then
-  next_due = tonumber(first[2])
+  wait = math.max(0, tonumber(first[2]) - tonumber(ARGV[3]) - now)
 end
-return {#due, next_due}
+return {#due, wait}

@@ -33,7 +33,7 @@ pub struct Sender {
     policies: ProfilePolicies,
     probation: Option<ProbationPolicy>,
     outbound: Client,
-    timeout: Duration,
+    pub(crate) timeout: Duration,
     /// How long a delivery read may stay unsettled before a scheduler takes it back.
     pub(crate) visibility_timeout: Duration,
     late: LateListeners,

@@ -4,9 +4,9 @@
 //! largest `maxEventsPerBatch` in the catalog, since one slot may carry a whole batch.
 //! Deliveries read together for the same subscription are cut into batches by its batch
 //! settings (optimistic batching: what is ready now, never waiting to fill a batch). A
-//! batch beyond the slots held waits for one; if none frees within a quarter of the
-//! visibility timeout, the rest are handed back uncharged instead of waiting in this
-//! process until they are taken back.
+//! batch beyond the slots held waits for one; if none frees within the read's budget
+//! ([`Sender::slot_wait_budget`]), the rest are handed back uncharged instead of waiting
+//! in this process until they are taken back.
 
 use crate::deliver::{Batch, Held};
 use crate::settle;
@@ -55,9 +55,10 @@ impl Sender {
     async fn read_partition(self: Arc<Self>, partition: Partition, shutdown: Shutdown) {
         let mut backoff = Duration::from_millis(100);
         while !shutdown.is_triggered() {
-            // Slots are taken before reading: every delivery Redis hands over has a slot
-            // waiting for it, so none sits pending here while its visibility timeout runs
-            // (the partition readers share the slots and would otherwise over-read together).
+            // Slots are taken before reading: a read is sized by the slots in hand (times
+            // what one batch can carry), so little sits pending here unattended, and what
+            // waits for a slot is handed back in time (the partition readers share the
+            // slots and would otherwise over-read together).
             let mut permits = tokio::select! {
                 permit = self.slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => return },
                 _ = shutdown.requested() => return,
@@ -93,13 +94,15 @@ impl Sender {
                     continue;
                 }
             };
+            // One deadline for every batch of this read that waits for a slot.
+            let slot_deadline = tokio::time::Instant::now() + self.slot_wait_budget();
             let mut batches = batches.into_iter();
             while let Some(batch) = batches.next() {
                 // One slot per batch; the slots of deliveries settled unattempted, or
                 // merged into batches, go back when `permits` is dropped.
                 let permit = match permits.split(1) {
                     Some(permit) => permit,
-                    None => match self.wait_for_slot(&shutdown).await {
+                    None => match self.wait_for_slot(slot_deadline, &shutdown).await {
                         Some(permit) => permit,
                         None => {
                             self.hand_back(std::iter::once(batch).chain(batches.by_ref())).await;
@@ -125,17 +128,24 @@ impl Sender {
         }
     }
 
-    /// A slot for a batch read ahead of the slots held, waiting at most a quarter of the
-    /// visibility timeout (`None`: none freed, or shutting down).
-    async fn wait_for_slot(&self, shutdown: &Shutdown) -> Option<OwnedSemaphorePermit> {
+    /// How long the batches of one read may wait for slots, all together: a quarter of
+    /// the visibility timeout, and at most half of what it leaves after an attempt's
+    /// timeout, so a batch that waited still settles long before it could be taken back.
+    fn slot_wait_budget(&self) -> Duration {
+        (self.visibility_timeout / 4).min(self.visibility_timeout.saturating_sub(self.timeout) / 2)
+    }
+
+    /// A slot for a batch read ahead of the slots held, waiting until `deadline` at most
+    /// (`None`: none freed, or shutting down).
+    async fn wait_for_slot(&self, deadline: tokio::time::Instant, shutdown: &Shutdown) -> Option<OwnedSemaphorePermit> {
         tokio::select! {
-            permit = tokio::time::timeout(self.visibility_timeout / 4, self.slots.clone().acquire_owned()) => permit.ok()?.ok(),
+            permit = tokio::time::timeout_at(deadline, self.slots.clone().acquire_owned()) => permit.ok()?.ok(),
             _ = shutdown.requested() => None,
         }
     }
 
-    /// Hands batches that found no slot back to the ready queue, uncharged (as held back
-    /// until now), rather than keep them here while their visibility timeout runs.
+    /// Hands batches that found no slot back to the ready stream as they were (uncharged),
+    /// rather than keep them here while their visibility timeout runs.
     async fn hand_back(&self, batches: impl Iterator<Item = Batch>) {
         let now = self.clock.now();
         let held: Vec<Held> = batches.flat_map(|b| b.held).collect();
@@ -143,17 +153,14 @@ impl Sender {
             deliveries = held.len(),
             "no free slot for deliveries read ahead; handing them back"
         );
-        self.settle_together(
-            held.iter()
-                .map(|h| (h, settle::held_back(h.ready.delivery.held_back(now), now, now))),
-        )
-        .await;
+        self.settle_together(held.iter().map(|h| (h, settle::handed_back(&h.ready.delivery, now))))
+            .await;
     }
 
     /// Waits (at most READ_BLOCK) for the next delivery holding one slot, then takes
-    /// free slots for what is ready with it and reads that many more without waiting: an
-    /// idle reader never sits on slots another partition's reader could use, and what
-    /// one publish stored together is read together (and can be batched).
+    /// free slots for what is ready with it and reads up to [`read_size`] more without
+    /// waiting: an idle reader never sits on slots another partition's reader could use,
+    /// and what one publish stored together is read together (and can be batched).
     async fn read(
         &self,
         partition: &Partition,

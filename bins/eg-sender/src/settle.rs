@@ -81,6 +81,19 @@ pub fn held_back(delivery: Delivery, due: UnixMillis, now: UnixMillis) -> Settle
     }
 }
 
+/// A delivery read ahead that found no free slot in time: back into the ready stream
+/// as it was (uncharged, its last attempt untouched), for any sender to take.
+pub fn handed_back(delivery: &Delivery, now: UnixMillis) -> Settled {
+    Settled {
+        history: step(delivery, now, DeliveryState::HeldBack, Some(now), None),
+        settlement: Settlement::Requeue {
+            delivery: delivery.clone(),
+        },
+        tally: Tally::Retried,
+        delivery: delivery.clone(),
+    }
+}
+
 /// A delivery of a paused subscription, set aside until the resume or `until` (the end
 /// of its time-to-live).
 pub fn paused(delivery: &Delivery, until: UnixMillis, now: UnixMillis) -> Settled {

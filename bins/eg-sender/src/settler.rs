@@ -6,7 +6,7 @@
 
 use eg_core::Delivery;
 use eg_core::history::HistoryEntry;
-use eg_store::{Partition, Retention, Settle, Settled, Settlement, Store};
+use eg_store::{Partition, Retention, Settle, Settled, Settlement, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most settlements in one script call (bounds the script's run, which blocks Redis).
@@ -72,21 +72,24 @@ async fn settle_gathered(
 ) {
     let mut call = Vec::with_capacity(MOST_PER_CALL);
     while gathered.recv_many(&mut call, MOST_PER_CALL).await > 0 {
-        let items: Vec<Settle> = call
-            .iter()
-            .map(|q| Settle {
-                entry_id: &q.request.entry_id,
-                delivery: &q.request.delivery,
-                settlement: &q.request.settlement,
-                history: Some(&q.request.history),
-            })
-            .collect();
-        let result = store.settle_many(&partition, &items, &retention).await;
-        drop(items);
-        match result {
+        match settle_call(&store, &partition, &retention, &call).await {
             Ok(settled) => {
                 for (queued, settled) in call.drain(..).zip(settled) {
                     let _ = queued.reply.send(Ok(settled));
+                }
+            }
+            // Redis refused the call itself (a script error at one item, a record that
+            // does not encode): settle each alone, so one bad item cannot fail the others
+            // again and again. Those settled before the failure answer "not held" now:
+            // XACK already ended their hold, and their callers count them as taken.
+            Err(e) if call.len() > 1 && !is_transport(&e) => {
+                tracing::warn!(error = %e, items = call.len(), "a settle call failed; settling its items one by one");
+                for queued in call.drain(..) {
+                    let alone = settle_call(&store, &partition, &retention, std::slice::from_ref(&queued)).await;
+                    let answer = alone
+                        .map_err(|e| e.to_string())
+                        .and_then(|mut settled| settled.pop().ok_or_else(|| "no answer".to_owned()));
+                    let _ = queued.reply.send(answer);
                 }
             }
             Err(e) => {
@@ -96,6 +99,33 @@ async fn settle_gathered(
                 }
             }
         }
+    }
+}
+
+async fn settle_call(
+    store: &Store,
+    partition: &Partition,
+    retention: &Retention,
+    call: &[Queued],
+) -> Result<Vec<Settled>, StoreError> {
+    let items: Vec<Settle> = call
+        .iter()
+        .map(|q| Settle {
+            entry_id: &q.request.entry_id,
+            delivery: &q.request.delivery,
+            settlement: &q.request.settlement,
+            history: Some(&q.request.history),
+        })
+        .collect();
+    store.settle_many(partition, &items, retention).await
+}
+
+/// Whether the call may not have reached Redis (every item is then retried by its caller).
+fn is_transport(error: &StoreError) -> bool {
+    match error {
+        StoreError::Redis(e) => eg_store::connection::breaks_connection(e),
+        StoreError::Pool(_) | StoreError::Timeout(_) => true,
+        _ => false,
     }
 }
 
@@ -140,9 +170,7 @@ mod tests {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn concurrent_settles_of_a_partition_go_out_as_few_calls_each_with_its_own_answer() {
-        let server = RedisServer::start();
+    async fn connect(server: &RedisServer) -> Store {
         let store = Store::connect(&RedisSettings {
             url: server.url(),
             cluster_nodes: Vec::new(),
@@ -157,9 +185,14 @@ mod tests {
         .unwrap();
         store.check_layout().await.unwrap();
         store.ensure_groups().await.unwrap();
+        store
+    }
+
+    /// Publishes `n` events with a delivery each to partition 0 and reads them all.
+    async fn publish_and_read(store: &Store, n: usize) -> Vec<eg_store::ReadyDelivery> {
         let p0 = store.keys().partition(0);
         let version = Catalog::new(store.clone()).version().await.unwrap();
-        let events: Vec<EventToStore> = (0..200)
+        let events: Vec<EventToStore> = (0..n)
             .map(|i| EventToStore {
                 event_key: format!("e{i}"),
                 body: "{}".into(),
@@ -177,7 +210,16 @@ mod tests {
             .read_ready(&p0, "c", 500, Duration::from_millis(50))
             .await
             .unwrap();
-        assert_eq!(held.len(), 200);
+        assert_eq!(held.len(), n);
+        held
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_settles_of_a_partition_go_out_as_few_calls_each_with_its_own_answer() {
+        let server = RedisServer::start();
+        let store = connect(&server).await;
+        let p0 = store.keys().partition(0);
+        let held = publish_and_read(&store, 200).await;
 
         let settler = std::sync::Arc::new(Settler::start(&store, Retention::NONE));
         let before = script_calls(&server);
@@ -198,5 +240,37 @@ mod tests {
         let again = settler.settle(&p0, done(&held[0])).await.unwrap();
         assert!(!again.took_effect);
         assert_eq!(store.depths(&p0).await.unwrap().in_flight, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_item_redis_refuses_does_not_fail_the_others_settled_with_it() {
+        let server = RedisServer::start();
+        let store = connect(&server).await;
+        let p0 = store.keys().partition(0);
+        let held = publish_and_read(&store, 3).await;
+        // The third event's record is corrupt: its settle fails inside the script.
+        let _: () = redis::cmd("HSET")
+            .arg(p0.event("e2"))
+            .arg("r")
+            .arg("not a number")
+            .query(&mut server.client())
+            .unwrap();
+        let settler = std::sync::Arc::new(Settler::start(&store, Retention::NONE));
+        let settles: Vec<_> = held
+            .iter()
+            .map(|ready| {
+                let (settler, p0, request) = (settler.clone(), p0.clone(), done(ready));
+                tokio::spawn(async move { settler.settle(&p0, request).await })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for settle in settles {
+            answers.push(settle.await.unwrap());
+        }
+        // Every caller is answered at once (none is failed again and again with the bad
+        // item): the script ended each hold (XACK) before it stopped at the bad record,
+        // so settled again alone they answer "no longer held".
+        assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+        assert_eq!(store.depths(&p0).await.unwrap().in_flight, 0, "every hold ended");
     }
 }

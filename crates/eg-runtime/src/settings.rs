@@ -490,6 +490,13 @@ impl Settings {
         if self.redis.partitions == 0 {
             return Err(SettingsError::Invalid("redis.partitions must be at least 1".into()));
         }
+        // Each partition gets its own share of the 16,384 cluster slots (keyspace.rs).
+        if self.redis.partitions > 1024 {
+            return Err(SettingsError::Invalid(format!(
+                "redis.partitions must be at most 1024 (got {})",
+                self.redis.partitions
+            )));
+        }
         if !matches!(self.log.format.as_str(), "text" | "json") {
             return Err(SettingsError::Invalid(format!(
                 "log.format must be \"text\" or \"json\", got {:?}",
@@ -632,6 +639,8 @@ mod tests {
         );
         let error = Settings::load(None, env(&[("EG__REDIS__CLUSTER_NODES", "10.0.0.1:7000")])).unwrap_err();
         assert!(error.to_string().contains("redis.cluster_nodes"), "{error}");
+        let error = Settings::load(None, env(&[("EG__REDIS__PARTITIONS", "1025")])).unwrap_err();
+        assert!(error.to_string().contains("at most 1024"), "{error}");
     }
 
     #[test]

@@ -140,7 +140,7 @@ impl Store {
     pub async fn dead_letter_counts(&self, topic: &str, subscription: &str) -> Result<DeadLetterCounts, StoreError> {
         let subscription = format!("{topic}/{subscription}");
         // One pipeline per partition, all at once: their keys are in different slots.
-        let link = self.link().await?;
+        let (_held, link) = self.link().await?;
         let per_partition = self.keys().all_partitions().map(|p| {
             let archive = p.archive(&subscription);
             let mut link = link.clone();

@@ -308,11 +308,14 @@ impl Store {
         Ok(Conn(self.pool.get().await?))
     }
 
-    /// A shared handle on one pooled connection, for running commands concurrently: each
-    /// clone pipelines on the same socket(s). Used where one pipeline would span several
-    /// hash tags, which a cluster refuses.
-    pub(crate) async fn link(&self) -> Result<Link, StoreError> {
-        Ok(self.conn().await?.0.link.clone())
+    /// A pooled connection and a shared handle on it, for running commands concurrently:
+    /// each clone of the handle pipelines on the same socket(s). Used where one pipeline
+    /// would span several hash tags, which a cluster refuses. Keep the connection until
+    /// the commands are done, so the pool does not hand it to a blocking read meanwhile.
+    pub(crate) async fn link(&self) -> Result<(Conn, Link), StoreError> {
+        let conn = self.conn().await?;
+        let link = conn.0.link.clone();
+        Ok((conn, link))
     }
 
     /// Answers whether Redis is reachable now (for `/readyz`), within the connect timeout.

@@ -111,7 +111,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let keys: Vec<String> = ids.iter().map(|id| self.keys.endpoint(id)).collect();
-        let link = self.link().await?;
+        let (_held, link) = self.link().await?;
         let reads = keys.iter().map(|key| {
             let mut link = link.clone();
             async move { redis::AsyncCommands::hgetall::<_, HashMap<String, String>>(&mut link, key).await }

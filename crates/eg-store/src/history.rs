@@ -11,7 +11,7 @@ impl Store {
     /// key), oldest first. Entries that do not decode are skipped and logged.
     pub async fn event_history(&self, topic: &str, event_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
         // One read per partition, all at once (their keys are in different slots).
-        let link = self.link().await?;
+        let (_held, link) = self.link().await?;
         let reads = self.keys().all_partitions().map(|p| {
             let key = p.history(topic, event_id);
             let mut link = link.clone();

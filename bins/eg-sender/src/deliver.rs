@@ -326,6 +326,7 @@ impl Sender {
         if !outcome.is_success() {
             self.healthy.forget(endpoint);
         }
+        let generation = self.healthy.generation();
         match self.store.record_endpoint_result(endpoint, &attempt, policy).await {
             Ok(HealthChange::ProbationStarted {
                 level, until, length, ..
@@ -338,7 +339,7 @@ impl Sender {
                 if ended_probation {
                     tracing::info!("endpoint recovered; probation over");
                 }
-                self.healthy.saw_clean(endpoint, Instant::now());
+                self.healthy.saw_clean(endpoint, Instant::now(), generation);
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot record the endpoint's health"),

@@ -10,6 +10,7 @@
 use eg_core::probation::EndpointId;
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a clean record is trusted without asking Redis again.
@@ -20,6 +21,9 @@ const MOST_REMEMBERED: usize = 10_000;
 #[derive(Default)]
 pub struct HealthyEndpoints {
     seen_clean: Mutex<HashMap<EndpointId, Instant>>,
+    /// Rises with every [`HealthyEndpoints::forget`]: a success recorded before a failure
+    /// was forgotten, but answered after it, must not mark the endpoint clean again.
+    forgotten: AtomicU64,
 }
 
 impl HealthyEndpoints {
@@ -29,9 +33,18 @@ impl HealthyEndpoints {
         seen.get(endpoint).is_some_and(|at| now.duration_since(*at) < FRESH_FOR)
     }
 
-    /// A success left `endpoint`'s record clean at `now`.
-    pub fn saw_clean(&self, endpoint: &EndpointId, now: Instant) {
+    /// The current generation, read before recording a success.
+    pub fn generation(&self) -> u64 {
+        self.forgotten.load(Ordering::SeqCst)
+    }
+
+    /// A success, recorded when the generation was `generation`, left `endpoint`'s record
+    /// clean at `now` (ignored if a failure was forgotten since).
+    pub fn saw_clean(&self, endpoint: &EndpointId, now: Instant, generation: u64) {
         let mut seen = self.seen_clean.lock().unwrap_or_else(|p| p.into_inner());
+        if self.forgotten.load(Ordering::SeqCst) != generation {
+            return;
+        }
         if seen.len() >= MOST_REMEMBERED && !seen.contains_key(endpoint) {
             seen.clear();
         }
@@ -40,10 +53,9 @@ impl HealthyEndpoints {
 
     /// A failure was recorded for `endpoint`: ask Redis again from now on.
     pub fn forget(&self, endpoint: &EndpointId) {
-        self.seen_clean
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(endpoint);
+        let mut seen = self.seen_clean.lock().unwrap_or_else(|p| p.into_inner());
+        self.forgotten.fetch_add(1, Ordering::SeqCst);
+        seen.remove(endpoint);
     }
 }
 
@@ -57,11 +69,15 @@ mod tests {
         let endpoint = EndpointId::of("https://example.com/hook");
         let t0 = Instant::now();
         assert!(!healthy.is_fresh(&endpoint, t0), "never seen");
-        healthy.saw_clean(&endpoint, t0);
+        healthy.saw_clean(&endpoint, t0, healthy.generation());
         assert!(healthy.is_fresh(&endpoint, t0 + FRESH_FOR / 2));
         assert!(!healthy.is_fresh(&endpoint, t0 + FRESH_FOR), "stale");
-        healthy.saw_clean(&endpoint, t0);
+        healthy.saw_clean(&endpoint, t0, healthy.generation());
         healthy.forget(&endpoint);
+        assert!(!healthy.is_fresh(&endpoint, t0));
+        // A success sent before that failure was forgotten, answered after it: ignored.
+        let before_failure = healthy.generation() - 1;
+        healthy.saw_clean(&endpoint, t0, before_failure);
         assert!(!healthy.is_fresh(&endpoint, t0));
         let other = EndpointId::of("https://example.org/hook");
         assert!(!healthy.is_fresh(&other, t0), "per endpoint");

@@ -15,6 +15,8 @@ pub struct Machine {
     pub redis: String,
     pub commit: String,
     pub load_average: String,
+    /// Free space where Redis keeps its append-only files (the temp dir), GiB.
+    pub disk_free_gib: Option<f64>,
 }
 
 impl Machine {
@@ -54,6 +56,7 @@ impl Machine {
             load_average: std::fs::read_to_string("/proc/loadavg")
                 .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
                 .unwrap_or_default(),
+            disk_free_gib: disk_free_gib(&std::env::temp_dir()),
         }
     }
 
@@ -62,8 +65,17 @@ impl Machine {
             "cpuModel": self.cpu_model, "cores": self.cores, "memoryGiB": (self.memory_gib * 10.0).round() / 10.0,
             "kernel": self.kernel, "rustc": self.rustc, "redis": self.redis, "commit": self.commit,
             "loadAverageAtStart": self.load_average,
+            "tempDiskFreeGiB": self.disk_free_gib.map(|g| (g * 10.0).round() / 10.0),
         })
     }
+}
+
+/// Free space of the file system holding `dir` (`df -Pk`), GiB.
+fn disk_free_gib(dir: &std::path::Path) -> Option<f64> {
+    let out = Command::new("df").arg("-Pk").arg(dir).output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let kib: f64 = text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()?;
+    Some(kib / 1024.0 / 1024.0)
 }
 
 /// The first line a command prints, or "unknown".

@@ -79,6 +79,12 @@ async fn run(scenario: &scenarios::Scenario, flags: &mut args::Flags) -> anyhow:
     // reqwest is built without a default TLS provider (the workspace picks ring).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let machine = machine::Machine::describe();
+    if let Some(free) = machine.disk_free_gib.filter(|g| *g < 10.0) {
+        eprintln!(
+            "eg-bench: warning: only {free:.1} GiB free in {}; Redis's append-only files take several GiB in the larger scenarios",
+            std::env::temp_dir().display()
+        );
+    }
     let quick = flags.switch("quick")?;
     let keep = flags.switch("keep")?;
     let bin_dir = match flags.path("bin-dir")? {

@@ -98,7 +98,11 @@ impl Report<'_> {
         let _ = writeln!(md, "| rustc | {} |", m.rustc);
         let _ = writeln!(md, "| redis | {} |", m.redis);
         let _ = writeln!(md, "| commit | {} |", m.commit);
-        let _ = writeln!(md, "| load average when the run began | {} |\n", m.load_average);
+        let _ = writeln!(md, "| load average when the run began | {} |", m.load_average);
+        if let Some(free) = m.disk_free_gib {
+            let _ = writeln!(md, "| free disk for Redis's files when the run began | {free:.0} GiB |");
+        }
+        let _ = writeln!(md);
         let _ = writeln!(
             md,
             "Everything shares these {} cores: the tiers, Redis, the load generator and the receiver. CPU seconds are per process, so the split shows where the time goes.\n",

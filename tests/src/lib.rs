@@ -538,23 +538,10 @@ impl System {
     /// assertions on queue state, e.g. `["XLEN", &system.keyspace().partition(0).ready()]`;
     /// on a cluster it follows redirects); returns its output, trimmed.
     pub fn redis_cli(&self, args: &[&str]) -> String {
-        let socket = match &self.redis {
-            Backend::Server(server) => server.socket(),
-            Backend::Cluster(cluster) => return cluster.cli(args),
-        };
-        let output = Command::new("redis-cli")
-            .arg("-s")
-            .arg(socket)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}); install it with redis-server"));
-        assert!(
-            output.status.success(),
-            "redis-cli {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+        match &self.redis {
+            Backend::Server(server) => eg_testkit::redis_cli(&["-s", &server.socket().display().to_string()], args),
+            Backend::Cluster(cluster) => cluster.cli(args),
+        }
     }
 
     /// Every key matching `pattern` (on a cluster, of every node).

@@ -10,6 +10,7 @@ use crate::histogram::Latency;
 use crate::load::{self, Progress, Template, Window};
 use crate::receiver::Counts;
 use crate::redis_stats::{CommandStats, PerUnit};
+use crate::scenarios::Ctx;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -29,6 +30,24 @@ pub struct Load {
     pub duration: Duration,
     /// How long to wait after the window for every delivery to arrive (0: do not wait).
     pub drain: Duration,
+}
+
+impl Load {
+    /// The end-to-end load most scenarios use: 1 KB events, 100 per request over
+    /// `connections`, one delivery each, at most `window` outstanding, a short warm-up and
+    /// a drain; a scenario changes what it needs with struct update syntax.
+    pub fn end_to_end(ctx: &Ctx, connections: usize, window: u64, duration: Duration) -> Self {
+        Self {
+            connections,
+            events_per_request: 100,
+            event_bytes: 1024,
+            window: Some(window),
+            fanout: 1,
+            warmup: ctx.seconds(3, 2),
+            duration,
+            drain: ctx.seconds(30, 10),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

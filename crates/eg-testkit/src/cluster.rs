@@ -103,18 +103,7 @@ impl RedisCluster {
             .iter()
             .find(|n| n.child.is_some())
             .expect("a running cluster node");
-        let output = Command::new("redis-cli")
-            .args(["-c", "-p", &node.port.to_string()])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}); install it with redis-server"));
-        assert!(
-            output.status.success(),
-            "redis-cli {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+        crate::redis_cli(&["-c", "-p", &node.port.to_string()], args)
     }
 
     /// Every key matching `pattern`, from every running node.

@@ -114,6 +114,23 @@ impl Drop for RedisServer {
     }
 }
 
+/// Runs `redis-cli <connection> <args>` and returns its output, trimmed; fails the test
+/// when it cannot run or reports an error.
+pub fn redis_cli(connection: &[&str], args: &[&str]) -> String {
+    let output = Command::new("redis-cli")
+        .args(connection)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}); install it with redis-server"));
+    assert!(
+        output.status.success(),
+        "redis-cli {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
 /// Polls `check` until it yields `Some`, failing the test with `what` after `timeout`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
 where

@@ -38,16 +38,7 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         setup.max_events_per_batch = 100;
         eprintln!("batched: …");
         let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
-        let load = Load {
-            connections: 8,
-            events_per_request: 100,
-            event_bytes: 1024,
-            window: Some(backlog),
-            fanout: 1,
-            warmup: ctx.seconds(3, 2),
-            duration,
-            drain: ctx.seconds(30, 10),
-        };
+        let load = Load::end_to_end(ctx, 8, backlog, duration);
         let m = measure::steady(&d, &load).await?;
         d.finish(ctx.keep);
         let mut row = measure::row("3 batched", "maxEventsPerBatch 100", &m, &load, "events/s");

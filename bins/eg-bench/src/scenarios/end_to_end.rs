@@ -55,16 +55,7 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         }
         eprintln!("end-to-end: {senders} sender(s), concurrency {concurrency} …");
         let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
-        let load = Load {
-            connections: 4,
-            events_per_request: 100,
-            event_bytes: 1024,
-            window: Some(backlog),
-            fanout: 1,
-            warmup: ctx.seconds(3, 2),
-            duration,
-            drain: ctx.seconds(30, 10),
-        };
+        let load = Load::end_to_end(ctx, 4, backlog, duration);
         let m = measure::steady(&d, &load).await?;
         d.finish(ctx.keep);
 

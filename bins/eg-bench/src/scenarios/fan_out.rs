@@ -37,14 +37,8 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         eprintln!("fan-out: {subscriptions} subscriptions …");
         let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
         let load = Load {
-            connections: 4,
-            events_per_request: 100,
-            event_bytes: 1024,
-            window: Some(5_000),
             fanout: subscriptions as u64,
-            warmup: ctx.seconds(3, 2),
-            duration,
-            drain: ctx.seconds(30, 10),
+            ..Load::end_to_end(ctx, 4, 5_000, duration)
         };
         let m = measure::steady(&d, &load).await?;
         d.finish(ctx.keep);

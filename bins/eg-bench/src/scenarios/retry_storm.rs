@@ -51,14 +51,9 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         eprintln!("retry-storm: 503 on 1 request in {fail_every} …");
         let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
         let load = Load {
-            connections: 4,
-            events_per_request: 100,
-            event_bytes: 1024,
-            window: Some(5_000),
-            fanout: 1,
             warmup: ctx.seconds(5, 3),
-            duration,
             drain: ctx.seconds(60, 20),
+            ..Load::end_to_end(ctx, 4, 5_000, duration)
         };
         let m = measure::steady(&d, &load).await?;
         d.finish(ctx.keep);

@@ -48,14 +48,8 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
                 d.add_sender(&[]).await?;
             }
             let load = Load {
-                connections: 2,
-                events_per_request: 100,
-                event_bytes: 1024,
-                window: Some(2_000),
-                fanout: 1,
-                warmup: ctx.seconds(3, 2),
-                duration,
                 drain: Duration::ZERO,
+                ..Load::end_to_end(ctx, 2, 2_000, duration)
             };
             let m = measure::steady(&d, &load).await?;
             let rate = m.received_per_second();

@@ -417,6 +417,36 @@ async fn provision(
     Ok(keys)
 }
 
+/// The partitions' hash tags (`{eg:p0.12}`, …), found from their ready streams, which
+/// every tier creates at start: how eg names them is eg-store's business, and this
+/// program stays independent of the code under test.
+async fn partition_tags(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<Vec<String>> {
+    let mut tags = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{{{}:p*}}:ready", cluster::PREFIX))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await?;
+        tags.extend(keys.iter().filter_map(|k| k.strip_suffix(":ready").map(str::to_owned)));
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    tags.sort();
+    anyhow::ensure!(
+        tags.len() == usize::from(cluster::PARTITIONS),
+        "expected {} partitions' ready streams, found {tags:?}",
+        cluster::PARTITIONS
+    );
+    Ok(tags)
+}
+
 /// What is left in Redis after the drain: every queue should be empty and every event
 /// body freed.
 async fn redis_state(url: &str) -> anyhow::Result<Value> {
@@ -424,8 +454,7 @@ async fn redis_state(url: &str) -> anyhow::Result<Value> {
     let mut conn = client.get_multiplexed_async_connection().await?;
     let mut partitions = Vec::new();
     let mut leftovers = 0u64;
-    for p in 0..cluster::PARTITIONS {
-        let tag = format!("{{{}:p{p}}}", cluster::PREFIX);
+    for (p, tag) in partition_tags(&mut conn).await?.iter().enumerate() {
         let ready: u64 = redis::cmd("XLEN")
             .arg(format!("{tag}:ready"))
             .query_async(&mut conn)
@@ -477,8 +506,8 @@ async fn sabotage(url: &str, count: usize) -> anyhow::Result<usize> {
     let client = redis::Client::open(url)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
     let mut deleted = 0;
-    for p in 0..cluster::PARTITIONS {
-        let tag = format!("{{{}:p{p}}}", cluster::PREFIX);
+    let tags = partition_tags(&mut conn).await?;
+    for tag in &tags {
         let popped: Vec<String> = redis::cmd("ZPOPMIN")
             .arg(format!("{tag}:retry"))
             .arg(count - deleted)
@@ -489,8 +518,8 @@ async fn sabotage(url: &str, count: usize) -> anyhow::Result<usize> {
             return Ok(deleted);
         }
     }
-    for p in 0..cluster::PARTITIONS {
-        let stream = format!("{{{}:p{p}}}:ready", cluster::PREFIX);
+    for tag in &tags {
+        let stream = format!("{tag}:ready");
         let entries: redis::Value = redis::cmd("XRANGE")
             .arg(&stream)
             .arg("-")

@@ -158,63 +158,60 @@ struct Launcher {
 
 impl Launcher {
     /// Starts `role`, logging to `<log_dir>/<label>.log`, and waits until it is healthy.
-    /// A port taken between choosing and binding it (by a parallel test) is retried.
+    ///
+    /// The tier binds port 0 and the harness reads the address it logged: a port chosen
+    /// here and bound there could be taken meanwhile by a parallel test, or by another
+    /// tier of this system, which would then answer this tier's health checks.
     async fn spawn(&self, role: Role, label: &str) -> Tier {
         let binary = self.bin_dir.join(role.binary());
         let log_path = self.log_dir.join(format!("{label}.log"));
-        for _ in 0..5 {
-            let port = free_port();
-            let log = File::options()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .expect("create a log file");
-            let mut command = Command::new(&binary);
-            // Hermetic: nothing from the developer's environment changes the tiers.
-            for (key, _) in std::env::vars() {
-                if key.starts_with("EG__") {
-                    command.env_remove(key);
-                }
-            }
-            for key in PROXY_VARIABLES.iter().chain(&["RUST_LOG"]) {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .expect("create a log file");
+        // A restarted tier appends to the same log: only what it writes counts.
+        let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut command = Command::new(&binary);
+        // Hermetic: nothing from the developer's environment changes the tiers.
+        for (key, _) in std::env::vars() {
+            if key.starts_with("EG__") {
                 command.env_remove(key);
             }
-            command
-                .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .env(role.listen_variable(), format!("127.0.0.1:{port}"))
-                .env("NO_COLOR", "1")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().expect("clone the log file handle"))
-                .stderr(log);
-            let child = command.spawn().unwrap_or_else(|e| {
-                panic!(
-                    "cannot start {} ({e}); run `cargo build --workspace` first",
-                    binary.display()
-                )
-            });
-            let mut tier = Tier {
-                child,
-                url: format!("http://127.0.0.1:{port}"),
-            };
-            match self.wait_healthy(&mut tier, role).await {
-                Ok(()) => return tier,
-                Err(exit) => {
-                    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                    if log.contains("cannot listen") {
-                        continue; // the port was taken meanwhile: try another
-                    }
-                    panic!(
-                        "{label} exited during start-up ({exit}); its log:\n{}",
-                        tail(&log, LOG_TAIL_LINES)
-                    );
-                }
-            }
         }
-        panic!("{label} could not find a free port to listen on");
+        for key in PROXY_VARIABLES.iter().chain(&["RUST_LOG"]) {
+            command.env_remove(key);
+        }
+        command
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env(role.listen_variable(), "127.0.0.1:0")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone the log file handle"))
+            .stderr(log);
+        let child = command.spawn().unwrap_or_else(|e| {
+            panic!(
+                "cannot start {} ({e}); run `cargo build --workspace` first",
+                binary.display()
+            )
+        });
+        let mut tier = Tier {
+            child,
+            url: String::new(),
+        };
+        if let Err(exit) = self.wait_healthy(&mut tier, role, &log_path, log_start).await {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            panic!(
+                "{label} exited during start-up ({exit}); its log:\n{}",
+                tail(&log, LOG_TAIL_LINES)
+            );
+        }
+        tier
     }
 
+    /// Waits for the tier to log the address it listens on, then for its health checks.
     /// `Err` with the exit status if the process exited; panics after the deadline.
-    async fn wait_healthy(&self, tier: &mut Tier, role: Role) -> Result<(), String> {
+    async fn wait_healthy(&self, tier: &mut Tier, role: Role, log_path: &Path, log_start: u64) -> Result<(), String> {
         let deadline = Instant::now() + START_DEADLINE;
         let paths: &[&str] = if role == Role::Ingress {
             &["/healthz", "/readyz"]
@@ -225,18 +222,25 @@ impl Launcher {
             if let Some(status) = tier.child.try_wait().expect("poll a child process") {
                 return Err(status.to_string());
             }
-            let mut healthy = true;
-            for path in paths {
-                let answer = self
-                    .http
-                    .get(format!("{}{path}", tier.url))
-                    .timeout(Duration::from_secs(2))
-                    .send()
-                    .await;
-                healthy &= answer.is_ok_and(|r| r.status() == StatusCode::OK);
+            if tier.url.is_empty()
+                && let Some(address) = logged_listen_address(log_path, log_start)
+            {
+                tier.url = format!("http://{address}");
             }
-            if healthy {
-                return Ok(());
+            if !tier.url.is_empty() {
+                let mut healthy = true;
+                for path in paths {
+                    let answer = self
+                        .http
+                        .get(format!("{}{path}", tier.url))
+                        .timeout(Duration::from_secs(2))
+                        .send()
+                        .await;
+                    healthy &= answer.is_ok_and(|r| r.status() == StatusCode::OK);
+                }
+                if healthy {
+                    return Ok(());
+                }
             }
             if Instant::now() >= deadline {
                 panic!("{} did not become healthy within {START_DEADLINE:?}", role.binary());
@@ -244,6 +248,17 @@ impl Launcher {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// The address in the tier's `listening address=…` log line (eg_runtime::ops), among
+/// what was logged from byte `from` on.
+fn logged_listen_address(log_path: &Path, from: u64) -> Option<String> {
+    let log = std::fs::read(log_path).ok()?;
+    let written = String::from_utf8_lossy(log.get(usize::try_from(from).ok()?..)?);
+    written.lines().find_map(|line| {
+        let (_, rest) = line.split_once(" listening address=")?;
+        rest.split_whitespace().next().map(str::to_owned)
+    })
 }
 
 /// Partitions of every system under test.
@@ -759,11 +774,6 @@ fn binary_dir() -> PathBuf {
         );
     }
     dir
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local address").port()
 }
 
 fn http_client() -> reqwest::Client {

@@ -29,19 +29,12 @@ impl RedisCluster {
             .tempdir()
             .expect("temp dir for the cluster");
         let count = primaries * (1 + replicas);
-        let nodes = free_cluster_ports(count)
-            .into_iter()
-            .map(|port| Node {
-                port,
-                child: Some(spawn_node(dir.path(), port)),
-            })
-            .collect();
-        let cluster = Self { dir, nodes };
-        for node in &cluster.nodes {
-            wait_until(Duration::from_secs(10), &format!("node {} answers", node.port), || {
-                cli(node.port, &["PING"]).is_some_and(|pong| pong == "PONG")
-            });
+        let mut nodes: Vec<Node> = Vec::with_capacity(count);
+        while nodes.len() < count {
+            let taken: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+            nodes.push(start_node(dir.path(), &taken));
         }
+        let cluster = Self { dir, nodes };
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");
         for node in &cluster.nodes {
@@ -265,20 +258,49 @@ fn wait_until(timeout: Duration, what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// `count` loopback ports that are free, as are their cluster bus ports (port + 10000).
-fn free_cluster_ports(count: usize) -> Vec<u16> {
-    let mut ports = Vec::with_capacity(count);
-    let mut held = Vec::new();
-    while ports.len() < count {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-        let port = listener.local_addr().expect("local address").port();
-        if port > 55_000 || ports.contains(&port) {
-            continue;
-        }
-        if let Ok(bus) = TcpListener::bind(("127.0.0.1", port + 10_000)) {
-            ports.push(port);
-            held.push((listener, bus));
+/// Starts one node on a free loopback port (its bus port, port + 10000, free too) and
+/// waits until it answers. The port is free when chosen but not held: a parallel test may
+/// bind it first, so a node that exits, or a port answered by another process's server,
+/// is retried on another port.
+fn start_node(dir: &Path, taken: &[u16]) -> Node {
+    for _ in 0..10 {
+        let port = free_cluster_port(taken);
+        let mut child = spawn_node(dir, port);
+        let own_pid = format!("process_id:{}", child.id());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if child.try_wait().ok().flatten().is_some() {
+                break; // it could not listen: try another port
+            }
+            let answered_by_it =
+                cli(port, &["INFO", "server"]).is_some_and(|info| info.lines().any(|line| line.trim() == own_pid));
+            if answered_by_it {
+                return Node {
+                    port,
+                    child: Some(child),
+                };
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
-    ports
+    panic!("no cluster node could be started on a free port (10 tries)");
+}
+
+/// A loopback port that is free, as is its cluster bus port (port + 10000).
+fn free_cluster_port(taken: &[u16]) -> u16 {
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+        let port = listener.local_addr().expect("local address").port();
+        if port > 55_000 || taken.contains(&port) {
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
 }

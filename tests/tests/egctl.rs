@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use eg_system_tests::{ADMIN_TOKEN, Behaviour, DEADLINE, Options, PROXY_VARIABLES, Receiver, System, eventually};
+use eg_testkit::RefusingPort;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -295,10 +296,8 @@ async fn failures_exit_non_zero_with_a_one_line_message() {
     assert!(!run.stderr.contains("not-the-token"), "the token was printed: {run:?}");
 
     // A port nothing listens on.
-    let closed = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://{}", listener.local_addr().unwrap())
-    };
+    let refusing = RefusingPort::new();
+    let closed = refusing.url();
     let run = Egctl::for_system(&system)
         .env("EGCTL_URL", &closed)
         .run(&["topics", "list"])
@@ -357,10 +356,8 @@ async fn failures_exit_non_zero_with_a_one_line_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flags_beat_environment_beat_config_file() {
     let system = System::start(Options::default().senders(0)).await;
-    let closed = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://{}", listener.local_addr().unwrap())
-    };
+    let refusing = RefusingPort::new();
+    let closed = refusing.url();
 
     // The default config file, with a token file relative to it.
     let ctl = Egctl::new();

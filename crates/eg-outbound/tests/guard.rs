@@ -13,6 +13,7 @@ use common::{client, guarded_client, loopback_client, spawn};
 use eg_core::AttemptOutcome;
 use eg_core::address::{AddressCategory, AddressPolicy};
 use eg_outbound::{Blocked, SendError, drain};
+use eg_testkit::RefusingPort;
 use std::time::{Duration, Instant};
 
 fn ok_router() -> Router {
@@ -144,10 +145,8 @@ async fn transport_failures_are_classified_and_hide_the_url() {
     }
 
     // Connection refused: nothing listens on the port any more.
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let refusing = RefusingPort::new();
+    let port = refusing.port();
     let error = loopback_client()
         .post(&format!("http://127.0.0.1:{port}/?code=SECRET"))
         .send()

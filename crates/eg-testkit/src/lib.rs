@@ -3,8 +3,10 @@
 //! `appendfsync always`), and waiting for a condition with a deadline instead of a bare sleep.
 
 mod cluster;
+mod refusing;
 
 pub use cluster::RedisCluster;
+pub use refusing::RefusingPort;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

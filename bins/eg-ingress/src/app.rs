@@ -47,7 +47,9 @@ pub struct App {
 }
 
 impl App {
-    pub async fn build(process: &Process) -> anyhow::Result<Arc<Self>> {
+    /// `bound`: the address the ingress listens on, the base of topic endpoints unless
+    /// `ingress.public_url` is set.
+    pub async fn build(process: &Process, bound: std::net::SocketAddr) -> anyhow::Result<Arc<Self>> {
         let s = &process.settings;
         let catalog = Catalog::new(process.store.clone());
         let cache = eg_runtime::startup::until_ready("load the catalog", &process.shutdown, || {
@@ -59,7 +61,7 @@ impl App {
             .ingress
             .public_url
             .clone()
-            .unwrap_or_else(|| format!("http://{}", s.ingress.listen));
+            .unwrap_or_else(|| format!("http://{bound}"));
         if s.admin.token.is_none() {
             tracing::warn!("no admin token configured (EG__ADMIN__TOKEN): the management API is off");
         }

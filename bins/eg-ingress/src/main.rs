@@ -19,7 +19,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let process = eg_runtime::startup::start("eg-ingress").await?;
-    let app = app::App::build(&process).await?;
+    // Bound first: with no `public_url` set, topic endpoints name the address bound
+    // (the port the OS chose, when `listen` asks for port 0).
+    let listener = eg_runtime::ops::bind(&process.settings.ingress.listen).await?;
+    let app = app::App::build(&process, listener.local_addr()?).await?;
     eg_runtime::startup::spawn_clock_sync(process.store.clone(), process.clock.clone(), process.shutdown.clone());
     eg_runtime::startup::spawn_catalog_refresh(
         app.cache.clone(),
@@ -27,7 +30,7 @@ async fn main() -> anyhow::Result<()> {
         process.shutdown.clone(),
     );
     let router = app.router(&process);
-    eg_runtime::ops::serve(&process.settings.ingress.listen, router, process.shutdown.clone()).await?;
+    eg_runtime::ops::serve_on(listener, router, process.shutdown.clone(), Default::default()).await?;
     tracing::info!("stopped");
     Ok(())
 }

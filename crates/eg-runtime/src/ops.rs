@@ -73,10 +73,21 @@ impl Default for HttpLimits {
 
 /// Serves `router` on `listen` until `shutdown` fires, with the default [`HttpLimits`].
 pub async fn serve(listen: &str, router: Router, shutdown: crate::Shutdown) -> anyhow::Result<()> {
-    serve_with(listen, router, shutdown, HttpLimits::default()).await
+    let listener = bind(listen).await?;
+    serve_on(listener, router, shutdown, HttpLimits::default()).await
 }
 
-/// Serves `router` over HTTP/1.1 on `listen` until `shutdown` fires: then stops
+/// Binds `listen` and logs the address bound (`listening address=…`): with port `0` the
+/// log is where the system tests, and an operator, learn the port.
+pub async fn bind(listen: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+    tracing::info!(address = %listener.local_addr()?, "listening");
+    Ok(listener)
+}
+
+/// Serves `router` over HTTP/1.1 on `listener` until `shutdown` fires: then stops
 /// accepting, lets each connection finish the request in hand (idle kept-alive
 /// connections are closed at once) and returns when all have.
 ///
@@ -84,16 +95,12 @@ pub async fn serve(listen: &str, router: Router, shutdown: crate::Shutdown) -> a
 /// Prometheus speak, and it lets every connection be held to `limits.header_read_timeout`
 /// from its first byte (an HTTP/2-or-1 sniffing server waits for the first bytes
 /// without any limit).
-pub async fn serve_with(
-    listen: &str,
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
     router: Router,
     shutdown: crate::Shutdown,
     limits: HttpLimits,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
-    tracing::info!(address = %listener.local_addr()?, "listening");
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)

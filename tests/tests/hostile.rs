@@ -30,7 +30,7 @@ use tokio::sync::watch;
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// How much later than the delivery timeout an attempt may be seen to end (processes
 /// share two cores with parallel tests).
-const MARGIN: Duration = Duration::from_secs(1);
+const MARGIN: Duration = Duration::from_secs(2);
 /// Attempts per delivery in every case.
 const ATTEMPTS: u64 = 2;
 /// The most a hostile endpoint may manage to write on one connection before eg closes
@@ -338,17 +338,19 @@ async fn wait_successes(system: &System, topic: &str, expected: f64) {
     .await;
 }
 
-/// Every attempt the sender made for `topic` took at most 2.5 s by its own clock
-/// (`DestinationProcessingDurationInMs`, bucket `le="2500"`); returns how many it made.
+/// Every attempt the sender made for `topic` took at most 5 s by its own clock
+/// (`DestinationProcessingDurationInMs`, bucket `le="5000"`: the 2 s timeout with room
+/// for a busy machine; a hostile endpoint would hold an attempt forever); returns how
+/// many it made.
 async fn assert_attempts_within_timeout(system: &System, topic: &str) -> f64 {
     let text = system.sender_metrics().await;
     let name = "DestinationProcessingDurationInMs";
     let all = metric(&text, &format!("{name}_count"), &[("topic", topic)]);
-    let quick = metric(&text, &format!("{name}_bucket"), &[("topic", topic), ("le", "2500")]);
+    let quick = metric(&text, &format!("{name}_bucket"), &[("topic", topic), ("le", "5000")]);
     let sum = metric(&text, &format!("{name}_sum"), &[("topic", topic)]);
     eprintln!("{topic}: {all} attempt(s), {:.0} ms on average", sum / all.max(1.0));
     assert!(all > 0.0, "{topic}: no attempt measured");
-    assert_eq!(quick, all, "{topic}: {} of {all} attempts took over 2.5 s", all - quick);
+    assert_eq!(quick, all, "{topic}: {} of {all} attempts took over 5 s", all - quick);
     all
 }
 

@@ -39,6 +39,24 @@ async fn wait_delivered(receiver: &Receiver, expected: &BTreeSet<String>) {
     .await;
 }
 
+/// Waits until the sender has settled everything it read: the receiver records an event
+/// before the sender hears the answer, and a settle still in flight when a test breaks
+/// Redis would come back as a reclaimed (duplicate) delivery.
+async fn wait_settled(system: &System) {
+    eventually(DEADLINE, "every delivery settled (nothing pending)", || async {
+        let keyspace = system.keyspace();
+        let mut partitions = keyspace.all_partitions();
+        partitions
+            .all(|partition| {
+                system
+                    .redis_cli(&["XPENDING", &partition.ready(), "senders"])
+                    .starts_with('0')
+            })
+            .then_some(())
+    })
+    .await;
+}
+
 fn counts(ids: Vec<String>) -> BTreeMap<String, usize> {
     let mut seen = BTreeMap::new();
     for id in ids {
@@ -94,6 +112,7 @@ async fn redis_down_gets_prompt_503s_and_every_tier_resumes_when_it_returns() {
     let mut system = system_with_subscription(Options::default(), &receiver).await;
     system.publish_ok("orders", &events("before", 5)).await;
     wait_delivered(&receiver, &ids("before", 5)).await;
+    wait_settled(&system).await;
 
     system.stop_redis();
     assert_refused_promptly(&system, &events("during", 5)).await;
@@ -168,6 +187,7 @@ async fn lost_consumer_groups_are_recreated_and_delivery_carries_on() {
     let system = system_with_subscription(Options::default(), &receiver).await;
     system.publish_ok("orders", &events("before", 1)).await;
     wait_delivered(&receiver, &ids("before", 1)).await;
+    wait_settled(&system).await;
 
     for partition in system.keyspace().all_partitions() {
         for (key, group) in [(partition.ready(), "senders"), (partition.deadletter(), "deadletter")] {

@@ -1111,12 +1111,13 @@ async fn a_late_success_cancels_the_queued_retry() {
     assert!(system.redis_keys("*:event:*").is_empty(), "event bodies leaked");
 }
 
-/// The retry (1 s) goes out before the late answer (4 s) comes: it cannot be cancelled;
-/// the endpoint sees the event twice and the late success is counted `too_late`.
+/// The retry (due ~2 s after the request) goes out before the late answer (8 s) comes:
+/// it cannot be cancelled; the endpoint sees the event twice and the late success is
+/// counted `too_late`. (8 s leaves a busy machine seconds to send the retry first.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_success_after_the_retry_was_sent_is_a_counted_duplicate() {
     const EVENTS: usize = 5;
-    const LATE: &[Reply] = &[Reply::status(200).after(Duration::from_secs(4)); EVENTS];
+    const LATE: &[Reply] = &[Reply::status(200).after(Duration::from_secs(8)); EVENTS];
     let system = System::start(Options::default().delivery_timeouts("1s", "4s").retry_schedule("1s")).await;
     let receiver = Receiver::start(Behaviour::Script(LATE)).await;
     system.create_topic("slow").await;

@@ -27,10 +27,12 @@ use tokio::net::TcpSocket;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::watch;
 
-/// The client's whole-request timeout in these tests.
-const TIMEOUT: Duration = Duration::from_secs(1);
+/// The client's whole-request timeout in these tests: long enough that "ended well
+/// before the timeout" (a limit cut it off) and "ended by the timeout" stay apart on a
+/// busy 2-core machine running a debug build.
+const TIMEOUT: Duration = Duration::from_secs(3);
 /// How late after [`TIMEOUT`] a request may still end (a busy 2-core machine).
-const MARGIN: Duration = Duration::from_millis(400);
+const MARGIN: Duration = Duration::from_millis(1500);
 /// The sender's default `sender.max_response_bytes`.
 const LIMIT: usize = 64 * 1024;
 /// The hostile server's send buffer, so what it manages to write is close to what the
@@ -346,10 +348,7 @@ async fn assert_closed_early(what: &str, server: &Hostile, ended: Instant) {
         closed - conn.accepted,
         conn.written()
     );
-    assert!(
-        lag < Duration::from_millis(500),
-        "{what}: closed {lag:?} after the request ended"
-    );
+    assert!(lag < MARGIN, "{what}: closed {lag:?} after the request ended");
     assert!(
         conn.written() <= WRITTEN_BOUND,
         "{what}: the endpoint wrote {} bytes before eg closed the connection",

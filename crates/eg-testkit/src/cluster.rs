@@ -235,8 +235,10 @@ fn spawn_node(dir: &Path, port: u16) -> Child {
 }
 
 fn cli(port: u16, args: &[&str]) -> Option<String> {
-    let output = Command::new("redis-cli")
-        .args(["-p", &port.to_string()])
+    // Under coreutils' `timeout`: a port held by something that accepts and never
+    // answers must not hang the test (redis-cli 7.0 has no timeout of its own).
+    let output = Command::new("timeout")
+        .args(["10", "redis-cli", "-p", &port.to_string()])
         .args(args)
         .stdin(Stdio::null())
         .output()

@@ -220,10 +220,11 @@ impl Cluster {
         for i in 0..count {
             let index = {
                 let mut slots = lock(&self.slots);
+                let taken: Vec<u16> = slots.iter().map(|s| s.port).collect();
                 slots.push(Slot {
                     role,
                     label: format!("{}-{i}", role.short()),
-                    port: free_port()?,
+                    port: free_port(&taken)?,
                     child: None,
                 });
                 slots.len() - 1
@@ -409,8 +410,12 @@ impl Cluster {
                 if port_taken { ", its port was taken" } else { "" }
             ));
             *lock(&self.unexpected_exits).entry(label).or_default() += 1;
-            if port_taken && let Ok(port) = free_port() {
-                lock(&self.slots)[index].port = port;
+            if port_taken {
+                let mut slots = lock(&self.slots);
+                let taken: Vec<u16> = slots.iter().map(|s| s.port).collect();
+                if let Ok(port) = free_port(&taken) {
+                    slots[index].port = port;
+                }
             }
             if let Err(e) = self.start(index) {
                 self.journal.note(&format!("cannot restart: {e:#}"));
@@ -445,7 +450,14 @@ fn send_signal(pid: u32, signal: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
+/// A free loopback port none of `taken` (the other tiers' ports, which a tier that is
+/// down at the moment leaves unbound but will listen on again).
+fn free_port(taken: &[u16]) -> anyhow::Result<u16> {
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        if !taken.contains(&port) {
+            return Ok(port);
+        }
+    }
 }

@@ -14,9 +14,8 @@
 //!   that stop or restart Redis need the single server and are not part of that run.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,22 +24,14 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use eg_testkit::{RedisCluster, RedisServer};
+use eg_testkit::tier::{self, Role};
+use eg_testkit::{RedisCluster, RedisServer, files_under};
 use reqwest::Method;
 use serde_json::{Value, json};
 
 pub use eg_testkit::eventually;
 
-/// Proxy settings a process started by a test must not inherit: everything a test
-/// talks to is on loopback.
-pub const PROXY_VARIABLES: [&str; 6] = [
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
+pub use eg_testkit::tier::PROXY_VARIABLES;
 
 /// The management API's bearer token in every system.
 pub const ADMIN_TOKEN: &str = "system-test-admin-token";
@@ -96,34 +87,6 @@ impl Options {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
-    Ingress,
-    Scheduler,
-    DeadLetter,
-    Sender,
-}
-
-impl Role {
-    fn binary(self) -> &'static str {
-        match self {
-            Role::Ingress => "eg-ingress",
-            Role::Scheduler => "eg-scheduler",
-            Role::DeadLetter => "eg-deadletter",
-            Role::Sender => "eg-sender",
-        }
-    }
-
-    fn listen_variable(self) -> &'static str {
-        match self {
-            Role::Ingress => "EG__INGRESS__LISTEN",
-            Role::Scheduler => "EG__SCHEDULER__LISTEN",
-            Role::DeadLetter => "EG__DEADLETTER__LISTEN",
-            Role::Sender => "EG__SENDER__LISTEN",
-        }
-    }
-}
-
 /// One tier process of a [`System`], for stopping, restarting and probing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TierId {
@@ -157,109 +120,25 @@ struct Launcher {
 }
 
 impl Launcher {
-    /// Starts `role`, logging to `<log_dir>/<label>.log`, and waits until it is healthy.
-    ///
-    /// The tier binds port 0 and the harness reads the address it logged: a port chosen
-    /// here and bound there could be taken meanwhile by a parallel test, or by another
-    /// tier of this system, which would then answer this tier's health checks.
+    /// Starts `role`, logging to `<log_dir>/<label>.log`, and waits until it is healthy
+    /// (on a port it chose: see [`eg_testkit::tier::start`]).
     async fn spawn(&self, role: Role, label: &str) -> Tier {
-        let binary = self.bin_dir.join(role.binary());
         let log_path = self.log_dir.join(format!("{label}.log"));
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .expect("create a log file");
-        // A restarted tier appends to the same log: only what it writes counts.
-        let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
-        let mut command = Command::new(&binary);
-        // Hermetic: nothing from the developer's environment changes the tiers.
-        for (key, _) in std::env::vars() {
-            if key.starts_with("EG__") {
-                command.env_remove(key);
+        match tier::start(&self.bin_dir, role, &self.env, &log_path, &self.http, START_DEADLINE).await {
+            Ok(started) => Tier {
+                child: started.child,
+                url: started.url,
+            },
+            Err(failure) => {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                panic!(
+                    "{label} ({}) {failure}; its log:\n{}",
+                    self.bin_dir.join(role.binary()).display(),
+                    tail(&log, LOG_TAIL_LINES)
+                );
             }
-        }
-        for key in PROXY_VARIABLES.iter().chain(&["RUST_LOG"]) {
-            command.env_remove(key);
-        }
-        command
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env(role.listen_variable(), "127.0.0.1:0")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("clone the log file handle"))
-            .stderr(log);
-        let child = command.spawn().unwrap_or_else(|e| {
-            panic!(
-                "cannot start {} ({e}); run `cargo build --workspace` first",
-                binary.display()
-            )
-        });
-        let mut tier = Tier {
-            child,
-            url: String::new(),
-        };
-        if let Err(exit) = self.wait_healthy(&mut tier, role, &log_path, log_start).await {
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            panic!(
-                "{label} exited during start-up ({exit}); its log:\n{}",
-                tail(&log, LOG_TAIL_LINES)
-            );
-        }
-        tier
-    }
-
-    /// Waits for the tier to log the address it listens on, then for its health checks.
-    /// `Err` with the exit status if the process exited; panics after the deadline.
-    async fn wait_healthy(&self, tier: &mut Tier, role: Role, log_path: &Path, log_start: u64) -> Result<(), String> {
-        let deadline = Instant::now() + START_DEADLINE;
-        let paths: &[&str] = if role == Role::Ingress {
-            &["/healthz", "/readyz"]
-        } else {
-            &["/healthz"]
-        };
-        loop {
-            if let Some(status) = tier.child.try_wait().expect("poll a child process") {
-                return Err(status.to_string());
-            }
-            if tier.url.is_empty()
-                && let Some(address) = logged_listen_address(log_path, log_start)
-            {
-                tier.url = format!("http://{address}");
-            }
-            if !tier.url.is_empty() {
-                let mut healthy = true;
-                for path in paths {
-                    let answer = self
-                        .http
-                        .get(format!("{}{path}", tier.url))
-                        .timeout(Duration::from_secs(2))
-                        .send()
-                        .await;
-                    healthy &= answer.is_ok_and(|r| r.status() == StatusCode::OK);
-                }
-                if healthy {
-                    return Ok(());
-                }
-            }
-            if Instant::now() >= deadline {
-                panic!("{} did not become healthy within {START_DEADLINE:?}", role.binary());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-}
-
-/// The address in the tier's `listening address=…` log line (eg_runtime::ops), among
-/// the complete lines logged from byte `from` on (a line may be caught half-written).
-fn logged_listen_address(log_path: &Path, from: u64) -> Option<std::net::SocketAddr> {
-    let log = std::fs::read(log_path).ok()?;
-    let written = log.get(usize::try_from(from).ok()?..)?;
-    let complete = &written[..written.iter().rposition(|b| *b == b'\n')? + 1];
-    String::from_utf8_lossy(complete).lines().find_map(|line| {
-        let (_, rest) = line.split_once(" listening address=")?;
-        rest.split_whitespace().next()?.parse().ok()
-    })
 }
 
 /// Partitions of every system under test.
@@ -769,10 +648,8 @@ fn binary_dir() -> PathBuf {
         .and_then(Path::parent)
         .expect("the test executable lives in target/<profile>/deps")
         .to_path_buf();
-    for role in [Role::Ingress, Role::Scheduler, Role::DeadLetter, Role::Sender] {
-        let binary = dir.join(role.binary());
-        assert!(
-            binary.is_file(),
+    if let Some(binary) = tier::missing_binaries(&dir).first() {
+        panic!(
             "{} is missing: run `cargo build --workspace` first (the system tests run the binaries)",
             binary.display()
         );
@@ -788,23 +665,6 @@ fn http_client() -> reqwest::Client {
         .no_proxy()
         .build()
         .expect("an HTTP client")
-}
-
-fn files_under(root: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut pending = vec![root.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                files.push(path);
-            }
-        }
-    }
-    files
 }
 
 fn tail(text: &str, lines: usize) -> String {

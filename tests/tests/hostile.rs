@@ -5,9 +5,9 @@
 //! every attempt over within the delivery timeout (2 s here) plus a small margin, while
 //! eg reads only a bounded part of what the endpoint sends.
 //!
-//! The endpoints are raw TCP servers ([`Hostile`]) that record, per connection, when it
-//! was accepted, when eg closed it, and how many bytes they managed to write before that
-//! (what eg read, plus what the two kernels buffered on the way). Validation is off:
+//! The endpoints are eg-testkit's raw TCP servers ([`Hostile`]), which record, per
+//! connection, when it was accepted, when eg closed it, and how many bytes they managed
+//! to write before that (what eg read, plus what the two kernels buffered on the way). Validation is off:
 //! these endpoints would not answer a handshake, and what is tested here is delivery.
 
 #![allow(clippy::unwrap_used)]
@@ -16,15 +16,10 @@ use eg_system_tests::{
     Behaviour, DEADLINE, DeadLettered, Options, Receiver, System, dead_letter_to, event, eventually, metric,
     subscription,
 };
+use eg_testkit::hostile::{Act, Conn, Hostile};
 use serde_json::{Value, json};
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpSocket;
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::sync::watch;
 
 /// The harness's `EG__DELIVERY__TIMEOUT`.
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -37,250 +32,11 @@ const ATTEMPTS: u64 = 2;
 /// it: the sender reads 64 KiB (`sender.max_response_bytes`), hyper buffers at most
 /// ~400 KiB more, and the kernels buffer a few MiB on loopback. Far below 100 MB.
 const WRITTEN_BOUND: u64 = 16 << 20;
-/// The hostile servers' send buffer, so what they write is close to what eg read.
-const SERVER_SNDBUF: u32 = 64 * 1024;
 /// A body eg must not read through.
 const HUGE: u64 = 100_000_000;
 
-// ----- the hostile server -----
-
-/// What a hostile endpoint does once a request head arrived (`Garbage` and `Silent`:
-/// once any byte arrived, e.g. a TLS ClientHello).
-#[derive(Debug, Clone, Copy)]
-enum Act {
-    /// `status` with `Content-Length: len`, the body written as fast as it is taken.
-    Sized { status: u16, len: u64 },
-    /// `status`, chunked, and the body never ends.
-    Endless { status: u16 },
-    /// `200` with its head at once, then one body byte every 200 ms.
-    TrickleBody,
-    /// The status line, then one byte of a header every 200 ms.
-    TrickleHead,
-    /// `status` with `Location: location`.
-    Redirect { status: u16, location: &'static str },
-    /// Bytes that are neither HTTP nor TLS.
-    Garbage,
-    /// Nothing at all.
-    Silent,
-    /// A plain `200`.
-    Ok,
-}
-
+/// How often a trickling endpoint writes its next byte.
 const TRICKLE_EVERY: Duration = Duration::from_millis(200);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Stage {
-    Nothing,
-    Bytes,
-    Head,
-    Closed,
-}
-
-/// One accepted connection.
-struct Conn {
-    accepted: Instant,
-    closed: Mutex<Option<Instant>>,
-    written: AtomicU64,
-}
-
-impl Conn {
-    fn close(&self) {
-        self.closed.lock().unwrap().get_or_insert_with(Instant::now);
-    }
-
-    fn closed(&self) -> Option<Instant> {
-        *self.closed.lock().unwrap()
-    }
-
-    /// How long the connection was open, once closed.
-    fn open_for(&self) -> Option<Duration> {
-        self.closed().map(|c| c - self.accepted)
-    }
-
-    fn written(&self) -> u64 {
-        self.written.load(Ordering::SeqCst)
-    }
-}
-
-struct Hostile {
-    addr: SocketAddr,
-    conns: Arc<Mutex<Vec<Arc<Conn>>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Hostile {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Hostile {
-    async fn start(act: Act) -> Self {
-        Self::start_on("127.0.0.1", act).await
-    }
-
-    async fn start_on(ip: &str, act: Act) -> Self {
-        let socket = TcpSocket::new_v4().unwrap();
-        socket.set_send_buffer_size(SERVER_SNDBUF).unwrap();
-        socket.bind(format!("{ip}:0").parse().unwrap()).unwrap();
-        let listener = socket.listen(64).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let conns: Arc<Mutex<Vec<Arc<Conn>>>> = Arc::default();
-        let list = Arc::clone(&conns);
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let conn = Arc::new(Conn {
-                    accepted: Instant::now(),
-                    closed: Mutex::new(None),
-                    written: AtomicU64::new(0),
-                });
-                list.lock().unwrap().push(Arc::clone(&conn));
-                tokio::spawn(serve(stream, act, conn));
-            }
-        });
-        Self { addr, conns, task }
-    }
-
-    fn url(&self, scheme: &str) -> String {
-        format!("{scheme}://{}/hook", self.addr)
-    }
-
-    fn conns(&self) -> Vec<Arc<Conn>> {
-        self.conns.lock().unwrap().clone()
-    }
-
-    /// Waits until `count` connections were accepted and closed by eg; returns them.
-    async fn wait_closed(&self, count: usize) -> Vec<Arc<Conn>> {
-        eventually(
-            DEADLINE,
-            &format!("{count} closed connection(s) at {}", self.addr),
-            || async {
-                let conns = self.conns();
-                (conns.len() >= count && conns.iter().all(|c| c.closed().is_some())).then_some(conns)
-            },
-        )
-        .await
-    }
-}
-
-async fn serve(stream: tokio::net::TcpStream, act: Act, conn: Arc<Conn>) {
-    let (mut read, mut write) = stream.into_split();
-    let (stage_tx, mut stage) = watch::channel(Stage::Nothing);
-    let reader = Arc::clone(&conn);
-    // Reads whatever eg sends, watching for the end of the head, and notices the close.
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 16 * 1024];
-        let mut tail: Vec<u8> = Vec::new();
-        loop {
-            match read.read(&mut buf).await {
-                Ok(0) | Err(_) => {
-                    reader.close();
-                    stage_tx.send_replace(Stage::Closed);
-                    return;
-                }
-                Ok(n) => {
-                    tail.extend_from_slice(&buf[..n]);
-                    let now = if tail.windows(4).any(|w| w == b"\r\n\r\n") {
-                        Stage::Head
-                    } else {
-                        Stage::Bytes
-                    };
-                    tail.drain(..tail.len().saturating_sub(3));
-                    stage_tx.send_if_modified(|s| {
-                        let raise = now > *s;
-                        if raise {
-                            *s = now;
-                        }
-                        raise
-                    });
-                }
-            }
-        }
-    });
-    let wanted = match act {
-        Act::Garbage | Act::Silent => Stage::Bytes,
-        _ => Stage::Head,
-    };
-    match stage.wait_for(|s| *s >= wanted).await {
-        Ok(s) if *s != Stage::Closed => {}
-        _ => return,
-    }
-    if perform(act, &mut write, &conn).await.is_err() {
-        conn.close();
-    }
-    // Keep our side open (no FIN) until eg goes away.
-    let _ = stage.wait_for(|s| *s == Stage::Closed).await;
-}
-
-async fn put(write: &mut OwnedWriteHalf, conn: &Conn, bytes: &[u8]) -> std::io::Result<()> {
-    write.write_all(bytes).await?;
-    conn.written.fetch_add(bytes.len() as u64, Ordering::SeqCst);
-    Ok(())
-}
-
-async fn perform(act: Act, w: &mut OwnedWriteHalf, conn: &Conn) -> std::io::Result<()> {
-    let block = vec![b'x'; 16 * 1024];
-    match act {
-        Act::Sized { status, len } => {
-            let head = format!("HTTP/1.1 {status} Whatever\r\ncontent-length: {len}\r\n\r\n");
-            put(w, conn, head.as_bytes()).await?;
-            let mut left = len;
-            while left > 0 {
-                let n = left.min(block.len() as u64) as usize;
-                put(w, conn, &block[..n]).await?;
-                left -= n as u64;
-            }
-        }
-        Act::Endless { status } => {
-            let head = format!("HTTP/1.1 {status} Whatever\r\ntransfer-encoding: chunked\r\n\r\n");
-            put(w, conn, head.as_bytes()).await?;
-            let mut chunk = format!("{:x}\r\n", block.len()).into_bytes();
-            chunk.extend_from_slice(&block);
-            chunk.extend_from_slice(b"\r\n");
-            loop {
-                put(w, conn, &chunk).await?;
-            }
-        }
-        Act::TrickleBody => {
-            put(w, conn, b"HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\n").await?;
-            loop {
-                put(w, conn, b"x").await?;
-                tokio::time::sleep(TRICKLE_EVERY).await;
-            }
-        }
-        Act::TrickleHead => {
-            put(w, conn, b"HTTP/1.1 200 OK\r\nx-trickle: ").await?;
-            loop {
-                put(w, conn, b"a").await?;
-                tokio::time::sleep(TRICKLE_EVERY).await;
-            }
-        }
-        Act::Redirect { status, location } => {
-            // One request per connection: this server answers only one.
-            let head = format!(
-                "HTTP/1.1 {status} Moved\r\nlocation: {location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-            );
-            put(w, conn, head.as_bytes()).await?;
-            w.shutdown().await?;
-        }
-        Act::Garbage => {
-            for _ in 0..64 {
-                put(w, conn, b"this is not TLS, nor HTTP; ").await?;
-            }
-        }
-        Act::Silent => {}
-        Act::Ok => {
-            put(
-                w,
-                conn,
-                b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-            )
-            .await?;
-            w.shutdown().await?;
-        }
-    }
-    Ok(())
-}
 
 // ----- cases -----
 
@@ -399,8 +155,8 @@ async fn endless_and_huge_bodies_are_read_only_up_to_the_limit() {
     wait_successes(&system, "endless-body", 1.0).await;
     wait_successes(&system, "huge-body", 1.0).await;
     eprintln!("endless and huge 200 bodies delivered within {:?}", started.elapsed());
-    assert_closed_in_time("endless body", &endless.wait_closed(1).await);
-    assert_closed_in_time("huge body", &huge.wait_closed(1).await);
+    assert_closed_in_time("endless body", &endless.wait_closed(1, DEADLINE).await);
+    assert_closed_in_time("huge body", &huge.wait_closed(1, DEADLINE).await);
     for conn in endless.conns().iter().chain(&huge.conns()) {
         assert!(
             conn.open_for().unwrap() < DELIVERY_TIMEOUT,
@@ -421,7 +177,7 @@ async fn endless_and_huge_bodies_are_read_only_up_to_the_limit() {
         ),
         "{record}"
     );
-    let conns = huge_500.wait_closed(ATTEMPTS as usize).await;
+    let conns = huge_500.wait_closed(ATTEMPTS as usize, DEADLINE).await;
     assert_eq!(conns.len() as u64, ATTEMPTS);
     assert_closed_in_time("huge 500 body", &conns);
     for topic in ["endless-body", "huge-body", "huge-body-500"] {
@@ -445,8 +201,8 @@ async fn endless_and_huge_bodies_are_read_only_up_to_the_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trickled_responses_time_out_within_the_delivery_timeout() {
     let system = System::start(options().env("EG__SENDER__LATE_SUCCESS_WINDOW", "0s")).await;
-    let body = Hostile::start(Act::TrickleBody).await;
-    let head = Hostile::start(Act::TrickleHead).await;
+    let body = Hostile::start(Act::TrickleBody { every: TRICKLE_EVERY }).await;
+    let head = Hostile::start(Act::TrickleHead { every: TRICKLE_EVERY }).await;
     case(&system, "trickled-body", &body.url("http")).await;
     case(&system, "trickled-head", &head.url("http")).await;
     for (name, server) in [("trickled-body", &body), ("trickled-head", &head)] {
@@ -456,7 +212,7 @@ async fn trickled_responses_time_out_within_the_delivery_timeout() {
             ("MaxDeliveryAttemptsExceeded".into(), "TimedOut".into(), None, ATTEMPTS),
             "{record}"
         );
-        let conns = server.wait_closed(ATTEMPTS as usize).await;
+        let conns = server.wait_closed(ATTEMPTS as usize, DEADLINE).await;
         assert_eq!(conns.len() as u64, ATTEMPTS, "{name}");
         assert_closed_in_time(name, &conns);
         for conn in &conns {
@@ -539,7 +295,7 @@ async fn failed_tls_is_a_socket_error_and_a_silent_handshake_times_out() {
         assert_attempts_within_timeout(&system, name).await;
     }
     assert_eq!(plain.count(), 0, "a request reached the plain HTTP port");
-    let conns = garbage.wait_closed(ATTEMPTS as usize).await;
+    let conns = garbage.wait_closed(ATTEMPTS as usize, DEADLINE).await;
     for conn in &conns {
         assert!(
             conn.open_for().unwrap() < DELIVERY_TIMEOUT,
@@ -588,7 +344,7 @@ async fn a_name_resolving_outside_the_allow_list_is_refused_unsent() {
     let system = System::start(options().env("EG__DELIVERY__ALLOWED_NETWORKS", "127.0.0.2/32")).await;
     let inside = Hostile::start_on("127.0.0.2", Act::Ok).await;
     let refused = Hostile::start(Act::Ok).await;
-    let by_name = format!("http://localhost:{}/hook", refused.addr.port());
+    let by_name = format!("http://localhost:{}/hook", refused.addr().port());
     case(&system, "refused-name", &by_name).await;
     case(&system, "refused-loopback", &refused.url("http")).await;
     case(&system, "allowed-127-0-0-2", &inside.url("http")).await;

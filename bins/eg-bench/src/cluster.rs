@@ -7,10 +7,11 @@
 use crate::ceiling::{Fsync, set_fsync};
 use anyhow::{Context, bail};
 use eg_testkit::RedisServer;
-use std::fs::File;
+use eg_testkit::tier;
+pub use eg_testkit::tier::Role;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
+use std::time::Duration;
 
 pub const ADMIN_TOKEN: &str = "eg-bench-admin-token";
 pub const PREFIX: &str = "eg";
@@ -19,36 +20,6 @@ pub const PARTITIONS: u16 = 4;
 
 /// How long a tier may take to start and answer `/healthz`.
 const START_DEADLINE: Duration = Duration::from_secs(30);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Ingress,
-    Scheduler,
-    Sender,
-    DeadLetter,
-}
-
-impl Role {
-    pub const ALL: [Role; 4] = [Role::Ingress, Role::Scheduler, Role::Sender, Role::DeadLetter];
-
-    pub fn binary(self) -> &'static str {
-        match self {
-            Role::Ingress => "eg-ingress",
-            Role::Scheduler => "eg-scheduler",
-            Role::Sender => "eg-sender",
-            Role::DeadLetter => "eg-deadletter",
-        }
-    }
-
-    fn listen_variable(self) -> &'static str {
-        match self {
-            Role::Ingress => "EG__INGRESS__LISTEN",
-            Role::Scheduler => "EG__SCHEDULER__LISTEN",
-            Role::Sender => "EG__SENDER__LISTEN",
-            Role::DeadLetter => "EG__DEADLETTER__LISTEN",
-        }
-    }
-}
 
 /// A running tier; SIGKILLed when dropped.
 pub struct Tier {
@@ -82,14 +53,11 @@ pub struct Cluster {
 impl Cluster {
     /// Starts Redis with `fsync`; `overrides` replace harness settings for every tier.
     pub fn new(bin_dir: PathBuf, fsync: Fsync, overrides: &[(&str, String)]) -> anyhow::Result<Self> {
-        for role in Role::ALL {
-            let binary = bin_dir.join(role.binary());
-            if !binary.is_file() {
-                bail!(
-                    "{} is missing: build the tiers first, e.g. `cargo build --release -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter`, or point --bin-dir at them",
-                    binary.display()
-                );
-            }
+        if let Some(binary) = tier::missing_binaries(&bin_dir).first() {
+            bail!(
+                "{} is missing: build the tiers first, e.g. `cargo build --release -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter`, or point --bin-dir at them",
+                binary.display()
+            );
         }
         let run_dir = tempfile::Builder::new().prefix("eg-bench-").tempdir()?;
         let dead_letters = run_dir.path().join("deadletters");
@@ -169,74 +137,15 @@ impl Cluster {
     /// and waits until it is healthy (ingress: also ready).
     pub async fn start(&self, role: Role, label: &str, extra: &[(&str, String)]) -> anyhow::Result<Tier> {
         let log_path = self.run_dir.path().join(format!("{label}.log"));
-        for _ in 0..5 {
-            let port = free_port()?;
-            let log = File::options().create(true).append(true).open(&log_path)?;
-            let mut command = Command::new(self.bin_dir.join(role.binary()));
-            for (key, _) in std::env::vars() {
-                if key.starts_with("EG__") || key == "RUST_LOG" || key.to_ascii_lowercase().ends_with("_proxy") {
-                    command.env_remove(key);
-                }
-            }
-            command
-                .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
-                .env(role.listen_variable(), format!("127.0.0.1:{port}"))
-                .env("NO_COLOR", "1")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone()?)
-                .stderr(log);
-            let child = command
-                .spawn()
-                .with_context(|| format!("cannot start {}", role.binary()))?;
-            let mut tier = Tier {
-                child,
-                url: format!("http://127.0.0.1:{port}"),
-            };
-            match self.wait_healthy(&mut tier, role).await? {
-                None => return Ok(tier),
-                Some(exit) => {
-                    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                    if log.contains("cannot listen") {
-                        continue; // the port was taken meanwhile
-                    }
-                    bail!("{label} exited during start-up ({exit}); see {}", log_path.display());
-                }
-            }
-        }
-        bail!("{label} could not find a free port to listen on")
-    }
-
-    /// `Some(exit status)` if the process exited before it was healthy.
-    async fn wait_healthy(&self, tier: &mut Tier, role: Role) -> anyhow::Result<Option<String>> {
-        let deadline = Instant::now() + START_DEADLINE;
-        let paths: &[&str] = if role == Role::Ingress {
-            &["/healthz", "/readyz"]
-        } else {
-            &["/healthz"]
-        };
-        loop {
-            if let Some(status) = tier.child.try_wait()? {
-                return Ok(Some(status.to_string()));
-            }
-            let mut healthy = true;
-            for path in paths {
-                let answer = self
-                    .http
-                    .get(format!("{}{path}", tier.url))
-                    .timeout(Duration::from_secs(2))
-                    .send()
-                    .await;
-                healthy &= answer.is_ok_and(|r| r.status().is_success());
-            }
-            if healthy {
-                return Ok(None);
-            }
-            if Instant::now() >= deadline {
-                bail!("{} did not become healthy within {START_DEADLINE:?}", role.binary());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let mut env = self.env.clone();
+        env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+        let started = tier::start(&self.bin_dir, role, &env, &log_path, &self.http, START_DEADLINE)
+            .await
+            .map_err(|failure| anyhow::anyhow!("{label} {failure}; see {}", log_path.display()))?;
+        Ok(Tier {
+            child: started.child,
+            url: started.url,
+        })
     }
 
     /// A management API call; fails unless it answers 2xx. Returns the JSON answer.
@@ -264,9 +173,4 @@ impl Cluster {
         }
         Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
     }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
 }

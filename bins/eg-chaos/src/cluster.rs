@@ -6,6 +6,8 @@
 
 use crate::journal::Journal;
 use anyhow::{Context, bail};
+use eg_testkit::tier;
+pub use eg_testkit::tier::Role;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -21,43 +23,6 @@ pub const ADMIN_TOKEN: &str = "eg-chaos-admin-token";
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(1);
 pub const PARTITIONS: u16 = 4;
 pub const PREFIX: &str = "eg";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Role {
-    Ingress,
-    Scheduler,
-    Sender,
-    DeadLetter,
-}
-
-impl Role {
-    pub fn binary(self) -> &'static str {
-        match self {
-            Role::Ingress => "eg-ingress",
-            Role::Scheduler => "eg-scheduler",
-            Role::Sender => "eg-sender",
-            Role::DeadLetter => "eg-deadletter",
-        }
-    }
-
-    pub fn short(self) -> &'static str {
-        match self {
-            Role::Ingress => "ingress",
-            Role::Scheduler => "scheduler",
-            Role::Sender => "sender",
-            Role::DeadLetter => "deadletter",
-        }
-    }
-
-    fn listen_variable(self) -> &'static str {
-        match self {
-            Role::Ingress => "EG__INGRESS__LISTEN",
-            Role::Scheduler => "EG__SCHEDULER__LISTEN",
-            Role::Sender => "EG__SENDER__LISTEN",
-            Role::DeadLetter => "EG__DEADLETTER__LISTEN",
-        }
-    }
-}
 
 struct Slot {
     role: Role,
@@ -81,14 +46,11 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn new(bin_dir: PathBuf, run_dir: &Path, journal: Journal, http: reqwest::Client) -> anyhow::Result<Self> {
-        for role in [Role::Ingress, Role::Scheduler, Role::Sender, Role::DeadLetter] {
-            let binary = bin_dir.join(role.binary());
-            if !binary.is_file() {
-                bail!(
-                    "{} is missing: build the tiers first (`cargo build --bins`)",
-                    binary.display()
-                );
-            }
+        if let Some(binary) = tier::missing_binaries(&bin_dir).first() {
+            bail!(
+                "{} is missing: build the tiers first (`cargo build --bins`)",
+                binary.display()
+            );
         }
         let log_dir = run_dir.join("logs");
         let redis_dir = run_dir.join("redis");
@@ -223,7 +185,7 @@ impl Cluster {
                 let taken: Vec<u16> = slots.iter().map(|s| s.port).collect();
                 slots.push(Slot {
                     role,
-                    label: format!("{}-{i}", role.short()),
+                    label: format!("{}-{i}", role.name()),
                     port: free_port(&taken)?,
                     child: None,
                 });
@@ -247,32 +209,9 @@ impl Cluster {
             slot.port,
             crate::journal::now_utc()
         )?;
-        let mut command = Command::new(self.bin_dir.join(slot.role.binary()));
-        // Hermetic: nothing from the caller's environment changes the tiers.
-        for (key, _) in std::env::vars() {
-            if key.starts_with("EG__") {
-                command.env_remove(key);
-            }
-        }
-        for key in [
-            "RUST_LOG",
-            "HTTP_PROXY",
-            "HTTPS_PROXY",
-            "ALL_PROXY",
-            "http_proxy",
-            "https_proxy",
-            "all_proxy",
-        ] {
-            command.env_remove(key);
-        }
-        command
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env(slot.role.listen_variable(), format!("127.0.0.1:{}", slot.port))
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .kill_on_drop(true);
+        let listen = format!("127.0.0.1:{}", slot.port);
+        let mut command = Command::from(tier::command(&self.bin_dir, slot.role, &listen, &self.env, log)?);
+        command.kill_on_drop(true);
         let child = command
             .spawn()
             .with_context(|| format!("start {}", slot.role.binary()))?;
@@ -290,12 +229,7 @@ impl Cluster {
                 .collect();
             let mut sick = Vec::new();
             for (label, role, port) in targets {
-                let paths: &[&str] = if role == Role::Ingress {
-                    &["/healthz", "/readyz"]
-                } else {
-                    &["/healthz"]
-                };
-                for path in paths {
+                for path in role.health_paths() {
                     let answer = self
                         .http
                         .get(format!("http://127.0.0.1:{port}{path}"))

@@ -45,9 +45,7 @@ impl Faults {
                 "SIGKILL {label}; restart in {}",
                 humantime::format_duration(pause)
             ));
-            *lock(&self.injected)
-                .entry(format!("kill_{}", role.short()))
-                .or_default() += 1;
+            *lock(&self.injected).entry(format!("kill_{}", role.name())).or_default() += 1;
             let faults = self.clone();
             restarts.spawn(async move {
                 tokio::time::sleep(pause).await;
@@ -86,7 +84,7 @@ impl Faults {
                 humantime::format_duration(pause)
             ));
             *lock(&self.injected)
-                .entry(format!("pause_{}", role.short()))
+                .entry(format!("pause_{}", role.name()))
                 .or_default() += 1;
             let faults = self.clone();
             resumes.spawn(async move {

@@ -15,6 +15,7 @@
 use crate::publisher::{Fate, Ledger, Published, refusal_name};
 use crate::receiver::{Receivers, Seen, lock};
 use crate::scenario::{Scenario, event_seq};
+use eg_testkit::files_under;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -511,21 +512,4 @@ impl Oracle {
 
 fn truncate(text: &str) -> String {
     text.chars().take(300).collect()
-}
-
-fn files_under(root: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut pending = vec![root.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                files.push(path);
-            }
-        }
-    }
-    files
 }

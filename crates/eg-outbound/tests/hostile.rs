@@ -4,10 +4,9 @@
 //! certificate). Each request must end within the client's timeout with the outcome the
 //! sender would record, and eg must read only a bounded part of what is sent.
 //!
-//! The endpoints are raw TCP servers ([`Hostile`]) so they can do what no HTTP framework
-//! would; each records, per connection, when it was accepted, when the client closed it
-//! and how many bytes the server managed to write (what the client read, plus what the
-//! kernel buffered on the way).
+//! The endpoints are eg-testkit's raw TCP servers ([`Hostile`]), which do what no HTTP
+//! framework would and record, per connection, when it was accepted, when the client
+//! closed it and how many bytes they managed to write.
 
 #![allow(clippy::unwrap_used)]
 
@@ -17,15 +16,11 @@ use common::client;
 use eg_core::AttemptOutcome;
 use eg_core::address::AddressPolicy;
 use eg_outbound::{Client, Handshake, classify, drain, event_grid_handshake};
+use eg_testkit::hostile::{Act, Hostile};
 use reqwest::StatusCode;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpSocket;
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::sync::watch;
+use tokio::io::AsyncReadExt;
 
 /// The client's whole-request timeout in these tests: long enough that "ended well
 /// before the timeout" (a limit cut it off) and "ended by the timeout" stay apart on a
@@ -35,267 +30,18 @@ const TIMEOUT: Duration = Duration::from_secs(3);
 const MARGIN: Duration = Duration::from_millis(1500);
 /// The sender's default `sender.max_response_bytes`.
 const LIMIT: usize = 64 * 1024;
-/// The hostile server's send buffer, so what it manages to write is close to what the
-/// client read (plus the client's receive buffer).
-const SERVER_SNDBUF: u32 = 64 * 1024;
 /// At most this much may leave a hostile server before eg closes the connection: the
 /// read limit, one read buffer of hyper's (≤ 400 KiB) and what the two kernels buffer
 /// on loopback. Far below the 100 MB the endpoint wanted to send.
 const WRITTEN_BOUND: u64 = 16 << 20;
 
-// ----- the hostile server -----
-
-/// What a hostile endpoint does once the request (or, for non-HTTP acts, its first
-/// bytes) arrived.
-#[derive(Debug, Clone, Copy)]
-enum Act {
-    /// `status` with `Content-Length: len`, the body written as fast as it is taken.
-    Sized { status: u16, len: u64 },
-    /// `status`, chunked, and the body never ends.
-    Endless { status: u16 },
-    /// `200` with its head at once, then one body byte every `every`.
-    TrickleBody { every: Duration },
-    /// The status line, then one byte of a header every `every`.
-    TrickleHead { every: Duration },
-    /// A head that never ends (header after header), as fast as it is taken.
-    EndlessHead,
-    /// `100 Continue` after `100 Continue`, one every 10 ms, never a final status.
-    EndlessContinue,
-    /// `status` with `Location: location` and an empty body.
-    Redirect { status: u16, location: &'static str },
-    /// Accepts and never writes (e.g. a TLS handshake that never comes back).
-    Silent,
-    /// Writes bytes that are neither HTTP nor TLS.
-    Garbage,
-    /// A plain HTTP server's answer to a TLS ClientHello: `400` and close.
-    PlainHttp400,
-}
-
-impl Act {
-    /// HTTP acts wait for a whole request head; the others answer the first bytes.
-    fn waits_for_head(self) -> bool {
-        !matches!(self, Act::Silent | Act::Garbage | Act::PlainHttp400)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Stage {
-    Nothing,
-    Bytes,
-    Head,
-    Closed,
-}
-
-/// One accepted connection.
-struct Conn {
-    accepted: Instant,
-    closed: Mutex<Option<Instant>>,
-    written: AtomicU64,
-    request: Mutex<Vec<u8>>,
-}
-
-impl Conn {
-    fn close(&self) {
-        self.closed.lock().unwrap().get_or_insert_with(Instant::now);
-    }
-
-    fn closed(&self) -> Option<Instant> {
-        *self.closed.lock().unwrap()
-    }
-
-    fn written(&self) -> u64 {
-        self.written.load(Ordering::SeqCst)
-    }
-}
-
-struct Hostile {
-    addr: SocketAddr,
-    conns: Arc<Mutex<Vec<Arc<Conn>>>>,
-}
-
-impl Hostile {
-    async fn start(act: Act) -> Self {
-        let socket = TcpSocket::new_v4().unwrap();
-        socket.set_send_buffer_size(SERVER_SNDBUF).unwrap();
-        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
-        let listener = socket.listen(64).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let conns: Arc<Mutex<Vec<Arc<Conn>>>> = Arc::default();
-        let list = Arc::clone(&conns);
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let conn = Arc::new(Conn {
-                    accepted: Instant::now(),
-                    closed: Mutex::new(None),
-                    written: AtomicU64::new(0),
-                    request: Mutex::default(),
-                });
-                list.lock().unwrap().push(Arc::clone(&conn));
-                tokio::spawn(serve(stream, act, conn));
-            }
-        });
-        Self { addr, conns }
-    }
-
-    fn url(&self, scheme: &str) -> String {
-        format!("{scheme}://{}/hook?code=SECRET", self.addr)
-    }
-
-    fn conns(&self) -> Vec<Arc<Conn>> {
-        self.conns.lock().unwrap().clone()
-    }
-
-    /// The only connection, once the client has closed it.
-    async fn closed_conn(&self) -> Arc<Conn> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let conns = self.conns();
-            assert!(conns.len() <= 1, "{} connections", conns.len());
-            if let Some(conn) = conns.first()
-                && conn.closed().is_some()
-            {
-                return Arc::clone(conn);
-            }
-            assert!(Instant::now() < deadline, "the client never closed the connection");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-}
-
-async fn serve(stream: tokio::net::TcpStream, act: Act, conn: Arc<Conn>) {
-    let (mut read, mut write) = stream.into_split();
-    let (stage_tx, mut stage) = watch::channel(Stage::Nothing);
-    let reader = Arc::clone(&conn);
-    // Reads (and keeps the start of) whatever the client sends, and notices the close.
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            match read.read(&mut buf).await {
-                Ok(0) | Err(_) => {
-                    reader.close();
-                    stage_tx.send_replace(Stage::Closed);
-                    return;
-                }
-                Ok(n) => {
-                    let mut request = reader.request.lock().unwrap();
-                    if request.len() < 64 * 1024 {
-                        request.extend_from_slice(&buf[..n]);
-                    }
-                    let now = if request.windows(4).any(|w| w == b"\r\n\r\n") {
-                        Stage::Head
-                    } else {
-                        Stage::Bytes
-                    };
-                    stage_tx.send_if_modified(|s| {
-                        let raise = now > *s && *s != Stage::Closed;
-                        if raise {
-                            *s = now;
-                        }
-                        raise
-                    });
-                }
-            }
-        }
-    });
-    let wanted = if act.waits_for_head() {
-        Stage::Head
-    } else {
-        Stage::Bytes
-    };
-    match stage.wait_for(|s| *s >= wanted).await {
-        Ok(s) if *s != Stage::Closed => {}
-        _ => return,
-    }
-    if perform(act, &mut write, &conn).await.is_err() {
-        conn.close();
-    }
-    // Keep our side open (no FIN) until the client goes away.
-    let _ = stage.wait_for(|s| *s == Stage::Closed).await;
-}
-
-async fn put(write: &mut OwnedWriteHalf, conn: &Conn, bytes: &[u8]) -> std::io::Result<()> {
-    write.write_all(bytes).await?;
-    conn.written.fetch_add(bytes.len() as u64, Ordering::SeqCst);
-    Ok(())
-}
-
-async fn perform(act: Act, w: &mut OwnedWriteHalf, conn: &Conn) -> std::io::Result<()> {
-    let block = vec![b'x'; 16 * 1024];
-    match act {
-        Act::Sized { status, len } => {
-            let head = format!(
-                "HTTP/1.1 {status} Whatever\r\ncontent-type: application/octet-stream\r\ncontent-length: {len}\r\n\r\n"
-            );
-            put(w, conn, head.as_bytes()).await?;
-            let mut left = len;
-            while left > 0 {
-                let n = left.min(block.len() as u64) as usize;
-                put(w, conn, &block[..n]).await?;
-                left -= n as u64;
-            }
-        }
-        Act::Endless { status } => {
-            let head = format!("HTTP/1.1 {status} Whatever\r\ntransfer-encoding: chunked\r\n\r\n");
-            put(w, conn, head.as_bytes()).await?;
-            let mut chunk = format!("{:x}\r\n", block.len()).into_bytes();
-            chunk.extend_from_slice(&block);
-            chunk.extend_from_slice(b"\r\n");
-            loop {
-                put(w, conn, &chunk).await?;
-            }
-        }
-        Act::TrickleBody { every } => {
-            put(w, conn, b"HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\n").await?;
-            loop {
-                put(w, conn, b"x").await?;
-                tokio::time::sleep(every).await;
-            }
-        }
-        Act::TrickleHead { every } => {
-            put(w, conn, b"HTTP/1.1 200 OK\r\nx-trickle: ").await?;
-            loop {
-                put(w, conn, b"a").await?;
-                tokio::time::sleep(every).await;
-            }
-        }
-        Act::EndlessHead => {
-            put(w, conn, b"HTTP/1.1 200 OK\r\n").await?;
-            for i in 0u64.. {
-                put(w, conn, format!("x-pad-{i}: {}\r\n", "a".repeat(100)).as_bytes()).await?;
-            }
-        }
-        Act::EndlessContinue => loop {
-            put(w, conn, b"HTTP/1.1 100 Continue\r\n\r\n").await?;
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        },
-        Act::Redirect { status, location } => {
-            // One request per connection: this server answers only one.
-            let head = format!(
-                "HTTP/1.1 {status} Moved\r\nlocation: {location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-            );
-            put(w, conn, head.as_bytes()).await?;
-            w.shutdown().await?;
-        }
-        Act::Silent => {}
-        Act::Garbage => {
-            for _ in 0..64 {
-                put(w, conn, b"this is not TLS, nor HTTP; ").await?;
-            }
-        }
-        Act::PlainHttp400 => {
-            put(
-                w,
-                conn,
-                b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-            )
-            .await?;
-            w.shutdown().await?;
-        }
-    }
-    Ok(())
-}
-
 // ----- helpers -----
+
+/// The endpoint's URL with a secret in its query, which must never travel in the clear
+/// nor appear in an error.
+fn secret_url(server: &Hostile, scheme: &str) -> String {
+    format!("{}?code=SECRET", server.url(scheme))
+}
 
 fn hostile_client() -> Client {
     client(AddressPolicy::parse(["127.0.0.1/32"]).unwrap(), TIMEOUT)
@@ -362,7 +108,7 @@ async fn assert_closed_early(what: &str, server: &Hostile, ended: Instant) {
 async fn an_endless_body_is_read_up_to_the_limit_then_the_connection_is_closed() {
     let server = Hostile::start(Act::Endless { status: 200 }).await;
     let started = Instant::now();
-    let outcome = attempt(&hostile_client(), &server.url("http")).await;
+    let outcome = attempt(&hostile_client(), &secret_url(&server, "http")).await;
     let ended = Instant::now();
     assert_eq!(outcome.status_code(), Some(200), "{outcome:?}");
     assert!(outcome.is_success());
@@ -383,7 +129,7 @@ async fn a_huge_announced_body_is_read_up_to_the_limit_then_the_connection_is_cl
         })
         .await;
         let started = Instant::now();
-        let outcome = attempt(&hostile_client(), &server.url("http")).await;
+        let outcome = attempt(&hostile_client(), &secret_url(&server, "http")).await;
         let ended = Instant::now();
         assert_eq!(outcome.status_code(), Some(status), "{outcome:?}");
         assert!(ended - started < TIMEOUT / 2, "took {:?}", ended - started);
@@ -399,7 +145,7 @@ async fn a_trickled_body_times_out_within_the_timeout() {
     .await;
     let client = hostile_client();
     let started = Instant::now();
-    let response = post(&client, &server.url("http")).await.unwrap();
+    let response = post(&client, &secret_url(&server, "http")).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK, "the head came at once");
     let error = drain(response, LIMIT).await.unwrap_err();
     let ended = Instant::now();
@@ -413,7 +159,7 @@ async fn the_validation_handshake_reads_a_hostile_body_within_bounds() {
     let client = hostile_client();
     let endless = Hostile::start(Act::Endless { status: 200 }).await;
     let started = Instant::now();
-    let answer = event_grid_handshake(&client, &endless.url("http"), "[]".into(), "code", 4096).await;
+    let answer = event_grid_handshake(&client, &secret_url(&endless, "http"), "[]".into(), "code", 4096).await;
     let ended = Instant::now();
     assert!(
         matches!(&answer, Handshake::Refused { reason } if reason.contains("longer than 4096 bytes")),
@@ -427,7 +173,7 @@ async fn the_validation_handshake_reads_a_hostile_body_within_bounds() {
     })
     .await;
     let started = Instant::now();
-    let answer = event_grid_handshake(&client, &trickle.url("http"), "[]".into(), "code", 4096).await;
+    let answer = event_grid_handshake(&client, &secret_url(&trickle, "http"), "[]".into(), "code", 4096).await;
     let ended = Instant::now();
     assert!(
         matches!(answer, Handshake::Unreachable(AttemptOutcome::TimedOut)),
@@ -444,11 +190,11 @@ async fn the_validation_handshake_reads_a_hostile_body_within_bounds() {
 #[tokio::test]
 async fn a_redirect_is_the_answer_and_is_not_followed() {
     let target = Hostile::start(Act::Sized { status: 200, len: 0 }).await;
-    let location: &'static str = Box::leak(target.url("http").into_boxed_str());
+    let location: &'static str = Box::leak(secret_url(&target, "http").into_boxed_str());
     for status in [301, 302, 307, 308] {
         let server = Hostile::start(Act::Redirect { status, location }).await;
         let started = Instant::now();
-        let outcome = attempt(&hostile_client(), &server.url("http")).await;
+        let outcome = attempt(&hostile_client(), &secret_url(&server, "http")).await;
         assert_eq!(outcome.status_code(), Some(status), "{outcome:?}");
         assert!(started.elapsed() < TIMEOUT / 2, "took {:?}", started.elapsed());
     }
@@ -464,7 +210,7 @@ async fn a_trickled_head_times_out_within_the_timeout() {
     })
     .await;
     let started = Instant::now();
-    let error = post(&hostile_client(), &server.url("http")).await.unwrap_err();
+    let error = post(&hostile_client(), &secret_url(&server, "http")).await.unwrap_err();
     let ended = Instant::now();
     assert_eq!(error.outcome(), AttemptOutcome::TimedOut, "{error:?}");
     assert_within_timeout("trickled head", ended - started);
@@ -475,7 +221,7 @@ async fn a_trickled_head_times_out_within_the_timeout() {
 async fn an_endless_head_fails_after_a_bounded_read() {
     let server = Hostile::start(Act::EndlessHead).await;
     let started = Instant::now();
-    let error = post(&hostile_client(), &server.url("http")).await.unwrap_err();
+    let error = post(&hostile_client(), &secret_url(&server, "http")).await.unwrap_err();
     let ended = Instant::now();
     assert_eq!(error.outcome(), AttemptOutcome::SocketError, "{error:?}");
     assert!(ended - started < TIMEOUT, "took {:?}", ended - started);
@@ -486,7 +232,7 @@ async fn an_endless_head_fails_after_a_bounded_read() {
 async fn endless_informational_responses_time_out_within_the_timeout() {
     let server = Hostile::start(Act::EndlessContinue).await;
     let started = Instant::now();
-    let outcome = attempt(&hostile_client(), &server.url("http")).await;
+    let outcome = attempt(&hostile_client(), &secret_url(&server, "http")).await;
     let ended = Instant::now();
     // hyper skips informational responses, so only the timeout ends this.
     assert_eq!(outcome, AttemptOutcome::TimedOut);
@@ -503,13 +249,15 @@ async fn https_to_a_server_that_does_not_speak_tls_is_a_socket_error() {
     for act in [Act::PlainHttp400, Act::Garbage] {
         let server = Hostile::start(act).await;
         let started = Instant::now();
-        let error = post(&hostile_client(), &server.url("https")).await.unwrap_err();
+        let error = post(&hostile_client(), &secret_url(&server, "https"))
+            .await
+            .unwrap_err();
         let ended = Instant::now();
         assert_eq!(error.outcome(), AttemptOutcome::SocketError, "{act:?}: {error:?}");
         assert!(ended - started < TIMEOUT, "{act:?}: took {:?}", ended - started);
         assert!(!format!("{error} {error:?}").contains("SECRET"));
         let conn = server.closed_conn().await;
-        let sent = conn.request.lock().unwrap().clone();
+        let sent = conn.request();
         assert!(
             !sent.windows(6).any(|w| w == b"SECRET") && !sent.starts_with(b"POST"),
             "{act:?}: the request went out in the clear"
@@ -522,7 +270,9 @@ async fn https_to_a_server_that_does_not_speak_tls_is_a_socket_error() {
 async fn https_to_a_silent_server_times_out_within_the_timeout() {
     let server = Hostile::start(Act::Silent).await;
     let started = Instant::now();
-    let error = post(&hostile_client(), &server.url("https")).await.unwrap_err();
+    let error = post(&hostile_client(), &secret_url(&server, "https"))
+        .await
+        .unwrap_err();
     let ended = Instant::now();
     assert_eq!(error.outcome(), AttemptOutcome::TimedOut, "{error:?}");
     assert_within_timeout("silent TLS server", ended - started);

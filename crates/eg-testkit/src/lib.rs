@@ -1,9 +1,13 @@
-//! Test support shared by the Redis-layer tests and the system tests: a real
+//! Test support shared by the Redis-layer, outbound and system tests: a real
 //! `redis-server` per test (own temp dir, unix socket, append-only file with
-//! `appendfsync always`), and waiting for a condition with a deadline instead of a bare sleep.
+//! `appendfsync always`) or a real Redis Cluster, waiting for a condition with a deadline
+//! instead of a bare sleep, hostile endpoints ([`hostile`]) and ports that refuse
+//! connections.
 
 mod cluster;
+pub mod hostile;
 mod refusing;
+pub mod tier;
 
 pub use cluster::RedisCluster;
 pub use refusing::RefusingPort;
@@ -149,4 +153,22 @@ where
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Every file below `root`, at any depth (unreadable directories are skipped).
+pub fn files_under(root: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
 }

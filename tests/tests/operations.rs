@@ -1,11 +1,11 @@
 //! Operator tasks through the management API, against the four binaries: pause and
 //! resume, dead-letter listing, redrive (once, keeping ids, fresh attempts) and purge,
-//! delivery history, queue depths.
+//! delivery history, queue depths, and each tier's process metrics.
 
 #![allow(clippy::unwrap_used)]
 
 use eg_system_tests::{
-    Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, event, eventually, json_reply, subscription,
+    Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, event, eventually, json_reply, metric, subscription,
 };
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -331,4 +331,43 @@ async fn history_shows_every_attempt_and_refusals_name_what_was_wrong() {
 fn timestamp(value: &Value) -> chrono::DateTime<chrono::FixedOffset> {
     let text = value.as_str().unwrap_or_else(|| panic!("not a time: {value}"));
     chrono::DateTime::parse_from_rfc3339(text).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+/// Every tier's `/metrics` carries the standard Prometheus process metrics, with values
+/// of this process: CPU and memory per copy, without a node exporter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_tier_exports_its_process_metrics() {
+    let system = System::start(Options::default()).await;
+    let started_before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    for (tier, text) in [
+        ("ingress", system.ingress_metrics().await),
+        ("scheduler", system.scheduler_metrics().await),
+        ("sender", system.sender_metrics().await),
+        ("deadletter", system.deadletter_metrics().await),
+    ] {
+        assert!(
+            text.contains("# TYPE process_cpu_seconds_total counter"),
+            "{tier}: no process CPU counter in\n{text}"
+        );
+        let resident = metric(&text, "process_resident_memory_bytes", &[]);
+        assert!(
+            (1e6..2e9).contains(&resident),
+            "{tier}: resident memory {resident} bytes"
+        );
+        // Whole seconds (metrics counters are integers): a fresh tier may show 0.
+        assert!(
+            text.lines().any(|line| line.starts_with("process_cpu_seconds_total ")),
+            "{tier}: no process_cpu_seconds_total sample"
+        );
+        assert!(metric(&text, "process_open_fds", &[]) >= 3.0, "{tier}");
+        assert!(metric(&text, "process_threads", &[]) >= 1.0, "{tier}");
+        let start = metric(&text, "process_start_time_seconds", &[]);
+        assert!(
+            (started_before - 600.0..=started_before).contains(&start),
+            "{tier}: started at {start}, the test at {started_before}"
+        );
+    }
 }

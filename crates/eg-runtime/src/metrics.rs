@@ -4,7 +4,7 @@
 
 use crate::stats::{Tally, TallyingRecorder};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 pub const PUBLISH_SUCCESS_COUNT: &str = "PublishSuccessCount";
 pub const PUBLISH_FAIL_COUNT: &str = "PublishFailCount";
@@ -35,6 +35,17 @@ const LATENCY_BUCKETS_MS: [f64; 14] = [
     1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
 ];
 
+/// The standard Prometheus process metrics every exporter is expected to have
+/// (`process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_open_fds`,
+/// `process_max_fds`, `process_threads`, `process_start_time_seconds`, …), read from
+/// `/proc` at each scrape: CPU and memory per tier copy without a node exporter.
+static PROCESS: LazyLock<metrics_process::Collector> = LazyLock::new(metrics_process::Collector::default);
+
+/// Refreshes the process metrics; called before each `/metrics` render.
+pub fn collect_process_metrics() {
+    PROCESS.collect();
+}
+
 /// How often histogram samples are folded into their buckets when nothing scrapes.
 const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -54,6 +65,7 @@ pub fn install() -> anyhow::Result<(PrometheusHandle, Arc<Tally>)> {
     metrics::set_global_recorder(TallyingRecorder::new(prometheus, tally.clone()))
         .map_err(|_| anyhow::anyhow!("a metrics recorder was already installed in this process"))?;
     describe();
+    PROCESS.describe();
     let upkeep = handle.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(UPKEEP_INTERVAL);

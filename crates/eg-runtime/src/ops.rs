@@ -1,5 +1,5 @@
 //! `/healthz` (the process runs), `/readyz` (it can reach Redis) and `/metrics`
-//! (Prometheus text), served by every tier.
+//! (Prometheus text: eg's metrics and the standard `process_*` ones), served by every tier.
 
 use axum::Router;
 use axum::extract::State;
@@ -34,6 +34,7 @@ async fn ready(State(state): State<OpsState>) -> (StatusCode, String) {
 }
 
 async fn render(State(state): State<OpsState>) -> String {
+    crate::metrics::collect_process_metrics();
     state.metrics.render()
 }
 

@@ -301,7 +301,9 @@ async fn sigterm_ingress_finishes_the_publish_in_flight() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     stream.write_all(request.as_bytes()).await.unwrap();
     stream.write_all(head).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Time for the ingress to accept the connection and start the request: one still in
+    // its listen queue when SIGTERM stops accepting would be reset instead.
+    tokio::time::sleep(Duration::from_secs(1)).await;
 
     let pid = system.tier_pid(TierId::Ingress);
     assert!(

@@ -583,16 +583,17 @@ async fn probation_grows_while_probes_fail_and_resets_after_a_success() {
     assert_eq!(requests.len(), 7, "{gaps:?}");
     let secs = Duration::from_secs;
     let tolerance = Duration::from_millis(300);
+    // Upper bounds: below the next rung of the ladder (a busy machine may be late).
     assert!(
-        gaps[1] >= secs(3) - tolerance && gaps[1] < secs(5),
+        gaps[1] >= secs(3) - tolerance && gaps[1] < secs(6),
         "first probation: {gaps:?}"
     );
     assert!(
-        gaps[2] >= secs(6) - tolerance && gaps[2] < secs(9),
+        gaps[2] >= secs(6) - tolerance && gaps[2] < secs(12),
         "second, doubled: {gaps:?}"
     );
     assert!(
-        gaps[5] >= secs(3) - tolerance && gaps[5] < secs(5),
+        gaps[5] >= secs(3) - tolerance && gaps[5] < secs(6),
         "reset after the success: {gaps:?}"
     );
     let counts: Vec<u32> = requests.iter().map(delivery_count).collect();

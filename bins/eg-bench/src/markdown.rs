@@ -7,7 +7,7 @@ use crate::machine::Machine;
 use crate::report::{self, Row};
 use serde_json::{Value, json};
 use std::fmt::Write;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub struct Report<'a> {
     pub scenario: &'a str,
@@ -21,24 +21,7 @@ pub struct Report<'a> {
 }
 
 fn today() -> String {
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    // Civil date from days since the epoch (Howard Hinnant's algorithm).
-    let days = (secs / 86_400) as i64;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let rem = secs % 86_400;
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60
-    )
+    chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
 /// CPU µs per unit of the row's rate, per process, when the row has both.

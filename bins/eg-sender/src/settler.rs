@@ -81,8 +81,10 @@ async fn settle_gathered(
             // Redis refused the call itself (a script error at one item, a record that
             // does not encode): settle each alone, so one bad item cannot fail the others
             // again and again. Those settled before the failure answer "not held" now:
-            // XACK already ended their hold, and their callers count them as taken.
-            Err(e) if call.len() > 1 && !is_transport(&e) => {
+            // XACK already ended their hold, and their callers count them as taken. A
+            // call of one is settled again too, so whether the bad item went out with
+            // others or alone, its caller gets the same answer.
+            Err(e) if !is_transport(&e) => {
                 tracing::warn!(error = %e, items = call.len(), "a settle call failed; settling its items one by one");
                 for queued in call.drain(..) {
                     let alone = settle_call(&store, &partition, &retention, std::slice::from_ref(&queued)).await;
@@ -239,6 +241,26 @@ mod tests {
         // Settled already: each is answered, as not taking effect.
         let again = settler.settle(&p0, done(&held[0])).await.unwrap();
         assert!(!again.took_effect);
+        assert_eq!(store.depths(&p0).await.unwrap().in_flight, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_item_redis_refuses_alone_is_answered_as_no_longer_held() {
+        let server = RedisServer::start();
+        let store = connect(&server).await;
+        let p0 = store.keys().partition(0);
+        let held = publish_and_read(&store, 1).await;
+        let _: () = redis::cmd("HSET")
+            .arg(p0.event("e0"))
+            .arg("r")
+            .arg("not a number")
+            .query(&mut server.client())
+            .unwrap();
+        let settler = Settler::start(&store, Retention::NONE);
+        let answer = settler.settle(&p0, done(&held[0])).await;
+        // The same answer as when it fails among others: the script ended the hold
+        // before it stopped at the bad record.
+        assert!(matches!(answer, Ok(Settled { took_effect: false, .. })), "{answer:?}");
         assert_eq!(store.depths(&p0).await.unwrap().in_flight, 0);
     }
 

@@ -190,15 +190,12 @@ async fn drain_stops_at_its_limit_and_an_unending_body_times_out() {
     let receiver = spawn(Router::new().route("/", get(|| async { endless_body(256 * 1024) }))).await;
     // The timeout is far above what reading 64 KiB takes even on a busy machine, so
     // ending well before it shows the limit, not the timeout, stopped the read.
-    let client = client(AddressPolicy::parse(["127.0.0.1"]).unwrap(), Duration::from_secs(3));
+    let client = client(AddressPolicy::parse(["127.0.0.1"]).unwrap(), Duration::from_secs(8));
 
     let response = client.request(Method::GET, &receiver.url("/")).send().await.unwrap();
     let started = Instant::now();
     drain(response, 64 * 1024).await.unwrap();
-    assert!(
-        started.elapsed() < Duration::from_millis(2500),
-        "drain read past its limit"
-    );
+    assert!(started.elapsed() < Duration::from_secs(4), "drain read past its limit");
 
     let response = client.request(Method::GET, &receiver.url("/")).send().await.unwrap();
     let error = drain(response, 1 << 20).await.unwrap_err();

@@ -107,8 +107,9 @@ async fn assert_closed_early(what: &str, server: &Hostile, ended: Instant) {
 #[tokio::test]
 async fn an_endless_body_is_read_up_to_the_limit_then_the_connection_is_closed() {
     let server = Hostile::start(Act::Endless { status: 200 }).await;
+    let client = hostile_client();
     let started = Instant::now();
-    let outcome = attempt(&hostile_client(), &secret_url(&server, "http")).await;
+    let outcome = attempt(&client, &secret_url(&server, "http")).await;
     let ended = Instant::now();
     assert_eq!(outcome.status_code(), Some(200), "{outcome:?}");
     assert!(outcome.is_success());
@@ -128,8 +129,9 @@ async fn a_huge_announced_body_is_read_up_to_the_limit_then_the_connection_is_cl
             len: 100_000_000,
         })
         .await;
+        let client = hostile_client();
         let started = Instant::now();
-        let outcome = attempt(&hostile_client(), &secret_url(&server, "http")).await;
+        let outcome = attempt(&client, &secret_url(&server, "http")).await;
         let ended = Instant::now();
         assert_eq!(outcome.status_code(), Some(status), "{outcome:?}");
         assert!(ended - started < TIMEOUT / 2, "took {:?}", ended - started);
@@ -193,8 +195,9 @@ async fn a_redirect_is_the_answer_and_is_not_followed() {
     let location: &'static str = Box::leak(secret_url(&target, "http").into_boxed_str());
     for status in [301, 302, 307, 308] {
         let server = Hostile::start(Act::Redirect { status, location }).await;
+        let client = hostile_client();
         let started = Instant::now();
-        let outcome = attempt(&hostile_client(), &secret_url(&server, "http")).await;
+        let outcome = attempt(&client, &secret_url(&server, "http")).await;
         assert_eq!(outcome.status_code(), Some(status), "{outcome:?}");
         assert!(started.elapsed() < TIMEOUT / 2, "took {:?}", started.elapsed());
     }
@@ -209,8 +212,9 @@ async fn a_trickled_head_times_out_within_the_timeout() {
         every: Duration::from_millis(200),
     })
     .await;
+    let client = hostile_client();
     let started = Instant::now();
-    let error = post(&hostile_client(), &secret_url(&server, "http")).await.unwrap_err();
+    let error = post(&client, &secret_url(&server, "http")).await.unwrap_err();
     let ended = Instant::now();
     assert_eq!(error.outcome(), AttemptOutcome::TimedOut, "{error:?}");
     assert_within_timeout("trickled head", ended - started);
@@ -220,8 +224,9 @@ async fn a_trickled_head_times_out_within_the_timeout() {
 #[tokio::test]
 async fn an_endless_head_fails_after_a_bounded_read() {
     let server = Hostile::start(Act::EndlessHead).await;
+    let client = hostile_client();
     let started = Instant::now();
-    let error = post(&hostile_client(), &secret_url(&server, "http")).await.unwrap_err();
+    let error = post(&client, &secret_url(&server, "http")).await.unwrap_err();
     let ended = Instant::now();
     assert_eq!(error.outcome(), AttemptOutcome::SocketError, "{error:?}");
     assert!(ended - started < TIMEOUT, "took {:?}", ended - started);
@@ -231,8 +236,9 @@ async fn an_endless_head_fails_after_a_bounded_read() {
 #[tokio::test]
 async fn endless_informational_responses_time_out_within_the_timeout() {
     let server = Hostile::start(Act::EndlessContinue).await;
+    let client = hostile_client();
     let started = Instant::now();
-    let outcome = attempt(&hostile_client(), &secret_url(&server, "http")).await;
+    let outcome = attempt(&client, &secret_url(&server, "http")).await;
     let ended = Instant::now();
     // hyper skips informational responses, so only the timeout ends this.
     assert_eq!(outcome, AttemptOutcome::TimedOut);
@@ -248,10 +254,9 @@ async fn endless_informational_responses_time_out_within_the_timeout() {
 async fn https_to_a_server_that_does_not_speak_tls_is_a_socket_error() {
     for act in [Act::PlainHttp400, Act::Garbage] {
         let server = Hostile::start(act).await;
+        let client = hostile_client();
         let started = Instant::now();
-        let error = post(&hostile_client(), &secret_url(&server, "https"))
-            .await
-            .unwrap_err();
+        let error = post(&client, &secret_url(&server, "https")).await.unwrap_err();
         let ended = Instant::now();
         assert_eq!(error.outcome(), AttemptOutcome::SocketError, "{act:?}: {error:?}");
         assert!(ended - started < TIMEOUT, "{act:?}: took {:?}", ended - started);
@@ -269,10 +274,9 @@ async fn https_to_a_server_that_does_not_speak_tls_is_a_socket_error() {
 #[tokio::test]
 async fn https_to_a_silent_server_times_out_within_the_timeout() {
     let server = Hostile::start(Act::Silent).await;
+    let client = hostile_client();
     let started = Instant::now();
-    let error = post(&hostile_client(), &secret_url(&server, "https"))
-        .await
-        .unwrap_err();
+    let error = post(&client, &secret_url(&server, "https")).await.unwrap_err();
     let ended = Instant::now();
     assert_eq!(error.outcome(), AttemptOutcome::TimedOut, "{error:?}");
     assert_within_timeout("silent TLS server", ended - started);
@@ -318,8 +322,9 @@ async fn https_to_a_self_signed_certificate_is_a_socket_error() {
         } else {
             format!("https://{host}:{}/hook", addr.port())
         };
+        let client = hostile_client();
         let started = Instant::now();
-        let error = post(&hostile_client(), &url).await.unwrap_err();
+        let error = post(&client, &url).await.unwrap_err();
         assert_eq!(error.outcome(), AttemptOutcome::SocketError, "{url}: {error:?}");
         assert!(started.elapsed() < TIMEOUT, "took {:?}", started.elapsed());
     }

@@ -157,7 +157,7 @@ async fn read_ready_with_a_zero_wait_returns_at_once() {
         let p0 = p0.clone();
         async move {
             tokio::time::timeout(
-                Duration::from_secs(2),
+                Duration::from_secs(4),
                 store.read_ready(&p0, consumer, 10, Duration::ZERO),
             )
             .await
@@ -538,7 +538,9 @@ async fn dead_lettering_the_last_delivery_frees_the_event_but_keeps_its_body_in_
 async fn an_unfinished_dead_letter_is_handed_out_again_only_after_retry_after() {
     let h = Harness::start().await;
     let p0 = h.p0();
-    let retry_after = Duration::from_millis(300);
+    // Long enough that worker-2's first poll, right after worker-1's read, comes well
+    // before it even when an fsync or a busy machine stalls the test.
+    let retry_after = Duration::from_secs(2);
     publish(&h.store, &p0, &[event("e1", 1)]).await;
     let held = read(&h.store, &p0, "sender", 10).await.remove(0);
     let entry = dead_letter_entry(&held.delivery);

@@ -119,9 +119,16 @@ impl RedisCluster {
         cli(port, args).unwrap_or_else(|| panic!("redis-cli -p {port} {args:?} failed"))
     }
 
-    /// A synchronous cluster connection for assertions.
+    /// A synchronous cluster connection for assertions, seeded only with running nodes
+    /// (a killed node's port may already serve another test's Redis).
     pub fn client(&self) -> redis::cluster::ClusterConnection {
-        redis::cluster::ClusterClient::new(self.urls())
+        let running: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .map(|n| format!("redis://127.0.0.1:{}", n.port))
+            .collect();
+        redis::cluster::ClusterClient::new(running)
             .and_then(|c| c.get_connection())
             .expect("connect to the test cluster")
     }

@@ -124,6 +124,31 @@ impl Topic {
         })
     }
 
+    /// Whether this topic may replace `stored`, the one of the same name written before:
+    /// stored events and subscriptions were checked against the schema and profile the
+    /// topic was created with (spec §1's table, §10), so those cannot change.
+    pub fn may_replace(&self, stored: &Topic) -> Result<(), InvalidField> {
+        if stored.input_schema != self.input_schema {
+            return Err(InvalidField::new(
+                "properties.inputSchema",
+                format!(
+                    "cannot be changed once the topic exists (it is {}); delete and recreate the topic",
+                    stored.input_schema
+                ),
+            ));
+        }
+        if stored.profile != self.profile {
+            return Err(InvalidField::new(
+                "properties.deliveryProfile",
+                format!(
+                    "cannot be changed once the topic exists (it is {}); delete and recreate the topic",
+                    stored.profile.as_str()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The id stamped into each event's `topic` field.
     pub fn id(&self) -> String {
         format!("/topics/{}", self.name)
@@ -174,6 +199,37 @@ mod tests {
             "eventType": {"sourceField": "kind", "defaultValue": "Order"},
             "subject": {"defaultValue": "/orders"}
         }})
+    }
+
+    #[test]
+    fn only_the_mapping_may_change_under_a_stored_topic() {
+        let custom = |m: Value| {
+            Topic::from_resource(
+                name(),
+                &json!({"properties": {"inputSchema": "CustomEventSchema", "inputSchemaMapping": m}}),
+            )
+            .unwrap()
+        };
+        let stored = custom(mapping());
+        let mut other_mapping = mapping();
+        other_mapping["properties"]["id"]["sourceField"] = json!("number");
+        assert_eq!(custom(other_mapping).may_replace(&stored), Ok(()));
+
+        let event_grid = Topic::from_resource(name(), &json!({})).unwrap();
+        let refused = event_grid.may_replace(&stored).unwrap_err();
+        assert_eq!(refused.field, "properties.inputSchema");
+        assert!(refused.problem.contains("it is CustomEventSchema"), "{refused}");
+
+        let cloud = |profile: &str| {
+            Topic::from_resource(
+                name(),
+                &json!({"properties": {"inputSchema": "CloudEventSchemaV1_0", "deliveryProfile": profile}}),
+            )
+            .unwrap()
+        };
+        let refused = cloud("NamespaceTopic").may_replace(&cloud("CustomTopic")).unwrap_err();
+        assert_eq!(refused.field, "properties.deliveryProfile");
+        assert!(refused.problem.contains("it is CustomTopic"), "{refused}");
     }
 
     #[test]

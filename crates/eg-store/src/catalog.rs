@@ -9,6 +9,7 @@ use crate::cache::CatalogSnapshot;
 use crate::connection::Store;
 use crate::error::StoreError;
 use crate::scripts;
+use eg_core::api_error::InvalidField;
 use eg_core::{Subscription, SubscriptionName, Topic, TopicName};
 use redis::AsyncCommands;
 
@@ -40,6 +41,14 @@ impl KeyName {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutTopic {
+    Created,
+    Updated,
+    /// The stored topic of this name cannot be replaced by this one (why, by field).
+    Refused(InvalidField),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PutSubscription {
     Created,
@@ -57,24 +66,44 @@ impl Catalog {
         Self { store }
     }
 
-    /// Creates or updates a topic; returns whether it was created.
-    pub async fn put_topic(&self, topic: &Topic, new_keys: [String; 2]) -> Result<bool, StoreError> {
+    /// Creates or updates a topic, unless the topic stored under its name refuses the
+    /// replacement ([`Topic::may_replace`]). The check and the write cannot be raced: the
+    /// write happens only if the topic the check read is still the one stored, else both
+    /// are done again.
+    pub async fn put_topic(&self, topic: &Topic, new_keys: [String; 2]) -> Result<PutTopic, StoreError> {
         let k = &self.store.keys;
-        let mut conn = self.store.conn().await?;
         let json = serde_json::to_string(topic).map_err(|e| StoreError::corrupt(k.topics(), e))?;
-        let (created, version): (i64, u64) = scripts::PUT_TOPIC
-            .key(k.topics())
-            .key(k.topic_keys())
-            .key(k.catalog_version())
-            .arg(topic.name.key())
-            .arg(json)
-            .arg(&new_keys[0])
-            .arg(&new_keys[1])
-            .invoke_async(&mut conn)
-            .await?;
-        drop(conn);
-        self.publish_version(version).await?;
-        Ok(created == 1)
+        loop {
+            let mut conn = self.store.conn().await?;
+            let stored: Option<String> = conn.hget(k.topics(), topic.name.key()).await?;
+            if let Some(stored) = &stored {
+                let stored: Topic = serde_json::from_str(stored).map_err(|e| StoreError::corrupt(k.topics(), e))?;
+                if let Err(refused) = topic.may_replace(&stored) {
+                    return Ok(PutTopic::Refused(refused));
+                }
+            }
+            let (created, version): (i64, u64) = scripts::PUT_TOPIC
+                .key(k.topics())
+                .key(k.topic_keys())
+                .key(k.catalog_version())
+                .arg(topic.name.key())
+                .arg(&json)
+                .arg(&new_keys[0])
+                .arg(&new_keys[1])
+                .arg(stored.as_deref().unwrap_or_default())
+                .invoke_async(&mut conn)
+                .await?;
+            drop(conn);
+            if created < 0 {
+                continue; // another write of this topic came in between: check again
+            }
+            self.publish_version(version).await?;
+            return Ok(if created == 1 {
+                PutTopic::Created
+            } else {
+                PutTopic::Updated
+            });
+        }
     }
 
     pub async fn get_topic(&self, name: &TopicName) -> Result<Option<Topic>, StoreError> {

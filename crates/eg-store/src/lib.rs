@@ -21,7 +21,7 @@ mod scripts;
 
 pub use archive::{ArchivedRecord, Cursor, DeadLetterCounts, Progress, Selection, TimeRange};
 pub use cache::{CatalogCache, CatalogSnapshot, TopicEntry};
-pub use catalog::Catalog;
+pub use catalog::{Catalog, PutTopic};
 pub use clock::Clock;
 pub use connection::{RedisSettings, Store};
 pub use error::StoreError;

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use eg_store::catalog::{KeyName, PutSubscription};
+use eg_store::catalog::{KeyName, PutSubscription, PutTopic};
 use eg_store::{CatalogCache, Store, StoreError};
 use std::sync::Arc;
 
@@ -16,14 +16,16 @@ async fn put_topic_creates_then_updates_and_keeps_its_keys() {
     let catalog = h.catalog();
     let orders = topic("orders");
 
-    assert!(
+    assert_eq!(
         catalog.put_topic(&orders, keys("first")).await.unwrap(),
+        PutTopic::Created,
         "first put creates"
     );
     assert_eq!(catalog.topic_keys(&orders.name).await.unwrap(), Some(keys("first")));
 
-    assert!(
-        !catalog.put_topic(&orders, keys("second")).await.unwrap(),
+    assert_eq!(
+        catalog.put_topic(&orders, keys("second")).await.unwrap(),
+        PutTopic::Updated,
         "second put updates"
     );
     assert_eq!(
@@ -169,7 +171,10 @@ async fn delete_topic_removes_the_topic_its_keys_and_all_its_subscriptions() {
     );
 
     // Recreated, it starts from scratch: new keys and an empty subscription count.
-    assert!(catalog.put_topic(&orders, keys("new")).await.unwrap());
+    assert_eq!(
+        catalog.put_topic(&orders, keys("new")).await.unwrap(),
+        PutTopic::Created
+    );
     assert_eq!(catalog.topic_keys(&orders.name).await.unwrap(), Some(keys("new")));
     assert_eq!(
         catalog
@@ -342,8 +347,8 @@ async fn every_catalog_write_bumps_the_version_and_every_partition_copy() {
     let mut last = 0;
     for step in 0..7 {
         match step {
-            0 => assert!(catalog.put_topic(&orders, keys("a")).await.unwrap()),
-            1 => assert!(!catalog.put_topic(&orders, keys("b")).await.unwrap()),
+            0 => assert_eq!(catalog.put_topic(&orders, keys("a")).await.unwrap(), PutTopic::Created),
+            1 => assert_eq!(catalog.put_topic(&orders, keys("b")).await.unwrap(), PutTopic::Updated),
             2 => assert!(catalog.regenerate_key(&orders.name, KeyName::Key1, "k").await.unwrap()),
             3 => assert_eq!(
                 catalog.put_subscription(&billing, 5).await.unwrap(),
@@ -446,10 +451,51 @@ async fn catalog_cache_refresh_picks_up_a_change() {
 }
 
 #[tokio::test]
+async fn a_topic_cannot_change_schema_even_when_two_writes_race() {
+    let h = Harness::start().await;
+    let catalog = h.catalog();
+    let cloud = |name: &str| {
+        let mut t = topic(name);
+        t.input_schema = eg_core::schema::InputSchema::CloudEventSchemaV1_0;
+        t
+    };
+    // Many rounds of one topic created twice at once with two schemas: exactly one
+    // schema wins each round, and the other write is refused, never silently applied.
+    for round in 0..30 {
+        let name = format!("race{round}");
+        let (grid, cloud) = (topic(&name), cloud(&name));
+        let (a, b) = tokio::join!(
+            catalog.put_topic(&grid, keys("a")),
+            catalog.put_topic(&cloud, keys("b"))
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let stored = catalog.get_topic(&grid.name).await.unwrap().unwrap();
+        let (won, lost) = if stored == grid { (a, b) } else { (b, a) };
+        assert_eq!(won, PutTopic::Created, "round {round}");
+        assert!(
+            matches!(&lost, PutTopic::Refused(why) if why.field == "properties.inputSchema"),
+            "round {round}: {lost:?}"
+        );
+    }
+    // Written again unchanged it is an update; with another schema, refused.
+    assert_eq!(
+        catalog.put_topic(&topic("race0"), keys("x")).await.unwrap(),
+        PutTopic::Updated
+    );
+    assert!(matches!(
+        catalog.put_topic(&cloud("race0"), keys("x")).await.unwrap(),
+        PutTopic::Refused(_)
+    ));
+}
+
+#[tokio::test]
 async fn names_are_case_insensitive() {
     let h = Harness::start().await;
     let catalog = h.catalog();
-    assert!(catalog.put_topic(&topic("Orders"), keys("o")).await.unwrap());
+    assert_eq!(
+        catalog.put_topic(&topic("Orders"), keys("o")).await.unwrap(),
+        PutTopic::Created
+    );
 
     let got = catalog.get_topic(&topic_name("orders")).await.unwrap().unwrap();
     assert_eq!(got.name.as_str(), "Orders", "shown as first spelled");
@@ -457,8 +503,9 @@ async fn names_are_case_insensitive() {
         catalog.topic_keys(&topic_name("ORDERS")).await.unwrap(),
         Some(keys("o"))
     );
-    assert!(
-        !catalog.put_topic(&topic("ORDERS"), keys("x")).await.unwrap(),
+    assert_eq!(
+        catalog.put_topic(&topic("ORDERS"), keys("x")).await.unwrap(),
+        PutTopic::Updated,
         "same topic, other case"
     );
     assert_eq!(catalog.list_topics().await.unwrap().len(), 1);

@@ -19,7 +19,7 @@ use eg_core::probation::{self, EndpointId, HealthState};
 use eg_core::subscription::base_url;
 use eg_core::validation::Provisioning;
 use eg_core::{Subscription, SubscriptionName, Topic, TopicName};
-use eg_store::catalog::{KeyName, PutSubscription};
+use eg_store::catalog::{KeyName, PutSubscription, PutTopic};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -174,23 +174,11 @@ async fn put_topic(State(app): State<Arc<App>>, Path(topic): Path<String>, heade
     let body = body_object(&app, &headers, body, "a topic resource", &TOPIC_FIELDS).await?;
     let name = topic_name(&topic)?;
     let topic = Topic::from_resource(name, &body).map_err(invalid)?;
-    // Stored events and subscriptions were checked against the schema and profile the
-    // topic was created with (spec §1's table, §10): those cannot change afterwards.
-    if let Some(existing) = app.catalog.get_topic(&topic.name).await? {
-        if existing.input_schema != topic.input_schema {
-            return Err(Refusal::bad_request(format!(
-                "properties.inputSchema: cannot be changed once the topic exists (it is {}); delete and recreate the topic",
-                existing.input_schema
-            )));
-        }
-        if existing.profile != topic.profile {
-            return Err(Refusal::bad_request(format!(
-                "properties.deliveryProfile: cannot be changed once the topic exists (it is {}); delete and recreate the topic",
-                existing.profile.as_str()
-            )));
-        }
-    }
-    let created = app.catalog.put_topic(&topic, [new_key(), new_key()]).await?;
+    let created = match app.catalog.put_topic(&topic, [new_key(), new_key()]).await? {
+        PutTopic::Created => true,
+        PutTopic::Updated => false,
+        PutTopic::Refused(why) => return Err(invalid(why)),
+    };
     tracing::info!(topic = %topic.name, created, "topic written");
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(topic.to_resource(&app.public_url))))

@@ -97,7 +97,17 @@ async fn admit(
         // (Reloads only if the catalog moved: unknown names cannot make every request reload it.)
         snapshot = within_bound(app, app.cache.refresh()).await??;
     }
-    authenticate(topic_entry(&snapshot, &name)?, query, headers, &resource_path)?;
+    if let Err(refused) = authenticate(topic_entry(&snapshot, &name)?, query, headers, &resource_path) {
+        // A key regenerated a moment ago (through any copy) is not in this copy's cached
+        // catalog yet: check against the current one before refusing. Costs a refused
+        // publisher one GET; a reload only if the catalog moved.
+        let current = within_bound(app, app.cache.refresh()).await??;
+        if current.version == snapshot.version {
+            return Err(refused);
+        }
+        snapshot = current;
+        authenticate(topic_entry(&snapshot, &name)?, query, headers, &resource_path)?;
+    }
     Ok((name, snapshot, resource_path))
 }
 

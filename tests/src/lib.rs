@@ -856,6 +856,7 @@ struct ReceiverState {
 
 /// A recording webhook endpoint on `127.0.0.1:<free port>`, served on the test's runtime.
 pub struct Receiver {
+    address: std::net::SocketAddr,
     url: String,
     state: Arc<ReceiverState>,
     task: tokio::task::JoinHandle<()>,
@@ -882,10 +883,21 @@ impl Receiver {
             let _ = axum::serve(listener, app).await;
         });
         Self {
+            address,
             url: format!("http://{address}/hook"),
             state,
             task,
         }
+    }
+
+    /// Stops listening, and keeps the port so that connecting to it is refused for as
+    /// long as the returned port lives (a port merely freed could be handed to another
+    /// test's server, which would answer instead).
+    pub async fn close_refusing(mut self) -> eg_testkit::RefusingPort {
+        self.task.abort();
+        // The listener is dropped with the task: wait for that before binding its port.
+        let _ = (&mut self.task).await;
+        eg_testkit::RefusingPort::hold(self.address)
     }
 
     /// The endpoint URL to subscribe (`http://127.0.0.1:PORT/hook`).

@@ -863,7 +863,7 @@ async fn a_namespace_topic_retries_by_its_own_policy_and_dead_letters_in_its_own
             .await;
     }
     // Nothing listens there any more: connection refused.
-    drop(closing);
+    let _closed = closing.close_refusing().await;
 
     let retry_event = json!({
         "specversion": "1.0", "id": "ns-1", "source": "/contoso/orders", "type": "Contoso.Retry",

@@ -23,6 +23,22 @@ impl RefusingPort {
         }
     }
 
+    /// Holds `address`, where a listener has just been closed, the same way: from now on
+    /// connecting there is refused. `SO_REUSEADDR` lets the bind succeed beside the closed
+    /// listener's connections that are still open or in `TIME_WAIT`; the kernel still
+    /// never hands a bound port to a process binding port 0.
+    pub fn hold(address: SocketAddr) -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("create a TCP socket");
+        socket.set_reuseaddr(true).expect("set SO_REUSEADDR");
+        socket
+            .bind(address)
+            .unwrap_or_else(|e| panic!("hold {address} after its listener closed: {e}"));
+        Self {
+            _socket: socket,
+            address,
+        }
+    }
+
     pub fn port(&self) -> u16 {
         self.address.port()
     }

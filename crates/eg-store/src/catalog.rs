@@ -49,6 +49,13 @@ pub enum PutTopic {
     Refused(InvalidField),
 }
 
+/// A subscription as read, with the record it was read from.
+#[derive(Debug, Clone)]
+pub struct ReadSubscription {
+    pub subscription: Subscription,
+    record: String,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PutSubscription {
     Created,
@@ -218,12 +225,47 @@ impl Catalog {
         topic: &TopicName,
         name: &SubscriptionName,
     ) -> Result<Option<Subscription>, StoreError> {
+        Ok(self.read_subscription(topic, name).await?.map(|read| read.subscription))
+    }
+
+    /// A subscription with the exact record it was read from, for [`Self::replace_subscription`].
+    pub async fn read_subscription(
+        &self,
+        topic: &TopicName,
+        name: &SubscriptionName,
+    ) -> Result<Option<ReadSubscription>, StoreError> {
         let mut conn = self.store.conn().await?;
         let raw: Option<String> = conn
             .hget(self.store.keys.subscriptions(), subscription_field(topic, name))
             .await?;
-        raw.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::corrupt(self.store.keys.subscriptions(), e)))
-            .transpose()
+        raw.map(|record| {
+            serde_json::from_str(&record)
+                .map(|subscription| ReadSubscription { subscription, record })
+                .map_err(|e| StoreError::corrupt(self.store.keys.subscriptions(), e))
+        })
+        .transpose()
+    }
+
+    /// Writes `new` in place of `read` only if the subscription is still stored as it was
+    /// read; returns whether it was written (false: it changed or was deleted since).
+    pub async fn replace_subscription(&self, read: &ReadSubscription, new: &Subscription) -> Result<bool, StoreError> {
+        let k = &self.store.keys;
+        let json = serde_json::to_string(new).map_err(|e| StoreError::corrupt(k.subscriptions(), e))?;
+        let mut conn = self.store.conn().await?;
+        let version: u64 = scripts::REPLACE_SUBSCRIPTION
+            .key(k.subscriptions())
+            .key(k.catalog_version())
+            .arg(subscription_field(&new.topic, &new.name))
+            .arg(&read.record)
+            .arg(json)
+            .invoke_async(&mut conn)
+            .await?;
+        drop(conn);
+        if version == 0 {
+            return Ok(false);
+        }
+        self.publish_version(version).await?;
+        Ok(true)
     }
 
     pub async fn list_subscriptions(&self, topic: &TopicName) -> Result<Vec<Subscription>, StoreError> {

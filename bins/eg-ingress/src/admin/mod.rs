@@ -309,25 +309,59 @@ pub async fn manual_validation(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<(StatusCode, Json<Value>), Refusal> {
     let code = query.get("code").map(String::as_str).unwrap_or_default();
-    let sub = find_subscription(&app, &topic, &name).await?;
-    let now = app.clock.now();
-    if sub.provisioning.is_active() {
-        return Ok((StatusCode::OK, Json(json!({"provisioningState": "Succeeded"}))));
+    let (sub, changed) = change_subscription(&app, &topic, &name, |sub| {
+        if sub.provisioning.is_active() {
+            return Ok(None);
+        }
+        if !sub.provisioning.accepts_manual(code, app.clock.now()) {
+            return Err(Refusal::bad_request(
+                "code: not this subscription's validation code, or its validation window is over (write the subscription again to restart validation)",
+            ));
+        }
+        Ok(Some(Subscription {
+            provisioning: Provisioning::Succeeded,
+            ..sub.clone()
+        }))
+    })
+    .await?;
+    if changed {
+        tracing::info!(topic = %sub.topic, subscription = %sub.name, "endpoint validated by a GET on its validation URL");
     }
-    if !sub.provisioning.accepts_manual(code, now) {
-        return Err(Refusal::bad_request(
-            "code: not this subscription's validation code, or its validation window is over (write the subscription again to restart validation)",
-        ));
-    }
-    let validated = Subscription {
-        provisioning: Provisioning::Succeeded,
-        ..sub
-    };
-    app.catalog
-        .put_subscription(&validated, app.max_subscriptions_per_topic)
-        .await?;
-    tracing::info!(topic = %validated.topic, subscription = %validated.name, "endpoint validated by a GET on its validation URL");
     Ok((StatusCode::OK, Json(json!({"provisioningState": "Succeeded"}))))
+}
+
+/// How often a change is decided again after the subscription changed under it.
+const CHANGE_TRIES: usize = 5;
+
+/// Applies a change decided from the subscription as stored (`decide` answers the new
+/// subscription, or `None` to leave it as it is), written only over the record it was
+/// decided from: an update or delete that comes in between wins, and the change is
+/// decided again on what is stored then. Returns the subscription as it now stands and
+/// whether this call changed it.
+pub(crate) async fn change_subscription(
+    app: &App,
+    topic: &str,
+    name: &str,
+    decide: impl Fn(&Subscription) -> Result<Option<Subscription>, Refusal>,
+) -> Result<(Subscription, bool), Refusal> {
+    let (t, n) = (topic_name(topic)?, subscription_name(name)?);
+    for _ in 0..CHANGE_TRIES {
+        let read =
+            app.catalog.read_subscription(&t, &n).await?.ok_or_else(|| {
+                Refusal::not_found(format!("subscription {name:?} of topic {topic:?} does not exist"))
+            })?;
+        let Some(changed) = decide(&read.subscription)? else {
+            return Ok((read.subscription, false));
+        };
+        if app.catalog.replace_subscription(&read, &changed).await? {
+            return Ok((changed, true));
+        }
+    }
+    Err(Refusal::new(
+        StatusCode::CONFLICT,
+        "Conflict",
+        "the subscription kept changing while this change was being made; nothing was changed, retry",
+    ))
 }
 
 /// The subscription endpoint's delivery health: probation state as every sender sees it.

@@ -2,7 +2,7 @@
 //! their time-to-live still counts), but senders set its deliveries aside instead of
 //! attempting them. Resuming hands them straight back to the senders.
 
-use super::{Reply, find_subscription};
+use super::{Reply, change_subscription};
 use crate::app::App;
 use crate::errors::Refusal;
 use axum::Json;
@@ -39,13 +39,13 @@ pub async fn resume(State(app): State<Arc<App>>, Path((topic, name)): Path<(Stri
     Ok((StatusCode::OK, Json(sub.to_resource(app.clock.now()))))
 }
 
-/// Writes the subscription with `paused` set; the catalog version rises, so every tier
-/// sees it before acting on events published after this returns.
+/// Writes the subscription with `paused` set (over the record it read: a concurrent
+/// update keeps its changes, a concurrent delete is not undone); the catalog version
+/// rises, so every tier sees it before acting on events published after this returns.
 async fn set_paused(app: &App, topic: &str, name: &str, paused: bool) -> Result<Subscription, Refusal> {
-    let sub = find_subscription(app, topic, name).await?;
-    let updated = Subscription { paused, ..sub };
-    app.catalog
-        .put_subscription(&updated, app.max_subscriptions_per_topic)
-        .await?;
-    Ok(updated)
+    let (sub, _) = change_subscription(app, topic, name, |sub| {
+        Ok((sub.paused != paused).then(|| Subscription { paused, ..sub.clone() }))
+    })
+    .await?;
+    Ok(sub)
 }

@@ -62,6 +62,23 @@ pub enum PutSubscription {
     Updated,
     NoTopic,
     LimitReached,
+    /// A conditional write found its topic or the subscription changed since they were read.
+    Changed,
+}
+
+/// What a subscription write was decided from (see [`Catalog::subscription_basis`]).
+#[derive(Debug, Clone)]
+pub struct SubscriptionBasis {
+    pub topic: Topic,
+    topic_record: String,
+    previous: Option<ReadSubscription>,
+}
+
+impl SubscriptionBasis {
+    /// The subscription as it was stored, if it existed.
+    pub fn previous(&self) -> Option<&Subscription> {
+        self.previous.as_ref().map(|p| &p.subscription)
+    }
 }
 
 fn subscription_field(topic: &TopicName, name: &SubscriptionName) -> String {
@@ -183,7 +200,61 @@ impl Catalog {
         Ok(true)
     }
 
+    /// Creates or updates a subscription, whatever is stored.
     pub async fn put_subscription(&self, sub: &Subscription, limit: u32) -> Result<PutSubscription, StoreError> {
+        self.write_subscription(sub, limit, None).await
+    }
+
+    /// Creates or updates a subscription decided from `basis`, only if its topic and the
+    /// subscription are still stored as `basis` read them ([`PutSubscription::Changed`]
+    /// otherwise: read and decide again).
+    pub async fn put_subscription_over(
+        &self,
+        sub: &Subscription,
+        limit: u32,
+        basis: &SubscriptionBasis,
+    ) -> Result<PutSubscription, StoreError> {
+        self.write_subscription(sub, limit, Some(basis)).await
+    }
+
+    /// What a subscription write is decided from: its topic (`None`: there is no such
+    /// topic) and the subscription as stored now, if it exists.
+    pub async fn subscription_basis(
+        &self,
+        topic: &TopicName,
+        name: &SubscriptionName,
+    ) -> Result<Option<SubscriptionBasis>, StoreError> {
+        let k = &self.store.keys;
+        let mut conn = self.store.conn().await?;
+        let (topic_record, record): (Option<String>, Option<String>) = redis::pipe()
+            .hget(k.topics(), topic.key())
+            .hget(k.subscriptions(), subscription_field(topic, name))
+            .query_async(&mut conn)
+            .await?;
+        let Some(topic_record) = topic_record else {
+            return Ok(None);
+        };
+        let topic = serde_json::from_str(&topic_record).map_err(|e| StoreError::corrupt(k.topics(), e))?;
+        let previous = record
+            .map(|record| {
+                serde_json::from_str(&record)
+                    .map(|subscription| ReadSubscription { subscription, record })
+                    .map_err(|e| StoreError::corrupt(k.subscriptions(), e))
+            })
+            .transpose()?;
+        Ok(Some(SubscriptionBasis {
+            topic,
+            topic_record,
+            previous,
+        }))
+    }
+
+    async fn write_subscription(
+        &self,
+        sub: &Subscription,
+        limit: u32,
+        basis: Option<&SubscriptionBasis>,
+    ) -> Result<PutSubscription, StoreError> {
         let k = &self.store.keys;
         let mut conn = self.store.conn().await?;
         let json = serde_json::to_string(sub).map_err(|e| StoreError::corrupt(k.subscriptions(), e))?;
@@ -196,12 +267,21 @@ impl Catalog {
             .arg(subscription_field(&sub.topic, &sub.name))
             .arg(json)
             .arg(limit)
+            .arg(if basis.is_some() { "1" } else { "0" })
+            .arg(basis.map(|b| b.topic_record.as_str()).unwrap_or_default())
+            .arg(
+                basis
+                    .and_then(|b| b.previous.as_ref())
+                    .map(|p| p.record.as_str())
+                    .unwrap_or_default(),
+            )
             .invoke_async(&mut conn)
             .await?;
         drop(conn);
         match reply.as_slice() {
             [status] if status == "NO_TOPIC" => Ok(PutSubscription::NoTopic),
             [status] if status == "LIMIT" => Ok(PutSubscription::LimitReached),
+            [status] if status == "CHANGED" => Ok(PutSubscription::Changed),
             [status, created, version] if status == "OK" => {
                 let version = version
                     .parse()

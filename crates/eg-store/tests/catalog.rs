@@ -477,13 +477,16 @@ async fn a_topic_cannot_change_schema_even_when_two_writes_race() {
             "round {round}: {lost:?}"
         );
     }
-    // Written again unchanged it is an update; with another schema, refused.
-    assert_eq!(
-        catalog.put_topic(&topic("race0"), keys("x")).await.unwrap(),
-        PutTopic::Updated
-    );
+    // Written again unchanged it is an update; with the other schema, refused.
+    let stored = catalog.get_topic(&topic_name("race0")).await.unwrap().unwrap();
+    let other = if stored == topic("race0") {
+        cloud("race0")
+    } else {
+        topic("race0")
+    };
+    assert_eq!(catalog.put_topic(&stored, keys("x")).await.unwrap(), PutTopic::Updated);
     assert!(matches!(
-        catalog.put_topic(&cloud("race0"), keys("x")).await.unwrap(),
+        catalog.put_topic(&other, keys("x")).await.unwrap(),
         PutTopic::Refused(_)
     ));
 }
@@ -517,6 +520,74 @@ async fn a_replacement_is_written_only_over_the_record_it_was_derived_from() {
     assert!(!catalog.replace_subscription(&read, &billing).await.unwrap());
     assert_eq!(catalog.get_subscription(&t, &n).await.unwrap(), None);
     assert!(catalog.list_subscriptions(&t).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_subscription_write_decided_from_a_basis_is_refused_once_the_basis_changed() {
+    let h = Harness::start().await;
+    let catalog = h.catalog();
+    let billing = subscription("orders", "billing");
+    let (t, n) = (billing.topic.clone(), billing.name.clone());
+    assert!(
+        catalog.subscription_basis(&t, &n).await.unwrap().is_none(),
+        "no topic yet"
+    );
+    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
+
+    // Created over "no such subscription"; a second creation decided from the same basis
+    // finds it exists now.
+    let basis = catalog.subscription_basis(&t, &n).await.unwrap().unwrap();
+    assert_eq!(basis.previous(), None);
+    assert_eq!(
+        catalog.put_subscription_over(&billing, 5, &basis).await.unwrap(),
+        PutSubscription::Created
+    );
+    assert_eq!(
+        catalog.put_subscription_over(&billing, 5, &basis).await.unwrap(),
+        PutSubscription::Changed
+    );
+
+    // Updated over what is stored; then paused in between: the pause is not undone.
+    let basis = catalog.subscription_basis(&t, &n).await.unwrap().unwrap();
+    assert_eq!(basis.previous(), Some(&billing));
+    let paused = eg_core::Subscription {
+        paused: true,
+        ..billing.clone()
+    };
+    catalog.put_subscription(&paused, 5).await.unwrap();
+    let moved = subscription_to("orders", "billing", "http://127.0.0.1:10/elsewhere");
+    assert_eq!(
+        catalog.put_subscription_over(&moved, 5, &basis).await.unwrap(),
+        PutSubscription::Changed
+    );
+    assert_eq!(catalog.get_subscription(&t, &n).await.unwrap(), Some(paused));
+
+    // Deleted in between: not brought back.
+    let basis = catalog.subscription_basis(&t, &n).await.unwrap().unwrap();
+    assert!(catalog.delete_subscription(&t, &n).await.unwrap());
+    assert_eq!(
+        catalog.put_subscription_over(&moved, 5, &basis).await.unwrap(),
+        PutSubscription::Changed
+    );
+    assert_eq!(catalog.get_subscription(&t, &n).await.unwrap(), None);
+
+    // The topic replaced in between (deleted and created again): decided again.
+    let basis = catalog.subscription_basis(&t, &n).await.unwrap().unwrap();
+    assert!(catalog.delete_topic(&t).await.unwrap());
+    let mut cloud = topic("orders");
+    cloud.input_schema = eg_core::schema::InputSchema::CloudEventSchemaV1_0;
+    catalog.put_topic(&cloud, keys("c")).await.unwrap();
+    assert_eq!(
+        catalog.put_subscription_over(&moved, 5, &basis).await.unwrap(),
+        PutSubscription::Changed
+    );
+    // Decided again on the current basis, it goes through.
+    let basis = catalog.subscription_basis(&t, &n).await.unwrap().unwrap();
+    assert_eq!(basis.topic, cloud);
+    assert_eq!(
+        catalog.put_subscription_over(&moved, 5, &basis).await.unwrap(),
+        PutSubscription::Created
+    );
 }
 
 #[tokio::test]

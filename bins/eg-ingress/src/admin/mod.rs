@@ -256,41 +256,48 @@ async fn put_subscription(
 ) -> Reply {
     let body = body_object(&app, &headers, body, "a subscription resource", &SUBSCRIPTION_FIELDS).await?;
     let (t, n) = (topic_name(&topic)?, subscription_name(&name)?);
-    let Some(parent) = app.catalog.get_topic(&t).await? else {
-        return Err(Refusal::not_found(format!("topic {topic:?} does not exist")));
-    };
-    let mut sub = Subscription::from_resource(&parent, n, &body, app.clock.now()).map_err(invalid)?;
-    let previous = app.catalog.get_subscription(&t, &sub.name).await?;
-    // An update that does not say keeps the subscription paused or running as it was.
-    if body["properties"].get("paused").is_none()
-        && let Some(previous) = &previous
-    {
-        sub.paused = previous.paused;
-    }
-    sub.provisioning = app
-        .validator
-        .provision(&parent, &sub, previous.as_ref(), app.clock.now())
-        .await?;
-    match app
-        .catalog
-        .put_subscription(&sub, app.max_subscriptions_per_topic)
-        .await?
-    {
-        PutSubscription::NoTopic => Err(Refusal::not_found(format!("topic {topic:?} does not exist"))),
-        PutSubscription::LimitReached => Err(Refusal::bad_request(format!(
-            "topic {topic:?} already has {} subscriptions, the most allowed",
-            app.max_subscriptions_per_topic
-        ))),
-        outcome => {
-            let created = outcome == PutSubscription::Created;
-            let state = sub.provisioning.state_at(app.clock.now());
-            tracing::info!(topic = %sub.topic, subscription = %sub.name, created, %state, "subscription written");
-            Ok((
-                if created { StatusCode::CREATED } else { StatusCode::OK },
-                Json(sub.to_resource(app.clock.now())),
-            ))
+    let no_topic = || Refusal::not_found(format!("topic {topic:?} does not exist"));
+    // Decided from the topic and the subscription as stored, and written only if they
+    // are still stored so: a change in between (a pause, another write, the topic
+    // replaced) is not undone; this write is decided again on top of it.
+    for _ in 0..CHANGE_TRIES {
+        let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(no_topic)?;
+        let mut sub = Subscription::from_resource(&basis.topic, n.clone(), &body, app.clock.now()).map_err(invalid)?;
+        let previous = basis.previous();
+        // An update that does not say keeps the subscription paused or running as it was.
+        if body["properties"].get("paused").is_none()
+            && let Some(previous) = previous
+        {
+            sub.paused = previous.paused;
         }
+        sub.provisioning = app
+            .validator
+            .provision(&basis.topic, &sub, previous, app.clock.now())
+            .await?;
+        let created = match app
+            .catalog
+            .put_subscription_over(&sub, app.max_subscriptions_per_topic, &basis)
+            .await?
+        {
+            PutSubscription::Changed => continue,
+            PutSubscription::NoTopic => return Err(no_topic()),
+            PutSubscription::LimitReached => {
+                return Err(Refusal::bad_request(format!(
+                    "topic {topic:?} already has {} subscriptions, the most allowed",
+                    app.max_subscriptions_per_topic
+                )));
+            }
+            PutSubscription::Created => true,
+            PutSubscription::Updated => false,
+        };
+        let state = sub.provisioning.state_at(app.clock.now());
+        tracing::info!(topic = %sub.topic, subscription = %sub.name, created, %state, "subscription written");
+        return Ok((
+            if created { StatusCode::CREATED } else { StatusCode::OK },
+            Json(sub.to_resource(app.clock.now())),
+        ));
     }
+    Err(conflict())
 }
 
 async fn delete_subscription(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
@@ -357,11 +364,16 @@ pub(crate) async fn change_subscription(
             return Ok((changed, true));
         }
     }
-    Err(Refusal::new(
+    Err(conflict())
+}
+
+/// The answer when a subscription kept changing under a write decided from it.
+fn conflict() -> Refusal {
+    Refusal::new(
         StatusCode::CONFLICT,
         "Conflict",
         "the subscription kept changing while this change was being made; nothing was changed, retry",
-    ))
+    )
 }
 
 /// The subscription endpoint's delivery health: probation state as every sender sees it.

@@ -812,6 +812,8 @@ pub enum Validation {
     Consent,
     /// Answer 200 with no body and no `WebHook-Allowed-Origin` (no consent).
     Ignore,
+    /// Consent as [`Validation::Consent`], after this long.
+    SlowConsent(Duration),
 }
 
 /// One request a [`Receiver`] got.
@@ -987,7 +989,7 @@ fn handshake(
         .lock()
         .expect("receiver lock")
         .push(record(uri, headers, raw_body.to_owned(), 200));
-    let consent = state.validation == Validation::Consent;
+    let consent = matches!(state.validation, Validation::Consent | Validation::SlowConsent(_));
     if *method == Method::OPTIONS {
         let mut response = StatusCode::OK.into_response();
         if consent {
@@ -1018,6 +1020,9 @@ async fn receive(
 ) -> Response {
     let raw_body = String::from_utf8_lossy(&body).into_owned();
     if let Some(response) = handshake(&state, &method, &uri, &headers, &raw_body) {
+        if let Validation::SlowConsent(delay) = state.validation {
+            tokio::time::sleep(delay).await;
+        }
         return response;
     }
     let reply = {

@@ -5,7 +5,8 @@
 #![allow(clippy::unwrap_used)]
 
 use eg_system_tests::{
-    Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, event, eventually, json_reply, metric, subscription,
+    Behaviour, DEADLINE, Options, Receiver, System, Validation, dead_letter_to, event, eventually, json_reply, metric,
+    subscription,
 };
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -41,6 +42,50 @@ async fn history_with(system: &System, topic: &str, event_id: &str, state: &str)
         (status == StatusCode::OK && steps.iter().any(|s| s["state"] == state)).then_some(steps)
     })
     .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_made_during_an_updates_validation_handshake_is_not_undone() {
+    let system = System::start(Options::default()).await;
+    let first = Receiver::start(Behaviour::Status(200)).await;
+    let slow = Receiver::start_with(Behaviour::Status(200), Validation::SlowConsent(Duration::from_secs(2))).await;
+    system.create_topic("orders").await;
+    system
+        .create_subscription("orders", "Billing", subscription(first.url(), json!({})))
+        .await;
+
+    // The update moves the subscription to an endpoint whose handshake takes 2 s; the
+    // pause comes while it runs. The update was decided from the running subscription.
+    let moved = subscription(slow.url(), json!({}));
+    let update = system.admin(Method::PUT, "/topics/orders/eventSubscriptions/Billing", Some(&moved));
+    let pause = async {
+        eventually(DEADLINE, "the update's handshake to start", || async {
+            (!slow.validations().is_empty()).then_some(())
+        })
+        .await;
+        post(&system, "/topics/orders/eventSubscriptions/Billing/pause", json!({})).await
+    };
+    let (updated, (status, paused)) = tokio::join!(update, pause);
+    assert_eq!(status, StatusCode::OK, "{paused}");
+    let (status, updated) = json_reply(updated).await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+
+    // Both took effect: the update was decided again on top of the pause.
+    let (status, now) = get(&system, "/topics/orders/eventSubscriptions/Billing").await;
+    assert_eq!(status, StatusCode::OK, "{now}");
+    assert_eq!(now["properties"]["paused"], true, "the pause was undone: {now}");
+    assert_eq!(updated["properties"]["paused"], true, "{updated}");
+    assert_eq!(
+        now["properties"]["destination"]["properties"]["endpointBaseUrl"],
+        slow.url(),
+        "{now}"
+    );
+    assert_eq!(now["properties"]["provisioningState"], "Succeeded", "{now}");
+    assert_eq!(
+        slow.validations().len(),
+        2,
+        "the handshake is made again for the new decision"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

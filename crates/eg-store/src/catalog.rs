@@ -49,13 +49,6 @@ pub enum PutTopic {
     Refused(InvalidField),
 }
 
-/// A subscription as read, with the record it was read from.
-#[derive(Debug, Clone)]
-pub struct ReadSubscription {
-    pub subscription: Subscription,
-    record: String,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PutSubscription {
     Created,
@@ -71,14 +64,10 @@ pub enum PutSubscription {
 pub struct SubscriptionBasis {
     pub topic: Topic,
     topic_record: String,
-    previous: Option<ReadSubscription>,
-}
-
-impl SubscriptionBasis {
     /// The subscription as it was stored, if it existed.
-    pub fn previous(&self) -> Option<&Subscription> {
-        self.previous.as_ref().map(|p| &p.subscription)
-    }
+    pub previous: Option<Subscription>,
+    /// Its record (`""` if it did not exist).
+    previous_record: String,
 }
 
 fn subscription_field(topic: &TopicName, name: &SubscriptionName) -> String {
@@ -236,16 +225,15 @@ impl Catalog {
         };
         let topic = serde_json::from_str(&topic_record).map_err(|e| StoreError::corrupt(k.topics(), e))?;
         let previous = record
-            .map(|record| {
-                serde_json::from_str(&record)
-                    .map(|subscription| ReadSubscription { subscription, record })
-                    .map_err(|e| StoreError::corrupt(k.subscriptions(), e))
-            })
-            .transpose()?;
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|e| StoreError::corrupt(k.subscriptions(), e))?;
         Ok(Some(SubscriptionBasis {
             topic,
             topic_record,
             previous,
+            previous_record: record.unwrap_or_default(),
         }))
     }
 
@@ -269,12 +257,7 @@ impl Catalog {
             .arg(limit)
             .arg(if basis.is_some() { "1" } else { "0" })
             .arg(basis.map(|b| b.topic_record.as_str()).unwrap_or_default())
-            .arg(
-                basis
-                    .and_then(|b| b.previous.as_ref())
-                    .map(|p| p.record.as_str())
-                    .unwrap_or_default(),
-            )
+            .arg(basis.map(|b| b.previous_record.as_str()).unwrap_or_default())
             .invoke_async(&mut conn)
             .await?;
         drop(conn);
@@ -305,47 +288,12 @@ impl Catalog {
         topic: &TopicName,
         name: &SubscriptionName,
     ) -> Result<Option<Subscription>, StoreError> {
-        Ok(self.read_subscription(topic, name).await?.map(|read| read.subscription))
-    }
-
-    /// A subscription with the exact record it was read from, for [`Self::replace_subscription`].
-    pub async fn read_subscription(
-        &self,
-        topic: &TopicName,
-        name: &SubscriptionName,
-    ) -> Result<Option<ReadSubscription>, StoreError> {
         let mut conn = self.store.conn().await?;
         let raw: Option<String> = conn
             .hget(self.store.keys.subscriptions(), subscription_field(topic, name))
             .await?;
-        raw.map(|record| {
-            serde_json::from_str(&record)
-                .map(|subscription| ReadSubscription { subscription, record })
-                .map_err(|e| StoreError::corrupt(self.store.keys.subscriptions(), e))
-        })
-        .transpose()
-    }
-
-    /// Writes `new` in place of `read` only if the subscription is still stored as it was
-    /// read; returns whether it was written (false: it changed or was deleted since).
-    pub async fn replace_subscription(&self, read: &ReadSubscription, new: &Subscription) -> Result<bool, StoreError> {
-        let k = &self.store.keys;
-        let json = serde_json::to_string(new).map_err(|e| StoreError::corrupt(k.subscriptions(), e))?;
-        let mut conn = self.store.conn().await?;
-        let version: u64 = scripts::REPLACE_SUBSCRIPTION
-            .key(k.subscriptions())
-            .key(k.catalog_version())
-            .arg(subscription_field(&new.topic, &new.name))
-            .arg(&read.record)
-            .arg(json)
-            .invoke_async(&mut conn)
-            .await?;
-        drop(conn);
-        if version == 0 {
-            return Ok(false);
-        }
-        self.publish_version(version).await?;
-        Ok(true)
+        raw.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::corrupt(self.store.keys.subscriptions(), e)))
+            .transpose()
     }
 
     pub async fn list_subscriptions(&self, topic: &TopicName) -> Result<Vec<Subscription>, StoreError> {

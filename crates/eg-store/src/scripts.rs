@@ -33,7 +33,6 @@ catalog_script!(PUT_TOPIC, "put_topic.lua");
 catalog_script!(DELETE_TOPIC, "delete_topic.lua");
 catalog_script!(REGENERATE_KEY, "regenerate_key.lua");
 catalog_script!(PUT_SUBSCRIPTION, "put_subscription.lua");
-catalog_script!(REPLACE_SUBSCRIPTION, "replace_subscription.lua");
 catalog_script!(DELETE_SUBSCRIPTION, "delete_subscription.lua");
 script!(LOAD_CATALOG, "load_catalog.lua");
 script!(ENDPOINT_GATE, "endpoint_gate.lua");

@@ -263,7 +263,7 @@ async fn put_subscription(
     for _ in 0..CHANGE_TRIES {
         let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(no_topic)?;
         let mut sub = Subscription::from_resource(&basis.topic, n.clone(), &body, app.clock.now()).map_err(invalid)?;
-        let previous = basis.previous();
+        let previous = basis.previous.as_ref();
         // An update that does not say keeps the subscription paused or running as it was.
         if body["properties"].get("paused").is_none()
             && let Some(previous) = previous
@@ -352,16 +352,20 @@ pub(crate) async fn change_subscription(
     decide: impl Fn(&Subscription) -> Result<Option<Subscription>, Refusal>,
 ) -> Result<(Subscription, bool), Refusal> {
     let (t, n) = (topic_name(topic)?, subscription_name(name)?);
+    let missing = || Refusal::not_found(format!("subscription {name:?} of topic {topic:?} does not exist"));
     for _ in 0..CHANGE_TRIES {
-        let read =
-            app.catalog.read_subscription(&t, &n).await?.ok_or_else(|| {
-                Refusal::not_found(format!("subscription {name:?} of topic {topic:?} does not exist"))
-            })?;
-        let Some(changed) = decide(&read.subscription)? else {
-            return Ok((read.subscription, false));
+        let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(missing)?;
+        let current = basis.previous.as_ref().ok_or_else(missing)?;
+        let Some(changed) = decide(current)? else {
+            return Ok((current.clone(), false));
         };
-        if app.catalog.replace_subscription(&read, &changed).await? {
-            return Ok((changed, true));
+        match app
+            .catalog
+            .put_subscription_over(&changed, app.max_subscriptions_per_topic, &basis)
+            .await?
+        {
+            PutSubscription::Created | PutSubscription::Updated => return Ok((changed, true)),
+            PutSubscription::NoTopic | PutSubscription::LimitReached | PutSubscription::Changed => continue,
         }
     }
     Err(conflict())

@@ -246,18 +246,24 @@ mod tests {
         assert_eq!(store.depths(&p0).await.unwrap().in_flight, 0);
     }
 
+    /// Breaks the stored event's reference count, so `settle.lua` fails at it (after it
+    /// ended the delivery's hold).
+    fn corrupt_event_record(server: &RedisServer, partition: &Partition, event_key: &str) {
+        let _: () = redis::cmd("HSET")
+            .arg(partition.event(event_key))
+            .arg("r")
+            .arg("not a number")
+            .query(&mut server.client())
+            .unwrap();
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_item_redis_refuses_alone_is_answered_as_no_longer_held() {
         let server = RedisServer::start();
         let store = connect(&server).await;
         let p0 = store.keys().partition(0);
         let held = publish_and_read(&store, 1).await;
-        let _: () = redis::cmd("HSET")
-            .arg(p0.event("e0"))
-            .arg("r")
-            .arg("not a number")
-            .query(&mut server.client())
-            .unwrap();
+        corrupt_event_record(&server, &p0, "e0");
         let settler = Settler::start(&store, Retention::NONE);
         let answer = settler.settle(&p0, done(&held[0])).await;
         // The same answer as when it fails among others: the script ended the hold
@@ -273,12 +279,7 @@ mod tests {
         let p0 = store.keys().partition(0);
         let held = publish_and_read(&store, 3).await;
         // The third event's record is corrupt: its settle fails inside the script.
-        let _: () = redis::cmd("HSET")
-            .arg(p0.event("e2"))
-            .arg("r")
-            .arg("not a number")
-            .query(&mut server.client())
-            .unwrap();
+        corrupt_event_record(&server, &p0, "e2");
         let settler = std::sync::Arc::new(Settler::start(&store, Retention::NONE));
         let settles: Vec<_> = held
             .iter()

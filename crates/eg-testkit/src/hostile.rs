@@ -307,23 +307,18 @@ async fn perform(act: Act, w: &mut OwnedWriteHalf, conn: &Conn) -> std::io::Resu
             }
         }
         Act::PlainHttp400 => {
-            put(
-                w,
-                conn,
-                b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-            )
-            .await?;
+            put(w, conn, &empty_response("400 Bad Request")).await?;
             w.shutdown().await?;
         }
         Act::Ok => {
-            put(
-                w,
-                conn,
-                b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-            )
-            .await?;
+            put(w, conn, &empty_response("200 OK")).await?;
             w.shutdown().await?;
         }
     }
     Ok(())
+}
+
+/// A complete response with no body, after which the server closes the connection.
+fn empty_response(status: &str) -> Vec<u8> {
+    format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").into_bytes()
 }

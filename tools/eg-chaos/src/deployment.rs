@@ -49,7 +49,7 @@ impl Deployment {
     pub fn new(bin_dir: PathBuf, run_dir: &Path, journal: Journal, http: reqwest::Client) -> anyhow::Result<Self> {
         if let Some(binary) = tier::missing_binaries(&bin_dir).first() {
             bail!(
-                "{} is missing: build the tiers first (`cargo build --bins`)",
+                "{} is missing: build the tiers first (`cargo build -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter`; `just chaos` does), or point --bin-dir at them",
                 binary.display()
             );
         }

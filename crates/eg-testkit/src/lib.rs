@@ -43,7 +43,10 @@ impl RedisServer {
     }
 
     pub fn socket(&self) -> PathBuf {
-        self.dir.path().join("redis.sock")
+        self.options
+            .socket()
+            .expect("the test server listens on a unix socket")
+            .to_path_buf()
     }
 
     pub fn dir(&self) -> &Path {

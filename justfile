@@ -12,7 +12,7 @@ default:
 # Start a local Redis, the four tiers and a demo receiver; create a demo topic and subscription.
 up:
     deploy/local/ensure-redis.sh
-    cargo build --workspace --bins
+    cargo build -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter -p eg-demo-receiver
     deploy/local/up.sh
 
 # Stop everything `just up` started (SIGTERM, then SIGKILL after 15 s).
@@ -83,7 +83,7 @@ test-cluster:
 # Kill tiers and Redis at random while publishing; check every event answered 200 is delivered or dead-lettered (`just chaos --help`).
 chaos *ARGS:
     deploy/local/ensure-redis.sh
-    cargo build --workspace --bins
+    cargo build -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter -p eg-chaos
     cargo run -q -p eg-chaos -- {{ARGS}}
 
 # Formatting and lints, as CI checks them.

@@ -35,7 +35,7 @@ running() { [ -f "$dir/run/$1.pid" ] && kill -0 "$(cat "$dir/run/$1.pid")" 2>/de
 start() {
   local name=$1 binary=${2:-$1}
   if running "$name"; then echo "$name is already running"; return; fi
-  [ -x "$bin/$binary" ] || { echo "error: $bin/$binary is missing; run \`cargo build --workspace --bins\` (just up does)" >&2; return 1; }
+  [ -x "$bin/$binary" ] || { echo "error: $bin/$binary is missing; build it with \`cargo build -p $binary\` (just up builds the tiers and the demo receiver)" >&2; return 1; }
   nohup "$bin/$binary" >>"$dir/logs/$name.log" 2>&1 &
   echo $! > "$dir/run/$name.pid"
 }

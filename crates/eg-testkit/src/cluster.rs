@@ -1,23 +1,26 @@
-//! A real Redis Cluster for tests: `redis-server` processes on loopback ports, joined by
+//! A real Redis Cluster for tests: `redis-server` processes on loopback ports (started by
+//! [`crate::redis_server`]; each is SIGKILLed when the cluster is dropped), joined by
 //! `redis-cli --cluster create` (contiguous equal slot ranges, as in production), with a
 //! short node timeout so a killed primary's replica takes over within seconds.
 
+use crate::redis_server::{self, Process, StartError};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// How long a node may be unreachable before the cluster fails it over (ms).
-const NODE_TIMEOUT_MS: u64 = 1000;
+/// How long a node may be unreachable before the cluster fails it over.
+const NODE_TIMEOUT: Duration = Duration::from_secs(1);
 
 struct Node {
     port: u16,
-    child: Option<Child>,
+    process: Option<Process>,
 }
 
 pub struct RedisCluster {
-    dir: tempfile::TempDir,
+    // Before `dir`: the nodes are killed before their files are removed.
     nodes: Vec<Node>,
+    dir: tempfile::TempDir,
 }
 
 impl RedisCluster {
@@ -34,7 +37,7 @@ impl RedisCluster {
             let taken: Vec<u16> = nodes.iter().map(|n| n.port).collect();
             nodes.push(start_node(dir.path(), &taken));
         }
-        let cluster = Self { dir, nodes };
+        let cluster = Self { nodes, dir };
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");
         for node in &cluster.nodes {
@@ -94,7 +97,7 @@ impl RedisCluster {
         let node = self
             .nodes
             .iter()
-            .find(|n| n.child.is_some())
+            .find(|n| n.process.is_some())
             .expect("a running cluster node");
         crate::redis_cli(&["-c", "-p", &node.port.to_string()], args)
     }
@@ -104,7 +107,7 @@ impl RedisCluster {
         let mut keys: Vec<String> = self
             .nodes
             .iter()
-            .filter(|n| n.child.is_some())
+            .filter(|n| n.process.is_some())
             .filter_map(|n| cli(n.port, &["KEYS", pattern]))
             .flat_map(|listed| listed.lines().map(str::to_owned).collect::<Vec<_>>())
             .filter(|k| !k.is_empty())
@@ -125,7 +128,7 @@ impl RedisCluster {
         let running: Vec<String> = self
             .nodes
             .iter()
-            .filter(|n| n.child.is_some())
+            .filter(|n| n.process.is_some())
             .map(|n| format!("redis://127.0.0.1:{}", n.port))
             .collect();
         redis::cluster::ClusterClient::new(running)
@@ -179,7 +182,7 @@ impl RedisCluster {
     /// falls behind its primary without the cluster noticing at once.
     pub fn freeze(&self, port: u16, frozen: bool) {
         let node = self.nodes.iter().find(|n| n.port == port).expect("a node on that port");
-        let pid = node.child.as_ref().expect("a running node").id().to_string();
+        let pid = node.process.as_ref().expect("a running node").pid().to_string();
         let signal = if frozen { "-STOP" } else { "-CONT" };
         let status = Command::new("kill").args([signal, &pid]).status().expect("run kill");
         assert!(status.success(), "kill {signal} {pid}");
@@ -192,9 +195,8 @@ impl RedisCluster {
             .iter_mut()
             .find(|n| n.port == port)
             .unwrap_or_else(|| panic!("no node on port {port}"));
-        if let Some(mut child) = node.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(process) = node.process.take() {
+            process.kill();
         }
     }
 
@@ -213,32 +215,6 @@ impl RedisCluster {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-}
-
-impl Drop for RedisCluster {
-    fn drop(&mut self) {
-        for node in &mut self.nodes {
-            if let Some(mut child) = node.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-    }
-}
-
-fn spawn_node(dir: &Path, port: u16) -> Child {
-    let node_dir = dir.join(port.to_string());
-    std::fs::create_dir_all(&node_dir).expect("node dir");
-    Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
-        .arg(&node_dir)
-        .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
-        .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
-        .args(["--appendonly", "yes", "--appendfsync", "always", "--save", ""])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start redis-server ({e}); install it, e.g. `apt-get install redis-server`"))
 }
 
 fn cli(port: u16, args: &[&str]) -> Option<String> {
@@ -267,34 +243,24 @@ fn wait_until(timeout: Duration, what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// Starts one node on a free loopback port (its bus port, port + 10000, free too) and
-/// waits until it answers. The port is free when chosen but not held: a parallel test may
-/// bind it first, so a node that exits, or a port answered by another process's server,
-/// is retried on another port.
+/// Starts one node on a free loopback port (its bus port, port + 10000, free too). The
+/// port is free when chosen but not held: a parallel test may bind it first, so a node
+/// that exits, or does not answer as itself, is retried on another port.
 fn start_node(dir: &Path, taken: &[u16]) -> Node {
     for _ in 0..10 {
         let port = free_cluster_port(taken);
-        let mut child = spawn_node(dir, port);
-        let own_pid = format!("process_id:{}", child.id());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if child.try_wait().ok().flatten().is_some() {
-                break; // it could not listen: try another port
-            }
-            let answered_by_it =
-                cli(port, &["INFO", "server"]).is_some_and(|info| info.lines().any(|line| line.trim() == own_pid));
-            if answered_by_it {
+        let node = redis_server::Options::tcp(dir.join(port.to_string()), port)
+            .cluster(NODE_TIMEOUT)
+            .start(Duration::from_secs(10));
+        match node {
+            Ok(process) => {
                 return Node {
                     port,
-                    child: Some(child),
+                    process: Some(process),
                 };
             }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+            Err(StartError::Exited { .. } | StartError::NotReady { .. }) => continue,
+            Err(e) => panic!("{e}"),
         }
     }
     panic!("no cluster node could be started on a free port (10 tries)");

@@ -1,11 +1,12 @@
-//! Test support shared by the Redis-layer, outbound and system tests: a real
-//! `redis-server` per test (own temp dir, unix socket, append-only file with
-//! `appendfsync always`) or a real Redis Cluster, waiting for a condition with a deadline
-//! instead of a bare sleep, hostile endpoints ([`hostile`]) and ports that refuse
-//! connections.
+//! Test support shared by the Redis-layer, outbound and system tests, eg-bench and
+//! eg-chaos: a real `redis-server` per test (own temp dir, unix socket, append-only file
+//! with `appendfsync always`) or a real Redis Cluster, both started by [`redis_server`];
+//! the tier launcher ([`tier`]); waiting for a condition with a deadline instead of a
+//! bare sleep; hostile endpoints ([`hostile`]) and ports that refuse connections.
 
 mod cluster;
 pub mod hostile;
+pub mod redis_server;
 mod refusing;
 pub mod tier;
 
@@ -14,12 +15,15 @@ pub use refusing::RefusingPort;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+/// A fresh `redis-server` in its own temp dir, on a unix socket, with an append-only
+/// file written with `appendfsync always`.
 pub struct RedisServer {
+    options: redis_server::Options,
+    process: Option<redis_server::Process>,
     dir: tempfile::TempDir,
-    child: Option<Child>,
 }
 
 impl RedisServer {
@@ -29,13 +33,20 @@ impl RedisServer {
             .prefix("eg-redis-")
             .tempdir()
             .expect("temp dir for redis");
-        let mut server = Self { dir, child: None };
+        let mut server = Self {
+            options: redis_server::Options::unix_socket(dir.path()),
+            process: None,
+            dir,
+        };
         server.spawn();
         server
     }
 
     pub fn socket(&self) -> PathBuf {
-        self.dir.path().join("redis.sock")
+        self.options
+            .socket()
+            .expect("the test server listens on a unix socket")
+            .to_path_buf()
     }
 
     pub fn dir(&self) -> &Path {
@@ -44,45 +55,21 @@ impl RedisServer {
 
     /// The URL every client and tier is given.
     pub fn url(&self) -> String {
-        format!("redis+unix://{}", self.socket().display())
+        self.options.url()
     }
 
     fn spawn(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", "0", "--unixsocket"])
-            .arg(self.socket())
-            .args(["--unixsocketperm", "700", "--dir"])
-            .arg(self.dir.path())
-            .args(["--appendonly", "yes", "--appendfsync", "always", "--save", ""])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start redis-server ({e}); install it, e.g. `apt-get install redis-server`")
-            });
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.ping() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("redis-server did not answer within 10 s");
-    }
-
-    fn ping(&self) -> bool {
-        redis::Client::open(self.url())
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
-            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-            .is_ok()
+        let process = self
+            .options
+            .start(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("{e}"));
+        self.process = Some(process);
     }
 
     /// Kills the server with SIGKILL (no shutdown save: only the append-only file survives).
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(process) = self.process.take() {
+            process.kill();
         }
         let _ = std::fs::remove_file(self.socket());
     }
@@ -95,13 +82,13 @@ impl RedisServer {
 
     /// The server's process id while it runs (to pause it with SIGSTOP, say).
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.process.as_ref().map(redis_server::Process::pid)
     }
 
     /// Starts a killed server again from its append-only file (same socket); a no-op
     /// while it runs. With [`RedisServer::kill`], this leaves Redis down for a while.
     pub fn start_again(&mut self) {
-        if self.child.is_none() {
+        if self.process.is_none() {
             self.spawn();
         }
     }

@@ -5,7 +5,7 @@
 //! Besides, it freezes tier processes and Redis for a few seconds (SIGSTOP … SIGCONT),
 //! as a long pause or an overloaded host would.
 
-use crate::cluster::Cluster;
+use crate::deployment::Deployment;
 use crate::journal::Journal;
 use crate::receiver::lock;
 use std::collections::BTreeMap;
@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub struct Faults {
-    pub cluster: Arc<Cluster>,
+    pub deployment: Arc<Deployment>,
     pub journal: Journal,
     pub redis_down: Arc<AtomicBool>,
     /// Faults injected, by kind (`kill_sender`, …, `restart_redis`).
@@ -35,9 +35,9 @@ impl Faults {
             }
             tokio::time::sleep(wait).await;
             while restarts.try_join_next().is_some() {}
-            let labels = self.cluster.labels();
+            let labels = self.deployment.labels();
             let (index, role, label) = labels[rand::random_range(0..labels.len())].clone();
-            if !self.cluster.kill(index).await {
+            if !self.deployment.kill(index).await {
                 continue; // down already, waiting for its restart
             }
             let pause = Duration::from_millis(rand::random_range(300..3000));
@@ -49,7 +49,7 @@ impl Faults {
             let faults = self.clone();
             restarts.spawn(async move {
                 tokio::time::sleep(pause).await;
-                match faults.cluster.restart(index) {
+                match faults.deployment.restart(index) {
                     Ok(()) => faults.journal.note(&format!("restarted {label}")),
                     Err(e) => faults.journal.note(&format!("cannot restart {label}: {e:#}")),
                 }
@@ -73,9 +73,9 @@ impl Faults {
             }
             tokio::time::sleep(wait).await;
             while resumes.try_join_next().is_some() {}
-            let labels = self.cluster.labels();
+            let labels = self.deployment.labels();
             let (index, role, label) = labels[rand::random_range(0..labels.len())].clone();
-            let Some(pid) = self.cluster.signal(index, "STOP", None) else {
+            let Some(pid) = self.deployment.signal(index, "STOP", None) else {
                 continue;
             };
             let pause = Duration::from_millis(rand::random_range(2000..8000));
@@ -89,7 +89,7 @@ impl Faults {
             let faults = self.clone();
             resumes.spawn(async move {
                 tokio::time::sleep(pause).await;
-                if faults.cluster.signal(index, "CONT", Some(pid)).is_some() {
+                if faults.deployment.signal(index, "CONT", Some(pid)).is_some() {
                     faults.journal.note(&format!("SIGCONT {label} (pid {pid})"));
                 }
             });
@@ -122,7 +122,7 @@ impl Faults {
     }
 
     async fn restart_redis(&self) {
-        self.cluster.kill_redis().await;
+        self.deployment.kill_redis().await;
         let pause = Duration::from_millis(rand::random_range(500..2500));
         self.journal.note(&format!(
             "SIGKILL redis-server; restart in {}",
@@ -131,7 +131,7 @@ impl Faults {
         *lock(&self.injected).entry("restart_redis".into()).or_default() += 1;
         tokio::time::sleep(pause).await;
         let restarted = Instant::now();
-        match self.cluster.start_redis().await {
+        match self.deployment.start_redis().await {
             Ok(()) => self.journal.note(&format!(
                 "redis-server answers again (loading took {:.1}s)",
                 restarted.elapsed().as_secs_f64()
@@ -141,7 +141,7 @@ impl Faults {
     }
 
     async fn freeze_redis(&self) {
-        if !self.cluster.signal_redis("STOP") {
+        if !self.deployment.signal_redis("STOP") {
             return;
         }
         let pause = Duration::from_millis(rand::random_range(1000..6000));
@@ -151,7 +151,7 @@ impl Faults {
         ));
         *lock(&self.injected).entry("freeze_redis".into()).or_default() += 1;
         tokio::time::sleep(pause).await;
-        if self.cluster.signal_redis("CONT") {
+        if self.deployment.signal_redis("CONT") {
             self.journal.note("SIGCONT redis-server");
         }
     }

@@ -111,7 +111,7 @@ pub async fn steady(d: &Deployment, load: &Load) -> anyhow::Result<Measured> {
     let received_at_start_of_run = d.receiver.events();
     let tasks = load::closed(&d.target, &template, load.connections, None, window, &progress);
     let processes = d.processes();
-    let mut redis = d.cluster.redis().await?;
+    let mut redis = d.launcher.redis().await?;
     tokio::time::sleep(load.warmup).await;
 
     d.receiver.latency().reset();

@@ -10,7 +10,7 @@
 
 mod args;
 mod churn;
-mod cluster;
+mod deployment;
 mod faults;
 mod journal;
 mod oracle;
@@ -20,7 +20,8 @@ mod scenario;
 
 use anyhow::{Context, bail};
 use args::Args;
-use cluster::{ADMIN_TOKEN, Cluster, DELIVERY_TIMEOUT, Role};
+use deployment::{ADMIN_TOKEN, DELIVERY_TIMEOUT, Deployment, Role};
+use eg_store::keyspace::{self, Keyspace, Partition};
 use faults::Faults;
 use journal::Journal;
 use oracle::Oracle;
@@ -103,9 +104,9 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         )
         .await?,
     );
-    let cluster = Arc::new(Cluster::new(bin_dir, &run_dir, journal.clone(), http.clone())?);
-    let outcome = exercise(&args, &run_dir, &journal, &http, &scenario, &receivers, &cluster).await;
-    cluster.stop().await;
+    let deployment = Arc::new(Deployment::new(bin_dir, &run_dir, journal.clone(), http.clone())?);
+    let outcome = exercise(&args, &run_dir, &journal, &http, &scenario, &receivers, &deployment).await;
+    deployment.stop().await;
     let ok = match outcome {
         Ok(ok) => ok,
         Err(e) => {
@@ -129,19 +130,19 @@ async fn exercise(
     http: &reqwest::Client,
     scenario: &Arc<Scenario>,
     receivers: &Arc<Receivers>,
-    cluster: &Arc<Cluster>,
+    deployment: &Arc<Deployment>,
 ) -> anyhow::Result<bool> {
-    cluster.start_redis().await?;
-    cluster.add(Role::Ingress, args.ingress)?;
-    cluster.add(Role::Scheduler, args.schedulers)?;
-    cluster.add(Role::Sender, args.senders)?;
-    cluster.add(Role::DeadLetter, args.deadletters)?;
-    cluster.wait_healthy(Duration::from_secs(60)).await?;
+    deployment.start_redis().await?;
+    deployment.add(Role::Ingress, args.ingress)?;
+    deployment.add(Role::Scheduler, args.schedulers)?;
+    deployment.add(Role::Sender, args.senders)?;
+    deployment.add(Role::DeadLetter, args.deadletters)?;
+    deployment.wait_healthy(Duration::from_secs(60)).await?;
     journal.phase(&format!(
         "{} ingress, {} scheduler, {} sender, {} deadletter processes healthy",
         args.ingress, args.schedulers, args.senders, args.deadletters
     ));
-    let keys = provision(http, &cluster.ingress_urls()[0], scenario, receivers).await?;
+    let keys = provision(http, &deployment.ingress_urls()[0], scenario, receivers).await?;
     journal.phase(&format!(
         "{} topics, {} subscriptions validated; publishing {}/s for {} with faults",
         scenario.topics.len(),
@@ -158,24 +159,24 @@ async fn exercise(
     let publisher = Arc::new(Publisher {
         scenario: scenario.clone(),
         keys,
-        cluster: cluster.clone(),
+        deployment: deployment.clone(),
         http: http.clone(),
         ledger: ledger.clone(),
         redis_down: redis_down.clone(),
         journal: journal.clone(),
     });
     let faults = Arc::new(Faults {
-        cluster: cluster.clone(),
+        deployment: deployment.clone(),
         journal: journal.clone(),
         redis_down,
         injected: Default::default(),
     });
     let watcher = {
-        let cluster = cluster.clone();
+        let deployment = deployment.clone();
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(250)).await;
-                cluster.watch().await;
+                deployment.watch().await;
             }
         })
     };
@@ -184,7 +185,7 @@ async fn exercise(
     let churn = Arc::new(churn::Churn {
         scenario: scenario.clone(),
         receivers: receivers.clone(),
-        cluster: cluster.clone(),
+        deployment: deployment.clone(),
         http: http.clone(),
         journal: journal.clone(),
         calls: Default::default(),
@@ -216,25 +217,25 @@ async fn exercise(
     let published_for = started.elapsed();
 
     if args.sabotage > 0 {
-        let deleted = sabotage(&cluster.redis_url(), args.sabotage).await?;
+        let deleted = sabotage(&deployment.redis_url(), args.sabotage).await?;
         journal.phase(&format!(
             "sabotage: deleted {deleted} queued deliveries from Redis; the oracle must find them lost"
         ));
     }
 
     // ----- drain -----
-    cluster.restart_all()?;
+    deployment.restart_all()?;
     receivers.calm_down();
     let drain_started = Instant::now();
     journal.phase("faults stopped, receivers calm; draining");
-    if let Err(e) = cluster.wait_healthy(Duration::from_secs(30)).await {
+    if let Err(e) = deployment.wait_healthy(Duration::from_secs(30)).await {
         journal.phase(&format!("after the faults: {e:#}"));
     }
     let mut oracle = Oracle::new(
         scenario.clone(),
         ledger.clone(),
         receivers.clone(),
-        &cluster.dead_letter_dir,
+        &deployment.dead_letter_dir,
     );
     let drain_deadline = drain_started + args.drain_timeout;
     let mut last_report = Instant::now();
@@ -269,12 +270,12 @@ async fn exercise(
 
     // ----- verdict -----
     let verdict = oracle.verdict(args.max_examples);
-    let queues = redis_state(&cluster.redis_url())
+    let queues = redis_state(&deployment.redis_url())
         .await
         .unwrap_or_else(|e| json!({"error": e.to_string()}));
     let published_events = lock(&ledger.events).len();
     let injected = lock(&faults.injected).clone();
-    let unexpected = cluster.unexpected_exits();
+    let unexpected = deployment.unexpected_exits();
     let drained = drained_after.is_some();
     let ok = drained && verdict.violations == 0;
     let report = json!({
@@ -313,7 +314,7 @@ async fn exercise(
             "bound_s": args.drain_timeout.as_secs_f64(),
         },
         "redis_after_drain": queues,
-        "tier_settings": cluster.settings(),
+        "tier_settings": deployment.settings(),
     });
     let text = serde_json::to_string_pretty(&report)?;
     std::fs::write(run_dir.join("report.json"), &text)?;
@@ -417,34 +418,23 @@ async fn provision(
     Ok(keys)
 }
 
-/// The partitions' hash tags (`{eg:p0.12}`, …), found from their ready streams, which
-/// every tier creates at start: how eg names them is eg-store's business, and this
-/// program stays independent of the code under test.
-async fn partition_tags(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<Vec<String>> {
-    let mut tags = Vec::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{{{}:p*}}:ready", cluster::PREFIX))
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(conn)
-            .await?;
-        tags.extend(keys.iter().filter_map(|k| k.strip_suffix(":ready").map(str::to_owned)));
-        cursor = next;
-        if cursor == 0 {
-            break;
-        }
+/// The partitions' keys, named by eg-store's keyspace (the one thing this program takes
+/// from the code under test), after checking that every ready stream exists: every tier
+/// creates them at start, so a missing one means the names disagree with the tiers', and
+/// counting leftovers under wrong names would find none.
+async fn partition_keys(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<Vec<Partition>> {
+    let partitions: Vec<Partition> = Keyspace::new(deployment::PREFIX, deployment::PARTITIONS)
+        .all_partitions()
+        .collect();
+    for partition in &partitions {
+        let exists: bool = redis::cmd("EXISTS").arg(partition.ready()).query_async(conn).await?;
+        anyhow::ensure!(
+            exists,
+            "the ready stream {} does not exist: eg-store's keyspace and the tiers disagree",
+            partition.ready()
+        );
     }
-    tags.sort();
-    anyhow::ensure!(
-        tags.len() == usize::from(cluster::PARTITIONS),
-        "expected {} partitions' ready streams, found {tags:?}",
-        cluster::PARTITIONS
-    );
-    Ok(tags)
+    Ok(partitions)
 }
 
 /// What is left in Redis after the drain: every queue should be empty and every event
@@ -454,32 +444,29 @@ async fn redis_state(url: &str) -> anyhow::Result<Value> {
     let mut conn = client.get_multiplexed_async_connection().await?;
     let mut partitions = Vec::new();
     let mut leftovers = 0u64;
-    for (p, tag) in partition_tags(&mut conn).await?.iter().enumerate() {
-        let ready: u64 = redis::cmd("XLEN")
-            .arg(format!("{tag}:ready"))
-            .query_async(&mut conn)
-            .await?;
+    for partition in partition_keys(&mut conn).await? {
+        let ready: u64 = redis::cmd("XLEN").arg(partition.ready()).query_async(&mut conn).await?;
         let retry: u64 = redis::cmd("ZCARD")
-            .arg(format!("{tag}:retry"))
+            .arg(partition.retry())
             .query_async(&mut conn)
             .await?;
         let delay: u64 = redis::cmd("ZCARD")
-            .arg(format!("{tag}:deadletter:delay"))
+            .arg(partition.deadletter_delay())
             .query_async(&mut conn)
             .await?;
         let deadletter: u64 = redis::cmd("XLEN")
-            .arg(format!("{tag}:deadletter"))
+            .arg(partition.deadletter())
             .query_async(&mut conn)
             .await?;
-        let ready_pending = pending(&mut conn, &format!("{tag}:ready"), "senders").await?;
-        let deadletter_pending = pending(&mut conn, &format!("{tag}:deadletter"), "deadletter").await?;
+        let ready_pending = pending(&mut conn, &partition.ready(), keyspace::SENDERS_GROUP).await?;
+        let deadletter_pending = pending(&mut conn, &partition.deadletter(), keyspace::DEADLETTER_GROUP).await?;
         let mut events = 0u64;
         let mut cursor: u64 = 0;
         loop {
             let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
                 .arg(cursor)
                 .arg("MATCH")
-                .arg(format!("{tag}:event:*"))
+                .arg(partition.event("*"))
                 .arg("COUNT")
                 .arg(1000)
                 .query_async(&mut conn)
@@ -492,7 +479,7 @@ async fn redis_state(url: &str) -> anyhow::Result<Value> {
         }
         leftovers += ready + retry + delay + deadletter + events;
         partitions.push(json!({
-            "partition": p, "ready": ready, "ready_pending": ready_pending, "retry": retry,
+            "partition": partition.index, "ready": ready, "ready_pending": ready_pending, "retry": retry,
             "deadletter_delay": delay, "deadletter": deadletter, "deadletter_pending": deadletter_pending,
             "event_bodies": events,
         }));
@@ -506,10 +493,10 @@ async fn sabotage(url: &str, count: usize) -> anyhow::Result<usize> {
     let client = redis::Client::open(url)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
     let mut deleted = 0;
-    let tags = partition_tags(&mut conn).await?;
-    for tag in &tags {
+    let partitions = partition_keys(&mut conn).await?;
+    for partition in &partitions {
         let popped: Vec<String> = redis::cmd("ZPOPMIN")
-            .arg(format!("{tag}:retry"))
+            .arg(partition.retry())
             .arg(count - deleted)
             .query_async(&mut conn)
             .await?;
@@ -518,8 +505,8 @@ async fn sabotage(url: &str, count: usize) -> anyhow::Result<usize> {
             return Ok(deleted);
         }
     }
-    for tag in &tags {
-        let stream = format!("{tag}:ready");
+    for partition in &partitions {
+        let stream = partition.ready();
         let entries: redis::Value = redis::cmd("XRANGE")
             .arg(&stream)
             .arg("-")
@@ -539,7 +526,7 @@ async fn sabotage(url: &str, count: usize) -> anyhow::Result<usize> {
             let id = String::from_utf8_lossy(id).into_owned();
             let _: i64 = redis::cmd("XACK")
                 .arg(&stream)
-                .arg("senders")
+                .arg(keyspace::SENDERS_GROUP)
                 .arg(&id)
                 .query_async(&mut conn)
                 .await?;

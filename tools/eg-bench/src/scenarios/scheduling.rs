@@ -10,9 +10,9 @@
 use super::{Ctx, Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::{Fsync, Kind};
-use crate::cluster::{PARTITIONS, PREFIX};
 use crate::deployment::{Deployment, Setup, TOPIC};
 use crate::histogram::Histogram;
+use crate::launcher::{PARTITIONS, PREFIX};
 use crate::report::{Row, Target, thousands};
 use anyhow::{Context, bail};
 use eg_core::{Delivery, LastAttempt, OutcomeName, UnixMillis};
@@ -78,7 +78,7 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
             }
             let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
             let phases = Phases {
-                conn: d.cluster.redis().await?,
+                conn: d.launcher.redis().await?,
                 keys: Keyspace::new(PREFIX, PARTITIONS),
                 processes: d.processes(),
             };

@@ -3,7 +3,7 @@
 //! subscription it matches) or not (a refusal or a connection error: not owed, though it
 //! may still arrive).
 
-use crate::cluster::Cluster;
+use crate::deployment::Deployment;
 use crate::journal::Journal;
 use crate::receiver::lock;
 use crate::scenario::{EventFacts, Scenario, Schema};
@@ -73,7 +73,7 @@ pub struct Ledger {
 pub struct Publisher {
     pub scenario: Arc<Scenario>,
     pub keys: Vec<String>,
-    pub cluster: Arc<Cluster>,
+    pub deployment: Arc<Deployment>,
     pub http: reqwest::Client,
     pub ledger: Arc<Ledger>,
     pub redis_down: Arc<AtomicBool>,
@@ -123,7 +123,7 @@ impl Publisher {
             sent += count;
             let this_request = count;
             count = rand::random_range(1..=MAX_EVENTS_PER_REQUEST);
-            let urls = self.cluster.ingress_urls();
+            let urls = self.deployment.ingress_urls();
             let url = urls[turn % urls.len()].clone();
             turn += 1;
             let publisher = self.clone();

@@ -1,13 +1,13 @@
-//! The deployment under test: one `redis-server` (append-only file, `appendfsync
-//! always`, a unix socket that stays the same across restarts) and several copies of
-//! each tier, every process logging to its own file in the run directory. Processes can
-//! be SIGKILLed and started again; a watcher restarts any that exits on its own and
-//! counts it.
+//! The deployment under test: one `redis-server` (eg-testkit's: append-only file,
+//! `appendfsync always`, a unix socket that stays the same across restarts) and several
+//! copies of each tier, every process logging to its own file in the run directory.
+//! Processes can be SIGKILLed and started again; a watcher restarts any that exits on
+//! its own and counts it.
 
 use crate::journal::Journal;
 use anyhow::{Context, bail};
-use eg_testkit::tier;
 pub use eg_testkit::tier::Role;
+use eg_testkit::{redis_server, tier};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -31,24 +31,25 @@ struct Slot {
     child: Option<Child>,
 }
 
-pub struct Cluster {
+/// The processes of one chaos run: Redis and the tiers' slots.
+pub struct Deployment {
     bin_dir: PathBuf,
     log_dir: PathBuf,
-    redis_dir: PathBuf,
+    redis_options: redis_server::Options,
     pub dead_letter_dir: PathBuf,
     env: Vec<(String, String)>,
     slots: Mutex<Vec<Slot>>,
-    redis: Mutex<Option<Child>>,
+    redis: Mutex<Option<redis_server::Process>>,
     unexpected_exits: Mutex<BTreeMap<String, u64>>,
     journal: Journal,
     http: reqwest::Client,
 }
 
-impl Cluster {
+impl Deployment {
     pub fn new(bin_dir: PathBuf, run_dir: &Path, journal: Journal, http: reqwest::Client) -> anyhow::Result<Self> {
         if let Some(binary) = tier::missing_binaries(&bin_dir).first() {
             bail!(
-                "{} is missing: build the tiers first (`cargo build --bins`)",
+                "{} is missing: build the tiers first (`cargo build -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter`; `just chaos` does), or point --bin-dir at them",
                 binary.display()
             );
         }
@@ -58,9 +59,9 @@ impl Cluster {
         for dir in [&log_dir, &redis_dir, &dead_letter_dir] {
             std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
         }
-        let socket = redis_dir.join("redis.sock");
+        let redis_options = redis_server::Options::unix_socket(&redis_dir).log(log_dir.join("redis.log"));
         let env = [
-            ("EG__REDIS__URL", format!("redis+unix://{}", socket.display())),
+            ("EG__REDIS__URL", redis_options.url()),
             ("EG__REDIS__PREFIX", PREFIX.into()),
             ("EG__REDIS__PARTITIONS", PARTITIONS.to_string()),
             ("EG__REDIS__CONNECT_TIMEOUT", "1s".into()),
@@ -94,7 +95,7 @@ impl Cluster {
         Ok(Self {
             bin_dir,
             log_dir,
-            redis_dir,
+            redis_options,
             dead_letter_dir,
             env,
             slots: Mutex::default(),
@@ -106,11 +107,7 @@ impl Cluster {
     }
 
     pub fn redis_url(&self) -> String {
-        format!("redis+unix://{}", self.redis_socket().display())
-    }
-
-    fn redis_socket(&self) -> PathBuf {
-        self.redis_dir.join("redis.sock")
+        self.redis_options.url()
     }
 
     /// The settings every tier gets, for the report.
@@ -121,55 +118,25 @@ impl Cluster {
     // ----- Redis -----
 
     /// Starts redis-server from its directory (and append-only file) and waits until it
-    /// answers PING.
+    /// answers; loading a large append-only file may take a while.
     pub async fn start_redis(&self) -> anyhow::Result<()> {
-        let _ = std::fs::remove_file(self.redis_socket());
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(self.log_dir.join("redis.log"))?;
-        let child = Command::new("redis-server")
-            .args(["--port", "0", "--unixsocket"])
-            .arg(self.redis_socket())
-            .args(["--unixsocketperm", "700", "--dir"])
-            .arg(&self.redis_dir)
-            .args(["--appendonly", "yes", "--appendfsync", "always", "--save", ""])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .context("cannot start redis-server; install it, e.g. `apt-get install redis-server`")?;
-        *lock(&self.redis) = Some(child);
-        let client = redis::Client::open(self.redis_url())?;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let ping = async {
-                let mut conn = client.get_multiplexed_async_connection().await?;
-                redis::cmd("PING").query_async::<String>(&mut conn).await
-            };
-            if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(500), ping).await {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                bail!("redis-server did not answer PING within 60 s");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let options = self.redis_options.clone();
+        let process = tokio::task::spawn_blocking(move || options.start(Duration::from_secs(60))).await??;
+        *lock(&self.redis) = Some(process);
+        Ok(())
     }
 
     /// SIGKILL: nothing but the append-only file survives.
     pub async fn kill_redis(&self) {
-        let child = lock(&self.redis).take();
-        if let Some(mut child) = child {
-            let _ = child.start_kill();
-            let _ = child.wait().await;
+        let process = lock(&self.redis).take();
+        if let Some(process) = process {
+            let _ = tokio::task::spawn_blocking(move || process.kill()).await;
         }
     }
 
     /// Sends `signal` (`STOP`, `CONT`) to redis-server; false if it is not running.
     pub fn signal_redis(&self, signal: &str) -> bool {
-        let Some(pid) = lock(&self.redis).as_ref().and_then(Child::id) else {
+        let Some(pid) = lock(&self.redis).as_ref().map(redis_server::Process::pid) else {
             return false;
         };
         send_signal(pid, signal)

@@ -17,8 +17,8 @@
 use super::{Ctx, Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::Fsync;
-use crate::cluster::{PARTITIONS, PREFIX};
 use crate::deployment::{Deployment, Setup};
+use crate::launcher::{PARTITIONS, PREFIX};
 use crate::load::{self, Progress, Template};
 use crate::memory::{self, Summary, slope};
 use crate::receiver::{Behaviour, Counts, Receiver};
@@ -243,7 +243,7 @@ async fn measure(ctx: &Ctx, o: &Options) -> anyhow::Result<Report> {
         ),
     ];
     let mut d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
-    eprintln!("sender-memory: logs in {}", d.cluster.run_dir().display());
+    eprintln!("sender-memory: logs in {}", d.launcher.run_dir().display());
     let mut sender_env = vec![("EG__SENDER__CONCURRENCY", o.concurrency.to_string())];
     sender_env.extend(o.sender_env.iter().map(|(k, v)| (k.as_str(), v.clone())));
     d.add_sender(&sender_env).await?;
@@ -258,13 +258,13 @@ async fn measure(ctx: &Ctx, o: &Options) -> anyhow::Result<Report> {
         started,
         Arc::clone(&phase),
         Arc::clone(&samples),
-        d.cluster.redis_url(),
+        d.launcher.redis_url(),
         Arc::clone(&d.receiver),
     ));
 
     let scraper = (!o.scrape_every.is_zero()).then(|| {
         let (http, url, every) = (
-            d.cluster.http().clone(),
+            d.launcher.http().clone(),
             format!("{}/metrics", sender.url),
             o.scrape_every,
         );

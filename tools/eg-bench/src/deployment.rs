@@ -1,10 +1,10 @@
-//! One deployment for one measurement: a [`Cluster`] (Redis + tiers as processes), a
-//! topic with `subscriptions` subscriptions that all match every event and all point
-//! at one in-process [`Receiver`], and the processes whose CPU is accounted.
+//! One deployment for one measurement: a [`Launcher`] (Redis, and the tiers started as
+//! processes), a topic with `subscriptions` subscriptions that all match every event and
+//! all point at one in-process [`Receiver`], and the processes whose CPU is accounted.
 
 use crate::ceiling::Fsync;
-use crate::cluster::{Cluster, Role, Tier};
 use crate::cpu::Processes;
+use crate::launcher::{Launcher, Role, Tier};
 use crate::load::Target;
 use crate::receiver::{Behaviour, Receiver};
 use anyhow::{Context, bail};
@@ -69,15 +69,15 @@ pub struct Deployment {
     others: Vec<(&'static str, Tier)>,
     pub target: Target,
     /// Declared last: dropped (Redis stopped) after the tiers.
-    pub cluster: Cluster,
+    pub launcher: Launcher,
 }
 
 impl Deployment {
     pub async fn start(bin_dir: PathBuf, setup: &Setup) -> anyhow::Result<Self> {
-        let cluster = Cluster::new(bin_dir, setup.fsync, &setup.env)?;
+        let launcher = Launcher::new(bin_dir, setup.fsync, &setup.env)?;
         let receiver = Arc::new(Receiver::start(setup.receiver).await?);
-        let ingress = cluster.start(Role::Ingress, "ingress", &[]).await?;
-        cluster
+        let ingress = launcher.start(Role::Ingress, "ingress", &[]).await?;
+        launcher
             .admin(
                 &ingress,
                 Method::PUT,
@@ -85,7 +85,7 @@ impl Deployment {
                 Some(&json!({"properties": {"inputSchema": "EventGridSchema"}})),
             )
             .await?;
-        let keys = cluster
+        let keys = launcher
             .admin(&ingress, Method::POST, &format!("/topics/{TOPIC}/listKeys"), None)
             .await?;
         let key = keys["key1"].as_str().context("no key1 in listKeys")?.to_owned();
@@ -98,7 +98,7 @@ impl Deployment {
             let subscription = json!({"properties": {
                 "destination": {"endpointType": "WebHook", "properties": destination},
             }});
-            let created = cluster
+            let created = launcher
                 .admin(
                     &ingress,
                     Method::PUT,
@@ -113,17 +113,17 @@ impl Deployment {
         }
         let mut others = Vec::new();
         if setup.scheduler {
-            others.push(("scheduler", cluster.start(Role::Scheduler, "scheduler", &[]).await?));
-            others.push(("deadletter", cluster.start(Role::DeadLetter, "deadletter", &[]).await?));
+            others.push(("scheduler", launcher.start(Role::Scheduler, "scheduler", &[]).await?));
+            others.push(("deadletter", launcher.start(Role::DeadLetter, "deadletter", &[]).await?));
         }
-        let target = Target::new(cluster.http().clone(), &ingress.url, TOPIC, &key);
+        let target = Target::new(launcher.http().clone(), &ingress.url, TOPIC, &key);
         let mut deployment = Self {
             receiver,
             ingress,
             senders: Vec::new(),
             others,
             target,
-            cluster,
+            launcher,
         };
         for _ in 0..setup.senders {
             deployment.add_sender(&setup.sender_env).await?;
@@ -133,7 +133,7 @@ impl Deployment {
 
     pub async fn add_sender(&mut self, env: &[(&str, String)]) -> anyhow::Result<()> {
         let label = format!("sender-{}", self.senders.len() + 1);
-        let sender = self.cluster.start(Role::Sender, &label, env).await?;
+        let sender = self.launcher.start(Role::Sender, &label, env).await?;
         self.senders.push(sender);
         Ok(())
     }
@@ -148,7 +148,7 @@ impl Deployment {
         for s in &self.senders {
             p.add("sender", s.pid());
         }
-        if let Some(pid) = self.cluster.redis_pid() {
+        if let Some(pid) = self.launcher.redis_pid() {
             p.add("redis", pid);
         }
         p.add("bench", std::process::id());
@@ -158,7 +158,7 @@ impl Deployment {
     /// Keeps the run directory (tier logs) if asked; says where it is.
     pub fn finish(self, keep: bool) {
         let Self {
-            cluster,
+            launcher,
             senders,
             others,
             ingress,
@@ -167,7 +167,7 @@ impl Deployment {
         } = self;
         drop((senders, others, ingress, receiver));
         if keep {
-            eprintln!("logs kept in {}", cluster.keep_run_dir().display());
+            eprintln!("logs kept in {}", launcher.keep_run_dir().display());
         }
     }
 }

@@ -5,7 +5,7 @@
 //! filter matches nothing is created or deleted. The oracle's expectations stay the same;
 //! what it checks is that catalog writes under load neither lose nor misroute anything.
 
-use crate::cluster::{ADMIN_TOKEN, Cluster};
+use crate::deployment::{ADMIN_TOKEN, Deployment};
 use crate::faults::exponential;
 use crate::journal::Journal;
 use crate::receiver::{Receivers, lock};
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 pub struct Churn {
     pub scenario: Arc<Scenario>,
     pub receivers: Arc<Receivers>,
-    pub cluster: Arc<Cluster>,
+    pub deployment: Arc<Deployment>,
     pub http: reqwest::Client,
     pub journal: Journal,
     /// Management calls made, by kind and answer (`rewrite_200`, `create_201`, …).
@@ -38,7 +38,7 @@ impl Churn {
                 break;
             }
             tokio::time::sleep(wait).await;
-            let urls = self.cluster.ingress_urls();
+            let urls = self.deployment.ingress_urls();
             let ingress = &urls[rand::random_range(0..urls.len())];
             if rand::random_range(0..4) == 0 {
                 // Create a throwaway subscription, or delete the one there is.

@@ -1,8 +1,9 @@
-//! The deployment under measurement: one `redis-server` (eg-testkit's: temp dir, unix
-//! socket, append-only file; `appendfsync` as the scenario asks) and the tiers
-//! as child processes, with production settings (eg-runtime's defaults) except where a
-//! scenario overrides one. Every process logs to its own file in
-//! the run directory and is SIGKILLed when the [`Cluster`] is dropped.
+//! The processes of one measurement: one `redis-server` (eg-testkit's: temp dir, unix
+//! socket, append-only file; `appendfsync` as the scenario asks), and the tiers started
+//! as child processes on demand, with production settings (eg-runtime's defaults) except
+//! where a scenario overrides one. Every process logs to its own file in the run
+//! directory; the tiers are SIGKILLed when their [`Tier`] is dropped, Redis when the
+//! [`Launcher`] is.
 
 use crate::ceiling::{Fsync, set_fsync};
 use anyhow::{Context, bail};
@@ -41,7 +42,8 @@ impl Drop for Tier {
     }
 }
 
-pub struct Cluster {
+/// Owns Redis and the run directory, and starts tiers against them.
+pub struct Launcher {
     bin_dir: PathBuf,
     run_dir: tempfile::TempDir,
     env: Vec<(String, String)>,
@@ -50,7 +52,7 @@ pub struct Cluster {
     redis: RedisServer,
 }
 
-impl Cluster {
+impl Launcher {
     /// Starts Redis with `fsync`; `overrides` replace harness settings for every tier.
     pub fn new(bin_dir: PathBuf, fsync: Fsync, overrides: &[(&str, String)]) -> anyhow::Result<Self> {
         if let Some(binary) = tier::missing_binaries(&bin_dir).first() {

@@ -7,8 +7,8 @@
 use super::{Ctx, Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::Fsync;
-use crate::cluster::{PARTITIONS, PREFIX};
 use crate::deployment::{Deployment, Setup};
+use crate::launcher::{PARTITIONS, PREFIX};
 use crate::load::{self, Progress, Template};
 use crate::report::{Row, Target, thousands};
 use anyhow::Context;
@@ -131,7 +131,7 @@ async fn measure(ctx: &Ctx, subscriptions: usize, events: u64) -> anyhow::Result
         thousands(events as f64)
     );
     let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
-    let mut conn = d.cluster.redis().await?;
+    let mut conn = d.launcher.redis().await?;
     let before = used_memory(&mut conn).await?;
     let progress = Arc::new(Progress::default());
     let template = Template::new(100, EVENT_BYTES);

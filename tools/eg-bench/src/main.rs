@@ -14,10 +14,10 @@
 
 mod args;
 mod ceiling;
-mod cluster;
 mod cpu;
 mod deployment;
 mod histogram;
+mod launcher;
 mod load;
 mod machine;
 mod markdown;
@@ -89,7 +89,7 @@ async fn run(scenario: &scenarios::Scenario, flags: &mut args::Flags) -> anyhow:
     let keep = flags.switch("keep")?;
     let bin_dir = match flags.path("bin-dir")? {
         Some(dir) => dir,
-        None => cluster::Cluster::default_bin_dir()?,
+        None => launcher::Launcher::default_bin_dir()?,
     };
     let out = match flags.path("out")? {
         Some(out) => out,

@@ -7,30 +7,19 @@ mod health;
 mod paused;
 mod reclaim;
 
-use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
+use eg_runtime::{Shutdown, Startup};
 use eg_store::{Partition, Store};
 use std::time::Duration;
 
-/// mimalloc instead of the system allocator: allocation was a fifth of the sender's CPU
-/// under glibc's malloc (docs/benchmarks.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+eg_runtime::use_mimalloc!();
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let process = eg_runtime::startup::start("eg-scheduler").await?;
+    let process = Startup::tier("eg-scheduler", |s| s.scheduler.listen.clone())
+        .start()
+        .await?;
     let s = process.settings.clone();
-    eg_runtime::startup::spawn_clock_sync(process.store.clone(), process.clock.clone(), process.shutdown.clone());
-    let ops = eg_runtime::ops::router(process.store.clone(), process.metrics.clone());
-    let (listen, shutdown) = (s.scheduler.listen.clone(), process.shutdown.clone());
-    let ops = tokio::spawn(async move { eg_runtime::ops::serve(&listen, ops, shutdown).await });
-
-    let consumer = format!(
-        "scheduler-{}-{}",
-        std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()),
-        std::process::id()
-    );
     let mut tasks = Vec::new();
     for p in process.store.keys().all_partitions() {
         tasks.push(tokio::spawn(promote_loop(
@@ -44,7 +33,7 @@ async fn main() -> anyhow::Result<()> {
             process.store.clone(),
             process.clock.clone(),
             p.clone(),
-            consumer.clone(),
+            process.consumer.clone(),
             s.delivery.visibility_timeout,
             s.scheduler.reclaim_interval,
             process.shutdown.clone(),
@@ -55,11 +44,7 @@ async fn main() -> anyhow::Result<()> {
             process.shutdown.clone(),
         )));
     }
-    let catalog = eg_store::Catalog::new(process.store.clone());
-    let cache = eg_runtime::startup::until_ready("load the catalog", &process.shutdown, || {
-        eg_store::CatalogCache::load(catalog.clone())
-    })
-    .await?;
+    let cache = process.load_catalog().await?;
     tasks.push(tokio::spawn(paused::unpark_loop(
         process.store.clone(),
         cache,
@@ -77,9 +62,7 @@ async fn main() -> anyhow::Result<()> {
     for t in tasks {
         let _ = t.await;
     }
-    let _ = ops.await;
-    tracing::info!("stopped");
-    Ok(())
+    process.finish().await
 }
 
 /// Shortest sleep between passes that did not move a whole batch: retries falling due

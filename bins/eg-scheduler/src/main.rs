@@ -8,9 +8,10 @@ mod paused;
 mod reclaim;
 
 use eg_runtime::metrics as m;
-use eg_runtime::{Shutdown, Startup};
+use eg_runtime::{Process, Shutdown, Startup};
 use eg_store::{Partition, Store};
 use std::time::Duration;
+use tokio::task::JoinHandle;
 
 eg_runtime::use_mimalloc!();
 
@@ -19,38 +20,20 @@ async fn main() -> anyhow::Result<()> {
     let process = Startup::tier("eg-scheduler", |s| s.scheduler.listen.clone())
         .start()
         .await?;
-    let s = process.settings.clone();
-    let mut tasks = Vec::new();
-    for p in process.store.keys().all_partitions() {
-        tasks.push(tokio::spawn(promote_loop(
-            process.store.clone(),
-            p.clone(),
-            s.scheduler.interval,
-            s.scheduler.batch,
-            process.shutdown.clone(),
-        )));
-        tasks.push(tokio::spawn(reclaim::reclaim_loop(
-            process.store.clone(),
-            process.clock.clone(),
-            p.clone(),
-            process.consumer.clone(),
-            s.delivery.visibility_timeout,
-            s.scheduler.reclaim_interval,
-            process.shutdown.clone(),
-        )));
-        tasks.push(tokio::spawn(depth_loop(
-            process.store.clone(),
-            p,
-            process.shutdown.clone(),
-        )));
-    }
+    let mut tasks: Vec<_> = process
+        .store
+        .keys()
+        .all_partitions()
+        .flat_map(|p| partition_loops(&process, p))
+        .collect();
+    let s = &process.settings.scheduler;
     let cache = process.load_catalog().await?;
     tasks.push(tokio::spawn(paused::unpark_loop(
         process.store.clone(),
         cache,
         process.clock.clone(),
-        s.scheduler.interval,
-        s.scheduler.batch,
+        s.interval,
+        s.batch,
         process.shutdown.clone(),
     )));
     tasks.push(tokio::spawn(health::health_loop(
@@ -63,6 +46,31 @@ async fn main() -> anyhow::Result<()> {
         let _ = t.await;
     }
     process.finish().await
+}
+
+/// The loops each partition gets: due retries promoted, deliveries of vanished holders
+/// reclaimed, queue depths published.
+fn partition_loops(process: &Process, partition: Partition) -> [JoinHandle<()>; 3] {
+    let s = &process.settings;
+    [
+        tokio::spawn(promote_loop(
+            process.store.clone(),
+            partition.clone(),
+            s.scheduler.interval,
+            s.scheduler.batch,
+            process.shutdown.clone(),
+        )),
+        tokio::spawn(reclaim::reclaim_loop(
+            process.store.clone(),
+            process.clock.clone(),
+            partition.clone(),
+            process.consumer.clone(),
+            s.delivery.visibility_timeout,
+            s.scheduler.reclaim_interval,
+            process.shutdown.clone(),
+        )),
+        tokio::spawn(depth_loop(process.store.clone(), partition, process.shutdown.clone())),
+    ]
 }
 
 /// Shortest sleep between passes that did not move a whole batch: retries falling due

@@ -86,9 +86,11 @@ chaos *ARGS:
     cargo build -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter -p eg-chaos
     cargo run -q -p eg-chaos -- {{ARGS}}
 
-# Formatting and lints, as CI checks them.
+# Formatting, unused dependencies (cargo-machete) and lints, as CI checks them.
 lint:
     cargo fmt --all -- --check
+    @command -v cargo-machete >/dev/null || { echo "error: cargo-machete is missing: cargo install --locked cargo-machete" >&2; exit 1; }
+    cargo machete
     cargo clippy --workspace --all-targets -- -D warnings
     {{just_executable()}} check-deploy
 

@@ -7,65 +7,33 @@ mod health;
 mod paused;
 mod reclaim;
 
-use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
+use eg_runtime::{Process, Shutdown, Startup};
 use eg_store::{Partition, Store};
 use std::time::Duration;
+use tokio::task::JoinHandle;
 
-/// mimalloc instead of the system allocator: allocation was a fifth of the sender's CPU
-/// under glibc's malloc (docs/benchmarks.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+eg_runtime::use_mimalloc!();
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let process = eg_runtime::startup::start("eg-scheduler").await?;
-    let s = process.settings.clone();
-    eg_runtime::startup::spawn_clock_sync(process.store.clone(), process.clock.clone(), process.shutdown.clone());
-    let ops = eg_runtime::ops::router(process.store.clone(), process.metrics.clone());
-    let (listen, shutdown) = (s.scheduler.listen.clone(), process.shutdown.clone());
-    let ops = tokio::spawn(async move { eg_runtime::ops::serve(&listen, ops, shutdown).await });
-
-    let consumer = format!(
-        "scheduler-{}-{}",
-        std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()),
-        std::process::id()
-    );
-    let mut tasks = Vec::new();
-    for p in process.store.keys().all_partitions() {
-        tasks.push(tokio::spawn(promote_loop(
-            process.store.clone(),
-            p.clone(),
-            s.scheduler.interval,
-            s.scheduler.batch,
-            process.shutdown.clone(),
-        )));
-        tasks.push(tokio::spawn(reclaim::reclaim_loop(
-            process.store.clone(),
-            process.clock.clone(),
-            p.clone(),
-            consumer.clone(),
-            s.delivery.visibility_timeout,
-            s.scheduler.reclaim_interval,
-            process.shutdown.clone(),
-        )));
-        tasks.push(tokio::spawn(depth_loop(
-            process.store.clone(),
-            p,
-            process.shutdown.clone(),
-        )));
-    }
-    let catalog = eg_store::Catalog::new(process.store.clone());
-    let cache = eg_runtime::startup::until_ready("load the catalog", &process.shutdown, || {
-        eg_store::CatalogCache::load(catalog.clone())
-    })
-    .await?;
+    let process = Startup::tier("eg-scheduler", |s| s.scheduler.listen.clone())
+        .start()
+        .await?;
+    let mut tasks: Vec<_> = process
+        .store
+        .keys()
+        .all_partitions()
+        .flat_map(|p| partition_loops(&process, p))
+        .collect();
+    let s = &process.settings.scheduler;
+    let cache = process.load_catalog().await?;
     tasks.push(tokio::spawn(paused::unpark_loop(
         process.store.clone(),
         cache,
         process.clock.clone(),
-        s.scheduler.interval,
-        s.scheduler.batch,
+        s.interval,
+        s.batch,
         process.shutdown.clone(),
     )));
     tasks.push(tokio::spawn(health::health_loop(
@@ -77,9 +45,32 @@ async fn main() -> anyhow::Result<()> {
     for t in tasks {
         let _ = t.await;
     }
-    let _ = ops.await;
-    tracing::info!("stopped");
-    Ok(())
+    process.finish().await
+}
+
+/// The loops each partition gets: due retries promoted, deliveries of vanished holders
+/// reclaimed, queue depths published.
+fn partition_loops(process: &Process, partition: Partition) -> [JoinHandle<()>; 3] {
+    let s = &process.settings;
+    [
+        tokio::spawn(promote_loop(
+            process.store.clone(),
+            partition.clone(),
+            s.scheduler.interval,
+            s.scheduler.batch,
+            process.shutdown.clone(),
+        )),
+        tokio::spawn(reclaim::reclaim_loop(
+            process.store.clone(),
+            process.clock.clone(),
+            partition.clone(),
+            process.consumer.clone(),
+            s.delivery.visibility_timeout,
+            s.scheduler.reclaim_interval,
+            process.shutdown.clone(),
+        )),
+        tokio::spawn(depth_loop(process.store.clone(), partition, process.shutdown.clone())),
+    ]
 }
 
 /// Shortest sleep between passes that did not move a whole batch: retries falling due

@@ -10,29 +10,16 @@ mod reader;
 mod settle;
 mod settler;
 
+use eg_runtime::Startup;
 use std::sync::Arc;
 
-/// mimalloc instead of the system allocator: allocation was a fifth of the sender's CPU
-/// under glibc's malloc (docs/benchmarks.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+eg_runtime::use_mimalloc!();
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let process = eg_runtime::startup::start("eg-sender").await?;
+    let process = Startup::tier("eg-sender", |s| s.sender.listen.clone()).start().await?;
     let sender = reader::Sender::build(&process).await?;
-    eg_runtime::startup::spawn_clock_sync(process.store.clone(), process.clock.clone(), process.shutdown.clone());
-    eg_runtime::startup::spawn_catalog_refresh(
-        sender.catalog(),
-        process.settings.catalog.refresh_interval,
-        process.shutdown.clone(),
-    );
-    let ops = eg_runtime::ops::router(process.store.clone(), process.metrics.clone());
-    let (listen, shutdown) = (process.settings.sender.listen.clone(), process.shutdown.clone());
-    let ops = tokio::spawn(async move { eg_runtime::ops::serve(&listen, ops, shutdown).await });
+    process.keep_catalog_fresh(sender.catalog());
     Arc::clone(&sender).run(process.shutdown.clone()).await;
-    process.shutdown.trigger();
-    let _ = ops.await;
-    tracing::info!("stopped");
-    Ok(())
+    process.finish().await
 }

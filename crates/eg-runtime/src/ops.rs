@@ -72,12 +72,6 @@ impl Default for HttpLimits {
     }
 }
 
-/// Serves `router` on `listen` until `shutdown` fires, with the default [`HttpLimits`].
-pub async fn serve(listen: &str, router: Router, shutdown: crate::Shutdown) -> anyhow::Result<()> {
-    let listener = bind(listen).await?;
-    serve_on(listener, router, shutdown, HttpLimits::default()).await
-}
-
 /// Binds `listen` and logs the address bound (`listening address=…`): with port `0` the
 /// log is where the system tests, and an operator, learn the port.
 pub async fn bind(listen: &str) -> anyhow::Result<tokio::net::TcpListener> {

@@ -1,14 +1,96 @@
-//! What every tier does first: settings, logs, metrics, and a Redis connection that is
-//! ready (layout checked, consumer groups present, clock synced). Redis may be down
-//! when a tier starts; it waits with backoff instead of exiting.
+//! How every tier starts and stops, in one place: settings, logs, metrics, a Redis
+//! connection that is ready (layout checked, consumer groups present, clock synced and
+//! kept in sync), the status-page counts, this process's consumer name, and its HTTP
+//! address with `/healthz`, `/readyz` and `/metrics`. Redis may be down when a tier
+//! starts; it waits with backoff instead of exiting.
+//!
+//! A tier's `main` reads as: [`Startup::tier`] → [`Startup::start`] → its own work →
+//! [`Process::finish`] (or [`Process::serve`] for a tier that serves its own router).
 
 use crate::stats::{self, Stats};
-use crate::{Settings, Shutdown, metrics, telemetry};
-use eg_store::{CatalogCache, Clock, Store};
+use crate::{Settings, Shutdown, metrics, ops, telemetry};
+use eg_store::{Catalog, CatalogCache, Clock, Store};
 use metrics_exporter_prometheus::PrometheusHandle;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 
+/// How often the offset to Redis's clock is read again while a tier runs.
+const CLOCK_SYNC_INTERVAL: Duration = Duration::from_secs(30);
+
+/// What a tier needs started before its own work: built by [`Startup::tier`], run by
+/// [`Startup::start`].
+pub struct Startup {
+    tier: &'static str,
+    listen: fn(&Settings) -> String,
+    own_router: bool,
+}
+
+impl Startup {
+    /// Starts `tier` (its binary's name, e.g. `"eg-sender"`), listening on the address
+    /// `listen` picks from the settings, where it serves the ops endpoints.
+    pub fn tier(tier: &'static str, listen: fn(&Settings) -> String) -> Self {
+        Self {
+            tier,
+            listen,
+            own_router: false,
+        }
+    }
+
+    /// The tier serves a router of its own on its address (with [`ops::router`] merged
+    /// in), through [`Process::serve`], instead of the ops endpoints alone.
+    pub fn serving_own_router(mut self) -> Self {
+        self.own_router = true;
+        self
+    }
+
+    /// Reads settings from the command line and environment, sets up telemetry, connects
+    /// and waits for Redis, starts the background upkeep (clock re-sync, status-page
+    /// counts) and binds the tier's address (logging `listening address=…`).
+    pub async fn start(self) -> anyhow::Result<Process> {
+        let settings = Settings::from_args(std::env::args())?;
+        telemetry::init(&settings.log);
+        let (metrics, tally) = metrics::install()?;
+        let shutdown = Shutdown::on_signals(settings.shutdown.grace);
+        let store = Store::connect(&settings.redis_settings())?;
+        let clock = Clock::default();
+        tracing::info!(tier = self.tier, partitions = settings.redis.partitions, "starting");
+        until_ready("prepare redis", &shutdown, || prepare(&store, &clock)).await?;
+        spawn_clock_sync(store.clone(), clock.clone(), shutdown.clone());
+        let stats = Stats::new(&settings.redis_settings())?;
+        stats::spawn_flusher(
+            stats::Flusher::new(stats.clone(), tally, clock.clone()),
+            shutdown.clone(),
+        );
+        let listener = ops::bind(&(self.listen)(&settings)).await?;
+        let address = listener.local_addr()?;
+        let http = if self.own_router {
+            Http::Bound(listener)
+        } else {
+            let router = ops::router(store.clone(), metrics.clone());
+            let shutdown = shutdown.clone();
+            Http::Ops(tokio::spawn(async move {
+                ops::serve_on(listener, router, shutdown, ops::HttpLimits::default()).await
+            }))
+        };
+        Ok(Process {
+            consumer: consumer_name(self.tier),
+            settings,
+            store,
+            clock,
+            metrics,
+            shutdown,
+            stats,
+            address,
+            tier: self.tier,
+            http,
+        })
+    }
+}
+
+/// A started tier: what its own work is built from.
 pub struct Process {
     pub settings: Settings,
     pub store: Store,
@@ -17,31 +99,92 @@ pub struct Process {
     pub shutdown: Shutdown,
     /// The deployment's counts for the status page (this process's are flushed into it).
     pub stats: Stats,
+    /// This process's name in Redis consumer groups (see [`consumer_name`]).
+    pub consumer: String,
+    /// The address bound (the port the OS chose, when `listen` asks for port 0).
+    pub address: SocketAddr,
+    tier: &'static str,
+    http: Http,
 }
 
-/// Reads settings from the command line and environment, sets up telemetry and connects.
-pub async fn start(tier: &'static str) -> anyhow::Result<Process> {
-    let settings = Settings::from_args(std::env::args())?;
-    telemetry::init(&settings.log);
-    let (metrics, tally) = metrics::install()?;
-    let shutdown = Shutdown::on_signals(settings.shutdown.grace);
-    let store = Store::connect(&settings.redis_settings())?;
-    let clock = Clock::default();
-    tracing::info!(tier, partitions = settings.redis.partitions, "starting");
-    until_ready("prepare redis", &shutdown, || prepare(&store, &clock)).await?;
-    let stats = Stats::new(&settings.redis_settings())?;
-    stats::spawn_flusher(
-        stats::Flusher::new(stats.clone(), tally, clock.clone()),
-        shutdown.clone(),
-    );
-    Ok(Process {
-        settings,
-        store,
-        clock,
-        metrics,
-        shutdown,
-        stats,
-    })
+/// What listens on the tier's address.
+enum Http {
+    /// The ops endpoints, served in the background.
+    Ops(JoinHandle<anyhow::Result<()>>),
+    /// Bound only: the tier serves its own router through [`Process::serve`].
+    Bound(TcpListener),
+}
+
+impl Process {
+    /// Loads the catalog, waiting for Redis like the rest of start-up.
+    pub async fn load_catalog(&self) -> anyhow::Result<CatalogCache> {
+        let catalog = Catalog::new(self.store.clone());
+        until_ready("load the catalog", &self.shutdown, || {
+            CatalogCache::load(catalog.clone())
+        })
+        .await
+    }
+
+    /// Keeps `cache` fresh until shutdown: a cheap version check every
+    /// `catalog.refresh_interval`, a reload when it moved.
+    pub fn keep_catalog_fresh(&self, cache: Arc<CatalogCache>) {
+        let every = self.settings.catalog.refresh_interval;
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        if let Err(e) = cache.refresh().await {
+                            tracing::warn!(error = %e, "cannot refresh the catalog");
+                        }
+                    }
+                    _ = shutdown.requested() => return,
+                }
+            }
+        });
+    }
+
+    /// Serves `router` on the tier's address until shutdown (a tier started with
+    /// [`Startup::serving_own_router`]; `router` includes [`ops::router`]), then stops.
+    pub async fn serve(self, router: axum::Router) -> anyhow::Result<()> {
+        match self.http {
+            Http::Bound(listener) => {
+                ops::serve_on(listener, router, self.shutdown.clone(), ops::HttpLimits::default()).await?
+            }
+            Http::Ops(_) => anyhow::bail!("{} serves the ops endpoints alone, not a router of its own", self.tier),
+        }
+        tracing::info!("stopped");
+        Ok(())
+    }
+
+    /// Ends the process once its work returned: shutdown fires (if no signal fired it),
+    /// the ops endpoints finish the requests in hand, then `stopped` is logged.
+    pub async fn finish(self) -> anyhow::Result<()> {
+        self.shutdown.trigger();
+        if let Http::Ops(server) = self.http {
+            match server.await {
+                Ok(served) => served?,
+                Err(e) => tracing::warn!(error = %e, "the ops endpoints ended abnormally"),
+            }
+        }
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+/// This process's name in Redis consumer groups, e.g. `sender-<HOSTNAME>-<pid>-<random>`:
+/// the tier, then the host (`HOSTNAME`: the pod in Kubernetes), the process id and a
+/// random suffix, since a restarted container gets the same host name and often the
+/// same pid (1), and its name must not be mistaken for its predecessor's.
+fn consumer_name(tier: &str) -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
+    let random = uuid::Uuid::new_v4().as_fields().1;
+    format!(
+        "{}-{host}-{}-{random:04x}",
+        tier.trim_start_matches("eg-"),
+        std::process::id()
+    )
 }
 
 /// Runs a start-up step that needs Redis until it succeeds, backing off up to 5 s
@@ -75,32 +218,17 @@ async fn prepare(store: &Store, clock: &Clock) -> Result<(), eg_store::StoreErro
     clock.sync(store).await
 }
 
-/// Keeps the clock offset fresh while the process runs.
-pub fn spawn_clock_sync(store: Store, clock: Clock, shutdown: Shutdown) {
+/// Keeps the clock offset fresh while the process runs (it was just synced by
+/// [`prepare`], so the first re-sync is one interval away).
+fn spawn_clock_sync(store: Store, clock: Clock, shutdown: Shutdown) {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(30));
+        let start = tokio::time::Instant::now() + CLOCK_SYNC_INTERVAL;
+        let mut tick = tokio::time::interval_at(start, CLOCK_SYNC_INTERVAL);
         loop {
             tokio::select! {
                 _ = tick.tick() => {
                     if let Err(e) = clock.sync(&store).await {
                         tracing::warn!(error = %e, "cannot read redis time");
-                    }
-                }
-                _ = shutdown.requested() => return,
-            }
-        }
-    });
-}
-
-/// Keeps a catalog copy fresh: a cheap version check every `every`, a reload when it moved.
-pub fn spawn_catalog_refresh(cache: Arc<CatalogCache>, every: Duration, shutdown: Shutdown) {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    if let Err(e) = cache.refresh().await {
-                        tracing::warn!(error = %e, "cannot refresh the catalog");
                     }
                 }
                 _ = shutdown.requested() => return,

@@ -5,8 +5,8 @@
 //! §2 is checked in `Subscription::from_resource`, and each refusal names its field.
 
 use crate::api_error::InvalidField;
-use crate::event::json_type;
 use crate::filter::EventFilter;
+use crate::json::json_type;
 use crate::names::{SubscriptionName, TopicName};
 use crate::profile::DeliveryProfile;
 use crate::routing::Routing;

@@ -5,8 +5,8 @@
 //! version has a serde default so topics stored before it still load.
 
 use crate::api_error::InvalidField;
-use crate::custom_schema::InputSchemaMapping;
-use crate::event::json_type;
+use crate::event::custom::InputSchemaMapping;
+use crate::json::json_type;
 use crate::names::TopicName;
 use crate::profile::DeliveryProfile;
 use crate::schema::InputSchema;

@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use eg_core::api_error::InvalidField;
-use eg_core::event::json_type;
+use eg_core::json::json_type;
 use eg_core::probation::{self, EndpointId, HealthState};
 use eg_core::subscription::base_url;
 use eg_core::validation::Provisioning;

@@ -21,6 +21,7 @@ pub mod policy;
 pub mod probation;
 pub mod profile;
 pub mod publish;
+pub mod publisher_auth;
 pub mod render;
 pub mod retry;
 pub mod routing;

@@ -1,5 +1,6 @@
-//! The domain of eg, pure: what events, topics and subscriptions are, which
-//! subscriptions an event matches, and what a delivery attempt's outcome leads to.
+//! The domain of eg, pure: what events, topics and subscriptions are, who may publish
+//! to a topic, which subscriptions an event matches, and what a delivery attempt's
+//! outcome leads to.
 //!
 //! Every tier shares this one truth. Nothing here does I/O or knows about tokio,
 //! Redis or HTTP clients: time and randomness come in as arguments, so the policy is

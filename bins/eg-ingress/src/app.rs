@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use eg_core::event::PublishLimits;
+use eg_core::publish::PublishLimits;
 use eg_runtime::ops;
 use eg_runtime::startup::Process;
 use eg_store::{Catalog, CatalogCache, Clock, Store};

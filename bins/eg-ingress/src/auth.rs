@@ -1,199 +1,68 @@
-//! Publisher authentication (spec §1): an access key (`aeg-sas-key` header or query)
-//! or a SAS token (`aeg-sas-token` header or `Authorization: SharedAccessSignature …`).
-//! Keys and signatures are compared in constant time and never logged.
+//! Publisher authentication at the HTTP edge (spec §1): finds the credential a publish
+//! request presents, an access key (`aeg-sas-key` header or query) or a SAS token
+//! (`aeg-sas-token` header or `Authorization: SharedAccessSignature …`), and has
+//! `eg_core::publisher_auth` check it at the deployment's time (the clock corrected to
+//! Redis's). Keys and tokens are never logged.
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use chrono::{DateTime, NaiveDateTime, Utc};
-use hmac::{Hmac, Mac};
-use percent_encoding::percent_decode_str;
-use sha2::Sha256;
-use subtle::ConstantTimeEq;
+use crate::errors::Refusal;
+use axum::http::HeaderMap;
+use eg_core::UnixMillis;
+use eg_core::publisher_auth::{self, Credential};
+use eg_store::TopicEntry;
+use std::collections::HashMap;
 
-/// What the publisher presented.
-pub enum Credential<'a> {
-    Key(&'a str),
-    SasToken(&'a str),
-}
-
-#[derive(Debug, PartialEq, Eq)]
-pub enum AuthError {
-    Missing,
-    WrongKey,
-    MalformedToken(&'static str),
-    Expired,
-    WrongResource,
-    BadSignature,
-}
-
-impl std::fmt::Display for AuthError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Missing => f.write_str("no credential: send the aeg-sas-key header or a SAS token"),
-            Self::WrongKey => f.write_str("the access key is not valid for this topic"),
-            Self::MalformedToken(what) => write!(f, "the SAS token is malformed: {what}"),
-            Self::Expired => f.write_str("the SAS token has expired"),
-            Self::WrongResource => f.write_str("the SAS token was issued for another resource"),
-            Self::BadSignature => f.write_str("the SAS token's signature is not valid for this topic"),
-        }
-    }
-}
-
-/// Checks `credential` against the topic's keys; `resource_path` is the publish path.
-pub fn verify(
-    credential: Option<Credential<'_>>,
-    keys: &[String; 2],
+/// Checks the request's credential against `entry`'s keys at `now`; `resource_path` is
+/// the publish path a SAS token must be issued for.
+pub fn authenticate(
+    entry: &TopicEntry,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
     resource_path: &str,
-    now: DateTime<Utc>,
-) -> Result<(), AuthError> {
-    match credential {
-        None => Err(AuthError::Missing),
-        Some(Credential::Key(presented)) => {
-            let matched = keys.iter().fold(0u8, |acc, k| {
-                acc | u8::from(bool::from(k.as_bytes().ct_eq(presented.as_bytes())))
-            });
-            if matched == 1 { Ok(()) } else { Err(AuthError::WrongKey) }
-        }
-        Some(Credential::SasToken(token)) => verify_token(token, keys, resource_path, now),
-    }
+    now: UnixMillis,
+) -> Result<(), Refusal> {
+    publisher_auth::verify(presented(query, headers), &entry.keys, resource_path, now)
+        .map_err(|e| Refusal::unauthorized(e.to_string()))
 }
 
-/// token = `r=<urlenc resource>&e=<urlenc expiry>&s=<urlenc base64(HMAC-SHA256(base64decode(key), "r=…&e=…"))>`
-fn verify_token(token: &str, keys: &[String; 2], resource_path: &str, now: DateTime<Utc>) -> Result<(), AuthError> {
-    let (signed, signature) = token
-        .rsplit_once("&s=")
-        .ok_or(AuthError::MalformedToken("no s= part"))?;
-    let mut resource = None;
-    let mut expiry = None;
-    for part in signed.split('&') {
-        match part.split_once('=') {
-            Some(("r", v)) => resource = Some(decode(v)?),
-            Some(("e", v)) => expiry = Some(decode(v)?),
-            _ => return Err(AuthError::MalformedToken("unexpected part before s=")),
-        }
-    }
-    let resource = resource.ok_or(AuthError::MalformedToken("no r= part"))?;
-    let expiry = expiry.ok_or(AuthError::MalformedToken("no e= part"))?;
-    let expires = parse_expiry(&expiry).ok_or(AuthError::MalformedToken("e= is not a date"))?;
-    if expires <= now {
-        return Err(AuthError::Expired);
-    }
-    if !resource_matches(&resource, resource_path) {
-        return Err(AuthError::WrongResource);
-    }
-    let signature = BASE64
-        .decode(decode(signature)?)
-        .map_err(|_| AuthError::MalformedToken("s= is not base64"))?;
-    let valid = keys.iter().any(|key| {
-        let Ok(secret) = BASE64.decode(key) else { return false };
-        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&secret) else {
-            return false;
-        };
-        mac.update(signed.as_bytes());
-        mac.verify_slice(&signature).is_ok()
-    });
-    if valid { Ok(()) } else { Err(AuthError::BadSignature) }
-}
-
-fn decode(v: &str) -> Result<String, AuthError> {
-    percent_decode_str(v)
-        .decode_utf8()
-        .map(|s| s.into_owned())
-        .map_err(|_| AuthError::MalformedToken("not UTF-8 after URL-decoding"))
-}
-
-/// The SDKs write the expiry as `M/d/yyyy h:mm:ss AM/PM` (UTC); RFC 3339 and Unix
-/// seconds are accepted too.
-fn parse_expiry(raw: &str) -> Option<DateTime<Utc>> {
-    if let Ok(t) = NaiveDateTime::parse_from_str(raw, "%m/%d/%Y %I:%M:%S %p") {
-        return Some(t.and_utc());
-    }
-    if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
-        return Some(t.with_timezone(&Utc));
-    }
-    raw.parse::<i64>().ok().and_then(|s| DateTime::from_timestamp(s, 0))
-}
-
-/// The token's resource is the topic's endpoint URL (any host; query ignored).
-fn resource_matches(resource: &str, resource_path: &str) -> bool {
-    let without_query = resource.split('?').next().unwrap_or_default();
-    let path = match without_query.split_once("://") {
-        Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
-        None => without_query,
-    };
-    path.trim_end_matches('/')
-        .eq_ignore_ascii_case(resource_path.trim_end_matches('/'))
-}
-
-/// Builds a SAS token the way Event Grid's SDKs do (used by tests and the demo).
-#[cfg(test)]
-pub fn sas_token(resource: &str, expires: DateTime<Utc>, key: &str) -> String {
-    use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
-    let enc = |s: &str| utf8_percent_encode(s, NON_ALPHANUMERIC).to_string();
-    let signed = format!(
-        "r={}&e={}",
-        enc(resource),
-        enc(&expires.format("%m/%d/%Y %I:%M:%S %p").to_string())
-    );
-    let secret = BASE64.decode(key).unwrap_or_default();
-    let mut mac = Hmac::<Sha256>::new_from_slice(&secret).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
-    mac.update(signed.as_bytes());
-    format!("{signed}&s={}", enc(&BASE64.encode(mac.finalize().into_bytes())))
+/// The credential presented, in order of precedence: a key in the header, a key in the
+/// query, a token in `aeg-sas-token`, a token in `Authorization`.
+fn presented<'a>(query: &'a HashMap<String, String>, headers: &'a HeaderMap) -> Option<Credential<'a>> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    header("aeg-sas-key")
+        .or_else(|| query.get("aeg-sas-key").map(String::as_str))
+        .map(Credential::Key)
+        .or_else(|| header("aeg-sas-token").map(Credential::SasToken))
+        .or_else(|| {
+            header("authorization")
+                .and_then(|v| v.strip_prefix("SharedAccessSignature "))
+                .map(Credential::SasToken)
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::Duration;
 
-    const PATH: &str = "/topics/orders/api/events";
-
-    fn keys() -> [String; 2] {
-        [BASE64.encode([1u8; 32]), BASE64.encode([2u8; 32])]
+    fn found<'a>(query: &'a HashMap<String, String>, headers: &'a HeaderMap) -> Option<Credential<'a>> {
+        presented(query, headers)
     }
 
     #[test]
-    fn either_key_works_and_others_do_not() {
-        let k = keys();
-        let now = Utc::now();
-        assert_eq!(verify(Some(Credential::Key(&k[0])), &k, PATH, now), Ok(()));
-        assert_eq!(verify(Some(Credential::Key(&k[1])), &k, PATH, now), Ok(()));
-        assert_eq!(
-            verify(Some(Credential::Key("nope")), &k, PATH, now),
-            Err(AuthError::WrongKey)
-        );
-        assert_eq!(verify(None, &k, PATH, now), Err(AuthError::Missing));
-    }
+    fn credentials_are_found_where_the_sdks_put_them() {
+        let none = HashMap::new();
+        let mut headers = HeaderMap::new();
+        assert_eq!(found(&none, &headers), None);
+        headers.insert("authorization", "SharedAccessSignature r=a&e=b&s=c".parse().unwrap());
+        assert_eq!(found(&none, &headers), Some(Credential::SasToken("r=a&e=b&s=c")));
+        headers.insert("aeg-sas-token", "r=x&e=y&s=z".parse().unwrap());
+        assert_eq!(found(&none, &headers), Some(Credential::SasToken("r=x&e=y&s=z")));
+        let query = HashMap::from([("aeg-sas-key".to_owned(), "from-query".to_owned())]);
+        assert_eq!(found(&query, &headers), Some(Credential::Key("from-query")));
+        headers.insert("aeg-sas-key", "from-header".parse().unwrap());
+        assert_eq!(found(&query, &headers), Some(Credential::Key("from-header")));
 
-    #[test]
-    fn sdk_style_sas_tokens_are_checked() {
-        let k = keys();
-        let now = Utc::now();
-        let url = "https://eg.example:8080/topics/orders/api/events?api-version=2018-01-01";
-        let good = sas_token(url, now + Duration::hours(1), &k[1]);
-        assert_eq!(verify(Some(Credential::SasToken(&good)), &k, PATH, now), Ok(()));
-        let expired = sas_token(url, now - Duration::hours(1), &k[0]);
-        assert_eq!(
-            verify(Some(Credential::SasToken(&expired)), &k, PATH, now),
-            Err(AuthError::Expired)
-        );
-        let other = sas_token(
-            "https://eg.example/topics/other/api/events",
-            now + Duration::hours(1),
-            &k[0],
-        );
-        assert_eq!(
-            verify(Some(Credential::SasToken(&other)), &k, PATH, now),
-            Err(AuthError::WrongResource)
-        );
-        let forged = sas_token(url, now + Duration::hours(1), &BASE64.encode([9u8; 32]));
-        assert_eq!(
-            verify(Some(Credential::SasToken(&forged)), &k, PATH, now),
-            Err(AuthError::BadSignature)
-        );
-        assert!(matches!(
-            verify(Some(Credential::SasToken("garbage")), &k, PATH, now),
-            Err(AuthError::MalformedToken(_))
-        ));
+        let mut bearer = HeaderMap::new();
+        bearer.insert("authorization", "Bearer t".parse().unwrap());
+        assert_eq!(found(&none, &bearer), None);
     }
 }

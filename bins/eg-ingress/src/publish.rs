@@ -2,12 +2,13 @@
 //! with their deliveries in one atomic step. `200` only once all of it is durable.
 
 use crate::app::App;
-use crate::auth::{self, Credential};
+use crate::auth::authenticate;
 use crate::errors::Refusal;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use eg_core::event::{AcceptedEvent, PublishedBatch};
+use eg_core::event::AcceptedEvent;
+use eg_core::publish::PublishedBatch;
 use eg_core::{Delivery, TopicName, UnixMillis};
 use eg_runtime::metrics as m;
 use eg_store::queue::EventToStore;
@@ -97,7 +98,13 @@ async fn admit(
         // (Reloads only if the catalog moved: unknown names cannot make every request reload it.)
         snapshot = within_bound(app, app.cache.refresh()).await??;
     }
-    if let Err(refused) = authenticate(topic_entry(&snapshot, &name)?, query, headers, &resource_path) {
+    if let Err(refused) = authenticate(
+        topic_entry(&snapshot, &name)?,
+        query,
+        headers,
+        &resource_path,
+        app.clock.now(),
+    ) {
         // A key regenerated a moment ago (through any copy) is not in this copy's cached
         // catalog yet: check against the current one before refusing. Costs a refused
         // publisher one GET; a reload only if the catalog moved.
@@ -106,7 +113,13 @@ async fn admit(
             return Err(refused);
         }
         snapshot = current;
-        authenticate(topic_entry(&snapshot, &name)?, query, headers, &resource_path)?;
+        authenticate(
+            topic_entry(&snapshot, &name)?,
+            query,
+            headers,
+            &resource_path,
+            app.clock.now(),
+        )?;
     }
     Ok((name, snapshot, resource_path))
 }
@@ -151,7 +164,13 @@ async fn store(
             let current = app.cache.refresh().await?;
             if current.version != snapshot.version {
                 snapshot = current;
-                authenticate(topic_entry(&snapshot, name)?, query, headers, resource_path)?;
+                authenticate(
+                    topic_entry(&snapshot, name)?,
+                    query,
+                    headers,
+                    resource_path,
+                    app.clock.now(),
+                )?;
                 continue;
             }
             metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key()).increment(count as u64);
@@ -170,7 +189,13 @@ async fn store(
                 tracing::debug!(topic = %name, cached = snapshot.version, current = version, "catalog changed; re-matching");
                 snapshot = app.cache.reload().await?;
                 // The key presented may have been regenerated since.
-                authenticate(topic_entry(&snapshot, name)?, query, headers, resource_path)?;
+                authenticate(
+                    topic_entry(&snapshot, name)?,
+                    query,
+                    headers,
+                    resource_path,
+                    app.clock.now(),
+                )?;
             }
         }
     }
@@ -185,26 +210,6 @@ fn topic_entry<'a>(snapshot: &'a CatalogSnapshot, name: &TopicName) -> Result<&'
     snapshot
         .topic(&name.key())
         .ok_or_else(|| Refusal::not_found(format!("topic {:?} does not exist", name.as_str())))
-}
-
-fn authenticate(
-    entry: &TopicEntry,
-    query: &HashMap<String, String>,
-    headers: &HeaderMap,
-    resource_path: &str,
-) -> Result<(), Refusal> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let credential = header("aeg-sas-key")
-        .or_else(|| query.get("aeg-sas-key").map(String::as_str))
-        .map(Credential::Key)
-        .or_else(|| header("aeg-sas-token").map(Credential::SasToken))
-        .or_else(|| {
-            header("authorization")
-                .and_then(|v| v.strip_prefix("SharedAccessSignature "))
-                .map(Credential::SasToken)
-        });
-    auth::verify(credential, &entry.keys, resource_path, chrono::Utc::now())
-        .map_err(|e| Refusal::unauthorized(e.to_string()))
 }
 
 /// One stored event per event that matched something, with one delivery per match

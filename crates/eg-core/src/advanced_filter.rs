@@ -32,7 +32,7 @@
 //!   significant digits back to within one ulp unless its `float_roundtrip` feature is on.
 
 use crate::api_error::InvalidField;
-use crate::event::json_type;
+use crate::json::json_type;
 use crate::routing::Routing;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

@@ -17,6 +17,8 @@
 //! The parse is one pass building a `serde_json::Value` through a visitor that keeps
 //! the current path; keys are moved, not copied, so it costs about what
 //! `serde_json::from_slice::<Value>` does.
+//!
+//! [`json_type`] is how every refusal of a client's JSON names what it found instead.
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::map::Entry;
@@ -98,6 +100,18 @@ impl fmt::Display for JsonError {
 }
 
 impl std::error::Error for JsonError {}
+
+/// How an error names a value's JSON type: `a string`, `an array`, `null`…
+pub fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
 
 /// Parses `bytes` as one JSON value, refusing what the module doc lists. A UTF-8 byte
 /// order mark at the start is skipped (RFC 8259 §8.1 allows ignoring it).

@@ -1,5 +1,6 @@
-//! The domain of eg, pure: what events, topics and subscriptions are, which
-//! subscriptions an event matches, and what a delivery attempt's outcome leads to.
+//! The domain of eg, pure: what events, topics and subscriptions are, who may publish
+//! to a topic, which subscriptions an event matches, and what a delivery attempt's
+//! outcome leads to.
 //!
 //! Every tier shares this one truth. Nothing here does I/O or knows about tokio,
 //! Redis or HTTP clients: time and randomness come in as arguments, so the policy is
@@ -9,8 +10,6 @@ pub mod address;
 pub mod advanced_filter;
 pub mod api_error;
 pub mod batch;
-pub mod cloudevents;
-pub mod custom_schema;
 pub mod deadletter;
 pub mod delivery;
 pub mod event;
@@ -22,6 +21,8 @@ pub mod outcome;
 pub mod policy;
 pub mod probation;
 pub mod profile;
+pub mod publish;
+pub mod publisher_auth;
 pub mod render;
 pub mod retry;
 pub mod routing;
@@ -34,12 +35,13 @@ pub mod validation;
 
 pub use api_error::ApiError;
 pub use delivery::{Delivery, LastAttempt};
-pub use event::{EventGridEvent, PublishedBatch};
+pub use event::EventGridEvent;
 pub use filter::EventFilter;
 pub use names::{SubscriptionName, TopicName};
 pub use outcome::{AttemptOutcome, OutcomeName, OutcomePolicy};
 pub use policy::{DeadLetterReason, Decision, DeliveryPolicy};
 pub use profile::DeliveryProfile;
+pub use publish::PublishedBatch;
 pub use retry::RetrySchedule;
 pub use routing::Routing;
 pub use schema::{DeliverySchema, InputSchema, StoredFormat};

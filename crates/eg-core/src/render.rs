@@ -20,7 +20,7 @@
 //! is not used for it: a data version such as "1.0" is not the absolute URI that
 //! attribute must be.) `metadataVersion` has no CloudEvents counterpart and is dropped.
 
-use crate::cloudevents::SPEC_VERSION;
+use crate::event::cloudevents::SPEC_VERSION;
 use crate::schema::{DeliverySchema, StoredFormat};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -220,9 +220,10 @@ fn data_version_of(stored: &str) -> Result<String, RenderError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::custom_schema::InputSchemaMapping;
-    use crate::event::{EventGridEvent, PublishLimits, PublishedBatch};
+    use crate::event::EventGridEvent;
+    use crate::event::custom::InputSchemaMapping;
     use crate::names::TopicName;
+    use crate::publish::{PublishLimits, PublishedBatch};
     use crate::time::UnixMillis;
     use crate::topic::Topic;
     use proptest::prelude::*;

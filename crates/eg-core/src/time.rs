@@ -1,5 +1,6 @@
 //! Instants as milliseconds since the Unix epoch: the unit Redis scores and stream ids use,
 //! so a time read from Redis `TIME` and a time in a record compare without conversion.
+//! Also the ISO 8601 durations the management API takes and shows (`PT1M`, `P7D`).
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,30 @@ impl UnixMillis {
     }
 }
 
+/// Parses an ISO 8601 duration such as `PT1M` or `P7D`; years and months are refused
+/// because their length is not fixed.
+pub fn parse_iso8601_duration(raw: &str) -> Result<Duration, String> {
+    let parsed =
+        iso8601::duration(raw).map_err(|_| format!("{raw:?} is not an ISO 8601 duration such as PT10M or P1D"))?;
+    if let iso8601::Duration::YMDHMS { year, month, .. } = parsed
+        && (year != 0 || month != 0)
+    {
+        return Err(format!("{raw:?}: years and months are not allowed; use days (P30D)"));
+    }
+    Ok(parsed.into())
+}
+
+/// Formats a duration as ISO 8601 in its largest exact unit (`P7D`, `PT90M`, `PT45S`).
+pub fn iso8601_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        s if s > 0 && s % 86_400 == 0 => format!("P{}D", s / 86_400),
+        s if s > 0 && s % 3600 == 0 => format!("PT{}H", s / 3600),
+        s if s > 0 && s % 60 == 0 => format!("PT{}M", s / 60),
+        s => format!("PT{s}S"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,6 +67,17 @@ mod tests {
     #[test]
     fn formats_as_utc_rfc3339() {
         assert_eq!(UnixMillis(0).to_rfc3339(), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn iso8601_durations_parse_and_format() {
+        assert_eq!(parse_iso8601_duration("PT1M").unwrap(), Duration::from_secs(60));
+        assert_eq!(parse_iso8601_duration("P7D").unwrap(), Duration::from_secs(7 * 86_400));
+        assert!(parse_iso8601_duration("P1Y").is_err());
+        assert!(parse_iso8601_duration("7 days").is_err());
+        assert_eq!(iso8601_duration(Duration::from_secs(7 * 86_400)), "P7D");
+        assert_eq!(iso8601_duration(Duration::from_secs(5400)), "PT90M");
+        assert_eq!(iso8601_duration(Duration::from_secs(45)), "PT45S");
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! version has a serde default so topics stored before it still load.
 
 use crate::api_error::InvalidField;
-use crate::custom_schema::InputSchemaMapping;
-use crate::event::json_type;
+use crate::event::custom::InputSchemaMapping;
+use crate::json::json_type;
 use crate::names::TopicName;
 use crate::profile::DeliveryProfile;
 use crate::schema::InputSchema;
@@ -26,6 +26,21 @@ pub struct Topic {
 }
 
 impl Topic {
+    /// The top-level fields of a topic resource. Besides `properties`, those a `GET`
+    /// shows (so a resource read can be written back) and those ARM templates carry
+    /// (`location`, `tags`); all but `properties` are ignored.
+    pub const RESOURCE_FIELDS: [&str; 7] = ["properties", "id", "name", "type", "location", "tags", "systemData"];
+
+    /// The fields of `properties`; `endpoint` and `provisioningState` are shown by `GET`
+    /// and ignored when written.
+    pub const PROPERTIES: [&str; 5] = [
+        "inputSchema",
+        "inputSchemaMapping",
+        "deliveryProfile",
+        "endpoint",
+        "provisioningState",
+    ];
+
     /// Reads a `PUT /admin/topics/{topic}` body (which may be empty): Event Grid's
     /// `properties.inputSchema` and `properties.inputSchemaMapping`, and eg's own
     /// `properties.deliveryProfile` (`CustomTopic`, the default, or `NamespaceTopic`).
@@ -44,12 +59,7 @@ impl Topic {
                 ));
             }
         };
-        if let Some(key) = props.keys().find(|k| {
-            !matches!(
-                k.as_str(),
-                "inputSchema" | "inputSchemaMapping" | "deliveryProfile" | "endpoint" | "provisioningState"
-            )
-        }) {
+        if let Some(key) = props.keys().find(|k| !Self::PROPERTIES.contains(&k.as_str())) {
             return Err(InvalidField::new(
                 format!("properties.{key}"),
                 "not a known topic property",

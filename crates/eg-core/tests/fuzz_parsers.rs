@@ -21,9 +21,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use eg_core::advanced_filter::AdvancedFilter;
-use eg_core::custom_schema::InputSchemaMapping;
-use eg_core::event::{PublishError, PublishLimits};
+use eg_core::event::custom::InputSchemaMapping;
 use eg_core::json::{self, JsonProblem};
+use eg_core::publish::{PublishError, PublishLimits};
 use eg_core::{EventFilter, PublishedBatch, Routing, Subscription, SubscriptionName, Topic, TopicName, UnixMillis};
 use proptest::prelude::*;
 use proptest::test_runner::Config;

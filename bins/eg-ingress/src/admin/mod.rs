@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use eg_core::api_error::InvalidField;
-use eg_core::event::json_type;
+use eg_core::json::json_type;
 use eg_core::probation::{self, EndpointId, HealthState};
 use eg_core::subscription::base_url;
 use eg_core::validation::Provisioning;
@@ -99,16 +99,9 @@ fn subscription_name(raw: &str) -> Result<SubscriptionName, Refusal> {
     SubscriptionName::parse(raw).map_err(|e| Refusal::bad_request(e.problem))
 }
 
-/// The top-level fields of a topic resource. Besides `properties`, those a `GET`
-/// shows (so a resource read can be written back) and those ARM templates carry
-/// (`location`, `tags`); all but `properties` are ignored.
-const TOPIC_FIELDS: [&str; 7] = ["properties", "id", "name", "type", "location", "tags", "systemData"];
-
-/// The top-level fields of a subscription resource, as for topics.
-const SUBSCRIPTION_FIELDS: [&str; 5] = ["properties", "id", "name", "type", "systemData"];
-
 /// A management request body: strict JSON ([`eg_core::json`]) holding one object whose
-/// fields are all in `fields`. An empty body reads as `{}`.
+/// fields are all in `fields` (for a resource, its `RESOURCE_FIELDS`). An empty body
+/// reads as `{}`.
 pub(crate) async fn body_object(
     app: &App,
     headers: &HeaderMap,
@@ -171,7 +164,7 @@ async fn get_topic(State(app): State<Arc<App>>, Path(topic): Path<String>) -> Re
 async fn put_topic(State(app): State<Arc<App>>, Path(topic): Path<String>, headers: HeaderMap, body: Body) -> Reply {
     // The body first: a refusal before it is read could reset the connection under
     // a client still sending it.
-    let body = body_object(&app, &headers, body, "a topic resource", &TOPIC_FIELDS).await?;
+    let body = body_object(&app, &headers, body, "a topic resource", &Topic::RESOURCE_FIELDS).await?;
     let name = topic_name(&topic)?;
     let topic = Topic::from_resource(name, &body).map_err(invalid)?;
     let created = match app.catalog.put_topic(&topic, [new_key(), new_key()]).await? {
@@ -254,7 +247,14 @@ async fn put_subscription(
     headers: HeaderMap,
     body: Body,
 ) -> Reply {
-    let body = body_object(&app, &headers, body, "a subscription resource", &SUBSCRIPTION_FIELDS).await?;
+    let body = body_object(
+        &app,
+        &headers,
+        body,
+        "a subscription resource",
+        &Subscription::RESOURCE_FIELDS,
+    )
+    .await?;
     let (t, n) = (topic_name(&topic)?, subscription_name(&name)?);
     let no_topic = || Refusal::not_found(format!("topic {topic:?} does not exist"));
     // Decided from the topic and the subscription as stored, and written only if they

@@ -5,7 +5,7 @@
 //! `{id, topic, subject, eventType, eventTime, dataVersion, metadataVersion: "1", data}`
 //! with the object, exactly as published, in `data`. Filters then read `eventType`,
 //! `subject` and `data.…` like for any Event Grid event, and every delivery schema is
-//! rendered from that one stored form (see `render`).
+//! rendered from that one stored form (see `crate::render`).
 //!
 //! Decisions, where Event Grid's documentation leaves room:
 //! - A mapped `sourceField` may be a dotted path (`header.id`) into the object. It must
@@ -26,7 +26,9 @@
 //!   Event Grid schema events. The publisher's value stays visible in `data`.
 
 use crate::api_error::InvalidField;
-use crate::event::{AcceptedEvent, EventGridEvent, json_type};
+use crate::event::accepted::AcceptedEvent;
+use crate::event::eventgrid::EventGridEvent;
+use crate::json::json_type;
 use crate::time::UnixMillis;
 use chrono::DateTime;
 use serde::{Deserialize, Serialize};

@@ -1,259 +1,49 @@
-//! Event subscriptions (spec §2) as validated types, read from and written back to
-//! Event Grid's resource layout so existing Event Grid JSON reads naturally.
-//!
-//! A subscription value can only exist valid ("parse, don't validate"): every range of
-//! §2 is checked in `Subscription::from_resource`, and each refusal names its field.
+//! A subscription's resource form (spec §2): reading a `PUT …/eventSubscriptions/{name}`
+//! body into a valid [`Subscription`] and writing one back as `GET` shows it. The whole
+//! accepted shape is here: the top-level fields, the properties, and every nested
+//! object, each refusal naming its field (`properties.retryPolicy.maxDeliveryAttempts`).
 
+use super::headers::{self, DeliveryHeader, HeaderValueSource};
+use super::retry_policy::{
+    CUSTOM_MAX_DELIVERY_ATTEMPTS, CUSTOM_MAX_TTL_MINUTES, NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT,
+    RetryPolicy,
+};
+use super::{BatchSettings, DeadLetterDestination, Subscription, base_url};
 use crate::api_error::InvalidField;
-use crate::event::json_type;
 use crate::filter::EventFilter;
-use crate::names::{SubscriptionName, TopicName};
+use crate::json::json_type;
+use crate::names::SubscriptionName;
 use crate::profile::DeliveryProfile;
-use crate::routing::Routing;
 use crate::schema::DeliverySchema;
 use crate::signing::{MAX_SECRETS, SigningSecret, SigningSecrets};
-use crate::time::UnixMillis;
+use crate::time::{UnixMillis, iso8601_duration, parse_iso8601_duration};
 use crate::topic::Topic;
 use crate::validation::Provisioning;
 use chrono::DateTime;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use std::time::Duration;
-
-pub const MAX_DELIVERY_HEADERS: usize = 10;
-pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Subscription {
-    pub name: SubscriptionName,
-    pub topic: TopicName,
-    /// The full webhook URL. Its query may hold a secret: shown only by `getFullUrl`.
-    pub endpoint_url: String,
-    pub filter: EventFilter,
-    pub retry_policy: RetryPolicy,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dead_letter: Option<DeadLetterDestination>,
-    pub batching: BatchSettings,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub delivery_headers: Vec<DeliveryHeader>,
-    /// Standard Webhooks signing secrets (beyond Event Grid): stored and used to sign, never
-    /// returned by the API (only their fingerprints) and never logged.
-    #[serde(default, skip_serializing_if = "SigningSecrets::is_empty")]
-    pub signing_secrets: SigningSecrets,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expiration_time: Option<UnixMillis>,
-    #[serde(default)]
-    pub delivery_schema: DeliverySchema,
-    /// The topic's delivery profile, copied when the subscription is created.
-    #[serde(default)]
-    pub profile: DeliveryProfile,
-    /// Whether the endpoint has consented (spec §8); only `Succeeded` subscriptions match.
-    #[serde(default)]
-    pub provisioning: Provisioning,
-    /// Paused by an operator: events still match and accumulate (their time-to-live
-    /// still counts), but nothing is attempted until it is resumed.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub paused: bool,
-}
-
-/// When delivery of one event stops: after `max_delivery_attempts` attempts or once its
-/// time-to-live has passed, whichever comes first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RetryPolicy {
-    max_delivery_attempts: u32,
-    event_time_to_live_seconds: u64,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_delivery_attempts: 30,
-            event_time_to_live_seconds: 1440 * 60,
-        }
-    }
-}
-
-/// Namespace-topic limits (spec §10): `maxDeliveryCount` 1–10, TTL `PT1M` … `P7D`.
-pub const NAMESPACE_MAX_DELIVERY_COUNT: u32 = 10;
-pub const NAMESPACE_MIN_TTL: Duration = Duration::from_secs(60);
-pub const NAMESPACE_MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
-pub const NAMESPACE_DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
-
-impl RetryPolicy {
-    /// Custom-topic limits: `maxDeliveryAttempts` 1–30, `eventTimeToLiveInMinutes` 1–1440.
-    pub fn new(max_delivery_attempts: u32, ttl_minutes: u32) -> Result<Self, InvalidField> {
-        if !(1..=30).contains(&max_delivery_attempts) {
-            return Err(InvalidField::new(
-                "maxDeliveryAttempts",
-                format!("must be between 1 and 30, got {max_delivery_attempts}"),
-            ));
-        }
-        if !(1..=1440).contains(&ttl_minutes) {
-            return Err(InvalidField::new(
-                "eventTimeToLiveInMinutes",
-                format!("must be between 1 and 1440, got {ttl_minutes}"),
-            ));
-        }
-        Ok(Self {
-            max_delivery_attempts,
-            event_time_to_live_seconds: u64::from(ttl_minutes) * 60,
-        })
-    }
-
-    /// Namespace-topic limits: `maxDeliveryCount` 1–10, time-to-live `PT1M` … `P7D`.
-    pub fn namespace(max_delivery_count: u32, ttl: Duration) -> Result<Self, InvalidField> {
-        if !(1..=NAMESPACE_MAX_DELIVERY_COUNT).contains(&max_delivery_count) {
-            return Err(InvalidField::new(
-                "maxDeliveryCount",
-                format!("must be between 1 and {NAMESPACE_MAX_DELIVERY_COUNT}, got {max_delivery_count}"),
-            ));
-        }
-        if !(NAMESPACE_MIN_TTL..=NAMESPACE_MAX_TTL).contains(&ttl) {
-            return Err(InvalidField::new(
-                "eventTimeToLive",
-                format!("must be between PT1M and P7D, got {}", iso8601_duration(ttl)),
-            ));
-        }
-        Ok(Self {
-            max_delivery_attempts: max_delivery_count,
-            event_time_to_live_seconds: ttl.as_secs(),
-        })
-    }
-
-    pub fn max_delivery_attempts(&self) -> u32 {
-        self.max_delivery_attempts
-    }
-
-    pub fn event_time_to_live(&self) -> Duration {
-        Duration::from_secs(self.event_time_to_live_seconds)
-    }
-
-    /// The policy as the API shows it for `profile`.
-    fn to_resource(self, profile: DeliveryProfile) -> Value {
-        match profile {
-            DeliveryProfile::CustomTopic => json!({
-                "maxDeliveryAttempts": self.max_delivery_attempts,
-                "eventTimeToLiveInMinutes": self.event_time_to_live_seconds / 60,
-            }),
-            DeliveryProfile::NamespaceTopic => json!({
-                "maxDeliveryCount": self.max_delivery_attempts,
-                "eventTimeToLive": iso8601_duration(self.event_time_to_live()),
-            }),
-        }
-    }
-}
-
-/// Parses an ISO 8601 duration such as `PT1M` or `P7D`; years and months are refused
-/// because their length is not fixed.
-pub fn parse_iso8601_duration(raw: &str) -> Result<Duration, String> {
-    let parsed =
-        iso8601::duration(raw).map_err(|_| format!("{raw:?} is not an ISO 8601 duration such as PT10M or P1D"))?;
-    if let iso8601::Duration::YMDHMS { year, month, .. } = parsed
-        && (year != 0 || month != 0)
-    {
-        return Err(format!("{raw:?}: years and months are not allowed; use days (P30D)"));
-    }
-    Ok(parsed.into())
-}
-
-/// Formats a duration as ISO 8601 in its largest exact unit (`P7D`, `PT90M`, `PT45S`).
-pub fn iso8601_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    match secs {
-        s if s > 0 && s % 86_400 == 0 => format!("P{}D", s / 86_400),
-        s if s > 0 && s % 3600 == 0 => format!("PT{}H", s / 3600),
-        s if s > 0 && s % 60 == 0 => format!("PT{}M", s / 60),
-        s => format!("PT{s}S"),
-    }
-}
-
-/// A local directory destination laid out like an Event Grid blob container.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeadLetterDestination {
-    pub container_name: String,
-}
-
-impl DeadLetterDestination {
-    /// Container names follow Azure's rules (3–63 of `[a-z0-9-]`, starting with a letter
-    /// or digit, no `--`), which also keeps them from escaping the dead-letter root.
-    pub fn new(container_name: &str) -> Result<Self, InvalidField> {
-        let field = "containerName";
-        let len = container_name.len();
-        let valid_chars = container_name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-        if !(3..=63).contains(&len)
-            || !valid_chars
-            || container_name.starts_with('-')
-            || container_name.ends_with('-')
-            || container_name.contains("--")
-        {
-            return Err(InvalidField::new(
-                field,
-                format!(
-                    "{container_name:?} is not a valid container name: 3-63 lower-case letters, digits or single hyphens, starting and ending with a letter or digit"
-                ),
-            ));
-        }
-        Ok(Self {
-            container_name: container_name.to_owned(),
-        })
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BatchSettings {
-    pub max_events_per_batch: u32,
-    pub preferred_batch_size_in_kilobytes: u32,
-}
-
-impl Default for BatchSettings {
-    fn default() -> Self {
-        Self {
-            max_events_per_batch: 1,
-            preferred_batch_size_in_kilobytes: 64,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeliveryHeader {
-    pub name: String,
-    pub value: HeaderValueSource,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "type")]
-pub enum HeaderValueSource {
-    Static { value: String, is_secret: bool },
-    Dynamic { source_field: String },
-}
-
-impl DeliveryHeader {
-    /// The header's value for one event; `None` when a dynamic source field is missing
-    /// or is not a string, number or boolean.
-    pub fn value_for(&self, event: &Value) -> Option<String> {
-        match &self.value {
-            HeaderValueSource::Static { value, .. } => Some(value.clone()),
-            HeaderValueSource::Dynamic { source_field } => {
-                let found = source_field.split('.').try_fold(event, |v, key| v.get(key))?;
-                match found {
-                    Value::String(s) => Some(s.clone()),
-                    Value::Number(n) => Some(n.to_string()),
-                    Value::Bool(b) => Some(b.to_string()),
-                    _ => None,
-                }
-            }
-        }
-    }
-}
 
 impl Subscription {
+    /// The top-level fields of a subscription resource. Besides `properties`, those a
+    /// `GET` shows, so a resource read can be written back; all but `properties` are
+    /// ignored.
+    pub const RESOURCE_FIELDS: [&str; 5] = ["properties", "id", "name", "type", "systemData"];
+
+    /// The fields of `properties`. `topic`, `provisioningState` and
+    /// `provisioningMessage` are shown by `GET` and ignored when written.
+    pub const PROPERTIES: [&str; 11] = [
+        "destination",
+        "paused",
+        "filter",
+        "eventDeliverySchema",
+        "retryPolicy",
+        "deadLetterDestination",
+        "expirationTimeUtc",
+        "labels",
+        "topic",
+        "provisioningState",
+        "provisioningMessage",
+    ];
+
     /// Reads a `PUT …/eventSubscriptions/{name}` body.
     /// The subscription starts `Succeeded`; whoever runs the validation handshake
     /// replaces `provisioning` with its result before storing it.
@@ -313,26 +103,11 @@ impl Subscription {
                 ));
             }
         };
-        for key in props.keys() {
-            if !matches!(
-                key.as_str(),
-                "destination"
-                    | "paused"
-                    | "filter"
-                    | "eventDeliverySchema"
-                    | "retryPolicy"
-                    | "deadLetterDestination"
-                    | "expirationTimeUtc"
-                    | "labels"
-                    | "topic"
-                    | "provisioningState"
-                    | "provisioningMessage"
-            ) {
-                return Err(InvalidField::new(
-                    format!("properties.{key}"),
-                    "not a known subscription property",
-                ));
-            }
+        if let Some(key) = props.keys().find(|k| !Self::PROPERTIES.contains(&k.as_str())) {
+            return Err(InvalidField::new(
+                format!("properties.{key}"),
+                "not a known subscription property",
+            ));
         }
         Ok(Self {
             name,
@@ -390,7 +165,7 @@ impl Subscription {
             "destination": {"endpointType": "WebHook", "properties": destination_props},
             "filter": self.filter,
             "eventDeliverySchema": self.delivery_schema,
-            "retryPolicy": self.retry_policy.to_resource(self.profile),
+            "retryPolicy": retry_policy_resource(self.retry_policy, self.profile),
             "paused": self.paused,
         });
         if let Some(message) = self.provisioning.message(now) {
@@ -409,25 +184,6 @@ impl Subscription {
             "type": "Microsoft.EventGrid/eventSubscriptions",
             "properties": props,
         })
-    }
-
-    /// Whether a published event goes to this subscription.
-    pub fn matches(&self, event: &Routing<'_>, now: UnixMillis) -> bool {
-        self.provisioning.is_active() && self.expiration_time.is_none_or(|at| now < at) && self.filter.matches(event)
-    }
-}
-
-/// Scheme, host, port and path: the URL without its query or fragment, which may hold secrets.
-pub fn base_url(full: &str) -> String {
-    match url::Url::parse(full) {
-        Ok(mut u) => {
-            u.set_query(None);
-            u.set_fragment(None);
-            let _ = u.set_password(None);
-            let _ = u.set_username("");
-            u.to_string()
-        }
-        Err(_) => String::new(),
     }
 }
 
@@ -521,7 +277,7 @@ fn destination(props: &Map<String, Value>) -> Result<Destination, InvalidField> 
     };
     let headers = match dp.get("deliveryAttributeMappings") {
         None | Some(Value::Null) => Vec::new(),
-        Some(v) => delivery_headers(v).map_err(|e| e.within("destination.properties"))?,
+        Some(v) => headers::from_mappings(v).map_err(|e| e.within("destination.properties"))?,
     };
     // Omitted means unsigned: a PUT replaces the whole subscription, secrets included.
     let signing_secrets = match dp.get("signingSecrets") {
@@ -529,10 +285,7 @@ fn destination(props: &Map<String, Value>) -> Result<Destination, InvalidField> 
         Some(v) => signing_secrets(v).map_err(|e| e.within("destination.properties"))?,
     };
     if !signing_secrets.is_empty()
-        && let Some((i, h)) = headers
-            .iter()
-            .enumerate()
-            .find(|(_, h)| SIGNING_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(&h.name)))
+        && let Some((i, h)) = headers::first_signing_header(&headers)
     {
         return Err(InvalidField::new(
             format!("destination.properties.deliveryAttributeMappings[{i}].name"),
@@ -549,9 +302,6 @@ fn destination(props: &Map<String, Value>) -> Result<Destination, InvalidField> 
         signing_secrets,
     })
 }
-
-/// The headers of a signed delivery: a delivery property must not replace them.
-const SIGNING_HEADERS: [&str; 3] = ["webhook-id", "webhook-timestamp", "webhook-signature"];
 
 /// `signingSecrets`: 0–2 `whsec_…` strings, all different. Refusals never repeat the value.
 fn signing_secrets(v: &Value) -> Result<SigningSecrets, InvalidField> {
@@ -602,18 +352,6 @@ fn ranged_u32(map: &Map<String, Value>, field: &str, min: u32, max: u32, default
     }
 }
 
-impl RetryPolicy {
-    pub fn default_for(profile: DeliveryProfile) -> Self {
-        match profile {
-            DeliveryProfile::CustomTopic => Self::default(),
-            DeliveryProfile::NamespaceTopic => Self {
-                max_delivery_attempts: NAMESPACE_MAX_DELIVERY_COUNT,
-                event_time_to_live_seconds: NAMESPACE_DEFAULT_TTL.as_secs(),
-            },
-        }
-    }
-}
-
 fn retry_policy(v: &Value, profile: DeliveryProfile) -> Result<RetryPolicy, InvalidField> {
     let Value::Object(map) = v else {
         return Err(InvalidField::new("", "must be an object"));
@@ -636,8 +374,20 @@ fn retry_policy(v: &Value, profile: DeliveryProfile) -> Result<RetryPolicy, Inva
     }
     match profile {
         DeliveryProfile::CustomTopic => {
-            let attempts = ranged_u32(map, "maxDeliveryAttempts", 1, 30, 30)?;
-            let ttl = ranged_u32(map, "eventTimeToLiveInMinutes", 1, 1440, 1440)?;
+            let attempts = ranged_u32(
+                map,
+                "maxDeliveryAttempts",
+                1,
+                CUSTOM_MAX_DELIVERY_ATTEMPTS,
+                CUSTOM_MAX_DELIVERY_ATTEMPTS,
+            )?;
+            let ttl = ranged_u32(
+                map,
+                "eventTimeToLiveInMinutes",
+                1,
+                CUSTOM_MAX_TTL_MINUTES,
+                CUSTOM_MAX_TTL_MINUTES,
+            )?;
             RetryPolicy::new(attempts, ttl)
         }
         DeliveryProfile::NamespaceTopic => {
@@ -733,133 +483,26 @@ fn dead_letter_destination(v: &Value) -> Result<DeadLetterDestination, InvalidFi
     }
 }
 
-fn delivery_headers(v: &Value) -> Result<Vec<DeliveryHeader>, InvalidField> {
-    let field = "deliveryAttributeMappings";
-    let Value::Array(items) = v else {
-        return Err(InvalidField::new(field, "must be an array"));
-    };
-    if items.len() > MAX_DELIVERY_HEADERS {
-        return Err(InvalidField::new(
-            field,
-            format!("at most {MAX_DELIVERY_HEADERS} headers, got {}", items.len()),
-        ));
+/// The policy as the API shows it for `profile`.
+fn retry_policy_resource(policy: RetryPolicy, profile: DeliveryProfile) -> Value {
+    match profile {
+        DeliveryProfile::CustomTopic => json!({
+            "maxDeliveryAttempts": policy.max_delivery_attempts(),
+            "eventTimeToLiveInMinutes": policy.event_time_to_live().as_secs() / 60,
+        }),
+        DeliveryProfile::NamespaceTopic => json!({
+            "maxDeliveryCount": policy.max_delivery_attempts(),
+            "eventTimeToLive": iso8601_duration(policy.event_time_to_live()),
+        }),
     }
-    let mut seen: Vec<String> = Vec::new();
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            let at = |sub: &str| format!("{field}[{i}].{sub}");
-            let name = match item.get("name") {
-                Some(Value::String(n)) if is_http_token(n) => n.clone(),
-                _ => return Err(InvalidField::new(at("name"), "must be a valid HTTP header name")),
-            };
-            if name.to_ascii_lowercase().starts_with("aeg-") {
-                return Err(InvalidField::new(at("name"), "must not start with \"aeg-\" (reserved)"));
-            }
-            if RESERVED_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(&name)) {
-                return Err(InvalidField::new(
-                    at("name"),
-                    format!("{name:?} is set by the sender for every delivery and cannot be a delivery property"),
-                ));
-            }
-            if let Some(key) = item
-                .as_object()
-                .and_then(|m| m.keys().find(|k| !matches!(k.as_str(), "name" | "type" | "properties")))
-            {
-                return Err(InvalidField::new(
-                    at(key),
-                    "not a field of a delivery attribute mapping",
-                ));
-            }
-            if seen.iter().any(|s| s.eq_ignore_ascii_case(&name)) {
-                return Err(InvalidField::new(at("name"), format!("{name:?} is given twice")));
-            }
-            seen.push(name.clone());
-            let props = item.get("properties").cloned().unwrap_or(Value::Null);
-            let allowed: &[&str] = match item.get("type").and_then(Value::as_str) {
-                Some("Static") => &["value", "isSecret"],
-                Some("Dynamic") => &["sourceField"],
-                _ => return Err(InvalidField::new(at("type"), "must be \"Static\" or \"Dynamic\"")),
-            };
-            if let Some(key) = props
-                .as_object()
-                .and_then(|m| m.keys().find(|k| !allowed.contains(&k.as_str())))
-            {
-                return Err(InvalidField::new(
-                    at(&format!("properties.{key}")),
-                    "not a field of this delivery attribute mapping's properties",
-                ));
-            }
-            let value = match item.get("type").and_then(Value::as_str) {
-                Some("Static") => {
-                    let value = match props.get("value") {
-                        Some(Value::String(s)) if s.len() <= MAX_HEADER_VALUE_BYTES && !s.contains(['\r', '\n']) => {
-                            s.clone()
-                        }
-                        _ => {
-                            return Err(InvalidField::new(
-                                at("properties.value"),
-                                format!("must be a single-line string of at most {MAX_HEADER_VALUE_BYTES} bytes"),
-                            ));
-                        }
-                    };
-                    let is_secret = match props.get("isSecret") {
-                        None | Some(Value::Null) => false,
-                        Some(Value::Bool(b)) => *b,
-                        Some(other) => {
-                            return Err(InvalidField::new(
-                                at("properties.isSecret"),
-                                format!("must be a boolean, got {}", json_type(other)),
-                            ));
-                        }
-                    };
-                    HeaderValueSource::Static { value, is_secret }
-                }
-                Some("Dynamic") => match props.get("sourceField") {
-                    Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => HeaderValueSource::Dynamic {
-                        source_field: s.clone(),
-                    },
-                    _ => {
-                        return Err(InvalidField::new(
-                            at("properties.sourceField"),
-                            "must be a non-empty string",
-                        ));
-                    }
-                },
-                _ => return Err(InvalidField::new(at("type"), "must be \"Static\" or \"Dynamic\"")),
-            };
-            Ok(DeliveryHeader { name, value })
-        })
-        .collect()
-}
-
-/// Headers that frame or route the request, or that the sender sets itself: a delivery
-/// property must not replace them.
-const RESERVED_HEADERS: [&str; 11] = [
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "upgrade",
-    "expect",
-    "content-type",
-];
-
-fn is_http_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 256
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::TopicName;
+    use crate::routing::Routing;
+    use std::time::Duration;
 
     fn parse(body: Value) -> Result<Subscription, InvalidField> {
         Subscription::from_resource(
@@ -1098,19 +741,6 @@ mod tests {
     }
 
     #[test]
-    fn dynamic_headers_take_scalar_fields_only() {
-        let h = DeliveryHeader {
-            name: "h".into(),
-            value: HeaderValueSource::Dynamic {
-                source_field: "data.k".into(),
-            },
-        };
-        assert_eq!(h.value_for(&json!({"data": {"k": 5}})), Some("5".into()));
-        assert_eq!(h.value_for(&json!({"data": {"k": {"x": 1}}})), None);
-        assert_eq!(h.value_for(&json!({"data": {}})), None);
-    }
-
-    #[test]
     fn expired_subscriptions_stop_matching() {
         let mut b = body();
         b["properties"]["expirationTimeUtc"] = json!("1970-01-01T00:00:01Z");
@@ -1224,17 +854,6 @@ mod tests {
         let mut b = body();
         b["properties"].as_object_mut().unwrap().remove("retryPolicy");
         b
-    }
-
-    #[test]
-    fn iso8601_durations_parse_and_format() {
-        assert_eq!(parse_iso8601_duration("PT1M").unwrap(), Duration::from_secs(60));
-        assert_eq!(parse_iso8601_duration("P7D").unwrap(), Duration::from_secs(7 * 86_400));
-        assert!(parse_iso8601_duration("P1Y").is_err());
-        assert!(parse_iso8601_duration("7 days").is_err());
-        assert_eq!(iso8601_duration(Duration::from_secs(7 * 86_400)), "P7D");
-        assert_eq!(iso8601_duration(Duration::from_secs(5400)), "PT90M");
-        assert_eq!(iso8601_duration(Duration::from_secs(45)), "PT45S");
     }
 
     #[test]

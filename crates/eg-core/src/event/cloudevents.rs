@@ -16,7 +16,8 @@
 //! attribute has no "absent" form other than leaving it out.
 
 use crate::api_error::InvalidField;
-use crate::event::{AcceptedEvent, json_type};
+use crate::event::accepted::AcceptedEvent;
+use crate::json::json_type;
 use base64::Engine;
 use chrono::DateTime;
 use serde_json::{Map, Value};

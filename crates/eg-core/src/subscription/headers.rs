@@ -1,0 +1,204 @@
+//! Delivery properties (spec §2, Event Grid's `deliveryAttributeMappings`): headers a
+//! subscription adds to each delivery, with a static value or one read from the event,
+//! and the rules that keep them from replacing what the sender itself must set.
+
+use crate::api_error::InvalidField;
+use crate::json::json_type;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub const MAX_DELIVERY_HEADERS: usize = 10;
+pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
+
+/// A header sent with every delivery of the subscription.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryHeader {
+    pub name: String,
+    pub value: HeaderValueSource,
+}
+
+/// Where a delivery header's value comes from: fixed (a secret one is never shown by
+/// the API), or a field of the event (a dotted path).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum HeaderValueSource {
+    Static { value: String, is_secret: bool },
+    Dynamic { source_field: String },
+}
+
+impl DeliveryHeader {
+    /// The header's value for one event; `None` when a dynamic source field is missing
+    /// or is not a string, number or boolean.
+    pub fn value_for(&self, event: &Value) -> Option<String> {
+        match &self.value {
+            HeaderValueSource::Static { value, .. } => Some(value.clone()),
+            HeaderValueSource::Dynamic { source_field } => {
+                let found = source_field.split('.').try_fold(event, |v, key| v.get(key))?;
+                match found {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Number(n) => Some(n.to_string()),
+                    Value::Bool(b) => Some(b.to_string()),
+                    _ => None,
+                }
+            }
+        }
+    }
+}
+
+/// Reads `deliveryAttributeMappings`: at most [`MAX_DELIVERY_HEADERS`] headers, each a
+/// valid header name given once that eg does not set itself, with a static value or a
+/// field of the event as its source. Field names in errors start at the mappings.
+pub(super) fn from_mappings(v: &Value) -> Result<Vec<DeliveryHeader>, InvalidField> {
+    let field = "deliveryAttributeMappings";
+    let Value::Array(items) = v else {
+        return Err(InvalidField::new(field, "must be an array"));
+    };
+    if items.len() > MAX_DELIVERY_HEADERS {
+        return Err(InvalidField::new(
+            field,
+            format!("at most {MAX_DELIVERY_HEADERS} headers, got {}", items.len()),
+        ));
+    }
+    let mut seen: Vec<String> = Vec::new();
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let at = |sub: &str| format!("{field}[{i}].{sub}");
+            let name = match item.get("name") {
+                Some(Value::String(n)) if is_http_token(n) => n.clone(),
+                _ => return Err(InvalidField::new(at("name"), "must be a valid HTTP header name")),
+            };
+            if name.to_ascii_lowercase().starts_with("aeg-") {
+                return Err(InvalidField::new(at("name"), "must not start with \"aeg-\" (reserved)"));
+            }
+            if RESERVED_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(&name)) {
+                return Err(InvalidField::new(
+                    at("name"),
+                    format!("{name:?} is set by the sender for every delivery and cannot be a delivery property"),
+                ));
+            }
+            if let Some(key) = item
+                .as_object()
+                .and_then(|m| m.keys().find(|k| !matches!(k.as_str(), "name" | "type" | "properties")))
+            {
+                return Err(InvalidField::new(
+                    at(key),
+                    "not a field of a delivery attribute mapping",
+                ));
+            }
+            if seen.iter().any(|s| s.eq_ignore_ascii_case(&name)) {
+                return Err(InvalidField::new(at("name"), format!("{name:?} is given twice")));
+            }
+            seen.push(name.clone());
+            let props = item.get("properties").cloned().unwrap_or(Value::Null);
+            let allowed: &[&str] = match item.get("type").and_then(Value::as_str) {
+                Some("Static") => &["value", "isSecret"],
+                Some("Dynamic") => &["sourceField"],
+                _ => return Err(InvalidField::new(at("type"), "must be \"Static\" or \"Dynamic\"")),
+            };
+            if let Some(key) = props
+                .as_object()
+                .and_then(|m| m.keys().find(|k| !allowed.contains(&k.as_str())))
+            {
+                return Err(InvalidField::new(
+                    at(&format!("properties.{key}")),
+                    "not a field of this delivery attribute mapping's properties",
+                ));
+            }
+            let value = match item.get("type").and_then(Value::as_str) {
+                Some("Static") => {
+                    let value = match props.get("value") {
+                        Some(Value::String(s)) if s.len() <= MAX_HEADER_VALUE_BYTES && !s.contains(['\r', '\n']) => {
+                            s.clone()
+                        }
+                        _ => {
+                            return Err(InvalidField::new(
+                                at("properties.value"),
+                                format!("must be a single-line string of at most {MAX_HEADER_VALUE_BYTES} bytes"),
+                            ));
+                        }
+                    };
+                    let is_secret = match props.get("isSecret") {
+                        None | Some(Value::Null) => false,
+                        Some(Value::Bool(b)) => *b,
+                        Some(other) => {
+                            return Err(InvalidField::new(
+                                at("properties.isSecret"),
+                                format!("must be a boolean, got {}", json_type(other)),
+                            ));
+                        }
+                    };
+                    HeaderValueSource::Static { value, is_secret }
+                }
+                Some("Dynamic") => match props.get("sourceField") {
+                    Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => HeaderValueSource::Dynamic {
+                        source_field: s.clone(),
+                    },
+                    _ => {
+                        return Err(InvalidField::new(
+                            at("properties.sourceField"),
+                            "must be a non-empty string",
+                        ));
+                    }
+                },
+                _ => return Err(InvalidField::new(at("type"), "must be \"Static\" or \"Dynamic\"")),
+            };
+            Ok(DeliveryHeader { name, value })
+        })
+        .collect()
+}
+
+/// Headers that frame or route the request, or that the sender sets itself: a delivery
+/// property must not replace them.
+const RESERVED_HEADERS: [&str; 11] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "content-type",
+];
+
+fn is_http_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 256
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// The headers of a signed delivery: a delivery property must not replace them.
+const SIGNING_HEADERS: [&str; 3] = ["webhook-id", "webhook-timestamp", "webhook-signature"];
+
+/// The first of `headers` that a signed delivery sets itself, with its index.
+pub(super) fn first_signing_header(headers: &[DeliveryHeader]) -> Option<(usize, &DeliveryHeader)> {
+    headers
+        .iter()
+        .enumerate()
+        .find(|(_, h)| SIGNING_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(&h.name)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn dynamic_headers_take_scalar_fields_only() {
+        let h = DeliveryHeader {
+            name: "h".into(),
+            value: HeaderValueSource::Dynamic {
+                source_field: "data.k".into(),
+            },
+        };
+        assert_eq!(h.value_for(&json!({"data": {"k": 5}})), Some("5".into()));
+        assert_eq!(h.value_for(&json!({"data": {"k": {"x": 1}}})), None);
+        assert_eq!(h.value_for(&json!({"data": {}})), None);
+    }
+}

@@ -24,12 +24,13 @@ DEPLOYABLE = {"eg-ingress", "eg-scheduler", "eg-sender", "eg-deadletter", "egctl
 
 # The reasons eg-core decides with (eg_core::fate). A binary that spells one decides.
 FATE_REASONS = [
-    "TimeToLiveExceeded",
+    "NonRetriableFailure",
     "MaxDeliveryAttemptsExceeded",
+    "TimeToLiveExceeded",
+    "SubscriptionDeleted",
+    "EventMissing",
     "EventUnrenderable",
-    "DeliveryNotRetried",
-    "NoDeadLetterDestination",
-    "DestinationNotFound",
+    "DeadLetterDestinationUnavailable",
 ]
 
 # What a Redis key of eg looks like in Rust source: a hash tag `{<prefix>:…}` built

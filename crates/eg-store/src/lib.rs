@@ -10,6 +10,7 @@ pub mod archive;
 pub mod cache;
 pub mod catalog;
 pub mod clock;
+pub mod codec;
 pub mod connection;
 pub mod error;
 pub mod health;

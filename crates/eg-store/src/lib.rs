@@ -19,6 +19,7 @@ pub mod keyspace;
 pub mod paused;
 pub mod queue;
 mod scripts;
+pub mod stats;
 
 pub use archive::{ArchivedRecord, Cursor, DeadLetterCounts, Progress, Selection, TimeRange};
 pub use cache::{CatalogCache, CatalogSnapshot, TopicEntry};
@@ -30,3 +31,4 @@ pub use keyspace::{Keyspace, Partition};
 pub use queue::{
     DeadLetterItem, Depths, Promoted, PublishOutcome, ReadyDelivery, Retention, Settle, Settled, Settlement,
 };
+pub use stats::StatsStore;

@@ -368,7 +368,7 @@ async fn a_late_success_cancels_the_queued_retry_only_while_it_is_queued() {
 }
 
 #[tokio::test]
-async fn promote_due_retries_moves_only_due_ones_each_exactly_once_even_concurrently() {
+async fn promote_retries_moves_only_due_ones_each_exactly_once_even_concurrently() {
     let h = Harness::start().await;
     let p0 = h.p0();
     let due_count = 6;
@@ -384,13 +384,13 @@ async fn promote_due_retries_moves_only_due_ones_each_exactly_once_even_concurre
         delivery: not_due.clone(),
         due: UnixMillis(now + 3_600_000),
     };
-    assert!(settle(&h.store, &p0, &future, &settlement).await);
+    assert!(settle(&h.store, &p0, future, &settlement).await);
     for (i, r) in past.iter().enumerate() {
         let settlement = Settlement::Retry {
             delivery: r.delivery.after_attempt(failed_attempt()),
             due: UnixMillis(now - 1_000 - i as i64),
         };
-        assert!(settle(&h.store, &p0, &r, &settlement).await);
+        assert!(settle(&h.store, &p0, r, &settlement).await);
         due_ids.insert(r.delivery.id.clone());
     }
     let mut redis = h.redis();
@@ -621,7 +621,7 @@ async fn an_abandoned_delivery_is_claimed_requeued_and_the_late_settle_is_refuse
     let settlement = Settlement::Requeue {
         delivery: requeued.clone(),
     };
-    assert!(settle(&h.store, &p0, &held_by_b, &settlement).await);
+    assert!(settle(&h.store, &p0, held_by_b, &settlement).await);
     let entries = ready_entries(&mut redis, &ready_key());
     assert_eq!(entries.len(), 1);
     assert_ne!(entries[0].0, held_by_a.entry_id, "a new entry");

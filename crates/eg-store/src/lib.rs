@@ -1,5 +1,7 @@
-//! eg's Redis layer: the keyspace, the Lua scripts, the topic/subscription catalog and
-//! the delivery queues. Tiers talk to each other only through what this crate writes.
+//! eg's Redis layer: the keyspace, the Lua scripts, the wire forms of stored records
+//! (`codec`), the topic/subscription catalog, the delivery queues and the status page's
+//! counts (`stats`). Tiers talk to each other only through what this crate writes, and
+//! no other crate builds a Redis key, ships a script or spells a stored field.
 //!
 //! Every change that touches several keys is one Lua script (in `scripts/`) whose keys
 //! share one hash tag, so the same code runs on a single Redis and on Redis Cluster.

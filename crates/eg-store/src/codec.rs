@@ -128,7 +128,7 @@ pub fn decode_delivery(raw: &str) -> Result<Delivery, Malformed> {
 
 /// The entry half of a dead-letter record, as handed to `settle.lua` (which appends
 /// the separator and the event body).
-pub fn encode_dead_letter_entry(entry: &DeadLetterEntry) -> Result<String, serde_json::Error> {
+pub(crate) fn encode_dead_letter_entry(entry: &DeadLetterEntry) -> Result<String, serde_json::Error> {
     serde_json::to_string(entry)
 }
 
@@ -141,16 +141,16 @@ pub fn decode_dead_letter(raw: &str) -> Result<(DeadLetterEntry, String), Malfor
 
 /// `settle.lua`'s KEYS before the first item's: ready stream, retry set, dead-letter
 /// delay set, history index, paused index.
-pub const SETTLE_FIXED_KEYS: usize = 5;
+pub(crate) const SETTLE_FIXED_KEYS: usize = 5;
 /// `settle.lua`'s KEYS per item: event hash, history list, the three archive keys,
 /// paused set.
-pub const SETTLE_KEYS_PER_ITEM: usize = 6;
+pub(crate) const SETTLE_KEYS_PER_ITEM: usize = 6;
 /// `settle.lua`'s ARGV before the first item's: group, history retention, most
 /// histories, most steps, most archived, item count.
-pub const SETTLE_FIXED_ARGS: usize = 6;
+pub(crate) const SETTLE_FIXED_ARGS: usize = 6;
 /// `settle.lua`'s ARGV per item: entry id, action, record, time, history entry,
 /// archive id, subscription.
-pub const SETTLE_ARGS_PER_ITEM: usize = 7;
+pub(crate) const SETTLE_ARGS_PER_ITEM: usize = 7;
 
 /// What `settle.lua` does with one item, by the name it reads in ARGV.
 fn settle_action(settlement: &Settlement) -> &'static str {

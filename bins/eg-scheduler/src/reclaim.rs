@@ -6,7 +6,7 @@
 use eg_core::{LastAttempt, OutcomeName};
 use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
-use eg_store::{Clock, Partition, Settlement, Store};
+use eg_store::{Clock, Partition, Retention, Settle, Settlement, Store};
 use std::time::Duration;
 
 const CLAIM_BATCH: usize = 100;
@@ -49,20 +49,20 @@ pub async fn reclaim_loop(
                     status: None,
                     at: clock.now(),
                 });
-                match store
-                    .settle(
-                        &partition,
-                        &ready.entry_id,
-                        &d.event_key,
-                        &Settlement::Requeue { delivery: requeued },
-                    )
-                    .await
-                {
-                    Ok(true) => {
+                // Back to the ready stream with no history step: no attempt ended here.
+                let requeue = Settlement::Requeue { delivery: requeued };
+                let item = Settle {
+                    entry_id: &ready.entry_id,
+                    delivery: d,
+                    settlement: &requeue,
+                    history: None,
+                };
+                match store.settle_many(&partition, &[item], &Retention::NONE).await {
+                    Ok(settled) if settled.first().is_some_and(|s| s.took_effect) => {
                         metrics::counter!(m::RECLAIMED_DELIVERY_COUNT, "topic" => d.topic.clone(), "subscription" => d.subscription.clone()).increment(1);
                         tracing::warn!(delivery = %d.id, topic = %d.topic, subscription = %d.subscription, "took back an abandoned delivery");
                     }
-                    Ok(false) => {}
+                    Ok(_) => {}
                     // Still pending under this scheduler: taken back again after the visibility timeout.
                     Err(e) => tracing::warn!(error = %e, delivery = %d.id, "cannot requeue an abandoned delivery"),
                 }

@@ -1,59 +1,43 @@
 //! One delivery: one event owed to one subscription, and what has happened to it so
-//! far. This is the record that travels through the ready streams and retry sets.
+//! far. It travels through the ready streams and retry sets; how it is written there is
+//! `eg-store`'s business (its `codec` module), not this type's.
 
 use crate::outcome::OutcomeName;
 use crate::schema::StoredFormat;
 use crate::time::UnixMillis;
-use serde::{Deserialize, Serialize};
 
-/// Field names are short because the record is written once per delivery per retry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     /// Unique per delivery; makes retry-set members distinct.
-    #[serde(rename = "id")]
     pub id: String,
     /// Key of the stored event payload (shared by every delivery of the event).
-    #[serde(rename = "ev")]
     pub event_key: String,
     /// Topic key (case-folded name).
-    #[serde(rename = "t")]
     pub topic: String,
     /// Subscription key (case-folded name).
-    #[serde(rename = "s")]
     pub subscription: String,
     /// Attempts made so far; 0 before the first.
-    #[serde(rename = "n")]
     pub attempts: u32,
     /// When the publish was accepted; the time-to-live counts from here.
-    #[serde(rename = "p")]
     pub published_at: UnixMillis,
-    #[serde(rename = "l", default, skip_serializing_if = "Option::is_none")]
+    /// The latest attempt; `None` before the first.
     pub last: Option<LastAttempt>,
-    /// How the stored event is written; absent for Event Grid schema, the common case.
-    #[serde(rename = "f", default, skip_serializing_if = "StoredFormat::is_event_grid")]
+    /// How the stored event is written (Event Grid schema, the common case, by default).
     pub format: StoredFormat,
     /// The catalog version the event was matched against: a process whose catalog
     /// copy is older refreshes it before acting on the delivery (read-your-writes for
     /// subscription changes, in every tier). 0 in records written before it existed.
-    #[serde(rename = "cv", default, skip_serializing_if = "is_zero")]
     pub catalog_version: u64,
     /// The event's own `id` (as published), for delivery history and dead-letter
     /// listings without parsing the stored body. Empty in records written before it existed.
-    #[serde(rename = "e", default, skip_serializing_if = "String::is_empty")]
     pub event_id: String,
 }
 
-fn is_zero(v: &u64) -> bool {
-    *v == 0
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The outcome of the latest attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LastAttempt {
-    #[serde(rename = "o")]
     pub outcome: OutcomeName,
-    #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
-    #[serde(rename = "at")]
     pub at: UnixMillis,
 }
 
@@ -122,31 +106,11 @@ impl Delivery {
             ..self.clone()
         }
     }
-
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
-    }
-
-    pub fn from_json(raw: &str) -> Result<Self, serde_json::Error> {
-        serde_json::from_str(raw)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn round_trips_through_json() {
-        let d =
-            Delivery::new("d1".into(), "e1".into(), "t".into(), "s".into(), UnixMillis(5)).after_attempt(LastAttempt {
-                outcome: OutcomeName::Busy,
-                status: Some(503),
-                at: UnixMillis(9),
-            });
-        assert_eq!(d.attempts, 1);
-        assert_eq!(Delivery::from_json(&d.to_json()).unwrap(), d);
-    }
 
     #[test]
     fn holding_back_charges_no_attempt() {

@@ -9,9 +9,9 @@
 //!   the increments of a few counters to the tally, by label ([`fields_of`]). Call sites
 //!   do not change: they keep calling `metrics::counter!`.
 //! - [`spawn_flusher`] moves the tally into Redis every [`FLUSH_INTERVAL`]: one hash per
-//!   [`BUCKET_SECONDS`]-second bucket, `{<prefix>:stats}:<unix seconds / 10>`, field
-//!   `<kind>|<label>` (e.g. `delivered|orders/audit`, `failed-by|NotFound`) → count, kept
-//!   [`BUCKET_TTL`] after its last write. Each flush is one script (`stats/flush.lua`).
+//!   [`BUCKET_SECONDS`]-second bucket, field `<kind>|<label>` (e.g.
+//!   `delivered|orders/audit`, `failed-by|NotFound`) → count. How buckets are stored
+//!   (keys, expiry, the once-only flush script) is `eg_store::stats`'s.
 //! - [`Stats::window`] sums the buckets of the last minute into counts and rates.
 //!
 //! Counts are never doubled: each flush carries a sequence number of its process, and
@@ -27,12 +27,12 @@
 use crate::Shutdown;
 use crate::metrics as m;
 use eg_core::UnixMillis;
-use eg_store::connection::{Link, Target, breaks_connection};
-use eg_store::{Clock, RedisSettings};
+use eg_store::stats::Batch;
+use eg_store::{Clock, RedisSettings, StatsStore, StoreError};
 use metrics::{Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 /// How often a process moves what it counted into Redis.
@@ -41,13 +41,9 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_secs(2);
 pub const SHUTDOWN_FLUSH_INTERVAL: Duration = Duration::from_millis(500);
 /// Width of one bucket.
 pub const BUCKET_SECONDS: u64 = 10;
-/// How long a bucket (and a writer's last flush number) outlives its last write.
-pub const BUCKET_TTL: Duration = Duration::from_secs(3600);
 /// Buckets summed for "the last minute": the current, partly filled one and the five
 /// before it, so the window is 50 to 60 seconds long, ending now.
 pub const RATE_BUCKETS: u64 = 6;
-
-static FLUSH: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("stats/flush.lua")));
 
 /// What a tallied count counts. Its label is a topic, `<topic>/<subscription>`, an
 /// outcome or a reason, as [`Kind::label`] says.
@@ -291,10 +287,8 @@ impl<R: Recorder> Recorder for TallyingRecorder<R> {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StatsError {
-    #[error("redis (stats): {0}")]
-    Redis(#[from] redis::RedisError),
-    #[error("unexpected data in redis at {key}: {problem}")]
-    Corrupt { key: String, problem: String },
+    #[error("stats: {0}")]
+    Store(#[from] StoreError),
 }
 
 /// The bucket holding time `at`.
@@ -380,89 +374,24 @@ impl Window {
     }
 }
 
-/// One flush of one process: what it counted, to add to `bucket` once.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Batch {
-    /// The writing process (random per process start).
-    pub writer: String,
-    /// Rises by one per flush of that writer.
-    pub seq: u64,
-    pub bucket: u64,
-    pub counts: BTreeMap<String, u64>,
-}
-
-/// The stats keys in Redis: written by every process's flusher, read by the status page.
-/// Its own connection (one multiplexed connection, reopened after an error), so stats
-/// never take a connection a delivery is waiting for.
+/// The deployment's counts in Redis (see `eg_store::stats`): written by every
+/// process's [`Flusher`], read as windows by the status page.
 #[derive(Clone)]
 pub struct Stats {
-    inner: Arc<StatsInner>,
-}
-
-struct StatsInner {
-    target: Target,
-    conn: tokio::sync::Mutex<Option<Link>>,
-    prefix: String,
+    store: StatsStore,
 }
 
 impl Stats {
-    /// Prepares the connection (it is opened on first use): Redis may be down now.
+    /// Prepares the stats' own connection (opened on first use): Redis may be down now.
     pub fn new(settings: &RedisSettings) -> Result<Self, StatsError> {
         Ok(Self {
-            inner: Arc::new(StatsInner {
-                target: Target::new(settings)?,
-                conn: tokio::sync::Mutex::new(None),
-                prefix: settings.prefix.clone(),
-            }),
+            store: StatsStore::new(settings)?,
         })
-    }
-
-    /// `{<prefix>:stats}:<bucket>`: one bucket's counts.
-    pub fn bucket_key(&self, bucket: u64) -> String {
-        format!("{{{}:stats}}:{bucket}", self.inner.prefix)
-    }
-
-    /// `{<prefix>:stats}:writer:<id>`: the last flush applied of one process.
-    pub fn writer_key(&self, writer: &str) -> String {
-        format!("{{{}:stats}}:writer:{writer}", self.inner.prefix)
-    }
-
-    async fn conn(&self) -> Result<Link, StatsError> {
-        let mut slot = self.inner.conn.lock().await;
-        if let Some(conn) = slot.as_ref() {
-            return Ok(conn.clone());
-        }
-        let conn = self.inner.target.open().await?;
-        *slot = Some(conn.clone());
-        Ok(conn)
-    }
-
-    /// Forgets the connection after an error that may have broken it.
-    async fn reset(&self, error: &redis::RedisError) {
-        if breaks_connection(error) {
-            *self.inner.conn.lock().await = None;
-        }
     }
 
     /// Adds a batch to its bucket unless it was applied before; `Ok(false)` when it was.
     pub async fn write(&self, batch: &Batch) -> Result<bool, StatsError> {
-        let mut invocation = FLUSH.prepare_invoke();
-        invocation
-            .key(self.bucket_key(batch.bucket))
-            .key(self.writer_key(&batch.writer))
-            .arg(batch.seq)
-            .arg(BUCKET_TTL.as_secs());
-        for (field, n) in &batch.counts {
-            invocation.arg(field).arg(i64::try_from(*n).unwrap_or(i64::MAX));
-        }
-        let mut conn = self.conn().await?;
-        match invocation.invoke_async::<i64>(&mut conn).await {
-            Ok(applied) => Ok(applied == 1),
-            Err(e) => {
-                self.reset(&e).await;
-                Err(e.into())
-            }
-        }
+        Ok(self.store.write(batch).await?)
     }
 
     /// The counts of the last minute (see [`RATE_BUCKETS`]) as of `now`.
@@ -474,25 +403,7 @@ impl Stats {
     /// ones have expired).
     pub async fn read(&self, now: UnixMillis, buckets: u64) -> Result<Window, StatsError> {
         let (buckets, seconds) = window_span(now, buckets);
-        let mut pipe = redis::pipe();
-        for bucket in &buckets {
-            pipe.hgetall(self.bucket_key(*bucket));
-        }
-        let mut conn = self.conn().await?;
-        let hashes: Vec<HashMap<String, i64>> = match pipe.query_async(&mut conn).await {
-            Ok(hashes) => hashes,
-            Err(e) => {
-                self.reset(&e).await;
-                return Err(if e.kind() == redis::ErrorKind::UnexpectedReturnType {
-                    StatsError::Corrupt {
-                        key: self.bucket_key(buckets.last().copied().unwrap_or_default()),
-                        problem: format!("a stats bucket holds something other than counts: {e}"),
-                    }
-                } else {
-                    e.into()
-                });
-            }
-        };
+        let hashes = self.store.read(&buckets).await?;
         Ok(Window::sum(seconds, hashes))
     }
 }

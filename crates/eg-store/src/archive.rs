@@ -6,6 +6,7 @@
 //! `redrive.lua` (each at most once: it leaves the not-yet-redriven set in the same step)
 //! and leave only by `purge.lua` or, past the per-subscription bound, oldest first.
 
+use crate::codec;
 use crate::connection::Store;
 use crate::error::StoreError;
 use crate::keyspace::{Archive, Partition};
@@ -43,13 +44,12 @@ impl ArchivedRecord {
     }
 
     fn decode(id: String, partition: u16, raw: &str, redriven_at: Option<i64>) -> Option<Self> {
-        let (meta, body) = raw.split_once('\n')?;
-        let entry = serde_json::from_str(meta).ok()?;
+        let (entry, event_json) = codec::decode_dead_letter(raw).ok()?;
         Some(Self {
             id,
             partition,
             entry,
-            event_json: body.to_owned(),
+            event_json,
             redriven_at: redriven_at.map(UnixMillis),
         })
     }
@@ -340,7 +340,7 @@ impl Store {
         }
         invocation.arg(deliveries.first().map_or(0, |d| d.published_at.0));
         for (record, delivery) in records.iter().zip(&deliveries) {
-            invocation.arg(&record.id).arg(delivery.to_json());
+            invocation.arg(&record.id).arg(codec::encode_delivery(delivery));
         }
         let mut conn = self.conn().await?;
         Ok(invocation.invoke_async(&mut conn).await?)

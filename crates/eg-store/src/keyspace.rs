@@ -189,6 +189,15 @@ impl Keyspace {
     pub fn layout(&self) -> String {
         self.catalog("partitions")
     }
+    /// The status page's counts of one time bucket (numbered `<unix seconds / 10>`):
+    /// field `<kind>|<label>` -> count. All stats keys share one hash tag.
+    pub fn stats_bucket(&self, bucket: u64) -> String {
+        format!("{{{}:stats}}:{bucket}", self.prefix)
+    }
+    /// The last stats flush applied of one writing process.
+    pub fn stats_writer(&self, writer: &str) -> String {
+        format!("{{{}:stats}}:writer:{writer}", self.prefix)
+    }
     /// One endpoint's health (`eg_core::probation`), in a hash tag of its own, so endpoints
     /// spread over a cluster's slots. The id is a hash: the key never shows the URL.
     pub fn endpoint(&self, id: &eg_core::probation::EndpointId) -> String {

@@ -1,5 +1,7 @@
-//! eg's Redis layer: the keyspace, the Lua scripts, the topic/subscription catalog and
-//! the delivery queues. Tiers talk to each other only through what this crate writes.
+//! eg's Redis layer: the keyspace, the Lua scripts, the wire forms of stored records
+//! (`codec`), the topic/subscription catalog, the delivery queues and the status page's
+//! counts (`stats`). Tiers talk to each other only through what this crate writes, and
+//! no other crate builds a Redis key, ships a script or spells a stored field.
 //!
 //! Every change that touches several keys is one Lua script (in `scripts/`) whose keys
 //! share one hash tag, so the same code runs on a single Redis and on Redis Cluster.
@@ -10,6 +12,7 @@ pub mod archive;
 pub mod cache;
 pub mod catalog;
 pub mod clock;
+pub mod codec;
 pub mod connection;
 pub mod error;
 pub mod health;
@@ -18,6 +21,7 @@ pub mod keyspace;
 pub mod paused;
 pub mod queue;
 mod scripts;
+pub mod stats;
 
 pub use archive::{ArchivedRecord, Cursor, DeadLetterCounts, Progress, Selection, TimeRange};
 pub use cache::{CatalogCache, CatalogSnapshot, TopicEntry};
@@ -29,3 +33,4 @@ pub use keyspace::{Keyspace, Partition};
 pub use queue::{
     DeadLetterItem, Depths, Promoted, PublishOutcome, ReadyDelivery, Retention, Settle, Settled, Settlement,
 };
+pub use stats::StatsStore;

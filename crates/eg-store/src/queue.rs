@@ -2,6 +2,7 @@
 //! read ready deliveries, settle an attempt, promote due retries, reclaim abandoned
 //! deliveries, and hand dead-letter records to the dead-letter worker.
 
+use crate::codec;
 use crate::connection::Store;
 use crate::error::StoreError;
 use crate::keyspace::{DEADLETTER_GROUP, Partition, SENDERS_GROUP};
@@ -140,7 +141,7 @@ impl Store {
         for e in events {
             args.push(e.body.as_str().into());
             args.push(e.deliveries.len().to_string().into());
-            args.extend(e.deliveries.iter().map(|d| d.to_json().into()));
+            args.extend(e.deliveries.iter().map(|d| codec::encode_delivery(d).into()));
         }
         let mut conn = self.conn().await?;
         let reply: Vec<String> = if self.replica_acks == 0 {
@@ -269,8 +270,8 @@ impl Store {
         let mut out = Vec::with_capacity(ids.len());
         let mut poison = Vec::new();
         for entry in ids {
-            let raw: Option<String> = entry.get("d");
-            match raw.as_deref().map(Delivery::from_json) {
+            let raw: Option<String> = entry.get(codec::DELIVERY_FIELD);
+            match raw.as_deref().map(codec::decode_delivery) {
                 Some(Ok(delivery)) => out.push(ReadyDelivery {
                     partition: partition.index,
                     entry_id: entry.id,
@@ -299,63 +300,17 @@ impl Store {
         }
         let mut pipe = redis::pipe();
         for key in event_keys {
-            pipe.hget(partition.event(key), "b");
+            pipe.hget(partition.event(key), codec::EVENT_BODY_FIELD);
         }
         let mut conn = self.conn().await?;
         Ok(pipe.query_async(&mut conn).await?)
     }
 
-    /// Ends the hold on a ready entry and moves the delivery on, atomically, keeping no
-    /// history or archive. Returns false when the entry was no longer held (reclaimed or
-    /// settled by someone else), in which case nothing changed.
-    pub async fn settle(
-        &self,
-        partition: &Partition,
-        entry_id: &str,
-        event_key: &str,
-        settlement: &Settlement,
-    ) -> Result<bool, StoreError> {
-        let delivery = Delivery::new(
-            String::new(),
-            event_key.to_owned(),
-            String::new(),
-            String::new(),
-            UnixMillis(0),
-        );
-        let settled = self
-            .settle_recorded(partition, entry_id, &delivery, settlement, None, &Retention::NONE)
-            .await?;
-        Ok(settled.took_effect)
-    }
-
-    /// Ends the hold on `delivery`'s ready entry and moves it on, atomically, appending
-    /// `history` to the event's history and archiving a dead-letter record for redrive,
-    /// within `retention`. Nothing changes when the entry is no longer held.
-    pub async fn settle_recorded(
-        &self,
-        partition: &Partition,
-        entry_id: &str,
-        delivery: &Delivery,
-        settlement: &Settlement,
-        history: Option<&HistoryEntry>,
-        retention: &Retention,
-    ) -> Result<Settled, StoreError> {
-        let item = Settle {
-            entry_id,
-            delivery,
-            settlement,
-            history,
-        };
-        let settled = self.settle_many(partition, &[item], retention).await?;
-        Ok(settled.into_iter().next().unwrap_or(Settled {
-            took_effect: false,
-            archive_evicted: 0,
-        }))
-    }
-
-    /// Settles many holds of one partition in one script call (see `settle.lua`): what
-    /// [`Store::settle_recorded`] does for each, in order, atomically. Returns one
-    /// [`Settled`] per item, in order.
+    /// Settles holds of one partition in one script call (see `settle.lua`), each in
+    /// order, atomically: ends the hold on the item's ready entry and moves its delivery
+    /// on, appending its history step and archiving a dead-letter record for redrive,
+    /// within `retention`. Nothing changes for an entry that is no longer held (reclaimed
+    /// or settled by someone else). Returns one [`Settled`] per item, in order.
     pub async fn settle_many(
         &self,
         partition: &Partition,
@@ -365,58 +320,7 @@ impl Store {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let keep_history = !retention.history_for.is_zero() && retention.histories_per_partition > 0;
-        let mut invocation = scripts::SETTLE.prepare_invoke();
-        invocation
-            .key(partition.ready())
-            .key(partition.retry())
-            .key(partition.deadletter_delay())
-            .key(partition.history_index())
-            .key(partition.paused_index())
-            .arg(SENDERS_GROUP)
-            .arg(retention.history_for.as_millis().max(1) as u64)
-            .arg(retention.histories_per_partition)
-            .arg(retention.steps_per_history.max(1))
-            .arg(retention.archived_per_partition)
-            .arg(items.len());
-        for item in items {
-            let delivery = item.delivery;
-            let (action, payload, due) = match item.settlement {
-                Settlement::Done => ("done", String::new(), 0),
-                Settlement::Retry { delivery, due } => ("retry", delivery.to_json(), due.0),
-                Settlement::Requeue { delivery } => ("requeue", delivery.to_json(), 0),
-                Settlement::Park { delivery, until } => ("park", delivery.to_json(), until.0),
-                Settlement::DeadLetter { entry } => (
-                    "deadletter",
-                    serde_json::to_string(entry).map_err(|e| StoreError::corrupt(partition.deadletter_delay(), e))?,
-                    0,
-                ),
-            };
-            let subscription = format!("{}/{}", delivery.topic, delivery.subscription);
-            let history = match item.history {
-                Some(entry) if keep_history => entry.to_json(),
-                _ => String::new(),
-            };
-            let archive_id = match item.settlement {
-                Settlement::DeadLetter { .. } if retention.archived_per_partition > 0 => delivery.id.as_str(),
-                _ => "",
-            };
-            let archive = partition.archive(&subscription);
-            invocation
-                .key(partition.event(&delivery.event_key))
-                .key(partition.history(&delivery.topic, &delivery.event_id))
-                .key(archive.all)
-                .key(archive.waiting)
-                .key(archive.records)
-                .key(partition.paused(&subscription))
-                .arg(item.entry_id)
-                .arg(action)
-                .arg(payload)
-                .arg(due)
-                .arg(history)
-                .arg(archive_id)
-                .arg(subscription);
-        }
+        let invocation = codec::SettleCall::new(partition, items, retention)?.invocation();
         let mut conn = self.conn().await?;
         let replies: Vec<u64> = invocation.invoke_async(&mut conn).await?;
         if replies.len() != items.len() {
@@ -441,22 +345,23 @@ impl Store {
         let cancelled: i64 = scripts::CANCEL_RETRY
             .key(partition.retry())
             .key(partition.event(&delivery.event_key))
-            .arg(delivery.to_json())
+            .arg(codec::encode_delivery(delivery))
             .invoke_async(&mut conn)
             .await?;
         Ok(cancelled == 1)
     }
 
-    /// Moves retries that are due into the ready stream; returns how many moved.
-    pub async fn promote_due_retries(&self, partition: &Partition, max: usize) -> Result<usize, StoreError> {
-        Ok(self.promote_retries(partition, max).await?.moved)
-    }
-
     /// Moves retries that are due into the ready stream; returns how many moved and when
     /// the earliest left is due, so a scheduler can wake for it instead of at its next tick.
     pub async fn promote_retries(&self, partition: &Partition, max: usize) -> Result<Promoted, StoreError> {
-        self.promote(&partition.retry(), &partition.ready(), "d", max, Duration::ZERO)
-            .await
+        self.promote(
+            &partition.retry(),
+            &partition.ready(),
+            codec::DELIVERY_FIELD,
+            max,
+            Duration::ZERO,
+        )
+        .await
     }
 
     /// Moves dead-letter records older than `delay` into the dead-letter stream.
@@ -467,7 +372,13 @@ impl Store {
         max: usize,
     ) -> Result<usize, StoreError> {
         Ok(self
-            .promote(&partition.deadletter_delay(), &partition.deadletter(), "r", max, delay)
+            .promote(
+                &partition.deadletter_delay(),
+                &partition.deadletter(),
+                codec::DEAD_LETTER_FIELD,
+                max,
+                delay,
+            )
             .await?
             .moved)
     }
@@ -520,23 +431,15 @@ impl Store {
         let mut out = Vec::with_capacity(ids.len());
         let mut poison = Vec::new();
         for entry in ids {
-            let raw: Option<String> = entry.get("r");
-            let parsed = raw
-                .as_deref()
-                .and_then(|r| r.split_once('\n'))
-                .and_then(|(meta, body)| {
-                    serde_json::from_str::<DeadLetterEntry>(meta)
-                        .ok()
-                        .map(|m| (m, body.to_owned()))
-                });
-            match parsed {
-                Some((entry_meta, event_json)) => out.push(DeadLetterItem {
+            let raw: Option<String> = entry.get(codec::DEAD_LETTER_FIELD);
+            match raw.as_deref().map(codec::decode_dead_letter) {
+                Some(Ok((entry_meta, event_json))) => out.push(DeadLetterItem {
                     partition: partition.index,
                     entry_id: entry.id,
                     entry: entry_meta,
                     event_json,
                 }),
-                None => {
+                _ => {
                     tracing::error!(stream = %partition.deadletter(), entry = %entry.id, record = ?raw, "removing a dead-letter entry that does not parse");
                     poison.push(entry.id);
                 }

@@ -42,3 +42,4 @@ script!(UNPARK, "unpark.lua");
 script!(REDRIVE, "redrive.lua");
 script!(LAYOUT, "layout.lua");
 script!(PURGE, "purge.lua");
+script!(STATS_FLUSH, "stats_flush.lua");

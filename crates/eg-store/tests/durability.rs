@@ -40,12 +40,7 @@ async fn a_published_delivery_and_its_event_survive_a_kill_and_restart() {
         Some(&subscription("orders", "billing"))
     );
 
-    assert!(
-        store
-            .settle(&p0, &got[0].entry_id, "e1", &Settlement::Done)
-            .await
-            .unwrap()
-    );
+    assert!(settle(&store, &p0, &got[0], &Settlement::Done).await);
     let mut redis = h.redis();
     assert!(!exists(
         &mut redis,

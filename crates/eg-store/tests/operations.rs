@@ -10,7 +10,7 @@ use common::*;
 use eg_core::deadletter::RedriveTarget;
 use eg_core::history::{DeliveryState, HistoryEntry};
 use eg_core::{Delivery, UnixMillis};
-use eg_store::{Partition, ReadyDelivery, Retention, Selection, Settlement, Store, TimeRange};
+use eg_store::{Partition, ReadyDelivery, Retention, Selection, Settle, Settled, Settlement, Store, TimeRange};
 use std::time::Duration;
 
 const RETENTION: Retention = Retention {
@@ -44,11 +44,26 @@ async fn held(store: &Store, p: &Partition, key: &str) -> ReadyDelivery {
     got.remove(0)
 }
 
+/// Settles `r` with its history step within `retention`.
+async fn settle_within(
+    store: &Store,
+    p: &Partition,
+    r: &ReadyDelivery,
+    settlement: &Settlement,
+    history: Option<&HistoryEntry>,
+    retention: &Retention,
+) -> Settled {
+    let item = Settle {
+        entry_id: &r.entry_id,
+        delivery: &r.delivery,
+        settlement,
+        history,
+    };
+    store.settle_many(p, &[item], retention).await.unwrap()[0]
+}
+
 async fn settle(store: &Store, p: &Partition, r: &ReadyDelivery, s: &Settlement, history: &HistoryEntry) -> u64 {
-    let settled = store
-        .settle_recorded(p, &r.entry_id, &r.delivery, s, Some(history), &RETENTION)
-        .await
-        .unwrap();
+    let settled = settle_within(store, p, r, s, Some(history), &RETENTION).await;
     assert!(settled.took_effect);
     settled.archive_evicted
 }
@@ -78,17 +93,7 @@ async fn archive_dead_letters(store: &Store, p: &Partition, keys: &[&str]) -> Ve
         let r = held(store, p, key).await;
         record_ids.push(r.delivery.id.clone());
         let entry = dead_letter_entry(&r.delivery);
-        store
-            .settle_recorded(
-                p,
-                &r.entry_id,
-                &r.delivery,
-                &Settlement::DeadLetter { entry },
-                None,
-                &retention,
-            )
-            .await
-            .unwrap();
+        settle_within(store, p, &r, &Settlement::DeadLetter { entry }, None, &retention).await;
     }
     record_ids
 }
@@ -123,7 +128,7 @@ async fn history_is_kept_within_its_bounds() {
     )
     .await;
     for attempt in 2..=3 {
-        h.store.promote_due_retries(&p0, 10).await.unwrap();
+        promote_due(&h.store, &p0, 10).await;
         let again = read(&h.store, &p0, "sender", 1).await.remove(0);
         settle(
             &h.store,
@@ -186,18 +191,15 @@ async fn a_settle_that_finds_the_delivery_taken_back_records_nothing() {
         &step("billing", 1, DeliveryState::Delivered),
     )
     .await;
-    let again = h
-        .store
-        .settle_recorded(
-            &p0,
-            &r.entry_id,
-            &r.delivery,
-            &Settlement::Done,
-            Some(&step("billing", 2, DeliveryState::Delivered)),
-            &RETENTION,
-        )
-        .await
-        .unwrap();
+    let again = settle_within(
+        &h.store,
+        &p0,
+        &r,
+        &Settlement::Done,
+        Some(&step("billing", 2, DeliveryState::Delivered)),
+        &RETENTION,
+    )
+    .await;
     assert!(!again.took_effect);
     assert_eq!(h.store.event_history("orders", "e0").await.unwrap().len(), 1);
 }

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use eg_core::{Delivery, UnixMillis};
-use eg_store::{PublishOutcome, Retention, Settle, Settlement};
+use eg_store::{PublishOutcome, Retention, Settle, Settlement, codec};
 use eg_testkit::eventually;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -181,12 +181,7 @@ async fn settle_done_acks_deletes_and_frees_the_event_after_its_last_delivery() 
     assert_eq!(held.len(), 2);
     let mut redis = h.redis();
 
-    assert!(
-        h.store
-            .settle(&p0, &held[0].entry_id, "e1", &Settlement::Done)
-            .await
-            .unwrap()
-    );
+    assert!(settle(&h.store, &p0, &held[0], &Settlement::Done).await);
     assert_eq!(xlen(&mut redis, &ready_key()), 1);
     assert_eq!(pending(&mut redis, &ready_key(), "senders"), 1);
     assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
@@ -196,12 +191,7 @@ async fn settle_done_acks_deletes_and_frees_the_event_after_its_last_delivery() 
         "still needed by the other delivery"
     );
 
-    assert!(
-        h.store
-            .settle(&p0, &held[1].entry_id, "e1", &Settlement::Done)
-            .await
-            .unwrap()
-    );
+    assert!(settle(&h.store, &p0, &held[1], &Settlement::Done).await);
     assert_eq!(xlen(&mut redis, &ready_key()), 0);
     assert_eq!(pending(&mut redis, &ready_key(), "senders"), 0);
     assert!(
@@ -210,10 +200,7 @@ async fn settle_done_acks_deletes_and_frees_the_event_after_its_last_delivery() 
     );
 
     assert!(
-        !h.store
-            .settle(&p0, &held[0].entry_id, "e1", &Settlement::Done)
-            .await
-            .unwrap(),
+        !settle(&h.store, &p0, &held[0], &Settlement::Done).await,
         "settled twice"
     );
     assert!(!exists(&mut redis, &event_hash("e1")));
@@ -234,12 +221,12 @@ async fn settle_retry_schedules_the_record_at_its_due_time() {
         delivery: next.clone(),
         due,
     };
-    assert!(h.store.settle(&p0, &held.entry_id, "e1", &settlement).await.unwrap());
+    assert!(settle(&h.store, &p0, &held, &settlement).await);
 
     let mut redis = h.redis();
     let members: Vec<(String, i64)> = query(&mut redis, &["ZRANGE", &retry_key(), "0", "-1", "WITHSCORES"]);
     assert_eq!(members.len(), 1);
-    assert_eq!(Delivery::from_json(&members[0].0).unwrap(), next);
+    assert_eq!(codec::decode_delivery(&members[0].0).unwrap(), next);
     assert_eq!(members[0].1, due.0);
     assert_eq!(xlen(&mut redis, &ready_key()), 0);
     assert_eq!(pending(&mut redis, &ready_key(), "senders"), 0);
@@ -248,7 +235,7 @@ async fn settle_retry_schedules_the_record_at_its_due_time() {
         Some("1"),
         "a retry still needs the event"
     );
-    assert_eq!(h.store.promote_due_retries(&p0, 100).await.unwrap(), 0, "not due yet");
+    assert_eq!(promote_due(&h.store, &p0, 100).await, 0, "not due yet");
     // The scheduler learns when it falls due, by Redis's clock.
     let next_in = h.store.promote_retries(&p0, 100).await.unwrap().next_in.unwrap();
     assert!(
@@ -342,7 +329,7 @@ async fn a_late_success_cancels_the_queued_retry_only_while_it_is_queued() {
             delivery: next.clone(),
             due,
         };
-        assert!(h.store.settle(&p0, &d.entry_id, "e1", &settlement).await.unwrap());
+        assert!(settle(&h.store, &p0, &d, &settlement).await);
         retries.push(next);
     }
     let mut redis = h.redis();
@@ -356,8 +343,11 @@ async fn a_late_success_cancels_the_queued_retry_only_while_it_is_queued() {
     );
 
     // A retry that has already gone back to the ready stream cannot be cancelled.
-    let _: i64 = query(&mut redis, &["ZADD", &retry_key(), "0", &retries[1].to_json()]);
-    assert_eq!(h.store.promote_due_retries(&p0, 100).await.unwrap(), 1);
+    let _: i64 = query(
+        &mut redis,
+        &["ZADD", &retry_key(), "0", &codec::encode_delivery(&retries[1])],
+    );
+    assert_eq!(promote_due(&h.store, &p0, 100).await, 1);
     assert!(!h.store.cancel_retry(&p0, &retries[1]).await.unwrap());
     assert_eq!(
         hget(&mut redis, &event_hash("e1"), "r").as_deref(),
@@ -372,13 +362,13 @@ async fn a_late_success_cancels_the_queued_retry_only_while_it_is_queued() {
         delivery: next.clone(),
         due,
     };
-    assert!(h.store.settle(&p0, &last.entry_id, "e1", &settlement).await.unwrap());
+    assert!(settle(&h.store, &p0, &last, &settlement).await);
     assert!(h.store.cancel_retry(&p0, &next).await.unwrap());
     assert_eq!(hget(&mut redis, &event_hash("e1"), "r"), None, "event freed");
 }
 
 #[tokio::test]
-async fn promote_due_retries_moves_only_due_ones_each_exactly_once_even_concurrently() {
+async fn promote_retries_moves_only_due_ones_each_exactly_once_even_concurrently() {
     let h = Harness::start().await;
     let p0 = h.p0();
     let due_count = 6;
@@ -394,24 +384,21 @@ async fn promote_due_retries_moves_only_due_ones_each_exactly_once_even_concurre
         delivery: not_due.clone(),
         due: UnixMillis(now + 3_600_000),
     };
-    assert!(h.store.settle(&p0, &future.entry_id, "e1", &settlement).await.unwrap());
+    assert!(settle(&h.store, &p0, future, &settlement).await);
     for (i, r) in past.iter().enumerate() {
         let settlement = Settlement::Retry {
             delivery: r.delivery.after_attempt(failed_attempt()),
             due: UnixMillis(now - 1_000 - i as i64),
         };
-        assert!(h.store.settle(&p0, &r.entry_id, "e1", &settlement).await.unwrap());
+        assert!(settle(&h.store, &p0, r, &settlement).await);
         due_ids.insert(r.delivery.id.clone());
     }
     let mut redis = h.redis();
     assert_eq!(zcard(&mut redis, &retry_key()), (due_count + 1) as u64);
 
-    let (a, b) = tokio::join!(
-        h.store.promote_due_retries(&p0, 100),
-        h.store.promote_due_retries(&p0, 100)
-    );
-    assert_eq!(a.unwrap() + b.unwrap(), due_count, "each due retry moved exactly once");
-    assert_eq!(h.store.promote_due_retries(&p0, 100).await.unwrap(), 0);
+    let (a, b) = tokio::join!(promote_due(&h.store, &p0, 100), promote_due(&h.store, &p0, 100));
+    assert_eq!(a + b, due_count, "each due retry moved exactly once");
+    assert_eq!(promote_due(&h.store, &p0, 100).await, 0);
 
     let moved = ready_entries(&mut redis, &ready_key());
     assert_eq!(moved.len(), due_count);
@@ -425,7 +412,7 @@ async fn promote_due_retries_moves_only_due_ones_each_exactly_once_even_concurre
 
     let left: Vec<String> = query(&mut redis, &["ZRANGE", &retry_key(), "0", "-1"]);
     assert_eq!(left.len(), 1);
-    assert_eq!(Delivery::from_json(&left[0]).unwrap(), not_due);
+    assert_eq!(codec::decode_delivery(&left[0]).unwrap(), not_due);
 
     // The promoted records are ordinary ready deliveries again.
     let again = read(&h.store, &p0, "sender-2", 100).await;
@@ -444,7 +431,7 @@ async fn dead_letter_goes_through_the_delay_set_to_the_dead_letter_worker() {
     let mut redis = h.redis();
 
     let settlement = Settlement::DeadLetter { entry: entry.clone() };
-    assert!(h.store.settle(&p0, &held[0].entry_id, "e1", &settlement).await.unwrap());
+    assert!(settle(&h.store, &p0, &held[0], &settlement).await);
     assert_eq!(xlen(&mut redis, &ready_key()), 1, "only the other delivery is left");
     assert_eq!(pending(&mut redis, &ready_key(), "senders"), 1);
     assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
@@ -506,17 +493,7 @@ async fn dead_lettering_the_last_delivery_frees_the_event_but_keeps_its_body_in_
     publish(&h.store, &p0, &[event("e1", 1)]).await;
     let held = read(&h.store, &p0, "sender", 10).await.remove(0);
     let entry = dead_letter_entry(&held.delivery);
-    assert!(
-        h.store
-            .settle(
-                &p0,
-                &held.entry_id,
-                "e1",
-                &Settlement::DeadLetter { entry: entry.clone() }
-            )
-            .await
-            .unwrap()
-    );
+    assert!(settle(&h.store, &p0, &held, &Settlement::DeadLetter { entry: entry.clone() }).await);
     let mut redis = h.redis();
     assert!(!exists(&mut redis, &event_hash("e1")));
 
@@ -544,17 +521,7 @@ async fn an_unfinished_dead_letter_is_handed_out_again_only_after_retry_after() 
     publish(&h.store, &p0, &[event("e1", 1)]).await;
     let held = read(&h.store, &p0, "sender", 10).await.remove(0);
     let entry = dead_letter_entry(&held.delivery);
-    assert!(
-        h.store
-            .settle(
-                &p0,
-                &held.entry_id,
-                "e1",
-                &Settlement::DeadLetter { entry: entry.clone() }
-            )
-            .await
-            .unwrap()
-    );
+    assert!(settle(&h.store, &p0, &held, &Settlement::DeadLetter { entry: entry.clone() }).await);
     assert_eq!(
         h.store.promote_due_dead_letters(&p0, Duration::ZERO, 10).await.unwrap(),
         1
@@ -654,12 +621,7 @@ async fn an_abandoned_delivery_is_claimed_requeued_and_the_late_settle_is_refuse
     let settlement = Settlement::Requeue {
         delivery: requeued.clone(),
     };
-    assert!(
-        h.store
-            .settle(&p0, &held_by_b.entry_id, "e1", &settlement)
-            .await
-            .unwrap()
-    );
+    assert!(settle(&h.store, &p0, held_by_b, &settlement).await);
     let entries = ready_entries(&mut redis, &ready_key());
     assert_eq!(entries.len(), 1);
     assert_ne!(entries[0].0, held_by_a.entry_id, "a new entry");
@@ -681,10 +643,7 @@ async fn an_abandoned_delivery_is_claimed_requeued_and_the_late_settle_is_refuse
             entry: dead_letter_entry(&requeued),
         },
     ] {
-        assert!(
-            !h.store.settle(&p0, &held_by_a.entry_id, "e1", &late).await.unwrap(),
-            "{late:?}"
-        );
+        assert!(!settle(&h.store, &p0, &held_by_a, &late).await, "{late:?}");
     }
     assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
     assert_eq!(ready_entries(&mut redis, &ready_key()), entries);
@@ -739,13 +698,13 @@ async fn depths_follow_deliveries_through_every_state() {
         delivery: held[0].delivery.after_attempt(failed_attempt()),
         due: UnixMillis(UnixMillis::now().0 + 3_600_000),
     };
-    assert!(h.store.settle(&p0, &held[0].entry_id, "e1", &retry).await.unwrap());
+    assert!(settle(&h.store, &p0, &held[0], &retry).await);
     assert_eq!(shape(h.store.depths(&p0).await.unwrap()), (1, 1, 1, 0));
 
     let dead = Settlement::DeadLetter {
         entry: dead_letter_entry(&held[1].delivery),
     };
-    assert!(h.store.settle(&p0, &held[1].entry_id, "e1", &dead).await.unwrap());
+    assert!(settle(&h.store, &p0, &held[1], &dead).await);
     assert_eq!(shape(h.store.depths(&p0).await.unwrap()), (1, 0, 1, 1));
 
     assert_eq!(
@@ -770,12 +729,7 @@ async fn depths_follow_deliveries_through_every_state() {
     assert_eq!(shape(h.store.depths(&p0).await.unwrap()), (1, 0, 1, 0));
 
     let last = read(&h.store, &p0, "sender", 10).await;
-    assert!(
-        h.store
-            .settle(&p0, &last[0].entry_id, "e1", &Settlement::Done)
-            .await
-            .unwrap()
-    );
+    assert!(settle(&h.store, &p0, &last[0], &Settlement::Done).await);
     assert_eq!(shape(h.store.depths(&p0).await.unwrap()), (0, 0, 1, 0));
 
     assert_eq!(

@@ -10,6 +10,9 @@
 -- Otherwise its result is 1 + the number of old records evicted from the dead-letter
 -- archive. Returns the N results in order.
 --
+-- The positions below are built by `codec::SettleCall` (codec.rs), whose test checks the
+-- per-item strides against this header and the loop at the end.
+--
 -- KEYS[1]  ready stream        KEYS[2]  retry sorted set (score = due, ms)
 -- KEYS[3]  dead-letter delay sorted set (score = dead-letter time, ms)
 -- KEYS[4]  history index (list key -> last write, ms)    KEYS[5]  paused index

@@ -8,7 +8,7 @@ use eg_core::{
     DeadLetterReason, Delivery, LastAttempt, OutcomeName, Subscription, SubscriptionName, Topic, TopicName, UnixMillis,
 };
 use eg_store::queue::EventToStore;
-use eg_store::{Catalog, Partition, RedisSettings, Store};
+use eg_store::{Catalog, Partition, ReadyDelivery, RedisSettings, Retention, Settle, Settlement, Store, codec};
 use eg_testkit::RedisServer;
 use serde_json::json;
 use std::time::Duration;
@@ -151,6 +151,24 @@ pub async fn publish(store: &Store, partition: &Partition, events: &[EventToStor
     assert_eq!(outcome, eg_store::PublishOutcome::Stored);
 }
 
+/// Settles one held delivery with the real call (`settle_many`), keeping no history or
+/// archive; whether it took effect.
+pub async fn settle(store: &Store, partition: &Partition, held: &ReadyDelivery, settlement: &Settlement) -> bool {
+    let item = Settle {
+        entry_id: &held.entry_id,
+        delivery: &held.delivery,
+        settlement,
+        history: None,
+    };
+    let settled = store.settle_many(partition, &[item], &Retention::NONE).await.unwrap();
+    settled[0].took_effect
+}
+
+/// How many due retries one promote call moves.
+pub async fn promote_due(store: &Store, partition: &Partition, max: usize) -> usize {
+    store.promote_retries(partition, max).await.unwrap().moved
+}
+
 /// Reads ready deliveries with a short block (never zero: that would be BLOCK 0).
 pub async fn read(store: &Store, partition: &Partition, consumer: &str, count: usize) -> Vec<eg_store::ReadyDelivery> {
     store
@@ -207,8 +225,8 @@ pub fn ready_entries(conn: &mut redis::Connection, stream: &str) -> Vec<(String,
         .ids
         .into_iter()
         .map(|e| {
-            let raw: String = e.get("d").unwrap();
-            (e.id, Delivery::from_json(&raw).unwrap())
+            let raw: String = e.get(codec::DELIVERY_FIELD).unwrap();
+            (e.id, codec::decode_delivery(&raw).unwrap())
         })
         .collect()
 }

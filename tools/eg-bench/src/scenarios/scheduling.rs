@@ -232,7 +232,7 @@ fn now_ms() -> i64 {
 /// carries the due time and a sequence number (32 hex digits, like eg's own ids).
 fn record(due: i64, seq: u64) -> String {
     let published = UnixMillis(due - 10_000);
-    Delivery::new(
+    let delivery = Delivery::new(
         format!("{due:016x}{seq:016x}"),
         format!("{seq:032x}"),
         TOPIC.into(),
@@ -245,8 +245,8 @@ fn record(due: i64, seq: u64) -> String {
         outcome: OutcomeName::Busy,
         status: Some(503),
         at: published,
-    })
-    .to_json()
+    });
+    eg_store::codec::encode_delivery(&delivery)
 }
 
 /// `count` retries, numbered from `first_seq`, spread over the partitions in turn.
@@ -348,8 +348,10 @@ async fn lateness(conn: &mut MultiplexedConnection, keys: &Keyspace) -> anyhow::
                     .split_once('-')
                     .and_then(|(ms, _)| ms.parse().ok())
                     .with_context(|| format!("stream id {:?}", entry.id))?;
-                let raw: String = entry.get("d").context("a ready entry without its record")?;
-                let delivery = Delivery::from_json(&raw)?;
+                let raw: String = entry
+                    .get(eg_store::codec::DELIVERY_FIELD)
+                    .context("a ready entry without its record")?;
+                let delivery = eg_store::codec::decode_delivery(&raw)?;
                 let due = i64::from_str_radix(delivery.id.get(..16).unwrap_or_default(), 16)
                     .with_context(|| format!("delivery id {:?}", delivery.id))?;
                 let late = moved_ms - due;

@@ -1,0 +1,403 @@
+//! The wire forms of what eg keeps in Redis, each defined once, next to the scripts that
+//! share them. No other crate spells a stored field name or builds a stored record:
+//! `eg-core`'s types are the domain, this module is how they look in Redis.
+//!
+//! - A **delivery record** ([`encode_delivery`], [`decode_delivery`]): the JSON of one
+//!   `eg_core::Delivery` with short field names, as it sits in a ready stream entry
+//!   (field [`DELIVERY_FIELD`]), a retry set, a paused set or a redrive.
+//! - A **dead-letter record** ([`decode_dead_letter`]): the dead-letter entry JSON, a
+//!   newline, and the event body. `settle.lua` joins the two (the body is read inside
+//!   the script); `redrive.lua` splits them again.
+//! - The **settle call** (`SettleCall`): the positional KEYS and ARGV that
+//!   `settle.lua` reads, built in one place whose layout the script's header mirrors.
+
+use crate::error::StoreError;
+use crate::keyspace::{Partition, SENDERS_GROUP};
+use crate::queue::{Retention, Settle, Settlement};
+use crate::scripts;
+use eg_core::deadletter::DeadLetterEntry;
+use eg_core::schema::StoredFormat;
+use eg_core::{Delivery, LastAttempt, OutcomeName, UnixMillis};
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+/// The stream entry field holding a delivery record (ready streams).
+pub const DELIVERY_FIELD: &str = "d";
+/// The stream entry field holding a dead-letter record (dead-letter streams).
+pub const DEAD_LETTER_FIELD: &str = "r";
+/// The event hash field holding the event's body (the other, `r`, counts the
+/// deliveries still outstanding and is only touched by scripts).
+pub const EVENT_BODY_FIELD: &str = "b";
+/// What separates a dead-letter record's entry from its event body. Entry JSON never
+/// holds a raw newline, so the first one is always the separator.
+pub const DEAD_LETTER_SEPARATOR: char = '\n';
+
+/// A stored record that does not have the form this version reads.
+#[derive(Debug, thiserror::Error)]
+pub enum Malformed {
+    #[error("not a delivery record: {0}")]
+    Delivery(serde_json::Error),
+    #[error("a dead-letter record without the newline between entry and event")]
+    NoSeparator,
+    #[error("the entry of a dead-letter record does not parse: {0}")]
+    DeadLetterEntry(serde_json::Error),
+}
+
+/// A delivery record as stored. Field names are short because the record is written
+/// once per delivery per attempt; optional fields are left out at their default, so
+/// records written before they existed still read.
+#[derive(Serialize, Deserialize)]
+struct DeliveryRecord<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(rename = "ev", borrow)]
+    event_key: Cow<'a, str>,
+    #[serde(rename = "t", borrow)]
+    topic: Cow<'a, str>,
+    #[serde(rename = "s", borrow)]
+    subscription: Cow<'a, str>,
+    #[serde(rename = "n")]
+    attempts: u32,
+    #[serde(rename = "p")]
+    published_at: i64,
+    #[serde(rename = "l", default, skip_serializing_if = "Option::is_none")]
+    last: Option<LastAttemptRecord>,
+    #[serde(rename = "f", default, skip_serializing_if = "StoredFormat::is_event_grid")]
+    format: StoredFormat,
+    #[serde(rename = "cv", default, skip_serializing_if = "is_zero")]
+    catalog_version: u64,
+    #[serde(rename = "e", default, skip_serializing_if = "str::is_empty", borrow)]
+    event_id: Cow<'a, str>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct LastAttemptRecord {
+    #[serde(rename = "o")]
+    outcome: OutcomeName,
+    #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    at: i64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The stored form of a delivery.
+pub fn encode_delivery(delivery: &Delivery) -> String {
+    let record = DeliveryRecord {
+        id: Cow::Borrowed(&delivery.id),
+        event_key: Cow::Borrowed(&delivery.event_key),
+        topic: Cow::Borrowed(&delivery.topic),
+        subscription: Cow::Borrowed(&delivery.subscription),
+        attempts: delivery.attempts,
+        published_at: delivery.published_at.0,
+        last: delivery.last.map(|last| LastAttemptRecord {
+            outcome: last.outcome,
+            status: last.status,
+            at: last.at.0,
+        }),
+        format: delivery.format,
+        catalog_version: delivery.catalog_version,
+        event_id: Cow::Borrowed(&delivery.event_id),
+    };
+    // Strings and numbers only: serializing cannot fail.
+    serde_json::to_string(&record).unwrap_or_default()
+}
+
+/// A delivery from its stored form.
+pub fn decode_delivery(raw: &str) -> Result<Delivery, Malformed> {
+    let record: DeliveryRecord<'_> = serde_json::from_str(raw).map_err(Malformed::Delivery)?;
+    Ok(Delivery {
+        id: record.id.into_owned(),
+        event_key: record.event_key.into_owned(),
+        topic: record.topic.into_owned(),
+        subscription: record.subscription.into_owned(),
+        attempts: record.attempts,
+        published_at: UnixMillis(record.published_at),
+        last: record.last.map(|last| LastAttempt {
+            outcome: last.outcome,
+            status: last.status,
+            at: UnixMillis(last.at),
+        }),
+        format: record.format,
+        catalog_version: record.catalog_version,
+        event_id: record.event_id.into_owned(),
+    })
+}
+
+/// The entry half of a dead-letter record, as handed to `settle.lua` (which appends
+/// the separator and the event body).
+pub(crate) fn encode_dead_letter_entry(entry: &DeadLetterEntry) -> Result<String, serde_json::Error> {
+    serde_json::to_string(entry)
+}
+
+/// A dead-letter record's entry and event body.
+pub fn decode_dead_letter(raw: &str) -> Result<(DeadLetterEntry, String), Malformed> {
+    let (entry, body) = raw.split_once(DEAD_LETTER_SEPARATOR).ok_or(Malformed::NoSeparator)?;
+    let entry = serde_json::from_str(entry).map_err(Malformed::DeadLetterEntry)?;
+    Ok((entry, body.to_owned()))
+}
+
+/// `settle.lua`'s KEYS before the first item's: ready stream, retry set, dead-letter
+/// delay set, history index, paused index.
+pub(crate) const SETTLE_FIXED_KEYS: usize = 5;
+/// `settle.lua`'s KEYS per item: event hash, history list, the three archive keys,
+/// paused set.
+pub(crate) const SETTLE_KEYS_PER_ITEM: usize = 6;
+/// `settle.lua`'s ARGV before the first item's: group, history retention, most
+/// histories, most steps, most archived, item count.
+pub(crate) const SETTLE_FIXED_ARGS: usize = 6;
+/// `settle.lua`'s ARGV per item: entry id, action, record, time, history entry,
+/// archive id, subscription.
+pub(crate) const SETTLE_ARGS_PER_ITEM: usize = 7;
+
+/// What `settle.lua` does with one item, by the name it reads in ARGV.
+fn settle_action(settlement: &Settlement) -> &'static str {
+    match settlement {
+        Settlement::Done => "done",
+        Settlement::Retry { .. } => "retry",
+        Settlement::Requeue { .. } => "requeue",
+        Settlement::DeadLetter { .. } => "deadletter",
+        Settlement::Park { .. } => "park",
+    }
+}
+
+/// The KEYS and ARGV of one `settle.lua` call, in the order the script's header lists
+/// them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct SettleCall {
+    pub keys: Vec<String>,
+    pub args: Vec<String>,
+}
+
+impl SettleCall {
+    /// Settles `items` of `partition` within `retention`. Each push below is one line
+    /// of the script's header.
+    pub fn new(partition: &Partition, items: &[Settle<'_>], retention: &Retention) -> Result<Self, StoreError> {
+        let keep_history = !retention.history_for.is_zero() && retention.histories_per_partition > 0;
+        let mut keys = Vec::with_capacity(SETTLE_FIXED_KEYS + SETTLE_KEYS_PER_ITEM * items.len());
+        let mut args = Vec::with_capacity(SETTLE_FIXED_ARGS + SETTLE_ARGS_PER_ITEM * items.len());
+        keys.extend([
+            partition.ready(),
+            partition.retry(),
+            partition.deadletter_delay(),
+            partition.history_index(),
+            partition.paused_index(),
+        ]);
+        args.extend([
+            SENDERS_GROUP.to_owned(),
+            (retention.history_for.as_millis().max(1) as u64).to_string(),
+            retention.histories_per_partition.to_string(),
+            retention.steps_per_history.max(1).to_string(),
+            retention.archived_per_partition.to_string(),
+            items.len().to_string(),
+        ]);
+        for item in items {
+            let delivery = item.delivery;
+            let subscription = format!("{}/{}", delivery.topic, delivery.subscription);
+            let (record, time) = match item.settlement {
+                Settlement::Done => (String::new(), 0),
+                Settlement::Retry { delivery, due } => (encode_delivery(delivery), due.0),
+                Settlement::Requeue { delivery } => (encode_delivery(delivery), 0),
+                Settlement::Park { delivery, until } => (encode_delivery(delivery), until.0),
+                Settlement::DeadLetter { entry } => (
+                    encode_dead_letter_entry(entry)
+                        .map_err(|e| StoreError::corrupt(partition.deadletter_delay(), e))?,
+                    0,
+                ),
+            };
+            let history = match item.history {
+                Some(entry) if keep_history => entry.to_json(),
+                _ => String::new(),
+            };
+            let archive_id = match item.settlement {
+                Settlement::DeadLetter { .. } if retention.archived_per_partition > 0 => delivery.id.clone(),
+                _ => String::new(),
+            };
+            let archive = partition.archive(&subscription);
+            keys.extend([
+                partition.event(&delivery.event_key),
+                partition.history(&delivery.topic, &delivery.event_id),
+                archive.all,
+                archive.waiting,
+                archive.records,
+                partition.paused(&subscription),
+            ]);
+            args.extend([
+                item.entry_id.to_owned(),
+                settle_action(item.settlement).to_owned(),
+                record,
+                time.to_string(),
+                history,
+                archive_id,
+                subscription,
+            ]);
+        }
+        Ok(Self { keys, args })
+    }
+
+    /// The script call, ready to send.
+    pub fn invocation(&self) -> redis::ScriptInvocation<'static> {
+        let mut call = scripts::SETTLE.prepare_invoke();
+        for key in &self.keys {
+            call.key(key);
+        }
+        for arg in &self.args {
+            call.arg(arg);
+        }
+        call
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use eg_core::DeadLetterReason;
+    use eg_core::deadletter::DeadLetterFormat;
+
+    fn full_delivery() -> Delivery {
+        Delivery::new(
+            "d1".into(),
+            "e1".into(),
+            "orders".into(),
+            "billing".into(),
+            UnixMillis(5),
+        )
+        .for_event("evt-1")
+        .matched_at(7)
+        .with_format(StoredFormat::CloudEvents)
+        .after_attempt(LastAttempt {
+            outcome: OutcomeName::Busy,
+            status: Some(503),
+            at: UnixMillis(9),
+        })
+    }
+
+    #[test]
+    fn delivery_records_keep_the_stored_bytes() {
+        // Records as every earlier version wrote them: a change here makes stored data
+        // unreadable.
+        let full = r#"{"id":"d1","ev":"e1","t":"orders","s":"billing","n":1,"p":5,"l":{"o":"Busy","c":503,"at":9},"f":"ce","cv":7,"e":"evt-1"}"#;
+        assert_eq!(encode_delivery(&full_delivery()), full);
+        assert_eq!(decode_delivery(full).unwrap(), full_delivery());
+
+        let plain = Delivery::new("d2".into(), "e2".into(), "t".into(), "s".into(), UnixMillis(1));
+        let bare = r#"{"id":"d2","ev":"e2","t":"t","s":"s","n":0,"p":1}"#;
+        assert_eq!(encode_delivery(&plain), bare);
+        assert_eq!(decode_delivery(bare).unwrap(), plain);
+    }
+
+    #[test]
+    fn delivery_records_round_trip_with_escapes() {
+        let d = Delivery::new("d\"1".into(), "e\\1".into(), "t\n".into(), "s/é".into(), UnixMillis(-3))
+            .for_event("id with \"quotes\"");
+        assert_eq!(decode_delivery(&encode_delivery(&d)).unwrap(), d);
+        assert_eq!(
+            decode_delivery(&encode_delivery(&full_delivery())).unwrap(),
+            full_delivery()
+        );
+        assert!(matches!(decode_delivery("{}"), Err(Malformed::Delivery(_))));
+    }
+
+    fn entry() -> DeadLetterEntry {
+        DeadLetterEntry {
+            container_name: "dl".into(),
+            subscription: "Billing".into(),
+            topic: "orders".into(),
+            delivery_id: "d1".into(),
+            reason: DeadLetterReason::MaxDeliveryAttemptsExceeded,
+            delivery_attempts: 3,
+            last_outcome: Some(OutcomeName::NotFound),
+            last_http_status_code: Some(404),
+            publish_time: UnixMillis(5),
+            last_attempt_time: Some(UnixMillis(9)),
+            dead_lettered_at: UnixMillis(10),
+            format: DeadLetterFormat::EventGrid,
+            stored_format: StoredFormat::EventGrid,
+            event_id: "evt-1".into(),
+        }
+    }
+
+    #[test]
+    fn dead_letter_records_keep_the_stored_bytes() {
+        // A record as settle.lua writes it: the entry, a newline, the body (which may
+        // hold newlines of its own).
+        let stored = "{\"containerName\":\"dl\",\"subscription\":\"Billing\",\"topic\":\"orders\",\"deliveryId\":\"d1\",\"reason\":\"MaxDeliveryAttemptsExceeded\",\"deliveryAttempts\":3,\"lastOutcome\":\"NotFound\",\"lastHttpStatusCode\":404,\"publishTime\":5,\"lastAttemptTime\":9,\"deadLetteredAt\":10,\"eventId\":\"evt-1\"}\n{\"id\":\"evt-1\",\n\"data\":1}";
+        let (entry_json, body) = stored.split_once('\n').unwrap();
+        assert_eq!(encode_dead_letter_entry(&entry()).unwrap(), entry_json);
+        let (decoded, event_json) = decode_dead_letter(stored).unwrap();
+        assert_eq!(decoded, entry());
+        assert_eq!(event_json, body);
+    }
+
+    #[test]
+    fn dead_letter_records_round_trip() {
+        let body = "{\"id\":\"x\",\"data\":\"a\\nb\"}\n";
+        let stored = format!(
+            "{}{DEAD_LETTER_SEPARATOR}{body}",
+            encode_dead_letter_entry(&entry()).unwrap()
+        );
+        assert_eq!(decode_dead_letter(&stored).unwrap(), (entry(), body.to_owned()));
+        assert!(matches!(decode_dead_letter("{}"), Err(Malformed::NoSeparator)));
+        assert!(matches!(
+            decode_dead_letter("nonsense\n{}"),
+            Err(Malformed::DeadLetterEntry(_))
+        ));
+    }
+
+    #[test]
+    fn settle_script_reads_the_layout_built_here() {
+        // The script computes each item's offsets from these strides; its header lists
+        // the same positions.
+        let source = include_str!("scripts/settle.lua");
+        let key_base = format!("{SETTLE_FIXED_KEYS} + {SETTLE_KEYS_PER_ITEM} * (i - 1)");
+        let arg_base = format!("{SETTLE_FIXED_ARGS} + {SETTLE_ARGS_PER_ITEM} * (i - 1)");
+        assert!(source.contains(&format!("settle({key_base}, {arg_base})")), "loop");
+        assert!(source.contains(&format!("(base b = {key_base})")), "KEYS header");
+        assert!(source.contains(&format!("(base a = {arg_base})")), "ARGV header");
+        assert!(source.contains(&format!("KEYS[b+{SETTLE_KEYS_PER_ITEM}]")));
+        assert!(!source.contains(&format!("KEYS[b+{}]", SETTLE_KEYS_PER_ITEM + 1)));
+        assert!(source.contains(&format!("ARGV[a+{SETTLE_ARGS_PER_ITEM}]")));
+        assert!(!source.contains(&format!("ARGV[a+{}]", SETTLE_ARGS_PER_ITEM + 1)));
+        assert!(source.contains(&format!("ARGV[{SETTLE_FIXED_ARGS}]  N")));
+
+        let p = crate::Keyspace::new("eg", 1).partition(0);
+        let delivery = full_delivery();
+        let retry = Settlement::Retry {
+            delivery: delivery.clone(),
+            due: UnixMillis(42),
+        };
+        let items = [
+            Settle {
+                entry_id: "1-0",
+                delivery: &delivery,
+                settlement: &Settlement::Done,
+                history: None,
+            },
+            Settle {
+                entry_id: "2-0",
+                delivery: &delivery,
+                settlement: &retry,
+                history: None,
+            },
+        ];
+        let call = SettleCall::new(&p, &items, &Retention::NONE).unwrap();
+        assert_eq!(call.keys.len(), SETTLE_FIXED_KEYS + 2 * SETTLE_KEYS_PER_ITEM);
+        assert_eq!(call.args.len(), SETTLE_FIXED_ARGS + 2 * SETTLE_ARGS_PER_ITEM);
+        assert_eq!(call.args[SETTLE_FIXED_ARGS - 1], "2", "ARGV[6] N");
+        // The second item: ARGV[a+1] entry id, ARGV[a+2] action, ARGV[a+3] record,
+        // ARGV[a+4] due (1-based in Lua, 0-based here).
+        let a = SETTLE_FIXED_ARGS + SETTLE_ARGS_PER_ITEM;
+        assert_eq!(call.args[a], "2-0");
+        assert_eq!(call.args[a + 1], "retry");
+        assert_eq!(call.args[a + 2], encode_delivery(&delivery));
+        assert_eq!(call.args[a + 3], "42");
+        assert_eq!(call.args[a + 6], "orders/billing");
+        // KEYS[b+1] the event hash, KEYS[b+6] the paused set.
+        let b = SETTLE_FIXED_KEYS + SETTLE_KEYS_PER_ITEM;
+        assert_eq!(call.keys[b], p.event("e1"));
+        assert_eq!(call.keys[b + 5], p.paused("orders/billing"));
+    }
+}

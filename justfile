@@ -91,8 +91,13 @@ lint:
     cargo fmt --all -- --check
     @command -v cargo-machete >/dev/null || { echo "error: cargo-machete is missing: cargo install --locked cargo-machete" >&2; exit 1; }
     cargo machete
+    {{just_executable()}} check-layout
     cargo clippy --workspace --all-targets -- -D warnings
     {{just_executable()}} check-deploy
+
+# The layout rules of docs/architecture.md: no import cycle in a crate, no Redis key or script outside eg-store, no fate reason outside eg-core, bins/ only deployable programs.
+check-layout:
+    python3 tools/check-layout.py
 
 # Check every file in deploy/ against its schema (Kubernetes, KEDA, compose, Prometheus), the Dockerfile, the dashboard's metrics and every EG__ setting; installs pinned tools into target/deploy-check on first use.
 check-deploy:

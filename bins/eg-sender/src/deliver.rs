@@ -8,12 +8,12 @@ use crate::healthy::HealthyEndpoints;
 use crate::late::LateListeners;
 use crate::settle;
 use crate::settler::{self, Settler};
+use eg_core::fate::{self, Consent, DropReason};
 use eg_core::policy::ProfilePolicies;
 use eg_core::probation::{EndpointAttempt, EndpointId, Gate, HealthChange, ProbationPolicy};
 use eg_core::render::{self, RenderedEvent};
 use eg_core::signing;
 use eg_core::subscription::Subscription;
-use eg_core::validation::Provisioning;
 use eg_core::{Decision, LastAttempt};
 use eg_outbound::Client;
 use eg_runtime::metrics as m;
@@ -22,9 +22,6 @@ use eg_store::{Catalog, CatalogCache, Clock, Partition, ReadyDelivery, Settlemen
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
-
-/// How soon a delivery for a subscription awaiting its endpoint's consent looks again.
-const NOT_VALIDATED_RECHECK: Duration = Duration::from_secs(10);
 
 pub struct Sender {
     pub(crate) store: Store,
@@ -145,16 +142,15 @@ impl Sender {
         // Deliveries queued before the subscription moved to an endpoint that has not
         // consented yet must not reach it: they wait (uncharged) for the consent, or are
         // dead-lettered once it has been refused for good.
-        match &subscription.provisioning {
-            Provisioning::Succeeded => {}
-            Provisioning::AwaitingManualAction { deadline, .. } if now < *deadline => {
-                let look_again = (*deadline).min(now.plus(NOT_VALIDATED_RECHECK));
+        match fate::consent(&subscription.provisioning, now) {
+            Consent::Given => {}
+            Consent::AwaitedUntil(look_again) => {
                 self.hold_back(&subscription, live, look_again).await;
                 return;
             }
-            Provisioning::AwaitingManualAction { .. } | Provisioning::Failed { .. } => {
+            Consent::Refused(reason) => {
                 self.settle_together(live.iter().map(|h| {
-                    let decision = Decision::DeadLetter(eg_core::DeadLetterReason::NonRetriableFailure);
+                    let decision = Decision::DeadLetter(reason);
                     (h, settle::settlement(decision, &h.ready.delivery, &subscription, now))
                 }))
                 .await;
@@ -283,7 +279,7 @@ impl Sender {
             } else {
                 self.settle(
                     &h,
-                    settle::dropped(&h.ready.delivery, "EventUnrenderable", self.clock.now()),
+                    settle::dropped(&h.ready.delivery, DropReason::EventUnrenderable, self.clock.now()),
                 )
                 .await;
             }

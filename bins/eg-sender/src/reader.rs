@@ -11,6 +11,7 @@
 use crate::deliver::{Batch, Held};
 use crate::settle;
 use eg_core::Delivery;
+use eg_core::fate::DropReason;
 use eg_core::subscription::Subscription;
 use eg_runtime::Shutdown;
 use eg_store::{Partition, ReadyDelivery};
@@ -242,7 +243,7 @@ impl Sender {
                     self.settle_ready(
                         partition,
                         &ready,
-                        settle::dropped(delivery, "SubscriptionDeleted", self.clock.now()),
+                        settle::dropped(delivery, DropReason::SubscriptionDeleted, self.clock.now()),
                     )
                     .await;
                     continue;
@@ -261,7 +262,7 @@ impl Sender {
                     .settle_ready(
                         partition,
                         &ready,
-                        settle::dropped(delivery, "EventMissing", self.clock.now()),
+                        settle::dropped(delivery, DropReason::EventMissing, self.clock.now()),
                     )
                     .await
                 {

@@ -3,6 +3,7 @@
 //! delivery taken back counts nothing and records no history).
 
 use eg_core::deadletter::DeadLetterEntry;
+use eg_core::fate::{DropReason, Fate};
 use eg_core::history::{DeliveryState, HistoryEntry};
 use eg_core::subscription::Subscription;
 use eg_core::{DeadLetterReason, Decision, Delivery, UnixMillis};
@@ -22,42 +23,34 @@ enum Tally {
     Delivered,
     Retried,
     DeadLettered(DeadLetterReason),
-    Dropped(String),
+    Dropped(DropReason),
 }
 
 /// The settlement for `decision` about `delivery` (already carrying the attempt made).
 pub fn settlement(decision: Decision, delivery: &Delivery, subscription: &Subscription, now: UnixMillis) -> Settled {
-    let (settlement, tally) = match decision {
-        Decision::Delivered => (Settlement::Done, Tally::Delivered),
-        Decision::RetryAt(due) => (
+    let fate = decision.with_dead_letter_destination(subscription.dead_letter.as_ref());
+    let (settlement, tally) = match fate {
+        Fate::Delivered => (Settlement::Done, Tally::Delivered),
+        Fate::RetryAt(due) => (
             Settlement::Retry {
                 delivery: delivery.clone(),
                 due,
             },
             Tally::Retried,
         ),
-        Decision::DeadLetter(reason) => match &subscription.dead_letter {
-            Some(destination) => (
-                Settlement::DeadLetter {
-                    entry: DeadLetterEntry::for_delivery(
-                        delivery,
-                        subscription,
-                        &destination.container_name,
-                        reason,
-                        now,
-                    ),
-                },
-                Tally::DeadLettered(reason),
-            ),
-            None => (Settlement::Done, Tally::Dropped(reason.to_string())),
-        },
-        Decision::Drop(reason) => (Settlement::Done, Tally::Dropped(reason.to_string())),
+        Fate::DeadLetter(reason, destination) => (
+            Settlement::DeadLetter {
+                entry: DeadLetterEntry::for_delivery(delivery, subscription, &destination.container_name, reason, now),
+            },
+            Tally::DeadLettered(reason),
+        ),
+        Fate::Drop(reason) => (Settlement::Done, Tally::Dropped(reason)),
     };
     let (state, next, reason) = match (&settlement, &tally) {
         (Settlement::Retry { due, .. }, _) => (DeliveryState::Retrying, Some(*due), None),
         (_, Tally::Delivered) => (DeliveryState::Delivered, None, None),
         (_, Tally::DeadLettered(reason)) => (DeliveryState::DeadLettered, None, Some(reason.to_string())),
-        (_, Tally::Dropped(reason)) => (DeliveryState::Dropped, None, Some(reason.clone())),
+        (_, Tally::Dropped(reason)) => (DeliveryState::Dropped, None, Some(reason.to_string())),
         (_, Tally::Retried) => (DeliveryState::Retrying, None, None),
     };
     Settled {
@@ -109,11 +102,11 @@ pub fn paused(delivery: &Delivery, until: UnixMillis, now: UnixMillis) -> Settle
 }
 
 /// A delivery that ends without reaching anyone, for `reason`.
-pub fn dropped(delivery: &Delivery, reason: &str, now: UnixMillis) -> Settled {
+pub fn dropped(delivery: &Delivery, reason: DropReason, now: UnixMillis) -> Settled {
     Settled {
-        history: step(delivery, now, DeliveryState::Dropped, None, Some(reason.to_owned())),
+        history: step(delivery, now, DeliveryState::Dropped, None, Some(reason.to_string())),
         settlement: Settlement::Done,
-        tally: Tally::Dropped(reason.to_owned()),
+        tally: Tally::Dropped(reason),
         delivery: delivery.clone(),
     }
 }
@@ -168,9 +161,9 @@ impl Settled {
                 tracing::info!(topic = %d.topic, subscription = %d.subscription, delivery = %d.id, attempts = d.attempts, %reason, "dead-lettered");
             }
             Tally::Dropped(reason) => {
-                metrics::counter!(m::DROPPED_EVENT_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.clone())
+                metrics::counter!(m::DROPPED_EVENT_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.as_str())
                     .increment(1);
-                tracing::warn!(topic = %d.topic, subscription = %d.subscription, delivery = %d.id, attempts = d.attempts, reason, "dropped");
+                tracing::warn!(topic = %d.topic, subscription = %d.subscription, delivery = %d.id, attempts = d.attempts, %reason, "dropped");
             }
         }
     }

@@ -14,6 +14,7 @@ pub mod custom_schema;
 pub mod deadletter;
 pub mod delivery;
 pub mod event;
+pub mod fate;
 pub mod filter;
 pub mod history;
 pub mod json;

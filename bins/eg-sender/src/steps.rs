@@ -16,7 +16,7 @@ use crate::store::DeliveryStore;
 use crate::verdict::Verdict;
 use eg_core::fate::{self, Consent, DropReason};
 use eg_core::policy::{DeliveryPolicy, ProfilePolicies};
-use eg_core::probation::{EndpointAttempt, EndpointId, Gate, HealthChange, ProbationPolicy};
+use eg_core::probation::{EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy};
 use eg_core::render::{self, RenderedEvent};
 use eg_core::subscription::Subscription;
 use eg_core::{AttemptOutcome, DeadLetterReason, Decision, LastAttempt, UnixMillis, signing};
@@ -221,14 +221,14 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
         }
         let generation = self.recently_clear.generation();
         match self.store.record_endpoint_result(endpoint, &attempt, policy).await {
-            Ok(HealthChange::ProbationStarted {
+            Ok(ProbationChange::ProbationStarted {
                 level, until, length, ..
             }) => {
                 metrics::counter!(m::ENDPOINT_PROBATION_COUNT, "topic" => subscription.topic.key(), "subscription" => subscription.name.key())
                     .increment(1);
                 tracing::warn!(until = %until.to_rfc3339(), length = ?length, level, outcome = %outcome.name(), "endpoint put on probation");
             }
-            Ok(HealthChange::Succeeded { ended_probation }) => {
+            Ok(ProbationChange::Succeeded { ended_probation }) => {
                 if ended_probation {
                     tracing::info!("endpoint recovered; probation over");
                 }
@@ -426,4 +426,389 @@ pub fn decide(
             Verdict::decided(decision, &attempted, subscription, now).attempted(sent.took)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use eg_core::history::{DeliveryState, HistoryEntry};
+    use eg_core::{Delivery, SubscriptionName, Topic, TopicName};
+    use eg_store::{Keyspace, Settled};
+    use serde_json::json;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    /// The store seam, recording what the steps ask of it.
+    #[derive(Clone, Default)]
+    struct RecordingStore(Arc<Recorded>);
+
+    #[derive(Default)]
+    struct Recorded {
+        settled: Mutex<Vec<SettleItem>>,
+        /// The probation gate's answer (open when `None`).
+        gate: Mutex<Option<Gate>>,
+        endpoint_results: Mutex<Vec<EndpointAttempt>>,
+        /// The catalog's copy of the subscription (unknown when `None`).
+        current: Mutex<Option<Arc<Subscription>>>,
+        /// How many settle calls fail before the store answers again.
+        failing_settles: AtomicUsize,
+        /// Whether settles find the delivery taken back.
+        taken_back: AtomicBool,
+    }
+
+    impl RecordingStore {
+        fn settled(&self) -> Vec<SettleItem> {
+            std::mem::take(&mut *self.0.settled.lock().unwrap())
+        }
+    }
+
+    impl DeliveryStore for RecordingStore {
+        async fn settle(&self, _: &Partition, item: SettleItem) -> Result<Settled, crate::settle_queue::SettleError> {
+            let failing = &self.0.failing_settles;
+            if failing.load(Ordering::SeqCst) > 0 {
+                failing.fetch_sub(1, Ordering::SeqCst);
+                return Err("unreachable".into());
+            }
+            let took_effect = !self.0.taken_back.load(Ordering::SeqCst);
+            if took_effect {
+                self.0.settled.lock().unwrap().push(item);
+            }
+            Ok(Settled {
+                took_effect,
+                archive_evicted: 0,
+            })
+        }
+
+        async fn endpoint_gate(
+            &self,
+            _: &EndpointId,
+            _: UnixMillis,
+            _: Duration,
+        ) -> Result<Gate, eg_store::StoreError> {
+            Ok(self.0.gate.lock().unwrap().unwrap_or(Gate::Open))
+        }
+
+        async fn record_endpoint_result(
+            &self,
+            _: &EndpointId,
+            attempt: &EndpointAttempt,
+            _: &ProbationPolicy,
+        ) -> Result<ProbationChange, eg_store::StoreError> {
+            self.0.endpoint_results.lock().unwrap().push(*attempt);
+            Ok(ProbationChange::Ignored)
+        }
+
+        async fn current_subscription(
+            &self,
+            _: &Subscription,
+        ) -> Result<Option<Arc<Subscription>>, eg_store::StoreError> {
+            Ok(self.0.current.lock().unwrap().clone())
+        }
+
+        async fn cancel_retry(&self, _: &Partition, _: &Delivery) -> Result<bool, eg_store::StoreError> {
+            Ok(false)
+        }
+    }
+
+    /// A destination answering every batch with one outcome, recording what it was sent.
+    struct Answering {
+        outcome: AttemptOutcome,
+        sent: Mutex<Vec<(String, u32)>>,
+    }
+
+    impl Destination for Answering {
+        async fn send(&self, batch: RenderedBatch<'_>, _: Option<Duration>) -> Sent {
+            self.sent.lock().unwrap().push((batch.body.body, batch.delivery_count));
+            Sent {
+                outcome: self.outcome,
+                took: Duration::from_millis(7),
+                late: None,
+            }
+        }
+    }
+
+    fn status(code: u16) -> AttemptOutcome {
+        AttemptOutcome::Status {
+            code,
+            retry_after: None,
+        }
+    }
+
+    fn steps(outcome: AttemptOutcome) -> Steps<RecordingStore, Answering> {
+        Steps {
+            store: RecordingStore::default(),
+            destination: Answering {
+                outcome,
+                sent: Mutex::new(Vec::new()),
+            },
+            clock: Clock::default(),
+            policies: ProfilePolicies::default(),
+            probation: Some(ProbationPolicy::default()),
+            attempt_timeout: Duration::from_secs(1),
+            late: LateListeners::new(Duration::ZERO, 0),
+            recently_clear: RecentlyClear::default(),
+        }
+    }
+
+    fn subscription() -> Subscription {
+        let topic = Topic::from_resource(TopicName::parse("orders").unwrap(), &json!({})).unwrap();
+        let resource = json!({"properties": {"destination": {"endpointType": "WebHook",
+            "properties": {"endpointUrl": "https://example.com/hook"}}}});
+        Subscription::from_resource(
+            &topic,
+            SubscriptionName::parse("billing").unwrap(),
+            &resource,
+            UnixMillis(0),
+        )
+        .unwrap()
+    }
+
+    fn held(id: &str, body: &str) -> Held {
+        let delivery = Delivery::new(
+            id.into(),
+            format!("event-{id}"),
+            "orders".into(),
+            "billing".into(),
+            Clock::default().now(),
+        );
+        Held {
+            partition: Keyspace::new("eg", 1).partition(0),
+            ready: ReadyDelivery {
+                partition: 0,
+                entry_id: format!("{id}-0"),
+                delivery,
+            },
+            body: body.into(),
+        }
+    }
+
+    fn event(id: &str) -> Held {
+        let body = json!({"id": id, "eventType": "A", "subject": "s", "eventTime": "2026-01-01T00:00:00Z",
+            "data": {}, "dataVersion": "1"});
+        held(id, &body.to_string())
+    }
+
+    fn batch(subscription: Subscription, held: Vec<Held>) -> Batch {
+        Batch {
+            subscription: Arc::new(subscription),
+            held,
+        }
+    }
+
+    fn states(settled: &[SettleItem]) -> Vec<(String, DeliveryState, Option<String>)> {
+        settled
+            .iter()
+            .map(|i| (i.delivery.id.clone(), i.history.state, i.history.reason.clone()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_success_sends_the_batch_once_and_settles_each_delivery_done() {
+        let steps = steps(status(200));
+        steps.deliver(batch(subscription(), vec![event("a"), event("b")])).await;
+
+        let sent = steps.destination.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 1, "one request for the batch");
+        assert!(
+            sent[0].0.contains("\"a\"") && sent[0].0.contains("\"b\""),
+            "{}",
+            sent[0].0
+        );
+        assert_eq!(sent[0].1, 0, "no attempt before this one");
+        let settled = steps.store.settled();
+        assert_eq!(
+            states(&settled),
+            [
+                ("a".into(), DeliveryState::Delivered, None),
+                ("b".into(), DeliveryState::Delivered, None)
+            ]
+        );
+        assert!(settled.iter().all(|i| matches!(i.settlement, Settlement::Done)));
+        let history: &HistoryEntry = &settled[0].history;
+        assert_eq!(
+            (history.http_status, history.duration_ms, history.attempt),
+            (Some(200), Some(7), 1)
+        );
+        assert_eq!(
+            steps.store.0.endpoint_results.lock().unwrap().len(),
+            1,
+            "classified once"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failure_retries_each_delivery_with_its_attempt_counted() {
+        let steps = steps(status(500));
+        let before = steps.clock.now();
+        steps.deliver(batch(subscription(), vec![event("a"), event("b")])).await;
+
+        let settled = steps.store.settled();
+        assert_eq!(settled.len(), 2);
+        for item in &settled {
+            let Settlement::Retry { delivery, due } = &item.settlement else {
+                panic!("{:?}", item.settlement)
+            };
+            assert_eq!(delivery.attempts, 1);
+            assert!(*due > before, "a retry is later");
+            assert_eq!(item.history.state, DeliveryState::Retrying);
+            assert_eq!(item.history.next, Some(*due));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refusal_without_a_dead_letter_destination_is_dropped_for_the_dead_letter_reason() {
+        let steps = steps(status(400));
+        steps.deliver(batch(subscription(), vec![event("a")])).await;
+
+        let settled = steps.store.settled();
+        assert_eq!(
+            states(&settled),
+            [("a".into(), DeliveryState::Dropped, Some("NonRetriableFailure".into()))]
+        );
+        assert!(matches!(settled[0].settlement, Settlement::Done));
+    }
+
+    #[tokio::test]
+    async fn check_ends_a_delivery_out_of_attempts_unattempted_and_sends_the_rest() {
+        let steps = steps(status(200));
+        let subscription = subscription();
+        let mut spent = event("spent");
+        spent.ready.delivery.attempts = subscription.retry_policy.max_delivery_attempts();
+        steps.deliver(batch(subscription, vec![spent, event("fresh")])).await;
+
+        let sent = steps.destination.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 1);
+        assert!(!sent[0].0.contains("spent"), "{}", sent[0].0);
+        assert_eq!(
+            states(&steps.store.settled()),
+            [
+                (
+                    "spent".into(),
+                    DeliveryState::Dropped,
+                    Some("MaxDeliveryAttemptsExceeded".into())
+                ),
+                ("fresh".into(), DeliveryState::Delivered, None)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_on_probation_holds_the_batch_back_uncharged() {
+        let steps = steps(status(200));
+        let until = steps.clock.now().plus(Duration::from_secs(60));
+        *steps.store.0.gate.lock().unwrap() = Some(Gate::Wait(until));
+        steps.deliver(batch(subscription(), vec![event("a")])).await;
+
+        assert!(steps.destination.sent.lock().unwrap().is_empty(), "nothing attempted");
+        let settled = steps.store.settled();
+        let Settlement::Retry { delivery, due } = &settled[0].settlement else {
+            panic!("{:?}", settled[0].settlement)
+        };
+        assert_eq!(delivery.attempts, 0, "not charged");
+        assert!(*due >= until);
+        assert_eq!(settled[0].history.state, DeliveryState::HeldBack);
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_awaiting_consent_holds_the_batch_back_and_one_that_refused_dead_letters() {
+        let steps = steps(status(200));
+        let mut awaiting = subscription();
+        awaiting.provisioning = eg_core::validation::Provisioning::AwaitingManualAction {
+            code: "c".into(),
+            deadline: steps.clock.now().plus(Duration::from_secs(600)),
+        };
+        steps.deliver(batch(awaiting, vec![event("a")])).await;
+        assert_eq!(states(&steps.store.settled())[0].1, DeliveryState::HeldBack);
+
+        let mut refused = subscription();
+        refused.provisioning = eg_core::validation::Provisioning::Failed { reason: "no".into() };
+        steps.deliver(batch(refused, vec![event("b")])).await;
+        assert_eq!(
+            states(&steps.store.settled()),
+            [("b".into(), DeliveryState::Dropped, Some("NonRetriableFailure".into()))]
+        );
+        assert!(steps.destination.sent.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_paused_subscription_sets_its_deliveries_aside_unless_the_catalog_has_it_resumed() {
+        let steps = steps(status(200));
+        let mut paused = subscription();
+        paused.paused = true;
+        *steps.store.0.current.lock().unwrap() = Some(Arc::new(paused.clone()));
+        steps.deliver(batch(paused.clone(), vec![event("a")])).await;
+        let settled = steps.store.settled();
+        assert!(
+            matches!(settled[0].settlement, Settlement::Park { .. }),
+            "{:?}",
+            settled[0].settlement
+        );
+        assert_eq!(settled[0].history.state, DeliveryState::Paused);
+
+        // The copy in hand predates a resume: the catalog's copy wins.
+        *steps.store.0.current.lock().unwrap() = Some(Arc::new(subscription()));
+        steps.deliver(batch(paused, vec![event("b")])).await;
+        assert_eq!(states(&steps.store.settled())[0].1, DeliveryState::Delivered);
+    }
+
+    #[tokio::test]
+    async fn an_unrenderable_event_is_dropped_and_the_rest_of_the_batch_is_sent() {
+        let steps = steps(status(200));
+        steps
+            .deliver(batch(subscription(), vec![held("broken", "not json"), event("b")]))
+            .await;
+
+        let sent = steps.destination.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(
+            states(&steps.store.settled()),
+            [
+                (
+                    "broken".into(),
+                    DeliveryState::Dropped,
+                    Some("EventUnrenderable".into())
+                ),
+                ("b".into(), DeliveryState::Delivered, None)
+            ]
+        );
+    }
+
+    #[test]
+    fn decide_gives_each_delivery_its_own_decision() {
+        let subscription = subscription();
+        let policy = ProfilePolicies::default();
+        let policy = policy.of(subscription.profile);
+        let mut last = event("last");
+        last.ready.delivery.attempts = subscription.retry_policy.max_delivery_attempts() - 1;
+        let kept = [event("first"), last];
+        let sent = Sent {
+            outcome: status(503),
+            took: Duration::from_millis(3),
+            late: None,
+        };
+        let verdicts = decide(policy, &subscription, &kept, &sent, Clock::default().now(), || 0.5);
+        assert!(matches!(verdicts[0].settlement, Settlement::Retry { .. }));
+        assert_eq!(verdicts[1].history.state, DeliveryState::Dropped);
+        assert_eq!(
+            verdicts[1].history.reason.as_deref(),
+            Some("MaxDeliveryAttemptsExceeded")
+        );
+        assert_eq!(verdicts[1].history.outcome, Some(status(503).name()));
+    }
+
+    #[tokio::test]
+    async fn settle_retries_until_the_store_answers_and_reports_a_delivery_taken_back() {
+        let steps = steps(status(200));
+        let h = event("a");
+        let verdict = || Verdict::dropped(&h.ready.delivery, DropReason::EventMissing, UnixMillis(1));
+        steps.store.0.failing_settles.store(2, Ordering::SeqCst);
+        assert!(steps.settle(&h.partition, &h.ready, verdict()).await, "took effect");
+        assert_eq!(steps.store.settled().len(), 1);
+
+        steps.store.0.taken_back.store(true, Ordering::SeqCst);
+        assert!(
+            !steps.settle(&h.partition, &h.ready, verdict()).await,
+            "someone else holds it now"
+        );
+    }
 }

@@ -4,7 +4,7 @@
 //! queue and catalog cache.
 
 use crate::settle_queue::{SettleError, SettleItem, SettleQueue};
-use eg_core::probation::{EndpointAttempt, EndpointId, Gate, HealthChange, ProbationPolicy};
+use eg_core::probation::{EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy};
 use eg_core::subscription::Subscription;
 use eg_core::{Delivery, UnixMillis};
 use eg_store::{CatalogCache, Partition, Settled, Store, StoreError};
@@ -35,7 +35,7 @@ pub trait DeliveryStore: Clone + Send + Sync + 'static {
         endpoint: &EndpointId,
         attempt: &EndpointAttempt,
         policy: &ProbationPolicy,
-    ) -> impl Future<Output = Result<HealthChange, StoreError>> + Send;
+    ) -> impl Future<Output = Result<ProbationChange, StoreError>> + Send;
 
     /// The subscription as the catalog has it now (`None`: it is gone).
     fn current_subscription(
@@ -88,7 +88,7 @@ impl DeliveryStore for RedisStore {
         endpoint: &EndpointId,
         attempt: &EndpointAttempt,
         policy: &ProbationPolicy,
-    ) -> Result<HealthChange, StoreError> {
+    ) -> Result<ProbationChange, StoreError> {
         self.store.record_endpoint_result(endpoint, attempt, policy).await
     }
 

@@ -9,7 +9,6 @@ use eg_core::fate::{DropReason, Fate};
 use eg_core::history::{DeliveryState, HistoryEntry};
 use eg_core::subscription::Subscription;
 use eg_core::{DeadLetterReason, Decision, Delivery, UnixMillis};
-
 use eg_runtime::metrics as m;
 use eg_store::Settlement;
 use std::time::Duration;

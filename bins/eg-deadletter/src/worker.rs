@@ -2,6 +2,7 @@
 //! read them, write them grouped per file, finish what was written.
 
 use crate::directory;
+use eg_core::fate::{self, DropReason};
 use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
 use eg_runtime::settings::DeadLetterSection;
@@ -133,16 +134,16 @@ impl Worker {
             Err(e) => {
                 metrics::counter!(m::DEAD_LETTER_WRITE_FAIL_COUNT).increment(1);
                 let now = inner.clock.now();
-                let (expired, waiting): (Vec<_>, Vec<_>) = group
-                    .into_iter()
-                    .partition(|i| now.since(i.entry.dead_lettered_at) >= inner.give_up_after);
+                let (expired, waiting): (Vec<_>, Vec<_>) = group.into_iter().partition(|i| {
+                    fate::dead_letter_given_up(i.entry.dead_lettered_at, now, inner.give_up_after).is_some()
+                });
                 tracing::warn!(error = %e, folder = %folder.join("/"), waiting = waiting.len(), giving_up = expired.len(), "cannot write dead-letter records");
                 for i in &expired {
                     metrics::counter!(
                         m::DROPPED_EVENT_COUNT,
                         "topic" => i.entry.topic.to_ascii_lowercase(),
                         "subscription" => i.entry.subscription.to_ascii_lowercase(),
-                        "reason" => "DeadLetterDestinationUnavailable"
+                        "reason" => DropReason::DeadLetterDestinationUnavailable.as_str()
                     )
                     .increment(1);
                     tracing::error!(delivery = %i.entry.delivery_id, "dropping a dead-letter record: its destination was unavailable too long");

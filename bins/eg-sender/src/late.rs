@@ -4,17 +4,15 @@
 //! A retry already handed back to the ready stream cannot be cancelled: that is the
 //! duplicate the spec allows, and it is counted.
 
+use crate::destination::LateAnswer;
+use crate::store::DeliveryStore;
+use eg_core::Delivery;
 use eg_core::subscription::Subscription;
-use eg_core::{AttemptOutcome, Delivery};
 use eg_runtime::metrics as m;
-use eg_store::{Partition, Store};
+use eg_store::Partition;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
-use tokio::task::JoinHandle;
-
-/// The still-running request of an attempt that timed out.
-pub type PendingResponse = JoinHandle<AttemptOutcome>;
 
 pub struct LateListeners {
     window: Duration,
@@ -37,9 +35,9 @@ impl LateListeners {
     /// Waits (in the background) for the pending response; on success cancels `retries`.
     pub fn listen(
         &self,
-        store: Store,
+        store: impl DeliveryStore,
         subscription: Arc<Subscription>,
-        mut pending: PendingResponse,
+        mut pending: LateAnswer,
         retries: Vec<(Partition, Delivery)>,
     ) {
         let Ok(permit) = self.slots.clone().try_acquire_owned() else {

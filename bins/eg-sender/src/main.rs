@@ -2,13 +2,15 @@
 //! webhooks with bounded concurrency, and settles each attempt by the policy of
 //! eg-core: done, retry at T, dead-letter, or drop. Run as many copies as load needs.
 
-mod attempt;
-mod deliver;
-mod healthy;
+mod destination;
 mod late;
+mod probation;
 mod reader;
-mod settle;
-mod settler;
+mod settle_queue;
+mod steps;
+mod store;
+mod verdict;
+mod webhook;
 
 use eg_runtime::Startup;
 use std::sync::Arc;

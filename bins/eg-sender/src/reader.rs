@@ -8,18 +8,40 @@
 //! ([`Sender::slot_wait_budget`]), the rest are handed back uncharged instead of waiting
 //! in this process until they are taken back.
 
-use crate::deliver::{Batch, Held};
-use crate::settle;
+use crate::late::LateListeners;
+use crate::probation::RecentlyClear;
+use crate::settle_queue::SettleQueue;
+use crate::steps::{Batch, Held, Steps};
+use crate::store::RedisStore;
+use crate::verdict::Verdict;
+use crate::webhook::Webhook;
 use eg_core::Delivery;
+use eg_core::fate::DropReason;
 use eg_core::subscription::Subscription;
+use eg_outbound::Client;
 use eg_runtime::Shutdown;
-use eg_store::{Partition, ReadyDelivery};
+use eg_runtime::startup::Process;
+use eg_store::{CatalogCache, Clock, Partition, ReadyDelivery, Store};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, TryAcquireError};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 use tracing::Instrument;
 
-pub use crate::deliver::Sender;
+/// The sender process: its partition readers, its slots, and the steps every batch
+/// goes through.
+pub struct Sender {
+    store: Store,
+    cache: Arc<CatalogCache>,
+    clock: Clock,
+    consumer: String,
+    /// One per request in flight, shared by every partition reader.
+    slots: Arc<Semaphore>,
+    concurrency: usize,
+    attempt_timeout: Duration,
+    /// How long a delivery read may stay unsettled before a scheduler takes it back.
+    visibility_timeout: Duration,
+    steps: Steps<RedisStore, Webhook>,
+}
 
 /// Longest a blocking read waits, so shutdown is noticed promptly.
 const READ_BLOCK: Duration = Duration::from_secs(1);
@@ -37,6 +59,45 @@ fn read_size(slots: usize, largest_batch: u32) -> usize {
 const SLOT_WAIT: Duration = Duration::from_millis(20);
 
 impl Sender {
+    pub async fn build(process: &Process) -> anyhow::Result<Arc<Self>> {
+        let s = &process.settings;
+        let consumer = process.consumer.clone();
+        tracing::info!(%consumer, concurrency = s.sender.concurrency, "sender ready");
+        let client = Client::new(s.outbound_settings(s.delivery.timeout + s.sender.late_success_window)?)?;
+        let cache = process.load_catalog().await?;
+        let cache = Arc::new(cache);
+        let queue = SettleQueue::start(&process.store, s.retention());
+        let steps = Steps {
+            store: RedisStore::new(process.store.clone(), queue, cache.clone()),
+            destination: Webhook {
+                client,
+                timeout: s.delivery.timeout,
+                max_response_bytes: s.sender.max_response_bytes,
+            },
+            clock: process.clock.clone(),
+            policies: s.delivery_policies()?,
+            probation: s.probation_policy()?,
+            attempt_timeout: s.delivery.timeout,
+            late: LateListeners::new(s.sender.late_success_window, s.sender.max_late_listeners),
+            recently_clear: RecentlyClear::default(),
+        };
+        Ok(Arc::new(Self {
+            store: process.store.clone(),
+            cache,
+            clock: process.clock.clone(),
+            consumer,
+            slots: Arc::new(Semaphore::new(s.sender.concurrency.max(1))),
+            concurrency: s.sender.concurrency.max(1),
+            attempt_timeout: s.delivery.timeout,
+            visibility_timeout: s.delivery.visibility_timeout,
+            steps,
+        }))
+    }
+
+    pub fn catalog(&self) -> Arc<CatalogCache> {
+        self.cache.clone()
+    }
+
     /// Runs until shutdown, then waits for the attempts in flight to settle.
     pub async fn run(self: Arc<Self>, shutdown: Shutdown) {
         let readers: Vec<_> = self
@@ -119,7 +180,7 @@ impl Sender {
                 );
                 tokio::spawn(
                     async move {
-                        sender.deliver(batch).await;
+                        sender.steps.deliver(batch).await;
                         drop(permit);
                     }
                     .instrument(span),
@@ -132,7 +193,7 @@ impl Sender {
     /// the visibility timeout, and at most half of what it leaves after an attempt's
     /// timeout, so a batch that waited still settles long before it could be taken back.
     fn slot_wait_budget(&self) -> Duration {
-        (self.visibility_timeout / 4).min(self.visibility_timeout.saturating_sub(self.timeout) / 2)
+        (self.visibility_timeout / 4).min(self.visibility_timeout.saturating_sub(self.attempt_timeout) / 2)
     }
 
     /// A slot for a batch read ahead of the slots held, waiting until `deadline` at most
@@ -153,7 +214,8 @@ impl Sender {
             deliveries = held.len(),
             "no free slot for deliveries read ahead; handing them back"
         );
-        self.settle_together(held.iter().map(|h| (h, settle::handed_back(&h.ready.delivery, now))))
+        self.steps
+            .settle_all(held.iter().map(|h| (h, Verdict::handed_back(&h.ready.delivery, now))))
             .await;
     }
 
@@ -239,12 +301,13 @@ impl Sender {
             let subscription = match self.subscription(delivery).await {
                 Ok(Some(s)) => s,
                 Ok(None) => {
-                    self.settle_ready(
-                        partition,
-                        &ready,
-                        settle::dropped(delivery, "SubscriptionDeleted", self.clock.now()),
-                    )
-                    .await;
+                    self.steps
+                        .settle(
+                            partition,
+                            &ready,
+                            Verdict::dropped(delivery, DropReason::SubscriptionDeleted, self.clock.now()),
+                        )
+                        .await;
                     continue;
                 }
                 // Unknown whether it still exists: leave it held; it is taken back and retried
@@ -258,10 +321,11 @@ impl Sender {
                 // Also seen by a stale holder (its delivery was taken back and finished
                 // elsewhere): then the settle changes nothing, and there is nothing to report.
                 if self
-                    .settle_ready(
+                    .steps
+                    .settle(
                         partition,
                         &ready,
-                        settle::dropped(delivery, "EventMissing", self.clock.now()),
+                        Verdict::dropped(delivery, DropReason::EventMissing, self.clock.now()),
                     )
                     .await
                 {

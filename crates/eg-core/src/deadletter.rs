@@ -19,8 +19,8 @@
 //! made, and the last outcome to `Canceled`.
 
 use crate::delivery::Delivery;
+use crate::fate::DeadLetterReason;
 use crate::outcome::OutcomeName;
-use crate::policy::DeadLetterReason;
 use crate::profile::DeliveryProfile;
 use crate::render;
 use crate::schema::{DeliverySchema, StoredFormat};

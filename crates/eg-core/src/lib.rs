@@ -13,6 +13,7 @@ pub mod batch;
 pub mod deadletter;
 pub mod delivery;
 pub mod event;
+pub mod fate;
 pub mod filter;
 pub mod history;
 pub mod json;

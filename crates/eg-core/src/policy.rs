@@ -1,47 +1,15 @@
-//! The decision after (and before) an attempt: deliver, retry at T, dead-letter with a
-//! reason, or drop (spec §4, §5, §6). Pure: the clock and the jitter draw are arguments.
+//! The decision after (and before) an attempt: deliver, retry at T, or dead-letter with
+//! a reason (spec §4, §5, §6); `fate` turns a dead-letter into a drop where there is no
+//! destination. Pure: the clock and the jitter draw are arguments.
 
 use crate::delivery::Delivery;
+pub use crate::fate::{DeadLetterReason, Decision};
 use crate::outcome::{AttemptOutcome, Handling, OutcomePolicy};
 use crate::profile::DeliveryProfile;
 use crate::retry::RetrySchedule;
 use crate::subscription::RetryPolicy;
 use crate::time::UnixMillis;
-use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::time::Duration;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum DeadLetterReason {
-    MaxDeliveryAttemptsExceeded,
-    TimeToLiveExceeded,
-    NonRetriableFailure,
-}
-
-impl DeadLetterReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::MaxDeliveryAttemptsExceeded => "MaxDeliveryAttemptsExceeded",
-            Self::TimeToLiveExceeded => "TimeToLiveExceeded",
-            Self::NonRetriableFailure => "NonRetriableFailure",
-        }
-    }
-}
-
-impl fmt::Display for DeadLetterReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    Delivered,
-    RetryAt(UnixMillis),
-    DeadLetter(DeadLetterReason),
-    /// What dead-lettering becomes when the subscription has no dead-letter destination.
-    Drop(DeadLetterReason),
-}
 
 /// The deployment-wide delivery policy; per-subscription limits come in `RetryPolicy`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,14 +100,6 @@ impl DeliveryPolicy {
         until
             .plus(self.jitter(wait.max(Duration::from_secs(10)), jitter_draw))
             .min(ttl_deadline(delivery, limits))
-    }
-
-    /// Drop instead of dead-letter when there is nowhere to dead-letter to.
-    pub fn without_dead_letter_destination(decision: Decision) -> Decision {
-        match decision {
-            Decision::DeadLetter(reason) => Decision::Drop(reason),
-            other => other,
-        }
     }
 
     fn retry_after(&self, outcome: &AttemptOutcome) -> Duration {
@@ -260,12 +220,6 @@ mod tests {
         assert_eq!(
             policy.after_attempt(&d, &limits(30, 1440), &status(400), UnixMillis(0), 0.5),
             Decision::DeadLetter(DeadLetterReason::NonRetriableFailure)
-        );
-        assert_eq!(
-            DeliveryPolicy::without_dead_letter_destination(Decision::DeadLetter(
-                DeadLetterReason::NonRetriableFailure
-            )),
-            Decision::Drop(DeadLetterReason::NonRetriableFailure)
         );
     }
 

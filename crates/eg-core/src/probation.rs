@@ -1,21 +1,21 @@
-//! Per-endpoint health and probation (spec §8, "delayed delivery"): when an endpoint
+//! Per-endpoint probation (spec §8, "delayed delivery"): when an endpoint
 //! keeps failing, deliveries to it wait instead of hammering it, for a time that depends
 //! on how it failed and grows while it keeps failing; one success ends it.
 //!
 //! This module is the policy, pure: who an endpoint is ([`EndpointId`]), which outcomes
-//! say something about its health, how long each probation lasts ([`ProbationPolicy::ladder`]),
+//! say something about the endpoint, how long each probation lasts ([`ProbationPolicy::ladder`]),
 //! and the state machine itself ([`gate`], [`ProbationPolicy::record`]) over an
-//! [`EndpointHealth`], with time passed in. eg-store keeps the same state in one Redis hash
+//! [`ProbationRecord`], with time passed in. eg-store keeps the same state in one Redis hash
 //! per endpoint and runs the same machine in two Lua scripts, so every sender agrees;
 //! its tests check the scripts against the functions here.
 //!
 //! The machine:
-//! - **Healthy**: attempts go ahead (`Gate::Open`); each failure counts, a success resets.
+//! - **Clear** (shown as `Healthy`): attempts go ahead (`Gate::Open`); each failure counts, a success resets.
 //! - **Probation** (after `failure_threshold` consecutive failures): no attempt is made
 //!   until it ends (`Gate::Wait(until)`); a waiting delivery is not charged an attempt.
 //! - **Probing** (probation over, no success seen yet): one caller at a time gets
 //!   `Gate::Probe` and a lease for one attempt; the others wait for the lease to end. A
-//!   failed probe starts the next, longer probation; a success makes the endpoint healthy.
+//!   failed probe starts the next, longer probation; a success clears the record.
 //!
 //! Failures of attempts that started before the current probation ended (in flight when
 //! it began) are counted but change nothing: ten concurrent timeouts put an endpoint on
@@ -27,9 +27,9 @@ use sha2::{Digest, Sha256};
 use std::fmt;
 use std::time::Duration;
 
-/// An endpoint's identity for health: the first 16 bytes of the SHA-256 of its URL, in
+/// An endpoint's identity for probation: the first 16 bytes of the SHA-256 of its URL, in
 /// hex. The URL is normalised first (host case, default port), so subscriptions to the
-/// same endpoint share one health record. The id reveals nothing of the URL, whose query
+/// same endpoint share one probation record. The id reveals nothing of the URL, whose query
 /// string may carry a secret, so it is safe in Redis keys, logs and metric labels.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EndpointId(String);
@@ -63,10 +63,10 @@ impl fmt::Display for EndpointId {
     }
 }
 
-/// What an attempt's outcome says about its endpoint's health.
+/// What an attempt's outcome says about its endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
-    /// The endpoint answered with success: health resets.
+    /// The endpoint answered with success: the record resets.
     Success,
     /// The endpoint failed: counts toward (or lengthens) probation.
     Failure,
@@ -88,7 +88,7 @@ impl Signal {
     }
 }
 
-/// One finished attempt, as reported for its endpoint's health.
+/// One finished attempt, as reported for its endpoint's probation record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EndpointAttempt {
     pub outcome: OutcomeName,
@@ -110,9 +110,9 @@ pub enum Gate {
     Wait(UnixMillis),
 }
 
-/// An endpoint's health as stored (one Redis hash). No record means healthy, never failed.
+/// An endpoint's probation record as stored (one Redis hash). No record means clear: not on probation, no failure counted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EndpointHealth {
+pub struct ProbationRecord {
     /// Failures since the last success (every failure, including ones during probation).
     pub consecutive_failures: u32,
     /// Probations since the last success: the step of the ladder the last one used.
@@ -125,10 +125,11 @@ pub struct EndpointHealth {
     pub last_failure_at: Option<UnixMillis>,
 }
 
-/// An endpoint's health for display (management API `deliveryHealth`, metrics).
+/// An endpoint's probation state for display (management API `deliveryHealth`, metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HealthState {
-    /// Attempts go ahead (there may be failures below the threshold).
+pub enum ProbationState {
+    /// Off probation: attempts go ahead (there may be failures below the threshold).
+    /// `Healthy` is the management API's name for it.
     Healthy,
     /// No attempts before `until`.
     Probation { until: UnixMillis },
@@ -136,7 +137,7 @@ pub enum HealthState {
     Probing,
 }
 
-impl HealthState {
+impl ProbationState {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Healthy => "Healthy",
@@ -146,24 +147,29 @@ impl HealthState {
     }
 }
 
-impl EndpointHealth {
-    pub fn state(&self, now: UnixMillis) -> HealthState {
+impl ProbationRecord {
+    pub fn state(&self, now: UnixMillis) -> ProbationState {
         match self.probation_until {
-            None => HealthState::Healthy,
-            Some(until) if until > now => HealthState::Probation { until },
-            Some(_) => HealthState::Probing,
+            None => ProbationState::Healthy,
+            Some(until) if until > now => ProbationState::Probation { until },
+            Some(_) => ProbationState::Probing,
         }
     }
 }
 
-/// The state of an endpoint that has no health record.
-pub fn state_of(health: Option<&EndpointHealth>, now: UnixMillis) -> HealthState {
-    health.map_or(HealthState::Healthy, |h| h.state(now))
+/// The names these had before probation became the one word for endpoint health; kept
+/// only until eg-ingress and eg-scheduler use the new ones.
+pub type EndpointHealth = ProbationRecord;
+pub type HealthState = ProbationState;
+
+/// The state of an endpoint that has no probation record.
+pub fn state_of(record: Option<&ProbationRecord>, now: UnixMillis) -> ProbationState {
+    record.map_or(ProbationState::Healthy, |h| h.state(now))
 }
 
 /// What recording one attempt changed, for logs and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HealthChange {
+pub enum ProbationChange {
     /// The outcome says nothing about the endpoint ([`Signal::Ignored`]); nothing recorded.
     Ignored,
     /// A success: the record is gone. `ended_probation` when the endpoint had been on
@@ -187,12 +193,12 @@ pub enum HealthChange {
     },
 }
 
-/// The gate, as a pure function of the stored health (the gate script does the same):
+/// The gate, as a pure function of the stored probation record (the gate script does the same):
 /// `Open` when not on probation, `Wait(until)` during it, and once it is over one `Probe`
 /// at a time: a caller finding no live lease takes one until `now + probe_lease`, the
 /// others `Wait` for it to end.
-pub fn gate(health: &mut Option<EndpointHealth>, now: UnixMillis, probe_lease: Duration) -> Gate {
-    let Some(h) = health else {
+pub fn gate(record: &mut Option<ProbationRecord>, now: UnixMillis, probe_lease: Duration) -> Gate {
+    let Some(h) = record else {
         return Gate::Open;
     };
     match h.probation_until {
@@ -307,7 +313,7 @@ impl ProbationPolicy {
         Ok(policy)
     }
 
-    /// Consecutive failures that put a healthy endpoint on probation.
+    /// Consecutive failures that put an endpoint with a clear record on probation.
     pub fn failure_threshold(&self) -> u32 {
         self.failure_threshold
     }
@@ -349,35 +355,35 @@ impl ProbationPolicy {
         ladder[index.min(ladder.len() - 1)]
     }
 
-    /// Records one finished attempt in an endpoint's health, as a pure function (the
+    /// Records one finished attempt in an endpoint's probation record, as a pure function (the
     /// record script does the same). `None` is an endpoint with no record.
     ///
-    /// - success: the record goes (health resets, probation ends);
+    /// - success: the record goes (the record resets, probation ends);
     /// - failure: counted; if the endpoint is not on probation and the count reaches the
     ///   threshold, or the attempt started after the last probation ended (a probe),
     ///   probation starts at the next level: `finished_at` + the ladder's step for this
     ///   outcome, and any probe lease ends. A failure of an attempt that started before
     ///   the probation ended changes nothing else.
-    pub fn record(&self, health: &mut Option<EndpointHealth>, attempt: &EndpointAttempt) -> HealthChange {
+    pub fn record(&self, record: &mut Option<ProbationRecord>, attempt: &EndpointAttempt) -> ProbationChange {
         match Signal::of(attempt.outcome) {
-            Signal::Ignored => HealthChange::Ignored,
-            Signal::Success => HealthChange::Succeeded {
-                ended_probation: health.take().is_some_and(|h| h.probation_until.is_some()),
+            Signal::Ignored => ProbationChange::Ignored,
+            Signal::Success => ProbationChange::Succeeded {
+                ended_probation: record.take().is_some_and(|h| h.probation_until.is_some()),
             },
             Signal::Failure => {
-                let h = health.get_or_insert_with(EndpointHealth::default);
+                let h = record.get_or_insert_with(ProbationRecord::default);
                 h.consecutive_failures = h.consecutive_failures.saturating_add(1);
                 h.last_failure = Some(attempt.outcome);
                 h.last_failure_at = Some(attempt.finished_at);
                 match h.probation_until {
                     Some(until) if attempt.started_at < until => {
-                        return HealthChange::FailedOnProbation {
+                        return ProbationChange::FailedOnProbation {
                             until,
                             consecutive_failures: h.consecutive_failures,
                         };
                     }
                     None if h.consecutive_failures < self.failure_threshold => {
-                        return HealthChange::Failed {
+                        return ProbationChange::Failed {
                             consecutive_failures: h.consecutive_failures,
                         };
                     }
@@ -388,7 +394,7 @@ impl ProbationPolicy {
                 let until = attempt.finished_at.plus(length);
                 h.probation_until = Some(until);
                 h.probe_lease_until = None;
-                HealthChange::ProbationStarted {
+                ProbationChange::ProbationStarted {
                     level: h.level,
                     until,
                     length,
@@ -429,7 +435,7 @@ mod tests {
     }
 
     /// An endpoint put on probation by `threshold` Busy failures at t = 0.
-    fn on_probation(policy: &ProbationPolicy) -> Option<EndpointHealth> {
+    fn on_probation(policy: &ProbationPolicy) -> Option<ProbationRecord> {
         let mut h = None;
         for _ in 0..policy.failure_threshold() {
             policy.record(&mut h, &fail_at(0));
@@ -555,7 +561,7 @@ mod tests {
         for n in 1..10 {
             assert_eq!(
                 p.record(&mut h, &fail_at(0)),
-                HealthChange::Failed {
+                ProbationChange::Failed {
                     consecutive_failures: n
                 }
             );
@@ -565,18 +571,18 @@ mod tests {
         let until = UnixMillis(35 * SEC);
         assert_eq!(
             change,
-            HealthChange::ProbationStarted {
+            ProbationChange::ProbationStarted {
                 level: 1,
                 until,
                 length: Duration::from_secs(30),
                 consecutive_failures: 10
             }
         );
-        let health = h.clone().unwrap();
-        assert_eq!(health.last_failure, Some(OutcomeName::SocketError));
-        assert_eq!(health.last_failure_at, Some(UnixMillis(5 * SEC)));
-        assert_eq!(health.state(UnixMillis(6 * SEC)), HealthState::Probation { until });
-        assert_eq!(health.state(until), HealthState::Probing);
+        let record = h.clone().unwrap();
+        assert_eq!(record.last_failure, Some(OutcomeName::SocketError));
+        assert_eq!(record.last_failure_at, Some(UnixMillis(5 * SEC)));
+        assert_eq!(record.state(UnixMillis(6 * SEC)), ProbationState::Probation { until });
+        assert_eq!(record.state(until), ProbationState::Probing);
     }
 
     #[test]
@@ -592,7 +598,7 @@ mod tests {
         let lease_end = UnixMillis(40 * SEC);
         assert_eq!(gate(&mut h, until, lease), Gate::Wait(lease_end));
         assert_eq!(gate(&mut h, UnixMillis(39 * SEC), lease), Gate::Wait(lease_end));
-        assert_eq!(state_of(h.as_ref(), UnixMillis(39 * SEC)), HealthState::Probing);
+        assert_eq!(state_of(h.as_ref(), UnixMillis(39 * SEC)), ProbationState::Probing);
         // The prober vanished: the lease runs out and the next caller probes.
         assert_eq!(gate(&mut h, lease_end, lease), Gate::Probe);
     }
@@ -606,7 +612,7 @@ mod tests {
         let change = p.record(&mut h, &failure(OutcomeName::Busy, 10 * SEC, 11 * SEC));
         assert_eq!(
             change,
-            HealthChange::ProbationStarted {
+            ProbationChange::ProbationStarted {
                 level: 2,
                 until: UnixMillis(31 * SEC),
                 length: Duration::from_secs(20),
@@ -625,11 +631,11 @@ mod tests {
         assert_eq!(gate(&mut h, UnixMillis(31 * SEC), lease), Gate::Probe);
         assert_eq!(
             p.record(&mut h, &success_at(32 * SEC)),
-            HealthChange::Succeeded { ended_probation: true }
+            ProbationChange::Succeeded { ended_probation: true }
         );
         assert_eq!(h, None);
         assert_eq!(gate(&mut h, UnixMillis(32 * SEC), lease), Gate::Open);
-        assert_eq!(state_of(h.as_ref(), UnixMillis(32 * SEC)), HealthState::Healthy);
+        assert_eq!(state_of(h.as_ref(), UnixMillis(32 * SEC)), ProbationState::Healthy);
     }
 
     #[test]
@@ -640,7 +646,9 @@ mod tests {
         // Stragglers that were in flight when probation began, reported during it and after.
         for finished in [SEC, 20 * SEC] {
             let change = p.record(&mut h, &failure(OutcomeName::TimedOut, 0, finished));
-            assert!(matches!(change, HealthChange::FailedOnProbation { until, .. } if until == UnixMillis(10 * SEC)));
+            assert!(
+                matches!(change, ProbationChange::FailedOnProbation { until, .. } if until == UnixMillis(10 * SEC))
+            );
         }
         let after = h.unwrap();
         assert_eq!(after.level, before.level);
@@ -656,18 +664,18 @@ mod tests {
         p.record(&mut h, &fail_at(0));
         assert_eq!(
             p.record(&mut h, &failure(OutcomeName::Aborted, 0, 0)),
-            HealthChange::Ignored
+            ProbationChange::Ignored
         );
         assert_eq!(h.as_ref().unwrap().consecutive_failures, 2);
         assert_eq!(
             p.record(&mut h, &success_at(0)),
-            HealthChange::Succeeded { ended_probation: false }
+            ProbationChange::Succeeded { ended_probation: false }
         );
         assert_eq!(h, None);
         p.record(&mut h, &fail_at(0));
         assert_eq!(
             p.record(&mut h, &fail_at(0)),
-            HealthChange::Failed {
+            ProbationChange::Failed {
                 consecutive_failures: 2
             }
         );
@@ -737,14 +745,14 @@ mod tests {
                     continue;
                 }
                 let change = policy.record(&mut h, &failure(outcome, now, now + 1));
-                let on_probation = matches!(change, HealthChange::ProbationStarted { .. });
+                let on_probation = matches!(change, ProbationChange::ProbationStarted { .. });
                 match Signal::of(outcome) {
                     Signal::Success => {
                         failures_since_success = 0;
-                        prop_assert!(matches!(change, HealthChange::Succeeded { .. }), "{:?}", change);
+                        prop_assert!(matches!(change, ProbationChange::Succeeded { .. }), "{:?}", change);
                         prop_assert!(h.is_none());
                     }
-                    Signal::Ignored => prop_assert_eq!(change, HealthChange::Ignored),
+                    Signal::Ignored => prop_assert_eq!(change, ProbationChange::Ignored),
                     Signal::Failure => {
                         failures_since_success += 1;
                         if failures_since_success >= policy.failure_threshold() {
@@ -756,7 +764,7 @@ mod tests {
                     prop_assert!(!on_probation, "below threshold: {:?}", change);
                     prop_assert_eq!(gate(&mut h, UnixMillis(now + 1), Duration::from_secs(1)), Gate::Open);
                 }
-                if let HealthChange::ProbationStarted { length, level, .. } = change {
+                if let ProbationChange::ProbationStarted { length, level, .. } = change {
                     prop_assert!(length <= policy.max());
                     prop_assert_eq!(length, policy.probation_length(outcome, level));
                     // Gated attempts only: every further probation is one level up.

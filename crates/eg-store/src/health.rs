@@ -1,4 +1,4 @@
-//! Per-endpoint health in Redis (spec §8, probation): one hash per endpoint, shared by
+//! Per-endpoint probation records in Redis (spec §8): one hash per endpoint, shared by
 //! every sender, changed only by two scripts that run `eg_core::probation`'s machine.
 //!
 //! - `endpoint_gate` before each attempt: go ahead, probe, or wait until a time.
@@ -16,12 +16,12 @@ use crate::error::StoreError;
 use crate::scripts;
 use eg_core::UnixMillis;
 use eg_core::probation::{
-    EndpointAttempt, EndpointHealth, EndpointId, Gate, HealthChange, ProbationPolicy, Signal, parse_outcome,
+    EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy, ProbationRecord, Signal, parse_outcome,
 };
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// How long an endpoint's health outlives its last write (at least; longer when the
+/// How long an endpoint's probation record outlives its last write (at least; longer when the
 /// policy's longest probation or the probe lease would not fit twice).
 pub const ENDPOINT_KEY_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
@@ -63,7 +63,7 @@ impl Store {
         }
     }
 
-    /// Records a finished attempt in its endpoint's health and says what changed, for
+    /// Records a finished attempt in its endpoint's probation record and says what changed, for
     /// logs ("endpoint put on probation for 20s") and metrics. Outcomes that say nothing
     /// about the endpoint (`Probation`, `Aborted`, `Canceled`) are not sent to Redis.
     pub async fn record_endpoint_result(
@@ -71,9 +71,9 @@ impl Store {
         id: &EndpointId,
         attempt: &EndpointAttempt,
         policy: &ProbationPolicy,
-    ) -> Result<HealthChange, StoreError> {
+    ) -> Result<ProbationChange, StoreError> {
         let success = match Signal::of(attempt.outcome) {
-            Signal::Ignored => return Ok(HealthChange::Ignored),
+            Signal::Ignored => return Ok(ProbationChange::Ignored),
             Signal::Success => true,
             Signal::Failure => false,
         };
@@ -98,15 +98,15 @@ impl Store {
             .ok_or_else(|| StoreError::corrupt(&key, format!("unexpected endpoint_record reply {reply:?}")))
     }
 
-    /// One endpoint's stored health; `None` when it has none (healthy, no recent failure).
-    pub async fn endpoint_health(&self, id: &EndpointId) -> Result<Option<EndpointHealth>, StoreError> {
-        let mut healths = self.endpoint_healths(std::slice::from_ref(id)).await?;
-        Ok(healths.pop().flatten())
+    /// One endpoint's probation record; `None` when it has none (clear: no recent failure).
+    pub async fn endpoint_health(&self, id: &EndpointId) -> Result<Option<ProbationRecord>, StoreError> {
+        let mut records = self.endpoint_healths(std::slice::from_ref(id)).await?;
+        Ok(records.pop().flatten())
     }
 
-    /// The stored health of many endpoints, in order, in one round trip: the reads go out
+    /// The probation records of many endpoints, in order, in one round trip: the reads go out
     /// together on one connection (not as one pipeline: each endpoint has its own slot).
-    pub async fn endpoint_healths(&self, ids: &[EndpointId]) -> Result<Vec<Option<EndpointHealth>>, StoreError> {
+    pub async fn endpoint_healths(&self, ids: &[EndpointId]) -> Result<Vec<Option<ProbationRecord>>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -119,26 +119,26 @@ impl Store {
         let hashes = futures_util::future::try_join_all(reads).await?;
         keys.iter()
             .zip(hashes)
-            .map(|(key, fields)| decode_health(&fields).map_err(|problem| StoreError::corrupt(key, problem)))
+            .map(|(key, fields)| decode_record(&fields).map_err(|problem| StoreError::corrupt(key, problem)))
             .collect()
     }
 }
 
-fn decode_change(reply: &[String]) -> Option<HealthChange> {
+fn decode_change(reply: &[String]) -> Option<ProbationChange> {
     let int = |s: &String| s.parse::<i64>().ok();
     let count = |s: &String| s.parse::<u32>().ok();
     Some(match reply {
-        [ok, was] if ok == "OK" => HealthChange::Succeeded {
+        [ok, was] if ok == "OK" => ProbationChange::Succeeded {
             ended_probation: was == "1",
         },
-        [failed, f] if failed == "FAILED" => HealthChange::Failed {
+        [failed, f] if failed == "FAILED" => ProbationChange::Failed {
             consecutive_failures: count(f)?,
         },
-        [on, f, until] if on == "ONPROBATION" => HealthChange::FailedOnProbation {
+        [on, f, until] if on == "ONPROBATION" => ProbationChange::FailedOnProbation {
             until: UnixMillis(int(until)?),
             consecutive_failures: count(f)?,
         },
-        [started, f, level, until, length] if started == "PROBATION" => HealthChange::ProbationStarted {
+        [started, f, level, until, length] if started == "PROBATION" => ProbationChange::ProbationStarted {
             level: count(level)?,
             until: UnixMillis(int(until)?),
             length: Duration::from_millis(length.parse().ok()?),
@@ -149,7 +149,7 @@ fn decode_change(reply: &[String]) -> Option<HealthChange> {
 }
 
 /// The hash fields the scripts write: f, l, u, p, o, t (see the scripts' headers).
-fn decode_health(fields: &HashMap<String, String>) -> Result<Option<EndpointHealth>, String> {
+fn decode_record(fields: &HashMap<String, String>) -> Result<Option<ProbationRecord>, String> {
     if fields.is_empty() {
         return Ok(None);
     }
@@ -171,7 +171,7 @@ fn decode_health(fields: &HashMap<String, String>) -> Result<Option<EndpointHeal
     let last_failure = get("o")
         .map(|v| parse_outcome(v).ok_or_else(|| format!("field o = {v:?} is not an outcome")))
         .transpose()?;
-    Ok(Some(EndpointHealth {
+    Ok(Some(ProbationRecord {
         consecutive_failures: count("f")?,
         level: count("l")?,
         probation_until: time("u")?,
@@ -191,17 +191,17 @@ mod tests {
         let r = |parts: &[&str]| parts.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
             decode_change(&r(&["OK", "1"])),
-            Some(HealthChange::Succeeded { ended_probation: true })
+            Some(ProbationChange::Succeeded { ended_probation: true })
         );
         assert_eq!(
             decode_change(&r(&["FAILED", "3"])),
-            Some(HealthChange::Failed {
+            Some(ProbationChange::Failed {
                 consecutive_failures: 3
             })
         );
         assert_eq!(
             decode_change(&r(&["PROBATION", "10", "2", "5000", "20000"])),
-            Some(HealthChange::ProbationStarted {
+            Some(ProbationChange::ProbationStarted {
                 level: 2,
                 until: UnixMillis(5000),
                 length: Duration::from_secs(20),
@@ -213,12 +213,12 @@ mod tests {
     }
 
     #[test]
-    fn a_key_that_is_not_health_is_corrupt() {
+    fn a_key_that_is_not_a_probation_record_is_corrupt() {
         let fields = HashMap::from([("o".to_string(), "Nope".to_string())]);
-        assert!(decode_health(&fields).is_err());
+        assert!(decode_record(&fields).is_err());
         let fields = HashMap::from([("u".to_string(), "soon".to_string())]);
-        assert!(decode_health(&fields).is_err());
-        assert_eq!(decode_health(&HashMap::new()), Ok(None));
+        assert!(decode_record(&fields).is_err());
+        assert_eq!(decode_record(&HashMap::new()), Ok(None));
     }
 
     #[test]

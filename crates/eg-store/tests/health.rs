@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use eg_core::probation::{
-    self, EndpointAttempt, EndpointHealth, EndpointId, Gate, HealthChange, HealthState, ProbationPolicy,
+    self, EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy, ProbationRecord, ProbationState,
 };
 use eg_core::{OutcomeName, UnixMillis};
 use eg_store::Store;
@@ -48,8 +48,8 @@ async fn fail(
     outcome: OutcomeName,
     n: u32,
     t: i64,
-) -> HealthChange {
-    let mut last = HealthChange::Ignored;
+) -> ProbationChange {
+    let mut last = ProbationChange::Ignored;
     for _ in 0..n {
         last = store
             .record_endpoint_result(id, &attempt(outcome, t, t), policy)
@@ -74,7 +74,7 @@ async fn reaching_the_threshold_puts_the_endpoint_on_probation_and_every_gate_wa
         let change = fail(&h.store, &id, &policy, OutcomeName::Busy, 1, 0).await;
         assert_eq!(
             change,
-            HealthChange::Failed {
+            ProbationChange::Failed {
                 consecutive_failures: n
             }
         );
@@ -84,7 +84,7 @@ async fn reaching_the_threshold_puts_the_endpoint_on_probation_and_every_gate_wa
     let until = at(SEC + 300 * SEC);
     assert_eq!(
         change,
-        HealthChange::ProbationStarted {
+        ProbationChange::ProbationStarted {
             level: 1,
             until,
             length: Duration::from_secs(300),
@@ -98,7 +98,7 @@ async fn reaching_the_threshold_puts_the_endpoint_on_probation_and_every_gate_wa
     let health = h.store.endpoint_health(&id).await.unwrap().unwrap();
     assert_eq!(
         health,
-        EndpointHealth {
+        ProbationRecord {
             consecutive_failures: 3,
             level: 1,
             probation_until: Some(until),
@@ -107,8 +107,8 @@ async fn reaching_the_threshold_puts_the_endpoint_on_probation_and_every_gate_wa
             last_failure_at: Some(at(SEC)),
         }
     );
-    assert_eq!(health.state(at(2 * SEC)), HealthState::Probation { until });
-    assert_eq!(health.state(until), HealthState::Probing);
+    assert_eq!(health.state(at(2 * SEC)), ProbationState::Probation { until });
+    assert_eq!(health.state(until), ProbationState::Probing);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -133,7 +133,7 @@ async fn when_probation_ends_exactly_one_of_many_concurrent_callers_probes() {
     for g in gates.iter().filter(|g| **g != Gate::Probe) {
         assert_eq!(*g, Gate::Wait(lease_until), "the others wait for the probe");
     }
-    assert_eq!(health.state(at(until + 100)), HealthState::Probing);
+    assert_eq!(health.state(at(until + 100)), ProbationState::Probing);
 
     // The prober vanished without a result: once its lease ends, the next caller probes.
     assert_eq!(
@@ -174,7 +174,7 @@ async fn a_failed_probe_starts_a_longer_probation_up_to_the_maximum() {
         until = t + 30 * SEC + secs * SEC;
         assert_eq!(
             change,
-            HealthChange::ProbationStarted {
+            ProbationChange::ProbationStarted {
                 level,
                 until: at(until),
                 length: Duration::from_secs(secs as u64),
@@ -201,7 +201,7 @@ async fn failures_of_attempts_in_flight_when_probation_began_do_not_deepen_it() 
             .await
             .unwrap();
         assert!(
-            matches!(change, HealthChange::FailedOnProbation { until, .. } if until == at(10 * SEC)),
+            matches!(change, ProbationChange::FailedOnProbation { until, .. } if until == at(10 * SEC)),
             "{change:?}"
         );
     }
@@ -229,7 +229,7 @@ async fn a_success_opens_the_gate_and_removes_the_key() {
         .record_endpoint_result(&id, &attempt(OutcomeName::Succeeded, 10 * SEC, 11 * SEC), &policy)
         .await
         .unwrap();
-    assert_eq!(change, HealthChange::Succeeded { ended_probation: true });
+    assert_eq!(change, ProbationChange::Succeeded { ended_probation: true });
     assert!(!exists(&mut redis, &key(&id)));
     assert_eq!(h.store.endpoint_health(&id).await.unwrap(), None);
     assert_eq!(gate(&h.store, &id, 11 * SEC).await, Gate::Open);
@@ -241,10 +241,10 @@ async fn a_success_opens_the_gate_and_removes_the_key() {
         .record_endpoint_result(&id, &attempt(OutcomeName::Succeeded, 13 * SEC, 13 * SEC), &policy)
         .await
         .unwrap();
-    assert_eq!(change, HealthChange::Succeeded { ended_probation: false });
+    assert_eq!(change, ProbationChange::Succeeded { ended_probation: false });
     assert_eq!(
         fail(&h.store, &id, &policy, OutcomeName::Busy, 1, 14 * SEC).await,
-        HealthChange::Failed {
+        ProbationChange::Failed {
             consecutive_failures: 1
         }
     );
@@ -261,7 +261,7 @@ async fn outcomes_that_say_nothing_about_the_endpoint_are_not_recorded() {
             .record_endpoint_result(&id, &attempt(outcome, 0, 0), &policy())
             .await
             .unwrap();
-        assert_eq!(change, HealthChange::Ignored);
+        assert_eq!(change, ProbationChange::Ignored);
     }
     assert!(!exists(&mut redis, &key(&id)));
 }
@@ -333,22 +333,22 @@ async fn many_endpoints_are_read_in_one_call_each_with_its_own_health() {
         .endpoint_healths(&[unknown.clone(), sick.clone(), failing.clone()])
         .await
         .unwrap();
-    let states: Vec<HealthState> = healths
+    let states: Vec<ProbationState> = healths
         .iter()
         .map(|health| probation::state_of(health.as_ref(), at(SEC)))
         .collect();
     assert_eq!(
         states,
         [
-            HealthState::Healthy,
-            HealthState::Probation { until: at(30 * SEC) },
-            HealthState::Healthy
+            ProbationState::Healthy,
+            ProbationState::Probation { until: at(30 * SEC) },
+            ProbationState::Healthy
         ]
     );
     assert_eq!(healths[2].as_ref().unwrap().consecutive_failures, 1);
     assert_eq!(
         h.store.endpoint_healths(&[]).await.unwrap(),
-        Vec::<Option<EndpointHealth>>::new()
+        Vec::<Option<ProbationRecord>>::new()
     );
 }
 
@@ -384,7 +384,7 @@ async fn the_scripts_run_the_same_machine_as_eg_core() {
     let ids: Vec<EndpointId> = (0..3)
         .map(|i| EndpointId::of(&format!("https://e{i}.example/")))
         .collect();
-    let mut models: Vec<Option<EndpointHealth>> = vec![None; ids.len()];
+    let mut models: Vec<Option<ProbationRecord>> = vec![None; ids.len()];
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut now = T0;
     let (mut probes, mut probations, mut stale) = (0, 0, 0);
@@ -406,8 +406,8 @@ async fn the_scripts_run_the_same_machine_as_eg_core() {
             let expected = policy.record(&mut models[e], &report);
             let got = h.store.record_endpoint_result(&ids[e], &report, &policy).await.unwrap();
             assert_eq!(got, expected, "step {step}: record {report:?}");
-            probations += usize::from(matches!(got, HealthChange::ProbationStarted { level: 2.., .. }));
-            stale += usize::from(matches!(got, HealthChange::FailedOnProbation { .. }));
+            probations += usize::from(matches!(got, ProbationChange::ProbationStarted { level: 2.., .. }));
+            stale += usize::from(matches!(got, ProbationChange::FailedOnProbation { .. }));
         }
         let stored = h.store.endpoint_health(&ids[e]).await.unwrap();
         assert_eq!(stored, models[e], "step {step}: stored health");

@@ -1,6 +1,6 @@
 -- The gate a sender passes before every attempt (or batch) to one endpoint: the same
 -- machine as eg_core::probation::gate. Only this endpoint's hash is touched, so the
--- script runs on Redis Cluster. A missing key is a healthy endpoint.
+-- script runs on Redis Cluster. A missing key is an endpoint with a clear record.
 --   on probation (u > now)           -> {'WAIT', u}
 --   probing, another caller's lease  -> {'WAIT', lease end}
 --   probing, no live lease           -> takes the lease: {'PROBE', now + lease}

@@ -1,6 +1,6 @@
--- Records one finished attempt in its endpoint's health: the same machine as
+-- Records one finished attempt in its endpoint's probation record: the same machine as
 -- eg_core::probation::ProbationPolicy::record. Only this endpoint's hash is touched.
---   success  -> the hash is deleted (health resets; one successful probe ends probation)
+--   success  -> the hash is deleted (the record resets; one successful probe ends probation)
 --               {'OK', 1 if it had been on probation else 0}
 --   failure  -> f + 1, o and t remembered, expiry refreshed; then
 --     on probation or probing, attempt started before u (it was in flight when probation

@@ -1,6 +1,6 @@
-//! Settles gathered per partition: every attempt hands its settlement to its partition's
-//! queue, and one task per partition sends what has gathered as one `settle.lua` call
-//! (up to [`MOST_PER_CALL`]). While a call is in flight the next ones gather, so under
+//! The settle queue: settlements gathered per partition. Every step hands its
+//! settlement to its partition's queue, and one task per partition sends what has
+//! gathered as one `settle.lua` call (up to [`MOST_PER_CALL`]). While a call is in flight the next ones gather, so under
 //! load a call settles many attempts for one round trip and one script start; when idle
 //! a settle goes out at once, alone (no timer, no added wait).
 
@@ -12,8 +12,8 @@ use tokio::sync::{mpsc, oneshot};
 /// Most settlements in one script call (bounds the script's run, which blocks Redis).
 const MOST_PER_CALL: usize = 256;
 
-/// One attempt's settlement, owned, waiting in its partition's queue.
-pub struct Request {
+/// One step's settlement with its history entry, owned, waiting in its partition's queue.
+pub struct SettleItem {
     pub entry_id: String,
     pub delivery: Delivery,
     pub settlement: Settlement,
@@ -24,16 +24,16 @@ pub struct Request {
 pub type SettleError = String;
 
 struct Queued {
-    request: Request,
+    item: SettleItem,
     reply: oneshot::Sender<Result<Settled, SettleError>>,
 }
 
 /// The per-partition settle queues of one sender process.
-pub struct Settler {
+pub struct SettleQueue {
     queues: Vec<mpsc::UnboundedSender<Queued>>,
 }
 
-impl Settler {
+impl SettleQueue {
     /// Starts one settling task per partition of `store`.
     pub fn start(store: &Store, retention: Retention) -> Self {
         let queues = store
@@ -41,30 +41,31 @@ impl Settler {
             .all_partitions()
             .map(|partition| {
                 let (queue, gathered) = mpsc::unbounded_channel();
-                tokio::spawn(settle_gathered(store.clone(), partition, retention, gathered));
+                tokio::spawn(send_gathered(store.clone(), partition, retention, gathered));
                 queue
             })
             .collect();
         Self { queues }
     }
 
-    /// Settles `request` in `partition`, together with whatever else is waiting there.
-    pub async fn settle(&self, partition: &Partition, request: Request) -> Result<Settled, SettleError> {
+    /// Settles `item` in `partition`, together with whatever else is waiting there.
+    pub async fn settle(&self, partition: &Partition, item: SettleItem) -> Result<Settled, SettleError> {
         let (reply, answer) = oneshot::channel();
         let queue = self
             .queues
             .get(usize::from(partition.index))
             .ok_or_else(|| format!("no settle queue for partition {}", partition.index))?;
         queue
-            .send(Queued { request, reply })
+            .send(Queued { item, reply })
             .map_err(|_| "the settle queue has stopped".to_owned())?;
         answer
             .await
-            .map_err(|_| "the settle queue dropped the request".to_owned())?
+            .map_err(|_| "the settle queue dropped the item".to_owned())?
     }
 }
 
-async fn settle_gathered(
+/// One partition's task: sends what has gathered, one call at a time.
+async fn send_gathered(
     store: Store,
     partition: Partition,
     retention: Retention,
@@ -113,10 +114,10 @@ async fn settle_call(
     let items: Vec<Settle> = call
         .iter()
         .map(|q| Settle {
-            entry_id: &q.request.entry_id,
-            delivery: &q.request.delivery,
-            settlement: &q.request.settlement,
-            history: Some(&q.request.history),
+            entry_id: &q.item.entry_id,
+            delivery: &q.item.delivery,
+            settlement: &q.item.settlement,
+            history: Some(&q.item.history),
         })
         .collect();
     store.settle_many(partition, &items, retention).await
@@ -153,8 +154,8 @@ mod tests {
             .sum()
     }
 
-    fn done(ready: &eg_store::ReadyDelivery) -> Request {
-        Request {
+    fn done(ready: &eg_store::ReadyDelivery) -> SettleItem {
+        SettleItem {
             entry_id: ready.entry_id.clone(),
             delivery: ready.delivery.clone(),
             settlement: Settlement::Done,
@@ -225,12 +226,12 @@ mod tests {
         let p0 = store.keys().partition(0);
         let held = publish_and_read(&store, 200).await;
 
-        let settler = std::sync::Arc::new(Settler::start(&store, Retention::NONE));
+        let queue = std::sync::Arc::new(SettleQueue::start(&store, Retention::NONE));
         let before = script_calls(&server);
         let settles = held.iter().map(|ready| {
-            let (settler, p0) = (settler.clone(), p0.clone());
-            let request = done(ready);
-            tokio::spawn(async move { settler.settle(&p0, request).await })
+            let (queue, p0) = (queue.clone(), p0.clone());
+            let item = done(ready);
+            tokio::spawn(async move { queue.settle(&p0, item).await })
         });
         let mut took_effect = 0;
         for settle in settles.collect::<Vec<_>>() {
@@ -241,7 +242,7 @@ mod tests {
         assert!(calls < 20, "200 concurrent settles took {calls} script calls");
 
         // Settled already: each is answered, as not taking effect.
-        let again = settler.settle(&p0, done(&held[0])).await.unwrap();
+        let again = queue.settle(&p0, done(&held[0])).await.unwrap();
         assert!(!again.took_effect);
         assert_eq!(store.depths(&p0).await.unwrap().in_flight, 0);
     }
@@ -264,8 +265,8 @@ mod tests {
         let p0 = store.keys().partition(0);
         let held = publish_and_read(&store, 1).await;
         corrupt_event_record(&server, &p0, "e0");
-        let settler = Settler::start(&store, Retention::NONE);
-        let answer = settler.settle(&p0, done(&held[0])).await;
+        let queue = SettleQueue::start(&store, Retention::NONE);
+        let answer = queue.settle(&p0, done(&held[0])).await;
         // The same answer as when it fails among others: the script ended the hold
         // before it stopped at the bad record.
         assert!(matches!(answer, Ok(Settled { took_effect: false, .. })), "{answer:?}");
@@ -280,12 +281,12 @@ mod tests {
         let held = publish_and_read(&store, 3).await;
         // The third event's record is corrupt: its settle fails inside the script.
         corrupt_event_record(&server, &p0, "e2");
-        let settler = std::sync::Arc::new(Settler::start(&store, Retention::NONE));
+        let queue = std::sync::Arc::new(SettleQueue::start(&store, Retention::NONE));
         let settles: Vec<_> = held
             .iter()
             .map(|ready| {
-                let (settler, p0, request) = (settler.clone(), p0.clone(), done(ready));
-                tokio::spawn(async move { settler.settle(&p0, request).await })
+                let (queue, p0, item) = (queue.clone(), p0.clone(), done(ready));
+                tokio::spawn(async move { queue.settle(&p0, item).await })
             })
             .collect();
         let mut answers = Vec::new();

@@ -1,4 +1,5 @@
-//! Endpoints this sender saw healthy a moment ago. Probation state lives in Redis
+//! Endpoints this sender saw with a clear probation record a moment ago (no failures
+//! counted, not on probation). Probation state lives in Redis
 //! (`endpoint_gate.lua`, `endpoint_record.lua`), and asking it costs two script calls per
 //! attempt. After a success that left an endpoint with a clean record, this sender skips
 //! both for that endpoint for [`FRESH_FOR`]: the gate would answer "open" and recording
@@ -19,14 +20,14 @@ pub const FRESH_FOR: Duration = Duration::from_secs(1);
 const MOST_REMEMBERED: usize = 10_000;
 
 #[derive(Default)]
-pub struct HealthyEndpoints {
+pub struct RecentlyClear {
     seen_clean: Mutex<HashMap<EndpointId, Instant>>,
-    /// Rises with every [`HealthyEndpoints::forget`]: a success recorded before a failure
+    /// Rises with every [`RecentlyClear::forget`]: a success recorded before a failure
     /// was forgotten, but answered after it, must not mark the endpoint clean again.
     forgotten: AtomicU64,
 }
 
-impl HealthyEndpoints {
+impl RecentlyClear {
     /// Whether `endpoint` was seen with a clean record less than [`FRESH_FOR`] ago.
     pub fn is_fresh(&self, endpoint: &EndpointId, now: Instant) -> bool {
         let seen = self.seen_clean.lock().unwrap_or_else(|p| p.into_inner());
@@ -40,7 +41,7 @@ impl HealthyEndpoints {
 
     /// A success, recorded when the generation was `generation`, left `endpoint`'s record
     /// clean at `now` (ignored if a failure was forgotten since).
-    pub fn saw_clean(&self, endpoint: &EndpointId, now: Instant, generation: u64) {
+    pub fn saw_clear(&self, endpoint: &EndpointId, now: Instant, generation: u64) {
         let mut seen = self.seen_clean.lock().unwrap_or_else(|p| p.into_inner());
         if self.forgotten.load(Ordering::SeqCst) != generation {
             return;
@@ -65,21 +66,21 @@ mod tests {
 
     #[test]
     fn a_clean_record_is_trusted_for_a_moment_and_a_failure_forgets_it() {
-        let healthy = HealthyEndpoints::default();
+        let clear = RecentlyClear::default();
         let endpoint = EndpointId::of("https://example.com/hook");
         let t0 = Instant::now();
-        assert!(!healthy.is_fresh(&endpoint, t0), "never seen");
-        healthy.saw_clean(&endpoint, t0, healthy.generation());
-        assert!(healthy.is_fresh(&endpoint, t0 + FRESH_FOR / 2));
-        assert!(!healthy.is_fresh(&endpoint, t0 + FRESH_FOR), "stale");
-        healthy.saw_clean(&endpoint, t0, healthy.generation());
-        healthy.forget(&endpoint);
-        assert!(!healthy.is_fresh(&endpoint, t0));
+        assert!(!clear.is_fresh(&endpoint, t0), "never seen");
+        clear.saw_clear(&endpoint, t0, clear.generation());
+        assert!(clear.is_fresh(&endpoint, t0 + FRESH_FOR / 2));
+        assert!(!clear.is_fresh(&endpoint, t0 + FRESH_FOR), "stale");
+        clear.saw_clear(&endpoint, t0, clear.generation());
+        clear.forget(&endpoint);
+        assert!(!clear.is_fresh(&endpoint, t0));
         // A success sent before that failure was forgotten, answered after it: ignored.
-        let before_failure = healthy.generation() - 1;
-        healthy.saw_clean(&endpoint, t0, before_failure);
-        assert!(!healthy.is_fresh(&endpoint, t0));
+        let before_failure = clear.generation() - 1;
+        clear.saw_clear(&endpoint, t0, before_failure);
+        assert!(!clear.is_fresh(&endpoint, t0));
         let other = EndpointId::of("https://example.org/hook");
-        assert!(!healthy.is_fresh(&other, t0), "per endpoint");
+        assert!(!clear.is_fresh(&other, t0), "per endpoint");
     }
 }

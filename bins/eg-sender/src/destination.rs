@@ -1,0 +1,48 @@
+//! The destination seam: "send this rendered batch and tell me the outcome". The steps
+//! of an attempt know nothing of how a batch travels; a destination does, and reports
+//! the outcome as data (`AttemptOutcome`), which eg-core's policy classifies. The HTTP
+//! webhook ([`crate::webhook::Webhook`]) is the first destination; a message broker or a
+//! queue implements the same trait.
+
+use eg_core::render::DeliveryBody;
+use eg_core::subscription::Subscription;
+use eg_core::{AttemptOutcome, UnixMillis};
+use serde_json::Value;
+use std::future::Future;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// A batch of one subscription's events, rendered in its delivery schema: what one
+/// attempt sends.
+pub struct RenderedBatch<'a> {
+    pub subscription: &'a Subscription,
+    pub body: DeliveryBody,
+    /// The first event as delivered: dynamic delivery headers read their source field here.
+    pub first_event: Value,
+    /// Attempts the batch's first event has had before this one (`aeg-delivery-count`).
+    pub delivery_count: u32,
+    /// The same for every attempt at these deliveries (`eg_core::signing::webhook_id`), so
+    /// a receiver can recognise a repeat.
+    pub batch_id: String,
+    /// When the attempt is made (the Redis-synced clock).
+    pub sent_at: UnixMillis,
+}
+
+/// What an attempt came to.
+pub struct Sent {
+    pub outcome: AttemptOutcome,
+    pub took: Duration,
+    /// The answer still on its way after the attempt timed out, when the destination
+    /// was asked to listen for a late one (spec §5).
+    pub late: Option<LateAnswer>,
+}
+
+/// The answer of an attempt that timed out, still awaited in the background.
+pub type LateAnswer = JoinHandle<AttemptOutcome>;
+
+/// Where a subscription's events go.
+pub trait Destination: Send + Sync + 'static {
+    /// Sends `batch` and reports the outcome. With `late_window`, an attempt that times
+    /// out goes on being listened to for that long ([`Sent::late`]).
+    fn send(&self, batch: RenderedBatch<'_>, late_window: Option<Duration>) -> impl Future<Output = Sent> + Send;
+}

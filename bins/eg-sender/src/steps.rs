@@ -1,0 +1,814 @@
+//! One batch of deliveries for one subscription, from pick-up to settlement, as named
+//! steps: **check** (attempts and time-to-live left), **gate** (pause, consent,
+//! endpoint probation), **render**, **attempt** (through the destination), **classify**
+//! (the outcome against the endpoint's probation record, and its metrics), **decide**
+//! (each delivery's own decision by eg-core's policy: every event keeps its own attempt
+//! count and time-to-live, even when the batch failed as a whole) and **settle**.
+//!
+//! The steps work over two seams, the [`Destination`] and the [`DeliveryStore`], so each
+//! is tested here with recording doubles, without Redis or a network.
+
+use crate::destination::{Destination, RenderedBatch, Sent};
+use crate::late::LateListeners;
+use crate::probation::RecentlyClear;
+use crate::settle_queue::SettleItem;
+use crate::store::DeliveryStore;
+use crate::verdict::Verdict;
+use eg_core::fate::{self, Consent, DropReason};
+use eg_core::policy::{DeliveryPolicy, ProfilePolicies};
+use eg_core::probation::{EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy};
+use eg_core::render::{self, RenderedEvent};
+use eg_core::subscription::Subscription;
+use eg_core::{AttemptOutcome, DeadLetterReason, Decision, LastAttempt, UnixMillis, signing};
+use eg_runtime::metrics as m;
+use eg_store::{Clock, Partition, ReadyDelivery, Settlement};
+use std::borrow::Borrow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A delivery read from a ready stream, with its stored event.
+pub struct Held {
+    pub partition: Partition,
+    pub ready: ReadyDelivery,
+    pub body: String,
+}
+
+/// Deliveries for one subscription that go in one request.
+pub struct Batch {
+    pub subscription: Arc<Subscription>,
+    pub held: Vec<Held>,
+}
+
+/// The steps of an attempt, over a store `S` and a destination `D`.
+pub struct Steps<S, D> {
+    pub store: S,
+    pub destination: D,
+    pub clock: Clock,
+    pub policies: ProfilePolicies,
+    /// Off when `None`: every attempt goes ahead.
+    pub probation: Option<ProbationPolicy>,
+    /// Bounds one attempt; also the lease of a probe.
+    pub attempt_timeout: Duration,
+    pub late: LateListeners,
+    pub recently_clear: RecentlyClear,
+}
+
+/// The gate's answer for a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gated {
+    Open,
+    /// The subscription is paused: set aside until the resume (or the end of the TTL).
+    Paused,
+    /// Not now (consent awaited, endpoint on probation): held back uncharged until then.
+    HoldBack(UnixMillis),
+    /// The endpoint refused its consent for good.
+    Refused(DeadLetterReason),
+}
+
+/// The render step's result.
+pub struct Rendered<'a> {
+    /// `None` when no event of the batch could be rendered.
+    pub batch: Option<RenderedBatch<'a>>,
+    /// The deliveries whose events are in the batch, in order.
+    pub kept: Vec<Held>,
+    /// The deliveries whose events cannot be rendered, with their verdicts.
+    pub unrenderable: Vec<(Held, Verdict)>,
+}
+
+impl<S: DeliveryStore, D: Destination> Steps<S, D> {
+    /// One batch, from pick-up to settlement.
+    pub async fn deliver(&self, batch: Batch) {
+        let Batch { subscription, held } = batch;
+        let policy = self.policies.of(subscription.profile);
+        let now = self.clock.now();
+
+        let (live, expired) = check(policy, &subscription, held, now);
+        self.settle_all(expired).await;
+        if live.is_empty() {
+            return;
+        }
+
+        let subscription = self.unless_resumed(subscription).await;
+        let endpoint = EndpointId::of(&subscription.endpoint_url);
+        match self.gate(&subscription, &endpoint, now).await {
+            Gated::Open => {}
+            Gated::Paused => return self.set_aside(&subscription, &live, now).await,
+            Gated::HoldBack(until) => return self.hold_back(&subscription, &live, until).await,
+            Gated::Refused(reason) => {
+                let verdicts = live.iter().map(|h| {
+                    let verdict = Verdict::decided(Decision::DeadLetter(reason), &h.ready.delivery, &subscription, now);
+                    (h, verdict)
+                });
+                return self.settle_all(verdicts).await;
+            }
+        }
+
+        let Rendered {
+            batch,
+            kept,
+            unrenderable,
+        } = render(&subscription, live, self.clock.now());
+        self.settle_all(unrenderable).await;
+        let Some(batch) = batch else { return };
+
+        let sent = self.destination.send(batch, self.late.window()).await;
+        let finished_at = self.clock.now();
+        self.classify(&endpoint, &subscription, &sent, now, finished_at, kept.len())
+            .await;
+
+        let verdicts = decide(policy, &subscription, &kept, &sent, finished_at, rand::random::<f64>);
+        let retries = self.settle_attempted(&kept, verdicts).await;
+        if let Some(late) = sent.late {
+            self.late
+                .listen(self.store.clone(), subscription.clone(), late, retries);
+        }
+    }
+
+    /// A paused subscription as the catalog has it now: a resume writes the catalog
+    /// before it hands deliveries back, so one look keeps a sender whose copy predates the
+    /// resume from setting them aside again. The copy in hand if it cannot be read, or if
+    /// the subscription is gone (the reader drops its deliveries).
+    async fn unless_resumed(&self, subscription: Arc<Subscription>) -> Arc<Subscription> {
+        if !subscription.paused {
+            return subscription;
+        }
+        match self.store.current_subscription(&subscription).await {
+            Ok(current) => current.unwrap_or(subscription),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot check the catalog; the subscription stays paused for now");
+                subscription
+            }
+        }
+    }
+
+    /// Gate: whether the batch may be attempted now.
+    async fn gate(&self, subscription: &Subscription, endpoint: &EndpointId, now: UnixMillis) -> Gated {
+        if subscription.paused {
+            return Gated::Paused;
+        }
+        match fate::consent(&subscription.provisioning, now) {
+            Consent::Given => {}
+            Consent::AwaitedUntil(look_again) => return Gated::HoldBack(look_again),
+            Consent::Refused(reason) => return Gated::Refused(reason),
+        }
+        match self.probation_gate(endpoint, now).await {
+            Gate::Wait(until) => Gated::HoldBack(until),
+            Gate::Open | Gate::Probe => Gated::Open,
+        }
+    }
+
+    /// The endpoint's probation gate; an unreadable gate lets the attempt through
+    /// (probation protects endpoints, it must not stop delivery when Redis hiccups).
+    async fn probation_gate(&self, endpoint: &EndpointId, now: UnixMillis) -> Gate {
+        if self.probation.is_none() || self.recently_clear.is_fresh(endpoint, Instant::now()) {
+            return Gate::Open;
+        }
+        match self.store.endpoint_gate(endpoint, now, self.attempt_timeout).await {
+            Ok(gate) => gate,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the endpoint's probation record; attempting anyway");
+                Gate::Open
+            }
+        }
+    }
+
+    /// Classify: the outcome goes to the endpoint's probation record, the metrics and
+    /// the log.
+    async fn classify(
+        &self,
+        endpoint: &EndpointId,
+        subscription: &Subscription,
+        sent: &Sent,
+        started_at: UnixMillis,
+        finished_at: UnixMillis,
+        events: usize,
+    ) {
+        let Sent { outcome, took, .. } = sent;
+        self.record_probation(endpoint, subscription, outcome, started_at, finished_at)
+            .await;
+        let (topic, sub) = (subscription.topic.key(), subscription.name.key());
+        metrics::histogram!(m::DESTINATION_PROCESSING_DURATION_MS, "topic" => topic.clone(), "subscription" => sub.clone())
+            .record(took.as_secs_f64() * 1000.0);
+        if !outcome.is_success() {
+            metrics::counter!(m::DELIVERY_ATTEMPT_FAIL_COUNT, "topic" => topic, "subscription" => sub, "outcome" => outcome.name().as_str())
+                .increment(events as u64);
+        }
+        tracing::debug!(
+            events, outcome = %outcome.name(), status = ?outcome.status_code(),
+            took_ms = took.as_millis() as u64, "attempt"
+        );
+    }
+
+    async fn record_probation(
+        &self,
+        endpoint: &EndpointId,
+        subscription: &Subscription,
+        outcome: &AttemptOutcome,
+        started_at: UnixMillis,
+        finished_at: UnixMillis,
+    ) {
+        let Some(policy) = &self.probation else { return };
+        if outcome.is_success() && self.recently_clear.is_fresh(endpoint, Instant::now()) {
+            return;
+        }
+        let attempt = EndpointAttempt {
+            outcome: outcome.name(),
+            started_at,
+            finished_at,
+        };
+        if !outcome.is_success() {
+            self.recently_clear.forget(endpoint);
+        }
+        let generation = self.recently_clear.generation();
+        match self.store.record_endpoint_result(endpoint, &attempt, policy).await {
+            Ok(ProbationChange::ProbationStarted {
+                level, until, length, ..
+            }) => {
+                metrics::counter!(m::ENDPOINT_PROBATION_COUNT, "topic" => subscription.topic.key(), "subscription" => subscription.name.key())
+                    .increment(1);
+                tracing::warn!(until = %until.to_rfc3339(), length = ?length, level, outcome = %outcome.name(), "endpoint put on probation");
+            }
+            Ok(ProbationChange::Succeeded { ended_probation }) => {
+                if ended_probation {
+                    tracing::info!("endpoint recovered; probation over");
+                }
+                self.recently_clear.saw_clear(endpoint, Instant::now(), generation);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot record the attempt in the endpoint's probation record"),
+        }
+    }
+
+    /// A paused subscription's deliveries: set aside uncharged until the resume; the
+    /// time-to-live still counts (the scheduler hands back those whose TTL ends meanwhile,
+    /// and the check step dead-letters them).
+    async fn set_aside(&self, subscription: &Subscription, held: &[Held], now: UnixMillis) {
+        self.settle_all(held.iter().map(|h| {
+            let until = eg_core::policy::ttl_deadline(&h.ready.delivery, &subscription.retry_policy);
+            (h, Verdict::paused(&h.ready.delivery, until, now))
+        }))
+        .await;
+    }
+
+    /// Nothing is attempted and no attempt is charged; each delivery waits in the retry
+    /// set until `until` (spread a little, never past its TTL).
+    async fn hold_back(&self, subscription: &Subscription, held: &[Held], until: UnixMillis) {
+        let policy = self.policies.of(subscription.profile);
+        let now = self.clock.now();
+        metrics::counter!(m::DELIVERY_DELAYED_COUNT, "topic" => subscription.topic.key(), "subscription" => subscription.name.key())
+            .increment(held.len() as u64);
+        self.settle_all(held.iter().map(|h| {
+            let delivery = h.ready.delivery.held_back(now);
+            let due = policy.held_back_until(&delivery, &subscription.retry_policy, until, now, rand::random::<f64>());
+            (h, Verdict::held_back(delivery, due, now))
+        }))
+        .await;
+    }
+
+    /// Settles the verdicts of an attempt together; returns the retries that took
+    /// effect (a late success cancels them).
+    async fn settle_attempted(&self, kept: &[Held], verdicts: Vec<Verdict>) -> Vec<(Partition, eg_core::Delivery)> {
+        let settles = kept.iter().zip(verdicts).map(|(h, verdict)| {
+            let retry = match &verdict.settlement {
+                Settlement::Retry { delivery, .. } => Some(delivery.clone()),
+                _ => None,
+            };
+            async move { (self.settle(&h.partition, &h.ready, verdict).await, h, retry) }
+        });
+        let mut retries = Vec::new();
+        for (took_effect, h, retry) in futures_util::future::join_all(settles).await {
+            if took_effect && let Some(retry) = retry {
+                retries.push((h.partition.clone(), retry));
+            }
+        }
+        retries
+    }
+
+    /// Settles these together: concurrently, so the settle queue sends them as one call.
+    pub async fn settle_all<H: Borrow<Held>>(&self, verdicts: impl IntoIterator<Item = (H, Verdict)>) {
+        futures_util::future::join_all(verdicts.into_iter().map(|(h, verdict)| async move {
+            let h = h.borrow();
+            self.settle(&h.partition, &h.ready, verdict).await
+        }))
+        .await;
+    }
+
+    /// Settle: hands the verdict to the store, retrying while it is unreachable. If it
+    /// never succeeds the delivery stays pending and is reclaimed after the visibility
+    /// timeout: a duplicate, not a loss. Returns whether the settlement took effect.
+    pub async fn settle(&self, partition: &Partition, ready: &ReadyDelivery, verdict: Verdict) -> bool {
+        let mut backoff = Duration::from_millis(50);
+        for _ in 0..10 {
+            let item = SettleItem {
+                entry_id: ready.entry_id.clone(),
+                delivery: ready.delivery.clone(),
+                settlement: verdict.settlement.clone(),
+                history: verdict.history.clone(),
+            };
+            match self.store.settle(partition, item).await {
+                Ok(settled) if settled.took_effect => {
+                    verdict.record();
+                    if settled.archive_evicted > 0 {
+                        metrics::counter!(m::DEAD_LETTER_ARCHIVE_EVICTED_COUNT, "topic" => ready.delivery.topic.clone(), "subscription" => ready.delivery.subscription.clone())
+                            .increment(settled.archive_evicted);
+                    }
+                    return true;
+                }
+                Ok(_) => {
+                    tracing::info!(delivery = %ready.delivery.id, "delivery was taken back before this attempt settled; the new holder owns it");
+                    return false;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, delivery = %ready.delivery.id, retry_in = ?backoff, "cannot settle");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        tracing::error!(delivery = %ready.delivery.id, "giving up settling; the delivery will be reclaimed and retried");
+        false
+    }
+}
+
+/// Check: a delivery already out of attempts or time (a retry that woke at its TTL
+/// deadline) is not attempted. Returns the live ones, and the others with their verdicts.
+pub fn check(
+    policy: &DeliveryPolicy,
+    subscription: &Subscription,
+    held: Vec<Held>,
+    now: UnixMillis,
+) -> (Vec<Held>, Vec<(Held, Verdict)>) {
+    let mut live = Vec::with_capacity(held.len());
+    let mut expired = Vec::new();
+    for h in held {
+        match policy.before_attempt(&h.ready.delivery, &subscription.retry_policy, now) {
+            Some(reason) => {
+                let verdict = Verdict::decided(Decision::DeadLetter(reason), &h.ready.delivery, subscription, now);
+                expired.push((h, verdict));
+            }
+            None => live.push(h),
+        }
+    }
+    (live, expired)
+}
+
+/// Render: each event in the subscription's delivery schema, and the batch to send. An
+/// event that cannot be rendered (a corrupt record) cannot be delivered by anyone: it is
+/// dropped, and the rest of the batch goes on.
+pub fn render(subscription: &Subscription, held: Vec<Held>, now: UnixMillis) -> Rendered<'_> {
+    let schema = subscription.delivery_schema;
+    let mut events: Vec<RenderedEvent<'_>> = Vec::with_capacity(held.len());
+    let mut renderable = Vec::with_capacity(held.len());
+    for h in &held {
+        match render::render(&h.body, h.ready.delivery.format, schema) {
+            Ok(event) => {
+                events.push(event);
+                renderable.push(true);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, delivery = %h.ready.delivery.id, "cannot render the stored event");
+                renderable.push(false);
+            }
+        }
+    }
+    let first = held.iter().zip(&renderable).find(|(_, ok)| **ok).map(|(h, _)| h);
+    let sent_ids = held
+        .iter()
+        .zip(&renderable)
+        .filter(|(_, ok)| **ok)
+        .map(|(h, _)| h.ready.delivery.id.as_str());
+    let batch_id = signing::webhook_id(sent_ids);
+    let batch = first.map(|h| RenderedBatch {
+        subscription,
+        first_event: events[0].value().into_owned(),
+        body: render::delivery_body(schema, &events),
+        delivery_count: h.ready.delivery.attempts,
+        batch_id,
+        sent_at: now,
+    });
+    drop(events);
+    let mut kept = Vec::with_capacity(held.len());
+    let mut unrenderable = Vec::new();
+    for (h, ok) in held.into_iter().zip(renderable) {
+        if ok {
+            kept.push(h);
+        } else {
+            let verdict = Verdict::dropped(&h.ready.delivery, DropReason::EventUnrenderable, now);
+            unrenderable.push((h, verdict));
+        }
+    }
+    Rendered {
+        batch,
+        kept,
+        unrenderable,
+    }
+}
+
+/// Decide: each delivery's own decision after the attempt (its attempt counted), by the
+/// profile's policy; `jitter_draw` gives one uniform draw in `[0, 1)` per delivery.
+pub fn decide(
+    policy: &DeliveryPolicy,
+    subscription: &Subscription,
+    kept: &[Held],
+    sent: &Sent,
+    now: UnixMillis,
+    mut jitter_draw: impl FnMut() -> f64,
+) -> Vec<Verdict> {
+    let outcome = &sent.outcome;
+    kept.iter()
+        .map(|h| {
+            let attempted = h.ready.delivery.after_attempt(LastAttempt {
+                outcome: outcome.name(),
+                status: outcome.status_code(),
+                at: now,
+            });
+            let decision = policy.after_attempt(&attempted, &subscription.retry_policy, outcome, now, jitter_draw());
+            Verdict::decided(decision, &attempted, subscription, now).attempted(sent.took)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use eg_core::history::{DeliveryState, HistoryEntry};
+    use eg_core::{Delivery, SubscriptionName, Topic, TopicName};
+    use eg_store::{Keyspace, Settled};
+    use serde_json::json;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    /// The store seam, recording what the steps ask of it.
+    #[derive(Clone, Default)]
+    struct RecordingStore(Arc<Recorded>);
+
+    #[derive(Default)]
+    struct Recorded {
+        settled: Mutex<Vec<SettleItem>>,
+        /// The probation gate's answer (open when `None`).
+        gate: Mutex<Option<Gate>>,
+        endpoint_results: Mutex<Vec<EndpointAttempt>>,
+        /// The catalog's copy of the subscription (unknown when `None`).
+        current: Mutex<Option<Arc<Subscription>>>,
+        /// How many settle calls fail before the store answers again.
+        failing_settles: AtomicUsize,
+        /// Whether settles find the delivery taken back.
+        taken_back: AtomicBool,
+    }
+
+    impl RecordingStore {
+        fn settled(&self) -> Vec<SettleItem> {
+            std::mem::take(&mut *self.0.settled.lock().unwrap())
+        }
+    }
+
+    impl DeliveryStore for RecordingStore {
+        async fn settle(&self, _: &Partition, item: SettleItem) -> Result<Settled, crate::settle_queue::SettleError> {
+            let failing = &self.0.failing_settles;
+            if failing.load(Ordering::SeqCst) > 0 {
+                failing.fetch_sub(1, Ordering::SeqCst);
+                return Err("unreachable".into());
+            }
+            let took_effect = !self.0.taken_back.load(Ordering::SeqCst);
+            if took_effect {
+                self.0.settled.lock().unwrap().push(item);
+            }
+            Ok(Settled {
+                took_effect,
+                archive_evicted: 0,
+            })
+        }
+
+        async fn endpoint_gate(
+            &self,
+            _: &EndpointId,
+            _: UnixMillis,
+            _: Duration,
+        ) -> Result<Gate, eg_store::StoreError> {
+            Ok(self.0.gate.lock().unwrap().unwrap_or(Gate::Open))
+        }
+
+        async fn record_endpoint_result(
+            &self,
+            _: &EndpointId,
+            attempt: &EndpointAttempt,
+            _: &ProbationPolicy,
+        ) -> Result<ProbationChange, eg_store::StoreError> {
+            self.0.endpoint_results.lock().unwrap().push(*attempt);
+            Ok(ProbationChange::Ignored)
+        }
+
+        async fn current_subscription(
+            &self,
+            _: &Subscription,
+        ) -> Result<Option<Arc<Subscription>>, eg_store::StoreError> {
+            Ok(self.0.current.lock().unwrap().clone())
+        }
+
+        async fn cancel_retry(&self, _: &Partition, _: &Delivery) -> Result<bool, eg_store::StoreError> {
+            Ok(false)
+        }
+    }
+
+    /// A destination answering every batch with one outcome, recording what it was sent.
+    struct Answering {
+        outcome: AttemptOutcome,
+        sent: Mutex<Vec<(String, u32)>>,
+    }
+
+    impl Destination for Answering {
+        async fn send(&self, batch: RenderedBatch<'_>, _: Option<Duration>) -> Sent {
+            self.sent.lock().unwrap().push((batch.body.body, batch.delivery_count));
+            Sent {
+                outcome: self.outcome,
+                took: Duration::from_millis(7),
+                late: None,
+            }
+        }
+    }
+
+    fn status(code: u16) -> AttemptOutcome {
+        AttemptOutcome::Status {
+            code,
+            retry_after: None,
+        }
+    }
+
+    fn steps(outcome: AttemptOutcome) -> Steps<RecordingStore, Answering> {
+        Steps {
+            store: RecordingStore::default(),
+            destination: Answering {
+                outcome,
+                sent: Mutex::new(Vec::new()),
+            },
+            clock: Clock::default(),
+            policies: ProfilePolicies::default(),
+            probation: Some(ProbationPolicy::default()),
+            attempt_timeout: Duration::from_secs(1),
+            late: LateListeners::new(Duration::ZERO, 0),
+            recently_clear: RecentlyClear::default(),
+        }
+    }
+
+    fn subscription() -> Subscription {
+        let topic = Topic::from_resource(TopicName::parse("orders").unwrap(), &json!({})).unwrap();
+        let resource = json!({"properties": {"destination": {"endpointType": "WebHook",
+            "properties": {"endpointUrl": "https://example.com/hook"}}}});
+        Subscription::from_resource(
+            &topic,
+            SubscriptionName::parse("billing").unwrap(),
+            &resource,
+            UnixMillis(0),
+        )
+        .unwrap()
+    }
+
+    fn held(id: &str, body: &str) -> Held {
+        let delivery = Delivery::new(
+            id.into(),
+            format!("event-{id}"),
+            "orders".into(),
+            "billing".into(),
+            Clock::default().now(),
+        );
+        Held {
+            partition: Keyspace::new("eg", 1).partition(0),
+            ready: ReadyDelivery {
+                partition: 0,
+                entry_id: format!("{id}-0"),
+                delivery,
+            },
+            body: body.into(),
+        }
+    }
+
+    fn event(id: &str) -> Held {
+        let body = json!({"id": id, "eventType": "A", "subject": "s", "eventTime": "2026-01-01T00:00:00Z",
+            "data": {}, "dataVersion": "1"});
+        held(id, &body.to_string())
+    }
+
+    fn batch(subscription: Subscription, held: Vec<Held>) -> Batch {
+        Batch {
+            subscription: Arc::new(subscription),
+            held,
+        }
+    }
+
+    fn states(settled: &[SettleItem]) -> Vec<(String, DeliveryState, Option<String>)> {
+        settled
+            .iter()
+            .map(|i| (i.delivery.id.clone(), i.history.state, i.history.reason.clone()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_success_sends_the_batch_once_and_settles_each_delivery_done() {
+        let steps = steps(status(200));
+        steps.deliver(batch(subscription(), vec![event("a"), event("b")])).await;
+
+        let sent = steps.destination.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 1, "one request for the batch");
+        assert!(
+            sent[0].0.contains("\"a\"") && sent[0].0.contains("\"b\""),
+            "{}",
+            sent[0].0
+        );
+        assert_eq!(sent[0].1, 0, "no attempt before this one");
+        let settled = steps.store.settled();
+        assert_eq!(
+            states(&settled),
+            [
+                ("a".into(), DeliveryState::Delivered, None),
+                ("b".into(), DeliveryState::Delivered, None)
+            ]
+        );
+        assert!(settled.iter().all(|i| matches!(i.settlement, Settlement::Done)));
+        let history: &HistoryEntry = &settled[0].history;
+        assert_eq!(
+            (history.http_status, history.duration_ms, history.attempt),
+            (Some(200), Some(7), 1)
+        );
+        assert_eq!(
+            steps.store.0.endpoint_results.lock().unwrap().len(),
+            1,
+            "classified once"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failure_retries_each_delivery_with_its_attempt_counted() {
+        let steps = steps(status(500));
+        let before = steps.clock.now();
+        steps.deliver(batch(subscription(), vec![event("a"), event("b")])).await;
+
+        let settled = steps.store.settled();
+        assert_eq!(settled.len(), 2);
+        for item in &settled {
+            let Settlement::Retry { delivery, due } = &item.settlement else {
+                panic!("{:?}", item.settlement)
+            };
+            assert_eq!(delivery.attempts, 1);
+            assert!(*due > before, "a retry is later");
+            assert_eq!(item.history.state, DeliveryState::Retrying);
+            assert_eq!(item.history.next, Some(*due));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refusal_without_a_dead_letter_destination_is_dropped_for_the_dead_letter_reason() {
+        let steps = steps(status(400));
+        steps.deliver(batch(subscription(), vec![event("a")])).await;
+
+        let settled = steps.store.settled();
+        assert_eq!(
+            states(&settled),
+            [("a".into(), DeliveryState::Dropped, Some("NonRetriableFailure".into()))]
+        );
+        assert!(matches!(settled[0].settlement, Settlement::Done));
+    }
+
+    #[tokio::test]
+    async fn check_ends_a_delivery_out_of_attempts_unattempted_and_sends_the_rest() {
+        let steps = steps(status(200));
+        let subscription = subscription();
+        let mut spent = event("spent");
+        spent.ready.delivery.attempts = subscription.retry_policy.max_delivery_attempts();
+        steps.deliver(batch(subscription, vec![spent, event("fresh")])).await;
+
+        let sent = steps.destination.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 1);
+        assert!(!sent[0].0.contains("spent"), "{}", sent[0].0);
+        assert_eq!(
+            states(&steps.store.settled()),
+            [
+                (
+                    "spent".into(),
+                    DeliveryState::Dropped,
+                    Some("MaxDeliveryAttemptsExceeded".into())
+                ),
+                ("fresh".into(), DeliveryState::Delivered, None)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_on_probation_holds_the_batch_back_uncharged() {
+        let steps = steps(status(200));
+        let until = steps.clock.now().plus(Duration::from_secs(60));
+        *steps.store.0.gate.lock().unwrap() = Some(Gate::Wait(until));
+        steps.deliver(batch(subscription(), vec![event("a")])).await;
+
+        assert!(steps.destination.sent.lock().unwrap().is_empty(), "nothing attempted");
+        let settled = steps.store.settled();
+        let Settlement::Retry { delivery, due } = &settled[0].settlement else {
+            panic!("{:?}", settled[0].settlement)
+        };
+        assert_eq!(delivery.attempts, 0, "not charged");
+        assert!(*due >= until);
+        assert_eq!(settled[0].history.state, DeliveryState::HeldBack);
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_awaiting_consent_holds_the_batch_back_and_one_that_refused_dead_letters() {
+        let steps = steps(status(200));
+        let mut awaiting = subscription();
+        awaiting.provisioning = eg_core::validation::Provisioning::AwaitingManualAction {
+            code: "c".into(),
+            deadline: steps.clock.now().plus(Duration::from_secs(600)),
+        };
+        steps.deliver(batch(awaiting, vec![event("a")])).await;
+        assert_eq!(states(&steps.store.settled())[0].1, DeliveryState::HeldBack);
+
+        let mut refused = subscription();
+        refused.provisioning = eg_core::validation::Provisioning::Failed { reason: "no".into() };
+        steps.deliver(batch(refused, vec![event("b")])).await;
+        assert_eq!(
+            states(&steps.store.settled()),
+            [("b".into(), DeliveryState::Dropped, Some("NonRetriableFailure".into()))]
+        );
+        assert!(steps.destination.sent.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_paused_subscription_sets_its_deliveries_aside_unless_the_catalog_has_it_resumed() {
+        let steps = steps(status(200));
+        let mut paused = subscription();
+        paused.paused = true;
+        *steps.store.0.current.lock().unwrap() = Some(Arc::new(paused.clone()));
+        steps.deliver(batch(paused.clone(), vec![event("a")])).await;
+        let settled = steps.store.settled();
+        assert!(
+            matches!(settled[0].settlement, Settlement::Park { .. }),
+            "{:?}",
+            settled[0].settlement
+        );
+        assert_eq!(settled[0].history.state, DeliveryState::Paused);
+
+        // The copy in hand predates a resume: the catalog's copy wins.
+        *steps.store.0.current.lock().unwrap() = Some(Arc::new(subscription()));
+        steps.deliver(batch(paused, vec![event("b")])).await;
+        assert_eq!(states(&steps.store.settled())[0].1, DeliveryState::Delivered);
+    }
+
+    #[tokio::test]
+    async fn an_unrenderable_event_is_dropped_and_the_rest_of_the_batch_is_sent() {
+        let steps = steps(status(200));
+        steps
+            .deliver(batch(subscription(), vec![held("broken", "not json"), event("b")]))
+            .await;
+
+        let sent = steps.destination.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(
+            states(&steps.store.settled()),
+            [
+                (
+                    "broken".into(),
+                    DeliveryState::Dropped,
+                    Some("EventUnrenderable".into())
+                ),
+                ("b".into(), DeliveryState::Delivered, None)
+            ]
+        );
+    }
+
+    #[test]
+    fn decide_gives_each_delivery_its_own_decision() {
+        let subscription = subscription();
+        let policy = ProfilePolicies::default();
+        let policy = policy.of(subscription.profile);
+        let mut last = event("last");
+        last.ready.delivery.attempts = subscription.retry_policy.max_delivery_attempts() - 1;
+        let kept = [event("first"), last];
+        let sent = Sent {
+            outcome: status(503),
+            took: Duration::from_millis(3),
+            late: None,
+        };
+        let verdicts = decide(policy, &subscription, &kept, &sent, Clock::default().now(), || 0.5);
+        assert!(matches!(verdicts[0].settlement, Settlement::Retry { .. }));
+        assert_eq!(verdicts[1].history.state, DeliveryState::Dropped);
+        assert_eq!(
+            verdicts[1].history.reason.as_deref(),
+            Some("MaxDeliveryAttemptsExceeded")
+        );
+        assert_eq!(verdicts[1].history.outcome, Some(status(503).name()));
+    }
+
+    #[tokio::test]
+    async fn settle_retries_until_the_store_answers_and_reports_a_delivery_taken_back() {
+        let steps = steps(status(200));
+        let h = event("a");
+        let verdict = || Verdict::dropped(&h.ready.delivery, DropReason::EventMissing, UnixMillis(1));
+        steps.store.0.failing_settles.store(2, Ordering::SeqCst);
+        assert!(steps.settle(&h.partition, &h.ready, verdict()).await, "took effect");
+        assert_eq!(steps.store.settled().len(), 1);
+
+        steps.store.0.taken_back.store(true, Ordering::SeqCst);
+        assert!(
+            !steps.settle(&h.partition, &h.ready, verdict()).await,
+            "someone else holds it now"
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! The store seam: the few operations of eg-store the steps of an attempt need, as a
+//! trait, so each step is tested with a recording double instead of a Redis. The
+//! Redis implementation ([`RedisStore`]) is eg-store itself plus this process's settle
+//! queue and catalog cache.
+
+use crate::settle_queue::{SettleError, SettleItem, SettleQueue};
+use eg_core::probation::{EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy};
+use eg_core::subscription::Subscription;
+use eg_core::{Delivery, UnixMillis};
+use eg_store::{CatalogCache, Partition, Settled, Store, StoreError};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the steps ask of the store.
+pub trait DeliveryStore: Clone + Send + Sync + 'static {
+    /// Settles one delivery (with whatever else of its partition is settling now).
+    fn settle(
+        &self,
+        partition: &Partition,
+        item: SettleItem,
+    ) -> impl Future<Output = Result<Settled, SettleError>> + Send;
+
+    /// The endpoint's probation gate; a probe holds a lease of `probe_lease`.
+    fn endpoint_gate(
+        &self,
+        endpoint: &EndpointId,
+        now: UnixMillis,
+        probe_lease: Duration,
+    ) -> impl Future<Output = Result<Gate, StoreError>> + Send;
+
+    /// Records a finished attempt against the endpoint's probation record.
+    fn record_endpoint_result(
+        &self,
+        endpoint: &EndpointId,
+        attempt: &EndpointAttempt,
+        policy: &ProbationPolicy,
+    ) -> impl Future<Output = Result<ProbationChange, StoreError>> + Send;
+
+    /// The subscription as the catalog has it now (`None`: it is gone).
+    fn current_subscription(
+        &self,
+        subscription: &Subscription,
+    ) -> impl Future<Output = Result<Option<Arc<Subscription>>, StoreError>> + Send;
+
+    /// Removes a queued retry of `delivery` (`false`: it is no longer queued).
+    fn cancel_retry(
+        &self,
+        partition: &Partition,
+        delivery: &Delivery,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+}
+
+/// The store seam over Redis.
+#[derive(Clone)]
+pub struct RedisStore {
+    store: Store,
+    queue: Arc<SettleQueue>,
+    catalog: Arc<CatalogCache>,
+}
+
+impl RedisStore {
+    pub fn new(store: Store, queue: SettleQueue, catalog: Arc<CatalogCache>) -> Self {
+        Self {
+            store,
+            queue: Arc::new(queue),
+            catalog,
+        }
+    }
+}
+
+impl DeliveryStore for RedisStore {
+    async fn settle(&self, partition: &Partition, item: SettleItem) -> Result<Settled, SettleError> {
+        self.queue.settle(partition, item).await
+    }
+
+    async fn endpoint_gate(
+        &self,
+        endpoint: &EndpointId,
+        now: UnixMillis,
+        probe_lease: Duration,
+    ) -> Result<Gate, StoreError> {
+        self.store.endpoint_gate(endpoint, now, probe_lease).await
+    }
+
+    async fn record_endpoint_result(
+        &self,
+        endpoint: &EndpointId,
+        attempt: &EndpointAttempt,
+        policy: &ProbationPolicy,
+    ) -> Result<ProbationChange, StoreError> {
+        self.store.record_endpoint_result(endpoint, attempt, policy).await
+    }
+
+    async fn current_subscription(&self, subscription: &Subscription) -> Result<Option<Arc<Subscription>>, StoreError> {
+        let snapshot = self.catalog.refresh().await?;
+        Ok(snapshot
+            .subscription_arc(&subscription.topic.key(), &subscription.name.key())
+            .cloned())
+    }
+
+    async fn cancel_retry(&self, partition: &Partition, delivery: &Delivery) -> Result<bool, StoreError> {
+        self.store.cancel_retry(partition, delivery).await
+    }
+}

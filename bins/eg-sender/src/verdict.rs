@@ -1,0 +1,180 @@
+//! A step's verdict on one delivery: the settlement (the state change in Redis) with the
+//! step's history entry and what it counts. Built from a decision of eg-core (or a
+//! hold, a pause, a hand-back), handed to the settle queue, and counted and logged only
+//! once the settlement took effect (a settle that finds the delivery taken back counts
+//! nothing and records no history).
+
+use eg_core::deadletter::DeadLetterEntry;
+use eg_core::fate::{DropReason, Fate};
+use eg_core::history::{DeliveryState, HistoryEntry};
+use eg_core::subscription::Subscription;
+use eg_core::{DeadLetterReason, Decision, Delivery, UnixMillis};
+use eg_runtime::metrics as m;
+use eg_store::Settlement;
+use std::time::Duration;
+
+/// A settlement with what it means for the metrics and the delivery's history.
+pub struct Verdict {
+    pub settlement: Settlement,
+    pub history: HistoryEntry,
+    tally: Tally,
+    delivery: Delivery,
+}
+
+enum Tally {
+    Delivered,
+    Retried,
+    DeadLettered(DeadLetterReason),
+    Dropped(DropReason),
+}
+
+impl Verdict {
+    /// The verdict for `decision` about `delivery` (already carrying the attempt made).
+    pub fn decided(decision: Decision, delivery: &Delivery, subscription: &Subscription, now: UnixMillis) -> Self {
+        let fate = decision.with_dead_letter_destination(subscription.dead_letter.as_ref());
+        let (settlement, tally) = match fate {
+            Fate::Delivered => (Settlement::Done, Tally::Delivered),
+            Fate::RetryAt(due) => (
+                Settlement::Retry {
+                    delivery: delivery.clone(),
+                    due,
+                },
+                Tally::Retried,
+            ),
+            Fate::DeadLetter(reason, destination) => (
+                Settlement::DeadLetter {
+                    entry: DeadLetterEntry::for_delivery(
+                        delivery,
+                        subscription,
+                        &destination.container_name,
+                        reason,
+                        now,
+                    ),
+                },
+                Tally::DeadLettered(reason),
+            ),
+            Fate::Drop(reason) => (Settlement::Done, Tally::Dropped(reason)),
+        };
+        let (state, next, reason) = match (&settlement, &tally) {
+            (Settlement::Retry { due, .. }, _) => (DeliveryState::Retrying, Some(*due), None),
+            (_, Tally::Delivered) => (DeliveryState::Delivered, None, None),
+            (_, Tally::DeadLettered(reason)) => (DeliveryState::DeadLettered, None, Some(reason.to_string())),
+            (_, Tally::Dropped(reason)) => (DeliveryState::Dropped, None, Some(reason.to_string())),
+            (_, Tally::Retried) => (DeliveryState::Retrying, None, None),
+        };
+        Self {
+            history: step(delivery, now, state, next, reason),
+            settlement,
+            tally,
+            delivery: delivery.clone(),
+        }
+    }
+
+    /// A delivery held back uncharged (endpoint probation, or awaiting consent) until `due`.
+    pub fn held_back(delivery: Delivery, due: UnixMillis, now: UnixMillis) -> Self {
+        Self {
+            history: step(&delivery, now, DeliveryState::HeldBack, Some(due), None),
+            settlement: Settlement::Retry {
+                delivery: delivery.clone(),
+                due,
+            },
+            tally: Tally::Retried,
+            delivery,
+        }
+    }
+
+    /// A delivery read ahead that found no free slot in time: back into the ready stream
+    /// as it was (uncharged, its last attempt untouched), for any sender to take.
+    pub fn handed_back(delivery: &Delivery, now: UnixMillis) -> Self {
+        Self {
+            history: step(delivery, now, DeliveryState::HeldBack, Some(now), None),
+            settlement: Settlement::Requeue {
+                delivery: delivery.clone(),
+            },
+            tally: Tally::Retried,
+            delivery: delivery.clone(),
+        }
+    }
+
+    /// A delivery of a paused subscription, set aside until the resume or `until` (the end
+    /// of its time-to-live).
+    pub fn paused(delivery: &Delivery, until: UnixMillis, now: UnixMillis) -> Self {
+        Self {
+            history: step(delivery, now, DeliveryState::Paused, Some(until), None),
+            settlement: Settlement::Park {
+                delivery: delivery.clone(),
+                until,
+            },
+            tally: Tally::Retried,
+            delivery: delivery.clone(),
+        }
+    }
+
+    /// A delivery that ends without reaching anyone, for `reason`.
+    pub fn dropped(delivery: &Delivery, reason: DropReason, now: UnixMillis) -> Self {
+        Self {
+            history: step(delivery, now, DeliveryState::Dropped, None, Some(reason.to_string())),
+            settlement: Settlement::Done,
+            tally: Tally::Dropped(reason),
+            delivery: delivery.clone(),
+        }
+    }
+}
+
+/// A history entry for a step that made no attempt (the attempt's details are added by
+/// [`Verdict::attempted`]).
+fn step(
+    delivery: &Delivery,
+    now: UnixMillis,
+    state: DeliveryState,
+    next: Option<UnixMillis>,
+    reason: Option<String>,
+) -> HistoryEntry {
+    HistoryEntry {
+        subscription: delivery.subscription.clone(),
+        attempt: delivery.attempts,
+        at: now,
+        outcome: None,
+        http_status: None,
+        duration_ms: None,
+        next,
+        state,
+        reason,
+    }
+}
+
+impl Verdict {
+    /// The step was an attempt that took `took`: its outcome and status (the delivery's
+    /// last attempt) go into the history entry.
+    pub fn attempted(mut self, took: Duration) -> Self {
+        if let Some(last) = self.delivery.last {
+            self.history.outcome = Some(last.outcome);
+            self.history.http_status = last.status;
+        }
+        self.history.duration_ms = Some(took.as_millis() as u64);
+        self
+    }
+
+    /// Counts and logs the settlement; call once it took effect.
+    pub fn record(&self) {
+        let d = &self.delivery;
+        let (topic, subscription) = (d.topic.clone(), d.subscription.clone());
+        match &self.tally {
+            Tally::Delivered => {
+                metrics::counter!(m::DELIVERY_SUCCESS_COUNT, "topic" => topic, "subscription" => subscription)
+                    .increment(1);
+            }
+            Tally::Retried => {}
+            Tally::DeadLettered(reason) => {
+                metrics::counter!(m::DEAD_LETTERED_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.as_str())
+                    .increment(1);
+                tracing::info!(topic = %d.topic, subscription = %d.subscription, delivery = %d.id, attempts = d.attempts, %reason, "dead-lettered");
+            }
+            Tally::Dropped(reason) => {
+                metrics::counter!(m::DROPPED_EVENT_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.as_str())
+                    .increment(1);
+                tracing::warn!(topic = %d.topic, subscription = %d.subscription, delivery = %d.id, attempts = d.attempts, %reason, "dropped");
+            }
+        }
+    }
+}

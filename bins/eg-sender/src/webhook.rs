@@ -1,0 +1,236 @@
+//! The HTTP webhook destination: the request of spec §3 for a rendered batch, and its
+//! outcome. The request runs in its own task so that, when it times out, it can go on
+//! being listened to for a late success (spec §5) without holding a concurrency slot.
+
+use crate::destination::{Destination, RenderedBatch, Sent};
+use eg_core::{AttemptOutcome, signing};
+use eg_outbound::Client;
+use std::time::{Duration, Instant};
+
+/// POSTs batches over the outbound client (which enforces the address policy).
+pub struct Webhook {
+    pub client: Client,
+    /// Bounds one attempt.
+    pub timeout: Duration,
+    /// Most bytes of a response body read (the rest is not waited for).
+    pub max_response_bytes: usize,
+}
+
+impl Destination for Webhook {
+    async fn send(&self, batch: RenderedBatch<'_>, late_window: Option<Duration>) -> Sent {
+        let RenderedBatch {
+            subscription,
+            body,
+            first_event,
+            delivery_count,
+            batch_id,
+            sent_at,
+        } = batch;
+        let timeout = self.timeout;
+        let mut builder = self
+            .client
+            .post(&subscription.endpoint_url)
+            .timeout(timeout + late_window.unwrap_or_default())
+            .header("content-type", body.content_type)
+            .header("aeg-event-type", "Notification")
+            .header("aeg-subscription-name", subscription.name.as_str().to_ascii_uppercase())
+            .header("aeg-delivery-count", delivery_count.to_string())
+            .header("aeg-metadata-version", "1");
+        if let Some(version) = &body.data_version {
+            builder = builder.header("aeg-data-version", version.as_str());
+        }
+        for h in &subscription.delivery_headers {
+            // A dynamic value that cannot be a header value (a line break, say) is left out
+            // rather than failing the whole request.
+            if let Some(value) = h.value_for(&first_event)
+                && reqwest::header::HeaderValue::from_str(&value).is_ok()
+            {
+                builder = builder.header(h.name.as_str(), value);
+            }
+        }
+        // Signed over exactly the bytes sent; the secrets never leave this call.
+        let secrets = subscription.signing_secrets.as_slice();
+        if let Some(signed) = signing::headers(secrets, &batch_id, sent_at, body.body.as_bytes()) {
+            builder = builder
+                .header("webhook-id", signed.id)
+                .header("webhook-timestamp", signed.timestamp)
+                .header("webhook-signature", signed.signature);
+        }
+        let max_response_bytes = self.max_response_bytes;
+        let started = Instant::now();
+        let mut task = tokio::spawn(async move {
+            match builder.body(body.body).send().await {
+                Ok(response) => {
+                    let code = response.status().as_u16();
+                    let retry_after = eg_outbound::retry_after(response.headers());
+                    match eg_outbound::drain(response, max_response_bytes).await {
+                        Ok(()) => AttemptOutcome::Status { code, retry_after },
+                        // The status line came, but the body did not in time: the attempt failed.
+                        Err(e) => eg_outbound::classify(&e),
+                    }
+                }
+                Err(e) => e.outcome(),
+            }
+        });
+        match tokio::time::timeout(timeout, &mut task).await {
+            Ok(joined) => Sent {
+                outcome: joined.unwrap_or(AttemptOutcome::SocketError),
+                took: started.elapsed(),
+                late: None,
+            },
+            Err(_) => {
+                let late = match late_window {
+                    Some(_) => Some(task),
+                    None => {
+                        task.abort();
+                        None
+                    }
+                };
+                Sent {
+                    outcome: AttemptOutcome::TimedOut,
+                    took: started.elapsed(),
+                    late,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use eg_core::address::AddressPolicy;
+    use eg_core::render::DeliveryBody;
+    use eg_core::subscription::Subscription;
+    use eg_core::{SubscriptionName, Topic, TopicName, UnixMillis};
+    use eg_outbound::OutboundSettings;
+    use serde_json::json;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A receiver on 127.0.0.1 that reads one request, waits `delay`, answers `response`
+    /// and hands back the request it read.
+    async fn receiver(response: &'static str, delay: Duration) -> (String, tokio::task::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = socket.read(&mut buf).await.unwrap();
+                request.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&request).to_ascii_lowercase();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if request.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+            tokio::time::sleep(delay).await;
+            let _ = socket.write_all(response.as_bytes()).await;
+            String::from_utf8_lossy(&request).into_owned()
+        });
+        (url, task)
+    }
+
+    fn webhook(timeout: Duration) -> Webhook {
+        let settings = OutboundSettings {
+            policy: AddressPolicy::parse(["127.0.0.1/32"]).unwrap(),
+            ..OutboundSettings::default()
+        };
+        Webhook {
+            client: Client::new(settings).unwrap(),
+            timeout,
+            max_response_bytes: 1024,
+        }
+    }
+
+    fn subscription_to(url: &str) -> Subscription {
+        let topic = Topic::from_resource(TopicName::parse("orders").unwrap(), &json!({})).unwrap();
+        let resource = json!({"properties": {"destination": {"endpointType": "WebHook",
+            "properties": {"endpointUrl": url}}}});
+        Subscription::from_resource(
+            &topic,
+            SubscriptionName::parse("billing").unwrap(),
+            &resource,
+            UnixMillis(0),
+        )
+        .unwrap()
+    }
+
+    fn batch(subscription: &Subscription) -> RenderedBatch<'_> {
+        RenderedBatch {
+            subscription,
+            body: DeliveryBody {
+                body: r#"[{"id":"a"}]"#.into(),
+                content_type: "application/json; charset=utf-8",
+                data_version: Some("1".into()),
+            },
+            first_event: json!({"id": "a"}),
+            delivery_count: 3,
+            batch_id: "msg_1".into(),
+            sent_at: UnixMillis(0),
+        }
+    }
+
+    #[tokio::test]
+    async fn posts_the_batch_with_event_grid_headers_and_reports_the_status_as_data() {
+        let (url, request) = receiver(
+            "HTTP/1.1 503 Service Unavailable\r\nretry-after: 7\r\ncontent-length: 0\r\n\r\n",
+            Duration::ZERO,
+        )
+        .await;
+        let subscription = subscription_to(&url);
+        let sent = webhook(Duration::from_secs(5)).send(batch(&subscription), None).await;
+        assert_eq!(
+            sent.outcome,
+            AttemptOutcome::Status {
+                code: 503,
+                retry_after: Some(Duration::from_secs(7))
+            }
+        );
+        assert!(sent.late.is_none());
+        let request = request.await.unwrap().to_ascii_lowercase();
+        assert!(request.starts_with("post /hook "), "{request}");
+        for header in [
+            "aeg-event-type: notification",
+            "aeg-subscription-name: billing",
+            "aeg-delivery-count: 3",
+            "aeg-data-version: 1",
+            "content-type: application/json; charset=utf-8",
+        ] {
+            assert!(request.contains(header), "{header} missing in {request}");
+        }
+        assert!(request.ends_with(r#"[{"id":"a"}]"#), "{request}");
+    }
+
+    #[tokio::test]
+    async fn an_answer_later_than_the_timeout_is_timed_out_and_listened_to_only_when_asked() {
+        let answer = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+        let (url, _request) = receiver(answer, Duration::from_millis(400)).await;
+        let subscription = subscription_to(&url);
+        let sent = webhook(Duration::from_millis(100))
+            .send(batch(&subscription), None)
+            .await;
+        assert_eq!(sent.outcome, AttemptOutcome::TimedOut);
+        assert!(sent.late.is_none(), "no late listening asked for");
+
+        let (url, _request) = receiver(answer, Duration::from_millis(400)).await;
+        let subscription = subscription_to(&url);
+        let sent = webhook(Duration::from_millis(100))
+            .send(batch(&subscription), Some(Duration::from_secs(5)))
+            .await;
+        assert_eq!(sent.outcome, AttemptOutcome::TimedOut);
+        let late = sent.late.expect("listened to after the timeout").await.unwrap();
+        assert!(late.is_success(), "{late:?}");
+    }
+}

@@ -4,10 +4,11 @@
 //! one atomic Redis step, before `200` is answered.
 
 mod admin;
-mod app;
 mod auth;
 mod errors;
 mod publish;
+mod routes;
+mod state;
 mod status;
 mod validation;
 
@@ -23,8 +24,8 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     // With no `public_url` set, topic endpoints name the address bound (the port the OS
     // chose, when `listen` asks for port 0).
-    let app = app::App::build(&process, process.address).await?;
+    let app = state::App::build(&process, process.address).await?;
     process.keep_catalog_fresh(app.cache.clone());
-    let router = app.router(&process);
+    let router = routes::router(&app, &process);
     process.serve(router).await
 }

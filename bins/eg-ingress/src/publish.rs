@@ -1,9 +1,9 @@
 //! `POST /topics/{topic}/api/events`: authenticate, parse, match, and store the events
 //! with their deliveries in one atomic step. `200` only once all of it is durable.
 
-use crate::app::App;
 use crate::auth::authenticate;
 use crate::errors::Refusal;
+use crate::state::App;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};

@@ -16,8 +16,8 @@
 mod html;
 mod model;
 
-use crate::app::App;
 use crate::errors::Refusal;
+use crate::state::App;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

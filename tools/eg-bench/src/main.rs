@@ -15,6 +15,7 @@
 mod args;
 mod ceiling;
 mod cpu;
+mod ctx;
 mod deployment;
 mod histogram;
 mod launcher;
@@ -29,7 +30,8 @@ mod report;
 mod scenarios;
 
 use anyhow::Context;
-use scenarios::{COMMON_USAGE, Ctx};
+use ctx::Ctx;
+use scenarios::COMMON_USAGE;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;

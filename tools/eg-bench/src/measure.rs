@@ -5,12 +5,12 @@
 //! arrive, so a run also shows whether anything went missing.
 
 use crate::cpu::Usage;
+use crate::ctx::Ctx;
 use crate::deployment::Deployment;
 use crate::histogram::Latency;
 use crate::load::{self, Progress, Template, Window};
 use crate::receiver::Counts;
 use crate::redis_stats::{CommandStats, PerUnit};
-use crate::scenarios::Ctx;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -4,8 +4,8 @@
 //! say how many remain, so a client can show progress and no call runs for long.
 
 use super::{Reply, body_object, find_subscription};
-use crate::app::App;
 use crate::errors::Refusal;
+use crate::state::App;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};

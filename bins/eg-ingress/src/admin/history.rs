@@ -2,8 +2,8 @@
 //! to an event's deliveries, step by step (kept for `EG__HISTORY__RETENTION`).
 
 use super::{Reply, topic_name};
-use crate::app::App;
 use crate::errors::Refusal;
+use crate::state::App;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;

@@ -2,8 +2,8 @@
 //! topics, their keys, and their event subscriptions. Writes go to the Redis catalog
 //! and apply to every publish that starts after the call returns.
 
-use crate::app::App;
 use crate::errors::Refusal;
+use crate::state::App;
 use axum::body::Body;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};

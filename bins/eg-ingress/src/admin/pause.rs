@@ -3,8 +3,8 @@
 //! attempting them. Resuming hands them straight back to the senders.
 
 use super::{Reply, change_subscription};
-use crate::app::App;
 use crate::errors::Refusal;
+use crate::state::App;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

@@ -3,7 +3,7 @@
 //! backlog the dead-letter workers'.
 
 use super::Reply;
-use crate::app::App;
+use crate::state::App;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -6,7 +6,7 @@
 //! A part that cannot be read (Redis hiccup) is left empty and named in `problems`, so
 //! the page still shows what it could instead of failing as a whole.
 
-use crate::app::App;
+use crate::state::App;
 use eg_core::UnixMillis;
 use eg_core::probation::{self, EndpointId, HealthState};
 use eg_runtime::stats::{Kind, Stats, Window, subscription_label};

@@ -1,8 +1,9 @@
 //! `all`: every scenario in turn, with the ceilings measured first — what `just bench`
 //! runs. Each scenario gets only the common options (sizes follow `--quick`).
 
-use super::{ALL, Ctx, Rows, Scenario};
+use super::{ALL, Rows, Scenario};
 use crate::args::Flags;
+use crate::ctx::Ctx;
 
 pub const SCENARIO: Scenario = Scenario {
     name: "all",

@@ -2,9 +2,10 @@
 //! `preferredBatchSizeInKilobytes` 1024, so 100 events of 1 KB fit one batch): the
 //! sender reads what is ready and posts it 100 events per request.
 
-use super::{Ctx, Rows, Scenario};
+use super::{Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::{Fsync, Kind};
+use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
 use crate::measure::{self, Load};
 use crate::report::{Target, thousands};

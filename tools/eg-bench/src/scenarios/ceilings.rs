@@ -3,9 +3,10 @@
 //! to its receiver with 1 and 100 events per request), so `all` measures them up front,
 //! on a machine not yet warmed by a deployment.
 
-use super::{Ctx, Rows, Scenario};
+use super::{Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::{Fsync, Kind};
+use crate::ctx::Ctx;
 use crate::report::Row;
 
 pub const SCENARIO: Scenario = Scenario {

@@ -2,9 +2,10 @@
 //! request to the receiver. Publishers are held to a bounded backlog, so the publish
 //! rate settles at the delivery rate; the figure is deliveries/s at the receiver.
 
-use super::{Ctx, Rows, Scenario};
+use super::{Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::{Fsync, Kind};
+use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
 use crate::measure::{self, Load};
 use crate::report::{Target, thousands};

@@ -1,9 +1,10 @@
 //! `fan-out` (scenario 4): every event matches 10 subscriptions (10 endpoints on the
 //! receiver), no batching: one stored body, ten deliveries per event.
 
-use super::{Ctx, Rows, Scenario};
+use super::{Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::{Fsync, Kind};
+use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
 use crate::measure::{self, Load};
 use crate::report::thousands;

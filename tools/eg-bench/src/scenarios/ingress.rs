@@ -3,9 +3,10 @@
 //! subscription (so every event is stored with one delivery) and no sender running.
 //! Measured with Redis's `appendfsync everysec` and, separately, `always`.
 
-use super::{Ctx, Rows, Scenario};
+use super::{Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::{Fsync, Kind};
+use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
 use crate::measure::{self, Load};
 use crate::report::{Row, Target, thousands};

@@ -2,9 +2,10 @@
 //! 1,000 events/s, one event per publish request, one subscription, no batching — the
 //! delay a publisher's event sees when eg is not saturated.
 
-use super::{Ctx, Rows, Scenario};
+use super::{Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::Fsync;
+use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
 use crate::load::{self, Progress, Template};
 use crate::report::{Row, Target};

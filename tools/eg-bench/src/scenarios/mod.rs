@@ -5,12 +5,10 @@
 //! [`ALL`]; `all` runs every scenario in that order.
 
 use crate::args::Flags;
-use crate::ceiling::Ceilings;
+use crate::ctx::Ctx;
 use crate::report::Row;
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
-use std::time::Duration;
 
 mod all;
 mod batched;
@@ -24,29 +22,6 @@ mod retry_storm;
 mod scheduling;
 mod sender_memory;
 mod slow_receiver;
-
-/// What every scenario shares in one run.
-pub struct Ctx {
-    /// Smaller sizes: a smoke check, not figures to quote.
-    pub quick: bool,
-    /// Where eg-ingress, eg-sender, … are.
-    pub bin_dir: PathBuf,
-    /// Keep each deployment's run directory (tier logs).
-    pub keep: bool,
-    /// Ceilings measured so far in this run.
-    pub ceilings: Ceilings,
-}
-
-impl Ctx {
-    /// `full`, or `quick` in a quick run.
-    pub fn sized<T>(&self, full: T, quick: T) -> T {
-        if self.quick { quick } else { full }
-    }
-
-    pub fn seconds(&self, full: u64, quick: u64) -> Duration {
-        Duration::from_secs(self.sized(full, quick))
-    }
-}
 
 pub type Rows<'a> = Pin<Box<dyn Future<Output = anyhow::Result<Vec<Row>>> + 'a>>;
 pub type Run = for<'a> fn(&'a mut Ctx, Flags) -> Rows<'a>;

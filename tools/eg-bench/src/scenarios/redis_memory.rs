@@ -4,9 +4,10 @@
 //! before and after gives bytes per event and per delivery. `MEMORY USAGE` of one stored
 //! event and of the ready streams shows where the bytes are.
 
-use super::{Ctx, Rows, Scenario};
+use super::{Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::Fsync;
+use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
 use crate::launcher::{PARTITIONS, PREFIX};
 use crate::load::{self, Progress, Template};

@@ -3,9 +3,10 @@
 //! (with a short retry schedule, so retries come back within the run). The figure is
 //! successful deliveries/s; attempts/s shows the extra work.
 
-use super::{Ctx, Rows, Scenario};
+use super::{Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::{Fsync, Kind};
+use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
 use crate::measure::{self, Load};
 use crate::receiver::Behaviour;

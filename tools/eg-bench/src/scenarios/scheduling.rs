@@ -7,9 +7,10 @@
 //! time, for every retry. A second phase makes a backlog due at one instant and
 //! measures how fast the scheduler drains it.
 
-use super::{Ctx, Rows, Scenario};
+use super::{Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::{Fsync, Kind};
+use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup, TOPIC};
 use crate::histogram::Histogram;
 use crate::launcher::{PARTITIONS, PREFIX};

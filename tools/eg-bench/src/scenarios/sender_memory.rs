@@ -14,9 +14,10 @@
 //! draining, whatever the backlog. The figures to look at are the peak (`VmHWM`), the
 //! RSS slope while draining, and deliveries/s (at most concurrency ÷ receiver delay).
 
-use super::{Ctx, Rows, Scenario};
+use super::{Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::Fsync;
+use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
 use crate::launcher::{PARTITIONS, PREFIX};
 use crate::load::{self, Progress, Template};

@@ -3,9 +3,10 @@
 //! throughput in proportion. Measured with 1, 2 and 4 eg-sender processes (senders are
 //! added to the same deployment between windows).
 
-use super::{Ctx, Rows, Scenario};
+use super::{Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::Fsync;
+use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
 use crate::measure::{self, Load};
 use crate::receiver::Behaviour;

@@ -103,6 +103,7 @@ impl System {
         system
     }
 
+    /// The HTTP client the harness calls eg with (no proxy, 20 s timeout).
     pub fn http(&self) -> &reqwest::Client {
         &self.http
     }

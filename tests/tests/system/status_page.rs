@@ -8,8 +8,6 @@
 //! CI installs them). Without them the test fails and says so: it never skips.
 //! `EG_UPDATE_SCREENSHOT=1` saves the signed-in page to `docs/status-page.png`.
 
-#![allow(clippy::unwrap_used)]
-
 use eg_system_tests::{
     ADMIN_TOKEN, Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, event, eventually, json_reply,
     subscription,

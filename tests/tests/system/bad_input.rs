@@ -6,8 +6,6 @@
 //! The systems here run without senders, so whatever a publish stored stays in the
 //! ready streams, where the tests count it.
 
-#![allow(clippy::unwrap_used)]
-
 use eg_system_tests::{ADMIN_TOKEN, Options, System, event, json_reply, subscription};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -153,19 +151,6 @@ async fn publish_with(
     (status, response.text().await.unwrap_or_default())
 }
 
-async fn topic_with(system: &System, name: &str, properties: Value) -> String {
-    let body = json!({ "properties": properties });
-    let (status, answer) = json_reply(system.admin(Method::PUT, &format!("/topics/{name}"), Some(&body)).await).await;
-    assert!(status.is_success(), "PUT topic {name}: {status} {answer}");
-    let (_, keys) = json_reply(
-        system
-            .admin(Method::POST, &format!("/topics/{name}/listKeys"), None)
-            .await,
-    )
-    .await;
-    keys["key1"].as_str().unwrap().to_owned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_publishes_get_a_named_4xx_and_store_nothing() {
     let system = System::start(options().env("EG__INGRESS__MAX_EVENT_BYTES", &MAX_EVENT_BYTES.to_string())).await;
@@ -173,19 +158,21 @@ async fn bad_publishes_get_a_named_4xx_and_store_nothing() {
     system
         .create_subscription("orders", "All", subscription("http://127.0.0.1:9/hook", json!({})))
         .await;
-    let cloud_key = topic_with(&system, "cloud", json!({"inputSchema": "CloudEventSchemaV1_0"})).await;
+    let cloud_key = system
+        .create_topic_with("cloud", json!({"inputSchema": "CloudEventSchemaV1_0"}))
+        .await;
     system
         .create_subscription("cloud", "All", subscription("http://127.0.0.1:9/hook", json!({})))
         .await;
-    let custom_key = topic_with(
-        &system,
-        "custom",
-        json!({"inputSchema": "CustomEventSchema", "inputSchemaMapping": {
-            "inputSchemaMappingType": "Json",
-            "properties": {"id": {"sourceField": "orderId"}, "eventType": {"defaultValue": "Order"}}
-        }}),
-    )
-    .await;
+    let custom_key = system
+        .create_topic_with(
+            "custom",
+            json!({"inputSchema": "CustomEventSchema", "inputSchemaMapping": {
+                "inputSchemaMappingType": "Json",
+                "properties": {"id": {"sourceField": "orderId"}, "eventType": {"defaultValue": "Order"}}
+            }}),
+        )
+        .await;
     system
         .create_subscription("custom", "All", subscription("http://127.0.0.1:9/hook", json!({})))
         .await;

@@ -2,11 +2,9 @@
 //! (spec §7), probation (§8), endpoint validation (§8), the outbound address policy
 //! (§8), late success (§5) and `Retry-After` (§4).
 
-#![allow(clippy::unwrap_used)]
-
 use eg_system_tests::{
     Behaviour, DEADLINE, Options, Receiver, Recorded, Reply, System, Validation, dead_letter_to, event, eventually,
-    json_reply, metric, subscription,
+    json_reply, metric, subscription, tally, wait_subscription_successes,
 };
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -42,35 +40,6 @@ fn batched(endpoint_url: &str, max_events: u32, kilobytes: u32, extra: Value) ->
     body
 }
 
-/// How often each id occurs.
-fn tally(ids: &[String]) -> BTreeMap<String, usize> {
-    let mut counts = BTreeMap::new();
-    for id in ids {
-        *counts.entry(id.clone()).or_default() += 1;
-    }
-    counts
-}
-
-/// Waits until the senders count exactly `expected` successful deliveries for the
-/// subscription (failing at once if there are more).
-async fn wait_successes(system: &System, topic: &str, sub: &str, expected: f64) {
-    eventually(
-        DEADLINE,
-        &format!("{expected} successful deliveries to {topic}/{sub}"),
-        || async {
-            let text = system.sender_metrics().await;
-            let count = metric(
-                &text,
-                "DeliverySuccessCount",
-                &[("topic", topic), ("subscription", sub)],
-            );
-            assert!(count <= expected, "{count} successful deliveries, expected {expected}");
-            (count == expected).then_some(())
-        },
-    )
-    .await;
-}
-
 async fn get_subscription(system: &System, topic: &str, name: &str) -> Value {
     let path = format!("/topics/{topic}/eventSubscriptions/{name}");
     let (status, body) = json_reply(system.admin(Method::GET, &path, None).await).await;
@@ -82,12 +51,6 @@ fn provisioning_state(resource: &Value) -> &str {
     resource["properties"]["provisioningState"]
         .as_str()
         .unwrap_or_else(|| panic!("no provisioningState in {resource}"))
-}
-
-/// PUTs a subscription and returns the status and body, whatever they are.
-async fn put_subscription(system: &System, topic: &str, name: &str, body: &Value) -> (StatusCode, Value) {
-    let path = format!("/topics/{topic}/eventSubscriptions/{name}");
-    json_reply(system.admin(Method::PUT, &path, Some(body)).await).await
 }
 
 async fn delivery_health(system: &System, topic: &str, name: &str) -> Value {
@@ -141,7 +104,7 @@ async fn batches_hold_at_most_max_events_and_every_event_arrives_once() {
         system.publish_ok(topic, &Value::Array(published.clone())).await;
     }
     for topic in ["batched", "single", "flaky"] {
-        wait_successes(&system, topic, "sub", 25.0).await;
+        wait_subscription_successes(&system, topic, "sub", 25.0).await;
     }
 
     // Batched: every request a JSON array of 2..=10 events, every event exactly once.
@@ -224,7 +187,7 @@ async fn batches_stay_under_the_preferred_size_and_an_oversize_event_goes_alone(
     let all_ids = ids_of(&published);
     let count = published.len();
     system.publish_ok("sized", &Value::Array(published)).await;
-    wait_successes(&system, "sized", "sized", count as f64).await;
+    wait_subscription_successes(&system, "sized", "sized", count as f64).await;
 
     let requests = receiver.received();
     let shape: Vec<(usize, usize)> = requests
@@ -296,7 +259,7 @@ async fn the_preferred_batch_size_applies_to_the_delivered_body() {
         )
         .await;
     assert_eq!(response.status(), StatusCode::OK, "{}", response.text().await.unwrap());
-    wait_successes(&system, "custom", "wrapped", 30.0).await;
+    wait_subscription_successes(&system, "custom", "wrapped", 30.0).await;
 
     let requests = receiver.received();
     let shape: Vec<(usize, usize)> = requests
@@ -464,7 +427,7 @@ async fn an_endpoint_on_probation_gets_nothing_until_one_probe_succeeds() {
     .await;
 
     // After probation: the retry of "first" and the two held-back events arrive.
-    wait_successes(&system, "fragile", "ward", 3.0).await;
+    wait_subscription_successes(&system, "fragile", "ward", 3.0).await;
     let requests = receiver.received();
     let shapes: Vec<(Vec<String>, u32, Duration)> = requests
         .iter()
@@ -566,7 +529,7 @@ async fn probation_grows_while_probes_fail_and_resets_after_a_success() {
     })
     .await;
     assert_eq!(health["consecutiveFailures"], 3, "{health}");
-    wait_successes(&system, "ladder", "climb", 1.0).await;
+    wait_subscription_successes(&system, "ladder", "climb", 1.0).await;
     eventually(DEADLINE, "deliveryHealth back to Healthy", || async {
         let health = delivery_health(&system, "ladder", "Climb").await;
         (health["state"] == "Healthy").then_some(())
@@ -575,7 +538,7 @@ async fn probation_grows_while_probes_fail_and_resets_after_a_success() {
     system
         .publish_ok("ladder", &json!([event("two", "Test.Happened", "/2", json!(2))]))
         .await;
-    wait_successes(&system, "ladder", "climb", 2.0).await;
+    wait_subscription_successes(&system, "ladder", "climb", 2.0).await;
 
     let requests = receiver.received();
     let gaps: Vec<Duration> = requests.windows(2).map(|w| w[1].at - w[0].at).collect();
@@ -641,7 +604,7 @@ async fn an_endpoint_that_ignores_the_handshake_gets_nothing_until_validated_by_
     system
         .publish_ok("guarded", &json!([event("early", "Test.Happened", "/1", json!(1))]))
         .await;
-    wait_successes(&system, "guarded", "willing", 1.0).await;
+    wait_subscription_successes(&system, "guarded", "willing", 1.0).await;
     let ingress = system.ingress_metrics().await;
     assert_eq!(
         metric(&ingress, "MatchedEventCount", &[("topic", "guarded")]),
@@ -661,8 +624,8 @@ async fn an_endpoint_that_ignores_the_handshake_gets_nothing_until_validated_by_
     system
         .publish_ok("guarded", &json!([event("late", "Test.Happened", "/2", json!(2))]))
         .await;
-    wait_successes(&system, "guarded", "silent", 1.0).await;
-    wait_successes(&system, "guarded", "willing", 2.0).await;
+    wait_subscription_successes(&system, "guarded", "silent", 1.0).await;
+    wait_subscription_successes(&system, "guarded", "willing", 2.0).await;
     assert_eq!(
         silent.event_ids(),
         ["late"],
@@ -816,7 +779,9 @@ async fn cloudevents_delivery_needs_the_options_handshake() {
         "not an Event Grid handshake"
     );
 
-    let (status, body) = put_subscription(&system, "clouds", "Nope", &subscription(refusing.url(), schema)).await;
+    let (status, body) = system
+        .put_subscription("clouds", "Nope", &subscription(refusing.url(), schema))
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("handshake"), "{message}");
@@ -929,7 +894,9 @@ async fn without_an_allow_list_a_loopback_endpoint_cannot_be_subscribed() {
     system.create_topic("inside").await;
     let by_name = receiver.url().replace("127.0.0.1", "localhost");
     for (name, url) in [("Literal", receiver.url()), ("Named", by_name.as_str())] {
-        let (status, body) = put_subscription(&system, "inside", name, &subscription(url, json!({}))).await;
+        let (status, body) = system
+            .put_subscription("inside", name, &subscription(url, json!({})))
+            .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{url}: {body}");
         let message = body["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains("allowed_networks"), "{message}");
@@ -1197,6 +1164,6 @@ async fn retry_after_is_a_lower_bound_capped_by_the_maximum() {
         assert_eq!(requests[1].status, 200);
         assert_eq!(delivery_count(&requests[1]), 1);
     }
-    wait_successes(&system, "polite", "busy", 1.0).await;
-    wait_successes(&system, "polite", "throttled", 1.0).await;
+    wait_subscription_successes(&system, "polite", "busy", 1.0).await;
+    wait_subscription_successes(&system, "polite", "throttled", 1.0).await;
 }

@@ -2,8 +2,6 @@
 //! resume, dead-letter listing, redrive (once, keeping ids, fresh attempts) and purge,
 //! delivery history, queue depths, and each tier's process metrics.
 
-#![allow(clippy::unwrap_used)]
-
 use eg_system_tests::{
     Behaviour, DEADLINE, Options, Receiver, System, Validation, dead_letter_to, event, eventually, json_reply, metric,
     subscription,

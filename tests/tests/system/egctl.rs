@@ -1,8 +1,6 @@
 //! egctl, the operators' CLI, run as a process against a real system: what it prints,
 //! what it sends, and how it fails.
 
-#![allow(clippy::unwrap_used)]
-
 use eg_system_tests::{ADMIN_TOKEN, Behaviour, DEADLINE, Options, PROXY_VARIABLES, Receiver, System, eventually};
 use eg_testkit::RefusingPort;
 use serde_json::{Value, json};

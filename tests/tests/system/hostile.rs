@@ -10,11 +10,9 @@
 //! to write before that (what eg read, plus what the two kernels buffered on the way). Validation is off:
 //! these endpoints would not answer a handshake, and what is tested here is delivery.
 
-#![allow(clippy::unwrap_used)]
-
 use eg_system_tests::{
     Behaviour, DEADLINE, DeadLettered, Options, Receiver, System, dead_letter_to, event, eventually, metric,
-    subscription,
+    subscription, wait_successes,
 };
 use eg_testkit::hostile::{Act, Conn, Hostile};
 use serde_json::{Value, json};
@@ -75,23 +73,6 @@ fn outcome_of(record: &Value) -> (String, String, Option<u64>, u64) {
         record["lastHttpStatusCode"].as_u64(),
         record["deliveryAttempts"].as_u64().unwrap_or_default(),
     )
-}
-
-async fn wait_successes(system: &System, topic: &str, expected: f64) {
-    eventually(
-        DEADLINE,
-        &format!("{expected} successful deliveries for {topic}"),
-        || async {
-            let count = metric(
-                &system.sender_metrics().await,
-                "DeliverySuccessCount",
-                &[("topic", topic)],
-            );
-            assert!(count <= expected, "{count} successful deliveries for {topic}");
-            (count == expected).then_some(())
-        },
-    )
-    .await;
 }
 
 /// Every attempt the sender made for `topic` took at most 5 s by its own clock

@@ -3,11 +3,9 @@
 //! dead-letter record looks like in each form, the namespace-topic profile, and the
 //! headers a subscription adds to its deliveries.
 
-#![allow(clippy::unwrap_used)]
-
 use eg_system_tests::{
-    Behaviour, DEADLINE, Options, Receiver, Recorded, System, dead_letter_to, event, eventually, json_reply, metric,
-    subscription,
+    Behaviour, DEADLINE, Options, Receiver, Recorded, System, assert_refused, assert_subscription_refused,
+    dead_letter_to, event, json_reply, subscription, wait_successes,
 };
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -19,49 +17,6 @@ const CLOUD_EVENT: &str = "application/cloudevents+json; charset=utf-8";
 const JSON_UTF8: &str = "application/json; charset=utf-8";
 
 // ----- helpers -----
-
-/// `PUT /admin/topics/{topic}` with `body`; the status and the answer.
-async fn put_topic(system: &System, topic: &str, body: &Value) -> (StatusCode, Value) {
-    json_reply(system.admin(Method::PUT, &format!("/topics/{topic}"), Some(body)).await).await
-}
-
-/// Creates a topic from its `properties` and returns its `key1`.
-async fn create_topic_with(system: &System, topic: &str, properties: Value) -> String {
-    let (status, answer) = put_topic(system, topic, &json!({ "properties": properties })).await;
-    assert_eq!(status, StatusCode::CREATED, "PUT topic {topic}: {answer}");
-    let (status, keys) = json_reply(
-        system
-            .admin(Method::POST, &format!("/topics/{topic}/listKeys"), None)
-            .await,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "listKeys of {topic}: {keys}");
-    keys["key1"].as_str().unwrap().to_owned()
-}
-
-async fn put_subscription(system: &System, topic: &str, name: &str, body: &Value) -> (StatusCode, Value) {
-    let path = format!("/topics/{topic}/eventSubscriptions/{name}");
-    json_reply(system.admin(Method::PUT, &path, Some(body)).await).await
-}
-
-/// Asserts a `400` in Event Grid's error shape whose message names `field` first
-/// (`"properties.eventDeliverySchema: …"`); returns the message.
-fn assert_refused(status: StatusCode, body: &Value, field: &str) -> String {
-    assert_eq!(status, StatusCode::BAD_REQUEST, "expected a 400 naming {field}: {body}");
-    assert_eq!(body["error"]["code"], "BadRequest", "{body}");
-    let message = body["error"]["message"].as_str().unwrap_or_default().to_owned();
-    assert!(
-        message.starts_with(&format!("{field}:")),
-        "the refusal should name {field}: {message:?}"
-    );
-    message
-}
-
-/// A subscription PUT that must be refused with a 400 naming `field`.
-async fn assert_subscription_refused(system: &System, topic: &str, name: &str, body: &Value, field: &str) -> String {
-    let (status, answer) = put_subscription(system, topic, name, body).await;
-    assert_refused(status, &answer, field)
-}
 
 /// POSTs `body` to the topic's publish endpoint with `content_type`, authenticated by `key`.
 async fn publish_as(system: &System, topic: &str, key: &str, content_type: &str, body: &Value) -> (StatusCode, Value) {
@@ -83,36 +38,6 @@ async fn publish_as(system: &System, topic: &str, key: &str, content_type: &str,
 async fn publish_ok_as(system: &System, topic: &str, key: &str, content_type: &str, body: &Value) {
     let (status, answer) = publish_as(system, topic, key, content_type, body).await;
     assert_eq!(status, StatusCode::OK, "publish to {topic}: {answer}");
-}
-
-/// Waits until the senders count exactly `expected` successful deliveries for `topic`.
-async fn wait_successes(system: &System, topic: &str, expected: f64) {
-    eventually(
-        DEADLINE,
-        &format!("{expected} successful deliveries for {topic}"),
-        || async {
-            let count = metric(
-                &system.sender_metrics().await,
-                "DeliverySuccessCount",
-                &[("topic", topic)],
-            );
-            assert!(
-                count <= expected,
-                "{count} successful deliveries for {topic}, expected {expected}"
-            );
-            (count == expected).then_some(())
-        },
-    )
-    .await;
-}
-
-/// What the ingress matched for `topic` (one per event and matching subscription).
-async fn matched(system: &System, topic: &str) -> f64 {
-    metric(
-        &system.ingress_metrics().await,
-        "MatchedEventCount",
-        &[("topic", topic)],
-    )
 }
 
 fn keys_of(value: &Value) -> BTreeSet<String> {
@@ -219,7 +144,9 @@ async fn a_cloud_events_topic_takes_what_the_azure_sdks_send_and_delivers_it_unc
     let batched = Receiver::start(Behaviour::Status(200)).await;
     let failing = Receiver::start(Behaviour::Status(500)).await;
     let topic = "ce-orders";
-    let key = create_topic_with(&system, topic, json!({"inputSchema": "CloudEventSchemaV1_0"})).await;
+    let key = system
+        .create_topic_with(topic, json!({"inputSchema": "CloudEventSchemaV1_0"}))
+        .await;
     let (_, shown) = json_reply(system.admin(Method::GET, &format!("/topics/{topic}"), None).await).await;
     assert_eq!(shown["properties"]["inputSchema"], "CloudEventSchemaV1_0", "{shown}");
 
@@ -307,7 +234,9 @@ async fn a_cloud_events_topic_takes_what_the_azure_sdks_send_and_delivers_it_unc
     let (status, answer) = publish_as(&system, topic, &key, batch_type, &event_grid).await;
     assert_refused(status, &answer, "events[0].specversion");
     // ... and CloudEvents on an Event Grid topic, saying which topics take them.
-    let plain_key = create_topic_with(&system, "plain", json!({"inputSchema": "EventGridSchema"})).await;
+    let plain_key = system
+        .create_topic_with("plain", json!({"inputSchema": "EventGridSchema"}))
+        .await;
     let (status, answer) = publish_as(&system, "plain", &plain_key, batch_type, &sdk_batch()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap_or_default();
@@ -341,7 +270,7 @@ async fn a_cloud_events_topic_takes_what_the_azure_sdks_send_and_delivers_it_unc
     }
     // All or nothing: the refused batch's valid first event went nowhere.
     assert_eq!(
-        matched(&system, topic).await,
+        system.matched_events(topic).await,
         7.0,
         "3 to Consumer, 1 to Failing, 3 to Batched"
     );
@@ -469,19 +398,19 @@ async fn a_custom_schema_topic_maps_fields_and_delivers_in_every_schema() {
             "properties.inputSchemaMapping",
         ),
     ] {
-        let (status, answer) = put_topic(&system, "badmap", &json!({ "properties": properties })).await;
+        let (status, answer) = system.put_topic("badmap", &json!({ "properties": properties })).await;
         assert_refused(status, &answer, field);
     }
     let (status, _) = json_reply(system.admin(Method::GET, "/topics/badmap", None).await).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "a refused topic was stored");
 
     let topic = "shop";
-    let key = create_topic_with(
-        &system,
-        topic,
-        json!({"inputSchema": "CustomEventSchema", "inputSchemaMapping": order_mapping()}),
-    )
-    .await;
+    let key = system
+        .create_topic_with(
+            topic,
+            json!({"inputSchema": "CustomEventSchema", "inputSchemaMapping": order_mapping()}),
+        )
+        .await;
     let (_, shown) = json_reply(system.admin(Method::GET, &format!("/topics/{topic}"), None).await).await;
     assert_eq!(shown["properties"]["inputSchemaMapping"], order_mapping(), "{shown}");
 
@@ -551,7 +480,7 @@ async fn a_custom_schema_topic_maps_fields_and_delivers_in_every_schema() {
     publish_ok_as(&system, topic, &key, "application/json", &json!([placed, bare])).await;
     wait_successes(&system, topic, 6.0).await;
     assert_eq!(
-        matched(&system, topic).await,
+        system.matched_events(topic).await,
         7.0,
         "2 each to three subscriptions, 1 to Rejecting"
     );
@@ -790,19 +719,19 @@ async fn a_namespace_topic_retries_by_its_own_policy_and_dead_letters_in_its_own
     let topic = "ns-orders";
 
     // A namespace topic takes CloudEvents only.
-    let (status, answer) = put_topic(
-        &system,
-        topic,
-        &json!({"properties": {"inputSchema": "EventGridSchema", "deliveryProfile": "NamespaceTopic"}}),
-    )
-    .await;
+    let (status, answer) = system
+        .put_topic(
+            topic,
+            &json!({"properties": {"inputSchema": "EventGridSchema", "deliveryProfile": "NamespaceTopic"}}),
+        )
+        .await;
     assert_refused(status, &answer, "properties.deliveryProfile");
-    let key = create_topic_with(
-        &system,
-        topic,
-        json!({"inputSchema": "CloudEventSchemaV1_0", "deliveryProfile": "NamespaceTopic"}),
-    )
-    .await;
+    let key = system
+        .create_topic_with(
+            topic,
+            json!({"inputSchema": "CloudEventSchemaV1_0", "deliveryProfile": "NamespaceTopic"}),
+        )
+        .await;
 
     // Its limits: maxDeliveryCount 1-10, eventTimeToLive PT1M-P7D, CloudEvents delivery.
     let policy = |count: Value, ttl: &str| {
@@ -1207,7 +1136,7 @@ async fn a_topic_cannot_change_its_schema_or_profile_under_its_subscriptions() {
             &["properties.inputSchema", "properties.deliveryProfile"][..],
         ),
     ] {
-        let (status, answer) = put_topic(&system, topic, &json!({ "properties": properties })).await;
+        let (status, answer) = system.put_topic(topic, &json!({ "properties": properties })).await;
         assert_eq!(
             status,
             StatusCode::BAD_REQUEST,
@@ -1225,21 +1154,18 @@ async fn a_topic_cannot_change_its_schema_or_profile_under_its_subscriptions() {
 
     // A custom topic's CustomInputSchema subscription pins it the same way.
     let custom = "custom-switching";
-    create_topic_with(
-        &system,
-        custom,
-        json!({"inputSchema": "CustomEventSchema", "inputSchemaMapping": order_mapping()}),
-    )
-    .await;
+    system
+        .create_topic_with(
+            custom,
+            json!({"inputSchema": "CustomEventSchema", "inputSchemaMapping": order_mapping()}),
+        )
+        .await;
     system
         .create_subscription(custom, "AsIs", subscription(receiver.url(), json!({})))
         .await;
-    let (status, answer) = put_topic(
-        &system,
-        custom,
-        &json!({"properties": {"inputSchema": "EventGridSchema"}}),
-    )
-    .await;
+    let (status, answer) = system
+        .put_topic(custom, &json!({"properties": {"inputSchema": "EventGridSchema"}}))
+        .await;
     assert_refused(status, &answer, "properties.inputSchema");
 
     // And the topic still delivers what it accepted before.
@@ -1306,7 +1232,7 @@ async fn a_secret_flag_that_is_not_a_boolean_is_refused_not_ignored() {
     ] {
         let body = json!({"properties": {"destination": {"endpointType": "WebHook", "properties": {
             "endpointUrl": receiver.url(), "deliveryAttributeMappings": [mapping]}}}});
-        let (status, answer) = put_subscription(&system, topic, "Secretive", &body).await;
+        let (status, answer) = system.put_subscription(topic, "Secretive", &body).await;
         assert!(
             !answer.to_string().contains("hunter2"),
             "the value meant to be secret is shown: {answer}"

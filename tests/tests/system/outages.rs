@@ -3,15 +3,13 @@
 //! prompt `503` and never hang; every tier keeps running and resumes on its own;
 //! nothing acknowledged is lost.
 
-#![allow(clippy::unwrap_used)]
-
 use eg_system_tests::{
     Behaviour, DEADLINE, Options, Receiver, Reply, System, TierId, dead_letter_to, event, eventually, subscription,
-    text_reply,
+    tally, text_reply,
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -55,14 +53,6 @@ async fn wait_settled(system: &System) {
             .then_some(())
     })
     .await;
-}
-
-fn counts(ids: Vec<String>) -> BTreeMap<String, usize> {
-    let mut seen = BTreeMap::new();
-    for id in ids {
-        *seen.entry(id).or_insert(0) += 1;
-    }
-    seen
 }
 
 /// A system with one topic and one subscription to `receiver`.
@@ -138,7 +128,7 @@ async fn redis_down_gets_prompt_503s_and_every_tier_resumes_when_it_returns() {
     }
     system.publish_ok("orders", &events("after", 5)).await;
     wait_delivered(&receiver, &ids("after", 5)).await;
-    let received = counts(receiver.event_ids());
+    let received = tally(&receiver.event_ids());
     assert!(
         received.keys().all(|id| !id.starts_with("during")),
         "events refused with 503 were not accepted"
@@ -272,7 +262,7 @@ async fn sigterm_sender_settles_what_it_holds_and_exits() {
     let mut expected = ids("held", 3);
     expected.extend(ids("after", 2));
     wait_delivered(&receiver, &expected).await;
-    let received = counts(receiver.event_ids());
+    let received = tally(&receiver.event_ids());
     assert!(
         received.values().all(|n| *n == 1),
         "delivered exactly once: {received:?}"

@@ -1,10 +1,9 @@
 //! Several senders, a sender killed mid-delivery, Redis killed and restarted: nothing
 //! accepted is lost, and nothing is delivered twice when nothing failed.
 
-#![allow(clippy::unwrap_used)]
-
 use eg_system_tests::{
-    Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, event, eventually, json_reply, metric, subscription,
+    Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, duplicates, event, eventually, json_reply, metric,
+    subscription,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,16 +22,6 @@ fn batch(prefix: &str, range: std::ops::Range<usize>) -> Value {
             })
             .collect(),
     )
-}
-
-/// Ids received more than once.
-fn duplicates(ids: &[String]) -> BTreeMap<String, usize> {
-    let mut seen = BTreeMap::new();
-    for id in ids {
-        *seen.entry(id.clone()).or_insert(0) += 1;
-    }
-    seen.retain(|_, n| *n > 1);
-    seen
 }
 
 async fn wait_unique(receiver: &Receiver, expected: &BTreeSet<String>, timeout: Duration) {

@@ -3,8 +3,6 @@
 //! SAS tokens, secret header values and endpoint query strings never show up in logs,
 //! metrics, error bodies or dead-letter records.
 
-#![allow(clippy::unwrap_used)]
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use eg_system_tests::{

@@ -1,7 +1,5 @@
 //! The management API and the publish API's refusals, seen from outside.
 
-#![allow(clippy::unwrap_used)]
-
 use eg_system_tests::{
     ADMIN_TOKEN, Behaviour, DEADLINE, Options, Receiver, System, event, eventually, json_reply, metric, subscription,
 };

@@ -1,8 +1,6 @@
 //! Signed deliveries (Standard Webhooks, beyond Event Grid), seen from the receiving end:
 //! every signature is checked here independently of eg-core, with hmac/sha2/base64.
 
-#![allow(clippy::unwrap_used)]
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use eg_system_tests::{

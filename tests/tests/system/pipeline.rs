@@ -1,42 +1,13 @@
 //! Publish → fan-out → delivery → retry → dead-letter, through the four binaries.
 
-#![allow(clippy::unwrap_used)]
-
 use eg_system_tests::{
-    Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, event, eventually, metric, subscription,
+    Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, event, eventually, metric, sorted, strings,
+    subscription, wait_successes,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::Component;
 use std::time::{Duration, Instant};
-
-fn sorted(ids: Vec<String>) -> Vec<String> {
-    let mut ids = ids;
-    ids.sort();
-    ids
-}
-
-fn strings(ids: &[&str]) -> Vec<String> {
-    sorted(ids.iter().map(|s| (*s).to_owned()).collect())
-}
-
-/// Waits until the senders count `expected` successful deliveries for `topic`.
-async fn wait_successes(system: &System, topic: &str, expected: f64) {
-    eventually(
-        DEADLINE,
-        &format!("{expected} successful deliveries for {topic}"),
-        || async {
-            let text = system.sender_metrics().await;
-            let count = metric(&text, "DeliverySuccessCount", &[("topic", topic)]);
-            assert!(
-                count <= expected,
-                "more successful deliveries than expected: {count} > {expected}"
-            );
-            (count == expected).then_some(())
-        },
-    )
-    .await;
-}
 
 /// `<container>/<SUBSCRIPTION>/YYYY/M/D/H/<uuid>.json`, not zero-padded.
 fn assert_dead_letter_path(path: &std::path::Path, container: &str, subscription_upper: &str) {

@@ -1,70 +1,13 @@
 //! Advanced filters and subscription expiry end to end (spec §2): what the ingress routes
 //! to each subscription, seen at the endpoints.
 
-#![allow(clippy::unwrap_used)]
-
 use eg_system_tests::{
-    Behaviour, DEADLINE, Options, Receiver, System, event, eventually, json_reply, metric, subscription,
+    Behaviour, Options, Receiver, System, assert_subscription_refused, event, eventually, json_reply, sorted, strings,
+    subscription, wait_successes,
 };
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-fn sorted(ids: Vec<String>) -> Vec<String> {
-    let mut ids = ids;
-    ids.sort();
-    ids
-}
-
-fn strings(ids: &[&str]) -> Vec<String> {
-    sorted(ids.iter().map(|s| (*s).to_owned()).collect())
-}
-
-/// Waits until the senders count exactly `expected` successful deliveries for `topic`.
-async fn wait_successes(system: &System, topic: &str, expected: f64) {
-    eventually(
-        DEADLINE,
-        &format!("{expected} successful deliveries for {topic}"),
-        || async {
-            let count = metric(
-                &system.sender_metrics().await,
-                "DeliverySuccessCount",
-                &[("topic", topic)],
-            );
-            assert!(
-                count <= expected,
-                "{count} successful deliveries for {topic}, expected {expected}"
-            );
-            (count == expected).then_some(())
-        },
-    )
-    .await;
-}
-
-async fn matched(system: &System, topic: &str) -> f64 {
-    metric(
-        &system.ingress_metrics().await,
-        "MatchedEventCount",
-        &[("topic", topic)],
-    )
-}
-
-/// A subscription PUT that must be refused with a 400 whose message names `field` first.
-async fn assert_subscription_refused(system: &System, topic: &str, body: &Value, field: &str) {
-    let path = format!("/topics/{topic}/eventSubscriptions/Refused");
-    let (status, answer) = json_reply(system.admin(Method::PUT, &path, Some(body)).await).await;
-    assert_eq!(
-        status,
-        StatusCode::BAD_REQUEST,
-        "expected a 400 naming {field}: {answer}"
-    );
-    assert_eq!(answer["error"]["code"], "BadRequest", "{answer}");
-    let message = answer["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.starts_with(&format!("{field}:")),
-        "the refusal should name {field}: {message:?}"
-    );
-}
 
 fn filter(operator: &str, key: &str, operand: (&str, Value)) -> Value {
     let mut f = json!({"operatorType": operator, "key": key});
@@ -106,6 +49,7 @@ async fn advanced_filters_route_each_event_to_the_subscriptions_it_passes() {
     assert_subscription_refused(
         &system,
         topic,
+        "Refused",
         &with_filters(twenty_six),
         "properties.filter.advancedFilters",
     )
@@ -114,6 +58,7 @@ async fn advanced_filters_route_each_event_to_the_subscriptions_it_passes() {
     assert_subscription_refused(
         &system,
         topic,
+        "Refused",
         &with_filters(json!([one, long])),
         "properties.filter.advancedFilters[1].values[0]",
     )
@@ -126,6 +71,7 @@ async fn advanced_filters_route_each_event_to_the_subscriptions_it_passes() {
     assert_subscription_refused(
         &system,
         topic,
+        "Refused",
         &with_filters(json!([long])),
         "properties.filter.advancedFilters[0].values[1]",
     )
@@ -135,6 +81,7 @@ async fn advanced_filters_route_each_event_to_the_subscriptions_it_passes() {
     assert_subscription_refused(
         &system,
         topic,
+        "Refused",
         &with_filters(json!([too_many_values])),
         "properties.filter.advancedFilters[0].values[25]",
     )
@@ -143,6 +90,7 @@ async fn advanced_filters_route_each_event_to_the_subscriptions_it_passes() {
     assert_subscription_refused(
         &system,
         topic,
+        "Refused",
         &with_filters(json!([unknown])),
         "properties.filter.advancedFilters[0].operatorType",
     )
@@ -277,7 +225,7 @@ async fn advanced_filters_route_each_event_to_the_subscriptions_it_passes() {
         (&vip, strings(&["e1"])),
     ];
     let total: usize = expected.iter().map(|(_, ids)| ids.len()).sum();
-    assert_eq!(matched(&system, topic).await, total as f64);
+    assert_eq!(system.matched_events(topic).await, total as f64);
     wait_successes(&system, topic, total as f64).await;
     for (receiver, ids) in expected {
         assert_eq!(sorted(receiver.event_ids()), ids, "at {}", receiver.url());
@@ -331,7 +279,7 @@ async fn advanced_filters_route_each_event_to_the_subscriptions_it_passes() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     wait_successes(&system, ce_topic, 1.0).await;
-    assert_eq!(matched(&system, ce_topic).await, 1.0);
+    assert_eq!(system.matched_events(ce_topic).await, 1.0);
     assert_eq!(europe.received()[0].body["id"], "p1");
 }
 
@@ -345,8 +293,22 @@ async fn a_subscription_stops_getting_events_once_it_expires() {
 
     let expiring = |at: &str| subscription(soon.url(), json!({"expirationTimeUtc": at}));
     let past = rfc3339(SystemTime::now() - Duration::from_secs(60));
-    assert_subscription_refused(&system, topic, &expiring(&past), "properties.expirationTimeUtc").await;
-    assert_subscription_refused(&system, topic, &expiring("tomorrow"), "properties.expirationTimeUtc").await;
+    assert_subscription_refused(
+        &system,
+        topic,
+        "Refused",
+        &expiring(&past),
+        "properties.expirationTimeUtc",
+    )
+    .await;
+    assert_subscription_refused(
+        &system,
+        topic,
+        "Refused",
+        &expiring("tomorrow"),
+        "properties.expirationTimeUtc",
+    )
+    .await;
 
     system
         .create_subscription(topic, "Always", subscription(always.url(), json!({})))
@@ -367,7 +329,7 @@ async fn a_subscription_stops_getting_events_once_it_expires() {
         "the machine is too slow for this test: the subscription expired before the first publish"
     );
     assert_eq!(
-        matched(&system, topic).await,
+        system.matched_events(topic).await,
         2.0,
         "both subscriptions match before expiry"
     );
@@ -382,7 +344,11 @@ async fn a_subscription_stops_getting_events_once_it_expires() {
     system
         .publish_ok(topic, &json!([event("after", "Tick", "/t/2", json!(2))]))
         .await;
-    assert_eq!(matched(&system, topic).await, 3.0, "only Always matches after expiry");
+    assert_eq!(
+        system.matched_events(topic).await,
+        3.0,
+        "only Always matches after expiry"
+    );
     wait_successes(&system, topic, 3.0).await;
     assert_eq!(sorted(always.event_ids()), strings(&["after", "before"]));
     assert_eq!(soon.event_ids(), ["before"]);

@@ -1,0 +1,152 @@
+//! A recording webhook endpoint: the far end of every delivery in the tests. It keeps
+//! every request (deliveries and validation handshakes apart) with the status it
+//! answered, so a test can check what eg sent, when, and how often. How it answers is
+//! set per receiver ([`Behaviour`], [`Validation`]) and decided in [`answer`].
+
+mod answer;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use serde_json::Value;
+
+pub use answer::{Behaviour, Reply, Validation};
+
+use crate::eventually;
+
+/// One request a [`Receiver`] got.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub path: String,
+    /// Header names in lower case.
+    pub headers: HashMap<String, String>,
+    /// The body as JSON (`Null` if it was not JSON).
+    pub body: Value,
+    pub raw_body: String,
+    pub at: Instant,
+    /// The status the receiver answered (or is about to answer) with.
+    pub status: u16,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+    }
+
+    /// The ids of the events in the body.
+    pub fn event_ids(&self) -> Vec<String> {
+        self.body
+            .as_array()
+            .map(|events| {
+                events
+                    .iter()
+                    .filter_map(|e| e["id"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+struct ReceiverState {
+    behaviour: Behaviour,
+    validation: Validation,
+    requests: Mutex<Vec<Recorded>>,
+    validations: Mutex<Vec<Recorded>>,
+}
+
+/// A recording webhook endpoint on `127.0.0.1:<free port>`, served on the test's runtime.
+pub struct Receiver {
+    address: std::net::SocketAddr,
+    url: String,
+    state: Arc<ReceiverState>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Receiver {
+    pub async fn start(behaviour: Behaviour) -> Self {
+        Self::start_with(behaviour, Validation::Consent).await
+    }
+
+    pub async fn start_with(behaviour: Behaviour, validation: Validation) -> Self {
+        let state = Arc::new(ReceiverState {
+            behaviour,
+            validation,
+            requests: Mutex::default(),
+            validations: Mutex::default(),
+        });
+        let app = Router::new().fallback(answer::receive).with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the receiver");
+        let address = listener.local_addr().expect("receiver address");
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self {
+            address,
+            url: format!("http://{address}/hook"),
+            state,
+            task,
+        }
+    }
+
+    /// Stops listening, and keeps the port so that connecting to it is refused for as
+    /// long as the returned port lives (a port merely freed could be handed to another
+    /// test's server, which would answer instead).
+    pub async fn close_refusing(mut self) -> eg_testkit::RefusingPort {
+        self.task.abort();
+        // The listener is dropped with the task: wait for that before binding its port.
+        let _ = (&mut self.task).await;
+        eg_testkit::RefusingPort::hold(self.address)
+    }
+
+    /// The endpoint URL to subscribe (`http://127.0.0.1:PORT/hook`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn received(&self) -> Vec<Recorded> {
+        self.state.requests.lock().expect("receiver lock").clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.state.requests.lock().expect("receiver lock").len()
+    }
+
+    /// The validation handshake requests (Event Grid POSTs and CloudEvents OPTIONS).
+    pub fn validations(&self) -> Vec<Recorded> {
+        self.state.validations.lock().expect("receiver lock").clone()
+    }
+
+    /// The ids of every event received, in arrival order, duplicates included.
+    pub fn event_ids(&self) -> Vec<String> {
+        self.received().iter().flat_map(Recorded::event_ids).collect()
+    }
+
+    /// The ids of the events the receiver accepted (answered 2xx), duplicates included.
+    pub fn delivered_ids(&self) -> Vec<String> {
+        self.received()
+            .iter()
+            .filter(|r| (200..300).contains(&r.status))
+            .flat_map(Recorded::event_ids)
+            .collect()
+    }
+
+    /// Waits until at least `count` requests have arrived; returns them all.
+    pub async fn wait_for(&self, count: usize, timeout: Duration) -> Vec<Recorded> {
+        eventually(timeout, &format!("{count} request(s) at {}", self.url), || async {
+            let received = self.received();
+            (received.len() >= count).then_some(received)
+        })
+        .await
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

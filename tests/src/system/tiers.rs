@@ -1,0 +1,231 @@
+//! The tier processes of a [`System`]: starting each one from the workspace's binaries
+//! (logging to a file of its own, healthy before it counts as started), and the controls
+//! a test has over them: probe, signal, kill, restart.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use eg_testkit::tier::{self, Role};
+
+use super::System;
+use super::logs::{LOG_TAIL_LINES, tail};
+
+/// How long a tier may take to start and answer `/healthz`.
+const START_DEADLINE: Duration = Duration::from_secs(30);
+
+/// One tier process of a [`System`], for stopping, restarting and probing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierId {
+    Ingress,
+    Scheduler,
+    DeadLetter,
+    Sender(usize),
+}
+
+/// A running tier; killed (SIGKILL) when dropped, so nothing leaks even when a test
+/// panics half-way through starting a system.
+pub(super) struct Tier {
+    child: Child,
+    /// `http://127.0.0.1:PORT` of its HTTP listener (ops endpoints; ingress: everything).
+    url: String,
+}
+
+impl Tier {
+    /// `http://127.0.0.1:PORT` of its HTTP listener.
+    pub(super) fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Drop for Tier {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What every tier of one system is started with.
+pub(super) struct Launcher {
+    bin_dir: PathBuf,
+    log_dir: PathBuf,
+    env: Vec<(String, String)>,
+    http: reqwest::Client,
+}
+
+impl Launcher {
+    /// Starts tiers from the workspace's binaries with `env`, logging into `log_dir`.
+    pub(super) fn new(log_dir: &Path, env: Vec<(String, String)>, http: reqwest::Client) -> Self {
+        Self {
+            bin_dir: binary_dir(),
+            log_dir: log_dir.to_path_buf(),
+            env,
+            http,
+        }
+    }
+
+    /// Starts `role`, logging to `<log_dir>/<label>.log`, and waits until it is healthy
+    /// (on a port it chose: see [`eg_testkit::tier::start`]).
+    pub(super) async fn spawn(&self, role: Role, label: &str) -> Tier {
+        let log_path = self.log_dir.join(format!("{label}.log"));
+        match tier::start(&self.bin_dir, role, &self.env, &log_path, &self.http, START_DEADLINE).await {
+            Ok(started) => Tier {
+                child: started.child,
+                url: started.url,
+            },
+            Err(failure) => {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                panic!(
+                    "{label} ({}) {failure}; its log:\n{}",
+                    self.bin_dir.join(role.binary()).display(),
+                    tail(&log, LOG_TAIL_LINES)
+                );
+            }
+        }
+    }
+}
+
+impl System {
+    /// Starts one more `eg-sender`; returns its index for [`System::kill_sender`].
+    pub async fn start_sender(&mut self) -> usize {
+        let label = format!("sender-{}", self.sender_starts);
+        self.sender_starts += 1;
+        let tier = self.launcher.spawn(Role::Sender, &label).await;
+        self.senders.push(Some(tier));
+        self.senders.len() - 1
+    }
+
+    /// Kills sender `index` with SIGKILL: no chance to settle what it holds.
+    pub fn kill_sender(&mut self, index: usize) {
+        let tier = self.senders.get_mut(index).and_then(Option::take);
+        drop(tier.unwrap_or_else(|| panic!("sender {index} is not running")));
+    }
+
+    /// Starts another `eg-ingress` on the same Redis; returns its URL.
+    pub async fn start_extra_ingress(&mut self) -> String {
+        let label = format!("ingress-{}", self.extra_ingress.len() + 1);
+        let tier = self.launcher.spawn(Role::Ingress, &label).await;
+        let url = tier.url.clone();
+        self.extra_ingress.push(tier);
+        url
+    }
+
+    fn tier(&self, which: TierId) -> &Tier {
+        match which {
+            TierId::Ingress => &self.ingress,
+            TierId::Scheduler => &self.scheduler,
+            TierId::DeadLetter => &self.deadletter,
+            TierId::Sender(i) => self
+                .senders
+                .get(i)
+                .and_then(Option::as_ref)
+                .unwrap_or_else(|| panic!("sender {i} is not running")),
+        }
+    }
+
+    fn tier_mut(&mut self, which: TierId) -> &mut Tier {
+        match which {
+            TierId::Ingress => &mut self.ingress,
+            TierId::Scheduler => &mut self.scheduler,
+            TierId::DeadLetter => &mut self.deadletter,
+            TierId::Sender(i) => self
+                .senders
+                .get_mut(i)
+                .and_then(Option::as_mut)
+                .unwrap_or_else(|| panic!("sender {i} is not running")),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT` of a tier's HTTP listener.
+    pub fn tier_url(&self, which: TierId) -> &str {
+        &self.tier(which).url
+    }
+
+    /// The status of a tier's `/readyz` (`None`: it did not answer within 5 s).
+    pub async fn readyz(&self, which: TierId) -> Option<StatusCode> {
+        let url = format!("{}/readyz", self.tier(which).url);
+        let answer = self.http.get(url).timeout(Duration::from_secs(5)).send().await;
+        answer.ok().map(|r| r.status())
+    }
+
+    /// The process id of a running tier.
+    pub fn tier_pid(&self, which: TierId) -> u32 {
+        self.tier(which).child.id()
+    }
+
+    /// Whether the tier's process is still running.
+    pub fn is_running(&mut self, which: TierId) -> bool {
+        let tier = self.tier_mut(which);
+        tier.child.try_wait().expect("poll a child process").is_none()
+    }
+
+    /// Sends SIGTERM and waits (at most `within`, else the test fails) for the process to
+    /// exit; returns how it exited and how long that took.
+    pub async fn terminate(&mut self, which: TierId, within: Duration) -> (std::process::ExitStatus, Duration) {
+        let pid = self.tier_pid(which).to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        self.wait_exit(which, within).await
+    }
+
+    /// Waits (at most `within`, else the test fails) for a tier's process to exit.
+    pub async fn wait_exit(&mut self, which: TierId, within: Duration) -> (std::process::ExitStatus, Duration) {
+        let tier = self.tier_mut(which);
+        let started = Instant::now();
+        loop {
+            if let Some(status) = tier.child.try_wait().expect("poll a child process") {
+                return (status, started.elapsed());
+            }
+            assert!(started.elapsed() < within, "{which:?} did not exit within {within:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Starts a tier again in place of one that exited (or kills it first); the
+    /// ingress comes back on a new port, which [`System::ingress_url`] then reports.
+    pub async fn restart(&mut self, which: TierId) {
+        let (role, label) = match which {
+            TierId::Ingress => (Role::Ingress, "ingress".to_owned()),
+            TierId::Scheduler => (Role::Scheduler, "scheduler".to_owned()),
+            TierId::DeadLetter => (Role::DeadLetter, "deadletter".to_owned()),
+            TierId::Sender(i) => (Role::Sender, format!("sender-{i}")),
+        };
+        let tier = self.launcher.spawn(role, &label).await;
+        match which {
+            TierId::Sender(i) => self.senders[i] = Some(tier),
+            _ => *self.tier_mut(which) = tier,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT` of the ingress.
+    pub fn ingress_url(&self) -> &str {
+        &self.ingress.url
+    }
+
+    /// Every running tier process, the extra ingress copies and senders included.
+    pub(super) fn running_tiers(&self) -> impl Iterator<Item = &Tier> {
+        [&self.ingress, &self.scheduler, &self.deadletter]
+            .into_iter()
+            .chain(self.extra_ingress.iter())
+            .chain(self.senders.iter().flatten())
+    }
+}
+
+/// The directory holding the workspace's binaries: the test executable is
+/// `target/<profile>/deps/<test>`, the binaries are in `target/<profile>/`.
+fn binary_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test executable lives in target/<profile>/deps")
+        .to_path_buf();
+    if let Some(binary) = tier::missing_binaries(&dir).first() {
+        panic!(
+            "{} is missing: run `cargo build --workspace` first (the system tests run the binaries)",
+            binary.display()
+        );
+    }
+    dir
+}

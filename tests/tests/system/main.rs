@@ -1,0 +1,26 @@
+//! The end-to-end tests: the four eg tiers and `egctl` as real processes on a real Redis,
+//! seen from outside (HTTP, metrics, dead-letter files, logs). One test binary, one module
+//! per area, so the suite links once; a test's name starts with its area
+//! (`pipeline::a_published_event_is_delivered_once_as_published`), and
+//! `cargo test -p eg-system-tests --test system -- pipeline::` runs one area.
+//!
+//! The harness (processes, admin client, receivers, waiting) is the `eg_system_tests`
+//! library in `tests/src/`; a helper that a second area needs belongs there.
+
+// A test that cannot unwrap has failed: panicking is how it says so.
+#![allow(clippy::unwrap_used)]
+
+mod access;
+mod bad_input;
+mod egctl;
+mod filtering;
+mod hostile;
+mod management;
+mod operations;
+mod outages;
+mod pipeline;
+mod protection;
+mod resilience;
+mod schemas;
+mod signing;
+mod status_page;

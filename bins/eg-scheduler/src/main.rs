@@ -3,8 +3,8 @@
 //! (or expiring) paused subscriptions and publishes queue depths. Every
 //! step is an atomic script, so any number of copies run with no leader.
 
-mod health;
 mod paused;
+mod probation;
 mod reclaim;
 
 use eg_runtime::metrics as m;
@@ -36,7 +36,7 @@ async fn main() -> anyhow::Result<()> {
         s.batch,
         process.shutdown.clone(),
     )));
-    tasks.push(tokio::spawn(health::health_loop(
+    tasks.push(tokio::spawn(probation::probation_loop(
         process.store.clone(),
         process.clock.clone(),
         Duration::from_secs(5),

@@ -157,11 +157,6 @@ impl ProbationRecord {
     }
 }
 
-/// The names these had before probation became the one word for endpoint health; kept
-/// only until eg-ingress and eg-scheduler use the new ones.
-pub type EndpointHealth = ProbationRecord;
-pub type HealthState = ProbationState;
-
 /// The state of an endpoint that has no probation record.
 pub fn state_of(record: Option<&ProbationRecord>, now: UnixMillis) -> ProbationState {
     record.map_or(ProbationState::Healthy, |h| h.state(now))

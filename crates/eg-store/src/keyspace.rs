@@ -198,7 +198,7 @@ impl Keyspace {
     pub fn stats_writer(&self, writer: &str) -> String {
         format!("{{{}:stats}}:writer:{writer}", self.prefix)
     }
-    /// One endpoint's health (`eg_core::probation`), in a hash tag of its own, so endpoints
+    /// One endpoint's probation record (`eg_core::probation`), in a hash tag of its own, so endpoints
     /// spread over a cluster's slots. The id is a hash: the key never shows the URL.
     pub fn endpoint(&self, id: &eg_core::probation::EndpointId) -> String {
         format!("{{{}:endpoint:{id}}}", self.prefix)

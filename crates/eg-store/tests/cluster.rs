@@ -66,7 +66,7 @@ async fn the_store_runs_unchanged_on_a_three_primary_cluster() {
         .iter()
         .map(|url| eg_core::probation::EndpointId::of(url))
         .collect();
-    assert_eq!(store.endpoint_healths(&ids).await.unwrap().len(), 3);
+    assert_eq!(store.probation_records(&ids).await.unwrap().len(), 3);
     assert!(catalog.put_subscription(&sub, 5).await.is_ok());
 }
 

@@ -15,7 +15,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use eg_core::api_error::InvalidField;
 use eg_core::json::json_type;
-use eg_core::probation::{self, EndpointId, HealthState};
+use eg_core::probation::{self, EndpointId, ProbationState};
 use eg_core::subscription::base_url;
 use eg_core::validation::Provisioning;
 use eg_core::{Subscription, SubscriptionName, Topic, TopicName};
@@ -383,7 +383,7 @@ fn conflict() -> Refusal {
 /// The subscription endpoint's delivery health: probation state as every sender sees it.
 async fn delivery_health(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
     let sub = find_subscription(&app, &topic, &name).await?;
-    let health = app.store.endpoint_health(&EndpointId::of(&sub.endpoint_url)).await?;
+    let health = app.store.probation_record(&EndpointId::of(&sub.endpoint_url)).await?;
     let now = app.clock.now();
     let state = probation::state_of(health.as_ref(), now);
     let health = health.unwrap_or_default();
@@ -393,7 +393,7 @@ async fn delivery_health(State(app): State<Arc<App>>, Path((topic, name)): Path<
         "consecutiveFailures": health.consecutive_failures,
         "probationLevel": health.level,
     });
-    if let HealthState::Probation { until } = state {
+    if let ProbationState::Probation { until } = state {
         body["probationUntil"] = json!(until.to_rfc3339());
     }
     if let Some(outcome) = health.last_failure {

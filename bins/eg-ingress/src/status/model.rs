@@ -8,7 +8,7 @@
 
 use crate::state::App;
 use eg_core::UnixMillis;
-use eg_core::probation::{self, EndpointId, HealthState};
+use eg_core::probation::{self, EndpointId, ProbationState};
 use eg_runtime::stats::{Kind, Stats, Window, subscription_label};
 use eg_store::Depths;
 use serde::Serialize;
@@ -186,20 +186,20 @@ impl Rates {
     }
 }
 
-fn probation_of(health: Option<&probation::EndpointHealth>, now: UnixMillis) -> Option<ProbationStatus> {
-    let health = health?;
-    let (state, until) = match health.state(now) {
-        HealthState::Healthy => return None,
-        HealthState::Probation { until } => ("Probation", Some(until)),
-        HealthState::Probing => ("Probing", None),
+fn probation_of(record: Option<&probation::ProbationRecord>, now: UnixMillis) -> Option<ProbationStatus> {
+    let record = record?;
+    let (state, until) = match record.state(now) {
+        ProbationState::Healthy => return None,
+        ProbationState::Probation { until } => ("Probation", Some(until)),
+        ProbationState::Probing => ("Probing", None),
     };
     Some(ProbationStatus {
         state,
         until: until.map(UnixMillis::to_rfc3339),
         until_ms: until,
-        consecutive_failures: health.consecutive_failures,
-        level: health.level,
-        last_failure_outcome: health.last_failure.map(|o| o.as_str().to_owned()),
+        consecutive_failures: record.consecutive_failures,
+        level: record.level,
+        last_failure_outcome: record.last_failure.map(|o| o.as_str().to_owned()),
     })
 }
 
@@ -233,10 +233,10 @@ pub async fn gather(app: &App, stats: &Stats) -> Status {
     subscriptions.sort_by_key(|s| (s.topic.key(), s.name.key()));
 
     let ids: Vec<EndpointId> = subscriptions.iter().map(|s| EndpointId::of(&s.endpoint_url)).collect();
-    let healths = match app.store.endpoint_healths(&ids).await {
-        Ok(healths) => healths,
+    let records = match app.store.probation_records(&ids).await {
+        Ok(records) => records,
         Err(e) => {
-            problems.push(format!("endpoint health unavailable: {e}"));
+            problems.push(format!("endpoint probation records unavailable: {e}"));
             vec![None; ids.len()]
         }
     };
@@ -261,7 +261,7 @@ pub async fn gather(app: &App, stats: &Stats) -> Status {
     }
 
     let mut by_topic: BTreeMap<String, Vec<SubscriptionStatus>> = BTreeMap::new();
-    for ((sub, health), counts) in subscriptions.iter().zip(&healths).zip(&dead_letters) {
+    for ((sub, record), counts) in subscriptions.iter().zip(&records).zip(&dead_letters) {
         let label = subscription_label(&sub.topic.key(), &sub.name.key());
         by_topic.entry(sub.topic.key()).or_default().push(SubscriptionStatus {
             name: sub.name.as_str().to_owned(),
@@ -270,7 +270,7 @@ pub async fn gather(app: &App, stats: &Stats) -> Status {
             delivery_rate: window.rate(Kind::Delivered, &label),
             failure_rate: window.rate(Kind::Failed, &label),
             dead_letter_rate: window.rate(Kind::DeadLettered, &label),
-            probation: probation_of(health.as_ref(), now),
+            probation: probation_of(record.as_ref(), now),
             dead_letters: counts.total,
             dead_letters_not_redriven: counts.not_redriven,
         });
@@ -347,12 +347,12 @@ mod tests {
     fn a_healthy_endpoint_has_no_probation() {
         let now = UnixMillis(10_000);
         assert!(probation_of(None, now).is_none());
-        let failing = probation::EndpointHealth {
+        let failing = probation::ProbationRecord {
             consecutive_failures: 2,
             ..Default::default()
         };
         assert!(probation_of(Some(&failing), now).is_none());
-        let on = probation::EndpointHealth {
+        let on = probation::ProbationRecord {
             consecutive_failures: 10,
             level: 1,
             probation_until: Some(UnixMillis(20_000)),

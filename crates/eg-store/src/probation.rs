@@ -4,7 +4,7 @@
 //! - `endpoint_gate` before each attempt: go ahead, probe, or wait until a time.
 //! - `record_endpoint_result` after each attempt: count the failure, start or lengthen
 //!   probation, or reset on success.
-//! - `endpoint_health` / `endpoint_healths` read the state for display and gauges.
+//! - `probation_record` / `probation_records` read the state for display and gauges.
 //!
 //! Each script touches only its endpoint's key, which has a hash tag of its own. Keys
 //! expire [`ENDPOINT_KEY_TTL`] after their last write, so endpoints nobody sends to any
@@ -99,14 +99,14 @@ impl Store {
     }
 
     /// One endpoint's probation record; `None` when it has none (clear: no recent failure).
-    pub async fn endpoint_health(&self, id: &EndpointId) -> Result<Option<ProbationRecord>, StoreError> {
-        let mut records = self.endpoint_healths(std::slice::from_ref(id)).await?;
+    pub async fn probation_record(&self, id: &EndpointId) -> Result<Option<ProbationRecord>, StoreError> {
+        let mut records = self.probation_records(std::slice::from_ref(id)).await?;
         Ok(records.pop().flatten())
     }
 
     /// The probation records of many endpoints, in order, in one round trip: the reads go out
     /// together on one connection (not as one pipeline: each endpoint has its own slot).
-    pub async fn endpoint_healths(&self, ids: &[EndpointId]) -> Result<Vec<Option<ProbationRecord>>, StoreError> {
+    pub async fn probation_records(&self, ids: &[EndpointId]) -> Result<Vec<Option<ProbationRecord>>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }

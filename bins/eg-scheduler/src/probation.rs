@@ -1,20 +1,20 @@
 //! Publishes each subscription's endpoint probation state as gauges (spec §11:
-//! "per-endpoint probation state"), read from the health records every sender shares.
+//! "per-endpoint probation state"), read from the probation records every sender shares.
 //! Labelled by topic and subscription, never by URL (URLs can hold secrets).
 
 use eg_core::UnixMillis;
-use eg_core::probation::{EndpointId, HealthState, state_of};
+use eg_core::probation::{EndpointId, ProbationState, state_of};
 use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
 use eg_store::{Catalog, CatalogCache, Clock, Store};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-pub async fn health_loop(store: Store, clock: Clock, every: Duration, shutdown: Shutdown) {
+pub async fn probation_loop(store: Store, clock: Clock, every: Duration, shutdown: Shutdown) {
     let cache = match CatalogCache::load(Catalog::new(store.clone())).await {
         Ok(c) => c,
         Err(e) => {
-            tracing::warn!(error = %e, "cannot load the catalog; endpoint health gauges are off");
+            tracing::warn!(error = %e, "cannot load the catalog; probation gauges are off");
             return;
         }
     };
@@ -30,11 +30,11 @@ pub async fn health_loop(store: Store, clock: Clock, every: Duration, shutdown: 
             Ok(labels) => {
                 // Subscriptions that are gone stop showing probation.
                 for (topic, sub) in shown.difference(&labels) {
-                    set(topic, sub, HealthState::Healthy, UnixMillis(0));
+                    set(topic, sub, ProbationState::Healthy, UnixMillis(0));
                 }
                 shown = labels;
             }
-            Err(e) => tracing::warn!(error = %e, "cannot read endpoint health"),
+            Err(e) => tracing::warn!(error = %e, "cannot read probation records"),
         }
     }
 }
@@ -51,21 +51,21 @@ async fn publish_gauges(
         .flat_map(|t| t.subscriptions.iter().cloned())
         .collect();
     let ids: Vec<EndpointId> = subs.iter().map(|s| EndpointId::of(&s.endpoint_url)).collect();
-    let healths = store.endpoint_healths(&ids).await?;
+    let records = store.probation_records(&ids).await?;
     let mut labels = BTreeSet::new();
-    for (sub, health) in subs.iter().zip(healths) {
+    for (sub, record) in subs.iter().zip(records) {
         let (topic, name) = (sub.topic.key(), sub.name.key());
-        set(&topic, &name, state_of(health.as_ref(), now), now);
+        set(&topic, &name, state_of(record.as_ref(), now), now);
         labels.insert((topic, name));
     }
     Ok(labels)
 }
 
-fn set(topic: &str, subscription: &str, state: HealthState, now: UnixMillis) {
+fn set(topic: &str, subscription: &str, state: ProbationState, now: UnixMillis) {
     let (on, remaining) = match state {
-        HealthState::Healthy => (0.0, 0.0),
-        HealthState::Probing => (1.0, 0.0),
-        HealthState::Probation { until } => (1.0, until.since(now).as_secs_f64()),
+        ProbationState::Healthy => (0.0, 0.0),
+        ProbationState::Probing => (1.0, 0.0),
+        ProbationState::Probation { until } => (1.0, until.since(now).as_secs_f64()),
     };
     let labels = [("topic", topic.to_owned()), ("subscription", subscription.to_owned())];
     metrics::gauge!(m::ENDPOINT_ON_PROBATION, &labels).set(on);

@@ -11,7 +11,7 @@ use eg_core::probation::{
 };
 use eg_core::{OutcomeName, UnixMillis};
 use eg_store::Store;
-use eg_store::health::ENDPOINT_KEY_TTL;
+use eg_store::probation::ENDPOINT_KEY_TTL;
 use std::time::Duration;
 
 const T0: i64 = 1_700_000_000_000;
@@ -95,7 +95,7 @@ async fn reaching_the_threshold_puts_the_endpoint_on_probation_and_every_gate_wa
     for t in [SEC, 2 * SEC, 100 * SEC, 301 * SEC - 1] {
         assert_eq!(gate(&h.store, &id, t).await, Gate::Wait(until), "at +{t} ms");
     }
-    let health = h.store.endpoint_health(&id).await.unwrap().unwrap();
+    let health = h.store.probation_record(&id).await.unwrap().unwrap();
     assert_eq!(
         health,
         ProbationRecord {
@@ -127,7 +127,7 @@ async fn when_probation_ends_exactly_one_of_many_concurrent_callers_probes() {
     let gates = callers.join_all().await;
     let probes = gates.iter().filter(|g| **g == Gate::Probe).count();
     assert_eq!(probes, 1, "{gates:?}");
-    let health = h.store.endpoint_health(&id).await.unwrap().unwrap();
+    let health = h.store.probation_record(&id).await.unwrap().unwrap();
     let lease_until = health.probe_lease_until.unwrap();
     assert!(lease_until >= at(until).plus(LEASE) && lease_until <= at(until + 31).plus(LEASE));
     for g in gates.iter().filter(|g| **g != Gate::Probe) {
@@ -181,7 +181,7 @@ async fn a_failed_probe_starts_a_longer_probation_up_to_the_maximum() {
                 consecutive_failures: level + 2
             }
         );
-        let health = h.store.endpoint_health(&id).await.unwrap().unwrap();
+        let health = h.store.probation_record(&id).await.unwrap().unwrap();
         assert_eq!(health.probe_lease_until, None, "the lease ends with the probe");
         assert_eq!(health.level, level);
     }
@@ -205,7 +205,7 @@ async fn failures_of_attempts_in_flight_when_probation_began_do_not_deepen_it() 
             "{change:?}"
         );
     }
-    let health = h.store.endpoint_health(&id).await.unwrap().unwrap();
+    let health = h.store.probation_record(&id).await.unwrap().unwrap();
     assert_eq!((health.level, health.consecutive_failures), (1, 5));
     assert_eq!(health.probation_until, Some(at(10 * SEC)));
     assert_eq!(
@@ -231,7 +231,7 @@ async fn a_success_opens_the_gate_and_removes_the_key() {
         .unwrap();
     assert_eq!(change, ProbationChange::Succeeded { ended_probation: true });
     assert!(!exists(&mut redis, &key(&id)));
-    assert_eq!(h.store.endpoint_health(&id).await.unwrap(), None);
+    assert_eq!(h.store.probation_record(&id).await.unwrap(), None);
     assert_eq!(gate(&h.store, &id, 11 * SEC).await, Gate::Open);
 
     // Below the threshold a success resets the count too.
@@ -330,7 +330,7 @@ async fn many_endpoints_are_read_in_one_call_each_with_its_own_health() {
     );
     let healths = h
         .store
-        .endpoint_healths(&[unknown.clone(), sick.clone(), failing.clone()])
+        .probation_records(&[unknown.clone(), sick.clone(), failing.clone()])
         .await
         .unwrap();
     let states: Vec<ProbationState> = healths
@@ -347,7 +347,7 @@ async fn many_endpoints_are_read_in_one_call_each_with_its_own_health() {
     );
     assert_eq!(healths[2].as_ref().unwrap().consecutive_failures, 1);
     assert_eq!(
-        h.store.endpoint_healths(&[]).await.unwrap(),
+        h.store.probation_records(&[]).await.unwrap(),
         Vec::<Option<ProbationRecord>>::new()
     );
 }
@@ -409,7 +409,7 @@ async fn the_scripts_run_the_same_machine_as_eg_core() {
             probations += usize::from(matches!(got, ProbationChange::ProbationStarted { level: 2.., .. }));
             stale += usize::from(matches!(got, ProbationChange::FailedOnProbation { .. }));
         }
-        let stored = h.store.endpoint_health(&ids[e]).await.unwrap();
+        let stored = h.store.probation_record(&ids[e]).await.unwrap();
         assert_eq!(stored, models[e], "step {step}: stored health");
     }
     assert!(

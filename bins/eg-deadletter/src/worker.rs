@@ -29,7 +29,9 @@ struct Inner {
 }
 
 impl Worker {
-    pub fn new(store: Store, clock: Clock, s: &DeadLetterSection) -> Self {
+    /// `consumer` is this process's name in the dead-letter consumer group (built at
+    /// start-up, `Process::consumer`).
+    pub fn new(store: Store, clock: Clock, s: &DeadLetterSection, consumer: String) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -40,11 +42,7 @@ impl Worker {
                 retry_interval: s.retry_interval,
                 interval: s.interval,
                 batch: s.batch.max(1),
-                consumer: format!(
-                    "deadletter-{}-{}",
-                    std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()),
-                    std::process::id()
-                ),
+                consumer,
             }),
         }
     }

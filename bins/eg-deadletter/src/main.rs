@@ -16,7 +16,12 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     let s = &process.settings.deadletter;
     tracing::info!(dir = %s.dir.display(), delay = ?s.delay, "writing dead-letter records");
-    let worker = worker::Worker::new(process.store.clone(), process.clock.clone(), s);
+    let worker = worker::Worker::new(
+        process.store.clone(),
+        process.clock.clone(),
+        s,
+        process.consumer.clone(),
+    );
     worker.run(process.shutdown.clone()).await;
     process.finish().await
 }

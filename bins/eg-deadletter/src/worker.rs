@@ -30,7 +30,9 @@ struct Inner {
 }
 
 impl Worker {
-    pub fn new(store: Store, clock: Clock, s: &DeadLetterSection) -> Self {
+    /// `consumer` is this process's name in the dead-letter consumer group (built at
+    /// start-up, `Process::consumer`).
+    pub fn new(store: Store, clock: Clock, s: &DeadLetterSection, consumer: String) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -41,11 +43,7 @@ impl Worker {
                 retry_interval: s.retry_interval,
                 interval: s.interval,
                 batch: s.batch.max(1),
-                consumer: format!(
-                    "deadletter-{}-{}",
-                    std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into()),
-                    std::process::id()
-                ),
+                consumer,
             }),
         }
     }

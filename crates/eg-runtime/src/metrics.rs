@@ -2,9 +2,9 @@
 //! Prometheus recorder. Labels: `topic`, `subscription`, and `outcome` / `reason` /
 //! `error` where the name says "by …". Never a key, token or URL in a label.
 
-use crate::stats::{Tally, TallyingRecorder};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use std::sync::{Arc, LazyLock};
+use metrics::Recorder;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use std::sync::LazyLock;
 
 pub const PUBLISH_SUCCESS_COUNT: &str = "PublishSuccessCount";
 pub const PUBLISH_FAIL_COUNT: &str = "PublishFailCount";
@@ -53,16 +53,19 @@ const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 /// the tokio runtime: it starts the upkeep task that keeps histogram memory bounded
 /// (samples are buffered until folded into buckets, by a scrape or by the upkeep).
 ///
-/// The recorder is Prometheus's wrapped in a [`TallyingRecorder`]: besides `/metrics`,
-/// the counters the status page shows are also tallied, for [`crate::stats`] to move
-/// into Redis. Returns the handle that renders `/metrics`, and that tally.
-pub fn install() -> anyhow::Result<(PrometheusHandle, Arc<Tally>)> {
+/// The recorder installed is Prometheus's as `wrap` returns it: the caller wraps it
+/// (in `crate::stats`'s tallying recorder) so the counters the status page shows are
+/// also tallied; this module only names metrics and does not know that tally.
+/// Returns the handle that renders `/metrics`.
+pub fn install<R>(wrap: impl FnOnce(PrometheusRecorder) -> R) -> anyhow::Result<PrometheusHandle>
+where
+    R: Recorder + Send + Sync + 'static,
+{
     let prometheus = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("InMs".into()), &LATENCY_BUCKETS_MS)?
         .build_recorder();
     let handle = prometheus.handle();
-    let tally = Arc::new(Tally::default());
-    metrics::set_global_recorder(TallyingRecorder::new(prometheus, tally.clone()))
+    metrics::set_global_recorder(wrap(prometheus))
         .map_err(|_| anyhow::anyhow!("a metrics recorder was already installed in this process"))?;
     describe();
     PROCESS.describe();
@@ -74,7 +77,7 @@ pub fn install() -> anyhow::Result<(PrometheusHandle, Arc<Tally>)> {
             upkeep.run_upkeep();
         }
     });
-    Ok((handle, tally))
+    Ok(handle)
 }
 
 fn describe() {

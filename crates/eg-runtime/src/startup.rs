@@ -52,7 +52,8 @@ impl Startup {
     pub async fn start(self) -> anyhow::Result<Process> {
         let settings = Settings::from_args(std::env::args())?;
         telemetry::init(&settings.log);
-        let (metrics, tally) = metrics::install()?;
+        let tally = Arc::new(stats::Tally::default());
+        let metrics = metrics::install(|prometheus| stats::TallyingRecorder::new(prometheus, tally.clone()))?;
         let shutdown = Shutdown::on_signals(settings.shutdown.grace);
         let store = Store::connect(&settings.redis_settings())?;
         let clock = Clock::default();

@@ -5,10 +5,10 @@
 //! new version is then copied into every partition, where the publish script checks it,
 //! so a publish that starts after a write returned always matches against the write.
 
-use crate::cache::CatalogSnapshot;
 use crate::connection::Store;
 use crate::error::StoreError;
 use crate::scripts;
+use crate::snapshot::CatalogSnapshot;
 use eg_core::api_error::InvalidField;
 use eg_core::{Subscription, SubscriptionName, Topic, TopicName};
 use redis::AsyncCommands;

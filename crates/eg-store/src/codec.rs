@@ -13,8 +13,8 @@
 
 use crate::error::StoreError;
 use crate::keyspace::{Partition, SENDERS_GROUP};
-use crate::queue::{Retention, Settle, Settlement};
 use crate::scripts;
+use crate::settlement::{Retention, Settle, Settlement};
 use eg_core::deadletter::DeadLetterEntry;
 use eg_core::schema::StoredFormat;
 use eg_core::{Delivery, LastAttempt, OutcomeName, UnixMillis};

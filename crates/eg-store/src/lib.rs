@@ -21,10 +21,12 @@ pub mod paused;
 pub mod probation;
 pub mod queue;
 mod scripts;
+mod settlement;
+pub mod snapshot;
 pub mod stats;
 
 pub use archive::{ArchivedRecord, Cursor, DeadLetterCounts, Progress, Selection, TimeRange};
-pub use cache::{CatalogCache, CatalogSnapshot, TopicEntry};
+pub use cache::CatalogCache;
 pub use catalog::{Catalog, PutTopic};
 pub use clock::Clock;
 pub use connection::{RedisSettings, Store};
@@ -33,4 +35,5 @@ pub use keyspace::{Keyspace, Partition};
 pub use queue::{
     DeadLetterItem, Depths, Promoted, PublishOutcome, ReadyDelivery, Retention, Settle, Settled, Settlement,
 };
+pub use snapshot::{CatalogSnapshot, TopicEntry};
 pub use stats::StatsStore;

@@ -11,10 +11,6 @@ use std::time::Duration;
 pub struct UnixMillis(pub i64);
 
 impl UnixMillis {
-    pub fn now() -> Self {
-        Self(Utc::now().timestamp_millis())
-    }
-
     pub fn plus(self, d: Duration) -> Self {
         Self(self.0.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
     }

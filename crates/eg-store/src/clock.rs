@@ -14,18 +14,26 @@ pub struct Clock {
 }
 
 impl Clock {
+    /// This host's time corrected to Redis's (uncorrected until the first [`Clock::sync`]).
     pub fn now(&self) -> UnixMillis {
-        UnixMillis(UnixMillis::now().0 + self.offset_ms.load(Ordering::Relaxed))
+        UnixMillis(host_millis() + self.offset_ms.load(Ordering::Relaxed))
     }
 
     /// Measures the offset to Redis's clock (half the round trip is credited to each way).
     pub async fn sync(&self, store: &Store) -> Result<(), StoreError> {
         let mut conn = store.conn().await?;
-        let before = UnixMillis::now().0;
+        let before = host_millis();
         let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await?;
-        let after = UnixMillis::now().0;
+        let after = host_millis();
         let server = secs * 1000 + micros / 1000;
         self.offset_ms.store(server - (before + after) / 2, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// This host's own clock: the only place eg reads it (eg-core takes time as an argument).
+fn host_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

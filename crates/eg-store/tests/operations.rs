@@ -106,7 +106,9 @@ fn redelivery(record: &eg_store::ArchivedRecord) -> Delivery {
         delivery_id: &id,
         event_key: &id,
     };
-    record.entry.redelivery(target, record.event_id(), UnixMillis::now(), 1)
+    record
+        .entry
+        .redelivery(target, record.event_id(), eg_store::Clock::default().now(), 1)
 }
 
 #[tokio::test]
@@ -362,7 +364,7 @@ async fn redrive_and_purge_take_ids_event_ids_and_time_ranges() {
 async fn paused_deliveries_come_back_by_ttl_while_paused_and_all_on_resume() {
     let h = Harness::start().await;
     let p0 = h.p0();
-    let now = UnixMillis::now().0;
+    let now = eg_store::Clock::default().now().0;
     for (key, until) in [
         ("expired", now - 1),
         ("later", now + 3_600_000),

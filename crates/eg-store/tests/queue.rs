@@ -215,7 +215,7 @@ async fn settle_retry_schedules_the_record_at_its_due_time() {
     publish(&h.store, &p0, &[event("e1", 1)]).await;
     let held = read(&h.store, &p0, "sender", 10).await.remove(0);
     let next = held.delivery.after_attempt(failed_attempt());
-    let due = UnixMillis(UnixMillis::now().0 + 60_000);
+    let due = UnixMillis(eg_store::Clock::default().now().0 + 60_000);
 
     let settlement = Settlement::Retry {
         delivery: next.clone(),
@@ -262,7 +262,7 @@ async fn settle_many_settles_each_item_as_settle_would_in_one_call() {
     assert_eq!(held.len(), 4);
     // e1's two deliveries: one done, one retried; e2 done; e3 dead-lettered.
     let retried = held[1].delivery.after_attempt(failed_attempt());
-    let due = UnixMillis(UnixMillis::now().0 + 60_000);
+    let due = UnixMillis(eg_store::Clock::default().now().0 + 60_000);
     let settlements = [
         Settlement::Done,
         Settlement::Retry {
@@ -321,7 +321,7 @@ async fn a_late_success_cancels_the_queued_retry_only_while_it_is_queued() {
     let p0 = h.p0();
     publish(&h.store, &p0, &[event("e1", 2)]).await;
     let mut held = read(&h.store, &p0, "sender", 10).await;
-    let due = UnixMillis(UnixMillis::now().0 + 60_000);
+    let due = UnixMillis(eg_store::Clock::default().now().0 + 60_000);
     let mut retries = Vec::new();
     for d in held.drain(..) {
         let next = d.delivery.after_attempt(failed_attempt());
@@ -376,7 +376,7 @@ async fn promote_retries_moves_only_due_ones_each_exactly_once_even_concurrently
     let held = read(&h.store, &p0, "sender", 100).await;
     assert_eq!(held.len(), due_count + 1);
 
-    let now = UnixMillis::now().0;
+    let now = eg_store::Clock::default().now().0;
     let mut due_ids = BTreeSet::new();
     let (future, past) = held.split_first().unwrap();
     let not_due = future.delivery.after_attempt(failed_attempt());
@@ -696,7 +696,7 @@ async fn depths_follow_deliveries_through_every_state() {
 
     let retry = Settlement::Retry {
         delivery: held[0].delivery.after_attempt(failed_attempt()),
-        due: UnixMillis(UnixMillis::now().0 + 3_600_000),
+        due: UnixMillis(eg_store::Clock::default().now().0 + 3_600_000),
     };
     assert!(settle(&h.store, &p0, &held[0], &retry).await);
     assert_eq!(shape(h.store.depths(&p0).await.unwrap()), (1, 1, 1, 0));

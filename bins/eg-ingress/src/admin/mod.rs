@@ -380,26 +380,26 @@ fn conflict() -> Refusal {
     )
 }
 
-/// The subscription endpoint's delivery health: probation state as every sender sees it.
+/// The subscription endpoint's probation record as every sender sees it (the API calls it `deliveryHealth`, as before).
 async fn delivery_health(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
     let sub = find_subscription(&app, &topic, &name).await?;
-    let health = app.store.probation_record(&EndpointId::of(&sub.endpoint_url)).await?;
+    let record = app.store.probation_record(&EndpointId::of(&sub.endpoint_url)).await?;
     let now = app.clock.now();
-    let state = probation::state_of(health.as_ref(), now);
-    let health = health.unwrap_or_default();
+    let state = probation::state_of(record.as_ref(), now);
+    let record = record.unwrap_or_default();
     let mut body = json!({
         "endpointBaseUrl": base_url(&sub.endpoint_url),
         "state": state.as_str(),
-        "consecutiveFailures": health.consecutive_failures,
-        "probationLevel": health.level,
+        "consecutiveFailures": record.consecutive_failures,
+        "probationLevel": record.level,
     });
     if let ProbationState::Probation { until } = state {
         body["probationUntil"] = json!(until.to_rfc3339());
     }
-    if let Some(outcome) = health.last_failure {
+    if let Some(outcome) = record.last_failure {
         body["lastFailureOutcome"] = json!(outcome.as_str());
     }
-    if let Some(at) = health.last_failure_at {
+    if let Some(at) = record.last_failure_at {
         body["lastFailureTime"] = json!(at.to_rfc3339());
     }
     Ok((StatusCode::OK, Json(body)))

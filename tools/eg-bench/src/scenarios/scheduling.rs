@@ -226,7 +226,7 @@ impl Phases {
 }
 
 fn now_ms() -> i64 {
-    UnixMillis::now().0
+    eg_store::Clock::default().now().0
 }
 
 /// The retry record a sender writes after a first attempt answered 503. The delivery id

@@ -2,7 +2,7 @@
 //! read them, write them grouped per file, finish what was written.
 
 use crate::directory;
-use eg_core::fate::{self, DropReason};
+use eg_core::fate;
 use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
 use eg_runtime::settings::DeadLetterSection;
@@ -132,21 +132,26 @@ impl Worker {
             Err(e) => {
                 metrics::counter!(m::DEAD_LETTER_WRITE_FAIL_COUNT).increment(1);
                 let now = inner.clock.now();
-                let (expired, waiting): (Vec<_>, Vec<_>) = group.into_iter().partition(|i| {
-                    fate::dead_letter_given_up(i.entry.dead_lettered_at, now, inner.give_up_after).is_some()
-                });
-                tracing::warn!(error = %e, folder = %folder.join("/"), waiting = waiting.len(), giving_up = expired.len(), "cannot write dead-letter records");
-                for i in &expired {
+                let mut expired = Vec::new();
+                let mut waiting = 0;
+                for i in group {
+                    match fate::dead_letter_given_up(i.entry.dead_lettered_at, now, inner.give_up_after) {
+                        Some(reason) => expired.push((reason, i)),
+                        None => waiting += 1,
+                    }
+                }
+                tracing::warn!(error = %e, folder = %folder.join("/"), waiting, giving_up = expired.len(), "cannot write dead-letter records");
+                for (reason, i) in &expired {
                     metrics::counter!(
                         m::DROPPED_EVENT_COUNT,
                         "topic" => i.entry.topic.to_ascii_lowercase(),
                         "subscription" => i.entry.subscription.to_ascii_lowercase(),
-                        "reason" => DropReason::DeadLetterDestinationUnavailable.as_str()
+                        "reason" => reason.as_str()
                     )
                     .increment(1);
                     tracing::error!(delivery = %i.entry.delivery_id, "dropping a dead-letter record: its destination was unavailable too long");
                 }
-                expired.into_iter().map(|i| i.entry_id).collect()
+                expired.into_iter().map(|(_, i)| i.entry_id).collect()
             }
         }
     }

@@ -6,11 +6,12 @@
 
 use eg_runtime::Shutdown;
 use eg_store::{CatalogCache, Clock, Partition, Store, StoreError};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub async fn unpark_loop(
     store: Store,
-    cache: CatalogCache,
+    cache: Arc<CatalogCache>,
     clock: Clock,
     every: Duration,
     batch: usize,
@@ -42,6 +43,8 @@ async fn unpark_partition(
     if subscriptions.is_empty() {
         return Ok(());
     }
+    // Handing deliveries back is a decision: it checks the newest catalog, not the
+    // copy kept fresh in the background (one cheap version read when nothing moved).
     let snapshot = cache.refresh().await?;
     for key in subscriptions {
         let still_paused = key

@@ -6,19 +6,20 @@ use eg_core::UnixMillis;
 use eg_core::probation::{EndpointId, ProbationState, state_of};
 use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
-use eg_store::{Catalog, CatalogCache, Clock, Store};
+use eg_store::{CatalogCache, Clock, Store};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
-pub async fn probation_loop(store: Store, clock: Clock, every: Duration, shutdown: Shutdown) {
-    let cache = match CatalogCache::load(Catalog::new(store.clone())).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot load the catalog; probation gauges are off");
-            return;
-        }
-    };
-    let mut tick = tokio::time::interval(every);
+/// How often the gauges are published: half the shortest default probation (10 s, e.g.
+/// `Busy`), so every probation shows in at least one pass; not more often, since each
+/// pass reads every subscription's probation record.
+const PROBATION_GAUGE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Publishes the gauges every [`PROBATION_GAUGE_INTERVAL`] for the subscriptions in
+/// `cache` (the scheduler's shared catalog, kept fresh in the background).
+pub async fn probation_loop(store: Store, cache: Arc<CatalogCache>, clock: Clock, shutdown: Shutdown) {
+    let mut tick = tokio::time::interval(PROBATION_GAUGE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut shown: BTreeSet<(String, String)> = BTreeSet::new();
     loop {
@@ -44,7 +45,7 @@ async fn publish_gauges(
     cache: &CatalogCache,
     now: UnixMillis,
 ) -> Result<BTreeSet<(String, String)>, eg_store::StoreError> {
-    let snapshot = cache.refresh().await?;
+    let snapshot = cache.snapshot();
     let subs: Vec<_> = snapshot
         .topics
         .values()

@@ -1,9 +1,13 @@
-//! Process plumbing shared by every eg binary: configuration, telemetry, metric names,
-//! the health/readiness/metrics endpoints, shutdown on SIGTERM/SIGINT, the system-wide
-//! counts behind the status page (`stats`), the global allocator, and the start-up
-//! every tier shares (`startup`).
+//! What every eg tier shares as a process: settings (`settings`), telemetry
+//! (`telemetry`), metric names (`metrics`), the ops endpoints (`/healthz`, `/readyz`,
+//! `/metrics`) and the HTTP server loop (`ops`), shutdown on SIGTERM/SIGINT (`shutdown`),
+//! the status page's tally and its flusher (`stats`), the global allocator
+//! (`allocator`), and the start-up every tier shares (`startup`: connect to Redis, check
+//! its layout and consumer groups, sync the clock, load the catalog and keep it fresh,
+//! waiting for Redis instead of exiting).
 //!
-//! Nothing here knows about delivery policy; bins wire these pieces to `eg-store`.
+//! It must not decide delivery policy (that is `eg-core`'s) nor build a Redis key or
+//! ship a script: it calls `eg-store` for everything in Redis.
 
 pub mod allocator;
 pub mod metrics;

@@ -3,6 +3,9 @@
 //! with `appendfsync always`) or a real Redis Cluster, both started by [`redis_server`];
 //! the tier launcher ([`tier`]); waiting for a condition with a deadline instead of a
 //! bare sleep; hostile endpoints ([`hostile`]) and ports that refuse connections.
+//!
+//! It must never be a dependency of anything deployed (the tiers and `egctl`), only a
+//! dev-dependency of them: tests and the project's tools use it.
 
 mod cluster;
 pub mod hostile;

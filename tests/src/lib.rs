@@ -37,8 +37,8 @@ mod waiting;
 
 pub use eg_testkit::tier::PROXY_VARIABLES;
 
-pub use fixtures::{dead_letter_to, event, subscription};
-pub use ids::{duplicates, sorted, strings, tally};
+pub use fixtures::{dead_letter_to, event, numbered_events, subscription};
+pub use ids::{duplicates, ids_of, sorted, strings, tally};
 pub use metrics::metric;
 pub use receiver::{Behaviour, Receiver, Recorded, Reply, Validation};
 pub use replies::{assert_refused, assert_subscription_refused, json_reply, text_reply};

@@ -1,5 +1,5 @@
-//! Lists of event ids, as receivers and dead-letter records give them: sorted for
-//! comparison, and counted to find what arrived more than once.
+//! Lists of event ids, as published events, receivers and dead-letter records give
+//! them: sorted for comparison, and counted to find what arrived more than once.
 
 use std::collections::{BTreeMap, BTreeSet};
 

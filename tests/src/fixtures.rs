@@ -1,6 +1,8 @@
 //! What tests publish and subscribe: events, subscription bodies and dead-letter
 //! destinations in the shapes the APIs take, with the usual fields filled in.
 
+use std::ops::Range;
+
 use serde_json::{Value, json};
 
 /// An Event Grid schema event as a publisher sends it.
@@ -12,6 +14,21 @@ pub fn event(id: &str, event_type: &str, subject: &str, data: Value) -> Value {
         "eventTime": "2026-01-02T03:04:05.678Z",
         "data": data,
     })
+}
+
+/// Events `<prefix>-<n>` for each `n` in `numbers`, of type `Test.Happened`, with
+/// subject `/things/<prefix>/<n>` and data `{"n": n}`: a load whose ids a test can name.
+pub fn numbered_events(prefix: &str, numbers: Range<usize>) -> Vec<Value> {
+    numbers
+        .map(|n| {
+            event(
+                &format!("{prefix}-{n}"),
+                "Test.Happened",
+                &format!("/things/{prefix}/{n}"),
+                json!({ "n": n }),
+            )
+        })
+        .collect()
 }
 
 /// A WebHook subscription body for `endpoint_url`, with `extra` merged into its

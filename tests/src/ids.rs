@@ -1,7 +1,17 @@
-//! Lists of event ids, as receivers and dead-letter records give them: sorted for
-//! comparison, and counted to find what arrived more than once.
+//! Lists of event ids, as published events, receivers and dead-letter records give
+//! them: sorted for comparison, and counted to find what arrived more than once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+/// The ids of `events` as published (each must have a string `id`).
+pub fn ids_of(events: &[Value]) -> BTreeSet<String> {
+    events
+        .iter()
+        .map(|event| event["id"].as_str().expect("an event with a string id").to_owned())
+        .collect()
+}
 
 /// `ids`, sorted.
 pub fn sorted(ids: Vec<String>) -> Vec<String> {

@@ -21,11 +21,11 @@
 //! |---|---|
 //! | `system` | the deployment: tier processes, Redis, admin and publish calls, metrics pages, dead-letter files, logs |
 //! | `receiver` | the recording webhook endpoint and how it answers |
-//! | `fixtures` | events and subscription bodies in the APIs' shapes |
+//! | `fixtures` | events (one, or numbered ones by the batch) and subscription bodies in the APIs' shapes |
 //! | `replies` | reading HTTP answers; checking Event Grid's error body |
 //! | `metrics` | summing samples of Prometheus text |
 //! | `waiting` | waiting for a condition with a deadline |
-//! | `ids` | sorting and counting event ids |
+//! | `ids` | reading event ids from published events; sorting and counting them |
 
 mod fixtures;
 mod ids;
@@ -37,8 +37,8 @@ mod waiting;
 
 pub use eg_testkit::tier::PROXY_VARIABLES;
 
-pub use fixtures::{dead_letter_to, event, subscription};
-pub use ids::{duplicates, sorted, strings, tally};
+pub use fixtures::{dead_letter_to, event, numbered_events, subscription};
+pub use ids::{duplicates, ids_of, sorted, strings, tally};
 pub use metrics::metric;
 pub use receiver::{Behaviour, Receiver, Recorded, Reply, Validation};
 pub use replies::{assert_refused, assert_subscription_refused, json_reply, text_reply};

@@ -5,7 +5,7 @@
 
 mod answer;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -133,6 +133,23 @@ impl Receiver {
             .filter(|r| (200..300).contains(&r.status))
             .flat_map(Recorded::event_ids)
             .collect()
+    }
+
+    /// Waits until every one of `ids` has been received (accepted or not); returns the
+    /// ids of every event received so far, in arrival order, duplicates included, for
+    /// the test to check what else came.
+    pub async fn wait_for_ids<I>(&self, ids: I, timeout: Duration) -> Vec<String>
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        let expected: BTreeSet<String> = ids.into_iter().map(Into::into).collect();
+        let what = format!("{} event id(s) at {}", expected.len(), self.url);
+        eventually(timeout, &what, || async {
+            let got = self.event_ids();
+            expected.iter().all(|id| got.contains(id)).then_some(got)
+        })
+        .await
     }
 
     /// Waits until at least `count` requests have arrived; returns them all.

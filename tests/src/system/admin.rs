@@ -26,6 +26,16 @@ impl System {
         request.send().await.expect("management API request")
     }
 
+    /// `GET /admin{path}`; the status and the answer, whatever they are.
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        json_reply(self.admin(Method::GET, path, None).await).await
+    }
+
+    /// `POST /admin{path}` with `body`, if any; the status and the answer, whatever they are.
+    pub async fn post(&self, path: &str, body: Option<&Value>) -> (StatusCode, Value) {
+        json_reply(self.admin(Method::POST, path, body).await).await
+    }
+
     /// Creates an Event Grid schema topic and returns its `key1` (also remembered for
     /// [`System::publish`]).
     pub async fn create_topic(&self, topic: &str) -> String {
@@ -50,11 +60,7 @@ impl System {
 
     /// Fetches the topic's `key1` and remembers it for [`System::publish`].
     async fn remember_key(&self, topic: &str) -> String {
-        let (status, keys) = json_reply(
-            self.admin(Method::POST, &format!("/topics/{topic}/listKeys"), None)
-                .await,
-        )
-        .await;
+        let (status, keys) = self.post(&format!("/topics/{topic}/listKeys"), None).await;
         assert_eq!(status, StatusCode::OK, "listKeys of {topic}: {keys}");
         let key1 = keys["key1"].as_str().expect("key1 in listKeys").to_owned();
         self.keys

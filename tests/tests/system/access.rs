@@ -70,6 +70,7 @@ fn one_event(id: &str) -> Value {
     json!([event(id, "Access.Tested", "/access", json!({"n": 1}))])
 }
 
+/// Unlike `System::publish_raw`: any ingress copy's URL and any credential header (key or SAS token).
 async fn publish_with(system: &System, url: &str, topic: &str, auth: Option<(&str, &str)>) -> (StatusCode, Value) {
     let mut request = system
         .http()
@@ -123,7 +124,7 @@ async fn every_route_refuses_missing_and_wrong_credentials() {
         }
     }
     // Nothing changed: the topic and its subscription are still there, keys unchanged.
-    let (status, keys) = json_reply(system.admin(Method::POST, "/topics/orders/listKeys", None).await).await;
+    let (status, keys) = system.post("/topics/orders/listKeys", None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(keys["key1"], key.as_str());
 
@@ -220,21 +221,17 @@ async fn a_regenerated_key_stops_working_at_once_on_every_ingress() {
     }
 
     for topic in ["orders", "quiet"] {
-        let (status, body) = json_reply(
-            system
-                .admin(
-                    Method::POST,
-                    &format!("/topics/{topic}/regenerateKey"),
-                    Some(&json!({"keyName": "key1"})),
-                )
-                .await,
-        )
-        .await;
+        let (status, body) = system
+            .post(
+                &format!("/topics/{topic}/regenerateKey"),
+                Some(&json!({"keyName": "key1"})),
+            )
+            .await;
         assert_eq!(status, StatusCode::OK, "regenerate {topic} key1: {body}");
     }
     // The new key works at once, although the copy's cached catalog still holds the old
     // one (the first copy: a management write does not refresh its cache).
-    let (status, keys) = json_reply(system.admin(Method::POST, "/topics/quiet/listKeys", None).await).await;
+    let (status, keys) = system.post("/topics/quiet/listKeys", None).await;
     assert_eq!(status, StatusCode::OK);
     let new_quiet_key = keys["key1"].as_str().unwrap().to_owned();
     assert_ne!(new_quiet_key, old_quiet_key);
@@ -249,7 +246,7 @@ async fn a_regenerated_key_stops_working_at_once_on_every_ingress() {
     }
     let (status, body) = publish_with(&system, &other, "orders", Some(("aeg-sas-token", &old_token))).await;
     assert_unauthorized(status, &body, "a SAS token signed with the old key1");
-    let (status, keys) = json_reply(system.admin(Method::POST, "/topics/orders/listKeys", None).await).await;
+    let (status, keys) = system.post("/topics/orders/listKeys", None).await;
     assert_eq!(status, StatusCode::OK);
     let new_key = keys["key1"].as_str().unwrap();
     assert_ne!(new_key, old_key);
@@ -300,7 +297,7 @@ async fn secrets_never_reach_logs_metrics_error_bodies_or_dead_letters() {
             "PUT answer shows a secret: {shown}"
         );
     }
-    let (_, keys) = json_reply(system.admin(Method::POST, "/topics/orders/listKeys", None).await).await;
+    let (_, keys) = system.post("/topics/orders/listKeys", None).await;
     secrets.push(keys["key2"].as_str().unwrap().to_owned());
 
     let url = system.ingress_url().to_owned();
@@ -341,16 +338,9 @@ async fn secrets_never_reach_logs_metrics_error_bodies_or_dead_letters() {
     healthy.wait_for(2, DEADLINE).await;
     system.wait_dead_letters(4, DEADLINE).await;
     // The endpoint URL with its query is only ever handed out by getFullUrl.
-    let (status, full) = json_reply(
-        system
-            .admin(
-                Method::POST,
-                "/topics/orders/eventSubscriptions/healthy/getFullUrl",
-                None,
-            )
-            .await,
-    )
-    .await;
+    let (status, full) = system
+        .post("/topics/orders/eventSubscriptions/healthy/getFullUrl", None)
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert!(full["endpointUrl"].as_str().unwrap().contains(QUERY_SECRET), "{full}");
     for (path, answer) in [

@@ -6,7 +6,7 @@
 //! The systems here run without senders, so whatever a publish stored stays in the
 //! ready streams, where the tests count it.
 
-use eg_system_tests::{ADMIN_TOKEN, Options, System, event, json_reply, subscription};
+use eg_system_tests::{ADMIN_TOKEN, Options, System, event, subscription};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -131,6 +131,7 @@ async fn assert_still_healthy(system: &System, topic: &str, key: &str) {
     );
 }
 
+/// Unlike `System::publish_raw`: any content type, and the answer read as text whatever it is.
 async fn publish_with(
     system: &System,
     topic: &str,
@@ -656,7 +657,7 @@ async fn bad_management_requests_get_a_named_4xx_and_change_nothing() {
     report(failures);
 
     // Nothing was created or changed by the refused calls.
-    let (status, topics) = json_reply(system.admin(Method::GET, "/topics", None).await).await;
+    let (status, topics) = system.get("/topics").await;
     assert_eq!(status, StatusCode::OK);
     let names: Vec<&str> = topics["value"]
         .as_array()
@@ -665,15 +666,10 @@ async fn bad_management_requests_get_a_named_4xx_and_change_nothing() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["orders"], "{topics}");
-    let (status, subs) = json_reply(
-        system
-            .admin(Method::GET, "/topics/orders/eventSubscriptions", None)
-            .await,
-    )
-    .await;
+    let (status, subs) = system.get("/topics/orders/eventSubscriptions").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(subs["value"], json!([]), "{subs}");
-    let (_, keys) = json_reply(system.admin(Method::POST, "/topics/orders/listKeys", None).await).await;
+    let (_, keys) = system.post("/topics/orders/listKeys", None).await;
     assert_eq!(keys["key1"], key.as_str(), "a refused regenerateKey changed key1");
 
     // The management API still works.
@@ -899,12 +895,7 @@ async fn oversized_slow_and_header_heavy_requests_are_cut_off() {
     report(failures);
 
     assert_eq!(stored(&system), (0, 0), "nothing was stored by the cut-off requests");
-    let (status, _) = json_reply(
-        system
-            .admin(Method::GET, "/topics/orders/eventSubscriptions/Slow", None)
-            .await,
-    )
-    .await;
+    let (status, _) = system.get("/topics/orders/eventSubscriptions/Slow").await;
     assert_eq!(
         status,
         StatusCode::NOT_FOUND,

@@ -147,16 +147,9 @@ async fn advanced_filters_route_each_event_to_the_subscriptions_it_passes() {
         let body = subscription(receiver.url(), json!({ "filter": filter_body }));
         system.create_subscription(topic, name, body).await;
     }
-    let (_, shown) = json_reply(
-        system
-            .admin(
-                Method::GET,
-                &format!("/topics/{topic}/eventSubscriptions/RedArrays"),
-                None,
-            )
-            .await,
-    )
-    .await;
+    let (_, shown) = system
+        .get(&format!("/topics/{topic}/eventSubscriptions/RedArrays"))
+        .await;
     assert_eq!(
         shown["properties"]["filter"]["enableAdvancedFilteringOnArrays"], true,
         "{shown}"
@@ -251,12 +244,7 @@ async fn advanced_filters_route_each_event_to_the_subscriptions_it_passes() {
         ]}}),
     );
     system.create_subscription(ce_topic, "Europe", body).await;
-    let (_, keys) = json_reply(
-        system
-            .admin(Method::POST, &format!("/topics/{ce_topic}/listKeys"), None)
-            .await,
-    )
-    .await;
+    let (_, keys) = system.post(&format!("/topics/{ce_topic}/listKeys"), None).await;
     let cloud_event = |id: &str, partition: &str, weight: f64| {
         json!({"specversion": "1.0", "id": id, "source": "/parcels", "type": "Parcel.Created",
                "partitionkey": partition, "data": {"weight": weight}})

@@ -30,13 +30,13 @@ async fn topics_and_subscriptions_are_managed_as_resources() {
     assert_eq!(topic["properties"]["inputSchema"], "EventGridSchema");
     let (status, again) = json_reply(system.admin(Method::PUT, "/topics/orders", Some(&topic_body)).await).await;
     assert_eq!(status, StatusCode::OK, "a second PUT updates: {again}");
-    let (status, got) = json_reply(system.admin(Method::GET, "/topics/orders", None).await).await;
+    let (status, got) = system.get("/topics/orders").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(got["properties"]["endpoint"], endpoint.as_str());
-    let (status, list) = json_reply(system.admin(Method::GET, "/topics", None).await).await;
+    let (status, list) = system.get("/topics").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(list["value"].as_array().map(Vec::len), Some(1), "{list}");
-    let (status, keys) = json_reply(system.admin(Method::POST, "/topics/orders/listKeys", None).await).await;
+    let (status, keys) = system.post("/topics/orders/listKeys", None).await;
     assert_eq!(status, StatusCode::OK);
     assert!(
         keys["key1"].as_str().is_some_and(|k| !k.is_empty()) && keys["key2"].is_string(),
@@ -85,7 +85,7 @@ async fn topics_and_subscriptions_are_managed_as_resources() {
     let list: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(list["value"].as_array().map(Vec::len), Some(1), "{list}");
 
-    let (status, full) = json_reply(system.admin(Method::POST, &format!("{path}/getFullUrl"), None).await).await;
+    let (status, full) = system.post(&format!("{path}/getFullUrl"), None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(full["endpointUrl"], full_url);
 
@@ -96,7 +96,7 @@ async fn topics_and_subscriptions_are_managed_as_resources() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refusal}");
     let message = error_message(&refusal, "BadRequest");
     assert!(message.contains("maxDeliveryAttempts"), "{message}");
-    let (status, _) = json_reply(system.admin(Method::GET, invalid_path, None).await).await;
+    let (status, _) = system.get(invalid_path).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     let no_url = json!({"properties": {"destination": {"endpointType": "WebHook", "properties": {}}}});
@@ -124,7 +124,7 @@ async fn topics_and_subscriptions_are_managed_as_resources() {
     assert_eq!(status, StatusCode::OK);
     let (status, _) = json_reply(system.admin(Method::DELETE, path, None).await).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "deleting what is gone");
-    let (status, refusal) = json_reply(system.admin(Method::GET, path, None).await).await;
+    let (status, refusal) = system.get(path).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     error_message(&refusal, "NotFound");
 }
@@ -157,7 +157,7 @@ async fn the_management_api_needs_the_bearer_token() {
         }
     }
     // Nothing was created by the refused calls.
-    let (status, _) = json_reply(system.admin(Method::GET, "/topics/orders", None).await).await;
+    let (status, _) = system.get("/topics/orders").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
@@ -238,7 +238,7 @@ async fn refused_publishes_store_nothing() {
     error_message(&refusal, "BadRequest");
 
     // Key2 works as well as key1; only this event is delivered.
-    let (_, keys) = json_reply(system.admin(Method::POST, "/topics/orders/listKeys", None).await).await;
+    let (_, keys) = system.post("/topics/orders/listKeys", None).await;
     let key2 = keys["key2"].as_str().unwrap();
     let response = system
         .publish_raw("orders", Some(key2), body(json!([good("accepted")])))

@@ -10,16 +10,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::time::Duration;
 
-async fn get(system: &System, path: &str) -> (StatusCode, Value) {
-    json_reply(system.admin(Method::GET, path, None).await).await
-}
-
-async fn post(system: &System, path: &str, body: Value) -> (StatusCode, Value) {
-    json_reply(system.admin(Method::POST, path, Some(&body)).await).await
-}
-
 async fn queues(system: &System) -> Value {
-    let (status, body) = get(system, "/queues").await;
+    let (status, body) = system.get("/queues").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body
 }
@@ -35,7 +27,7 @@ fn events(ids: &[&str]) -> Value {
 /// Waits until the history of `event_id` has an entry in `state`; returns the history.
 async fn history_with(system: &System, topic: &str, event_id: &str, state: &str) -> Vec<Value> {
     eventually(DEADLINE, &format!("history of {event_id} reaching {state}"), || async {
-        let (status, body) = get(system, &format!("/topics/{topic}/events/{event_id}/history")).await;
+        let (status, body) = system.get(&format!("/topics/{topic}/events/{event_id}/history")).await;
         let steps = body["value"].as_array().cloned().unwrap_or_default();
         (status == StatusCode::OK && steps.iter().any(|s| s["state"] == state)).then_some(steps)
     })
@@ -61,7 +53,9 @@ async fn a_pause_made_during_an_updates_validation_handshake_is_not_undone() {
             (!slow.validations().is_empty()).then_some(())
         })
         .await;
-        post(&system, "/topics/orders/eventSubscriptions/Billing/pause", json!({})).await
+        system
+            .post("/topics/orders/eventSubscriptions/Billing/pause", Some(&json!({})))
+            .await
     };
     let (updated, (status, paused)) = tokio::join!(update, pause);
     assert_eq!(status, StatusCode::OK, "{paused}");
@@ -69,7 +63,7 @@ async fn a_pause_made_during_an_updates_validation_handshake_is_not_undone() {
     assert_eq!(status, StatusCode::OK, "{updated}");
 
     // Both took effect: the update was decided again on top of the pause.
-    let (status, now) = get(&system, "/topics/orders/eventSubscriptions/Billing").await;
+    let (status, now) = system.get("/topics/orders/eventSubscriptions/Billing").await;
     assert_eq!(status, StatusCode::OK, "{now}");
     assert_eq!(now["properties"]["paused"], true, "the pause was undone: {now}");
     assert_eq!(updated["properties"]["paused"], true, "{updated}");
@@ -94,7 +88,9 @@ async fn a_paused_subscription_accumulates_events_and_resume_delivers_each_once(
     system
         .create_subscription("orders", "Billing", subscription(receiver.url(), json!({})))
         .await;
-    let (status, paused) = post(&system, "/topics/orders/eventSubscriptions/Billing/pause", json!({})).await;
+    let (status, paused) = system
+        .post("/topics/orders/eventSubscriptions/Billing/pause", Some(&json!({})))
+        .await;
     assert_eq!(status, StatusCode::OK, "{paused}");
     assert_eq!(paused["properties"]["paused"], true);
 
@@ -124,7 +120,9 @@ async fn a_paused_subscription_accumulates_events_and_resume_delivers_each_once(
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(receiver.count(), 0, "nothing is attempted while paused");
 
-    let (status, resumed) = post(&system, "/topics/orders/eventSubscriptions/Billing/resume", json!({})).await;
+    let (status, resumed) = system
+        .post("/topics/orders/eventSubscriptions/Billing/resume", Some(&json!({})))
+        .await;
     assert_eq!(status, StatusCode::OK, "{resumed}");
     assert_eq!(resumed["properties"]["paused"], false);
     receiver.wait_for(4, DEADLINE).await;
@@ -202,7 +200,7 @@ async fn dead_letters_are_listed_redriven_once_with_their_ids_and_purged() {
 
     let base = "/topics/orders/eventSubscriptions/Billing/deadLetters";
     let listed = eventually(DEADLINE, "three dead letters listed", || async {
-        let (status, body) = get(&system, base).await;
+        let (status, body) = system.get(base).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let value = body["value"].as_array().cloned().unwrap_or_default();
         (value.len() == 3).then_some(value)
@@ -217,10 +215,10 @@ async fn dead_letters_are_listed_redriven_once_with_their_ids_and_purged() {
         assert!(r["redrivenAt"].is_null(), "{r}");
     }
     // Paging: one at a time, following the cursor.
-    let (_, first) = get(&system, &format!("{base}?limit=1")).await;
+    let (_, first) = system.get(&format!("{base}?limit=1")).await;
     assert_eq!(first["value"][0]["eventId"], "a");
     let cursor = first["nextCursor"].as_str().unwrap();
-    let (_, second) = get(&system, &format!("{base}?limit=1&cursor={cursor}")).await;
+    let (_, second) = system.get(&format!("{base}?limit=1&cursor={cursor}")).await;
     assert_eq!(second["value"][0]["eventId"], "b");
 
     let id_of = |event_id: &str| {
@@ -229,22 +227,28 @@ async fn dead_letters_are_listed_redriven_once_with_their_ids_and_purged() {
             .unwrap()
             .to_owned()
     };
-    let (status, shown) = get(&system, &format!("{base}/{}", id_of("a"))).await;
+    let (status, shown) = system.get(&format!("{base}/{}", id_of("a"))).await;
     assert_eq!(status, StatusCode::OK, "{shown}");
     assert_eq!(shown["record"]["id"], "a");
     assert_eq!(shown["record"]["deadLetterReason"], "NonRetriableFailure");
 
     // Selected by event id: only b goes back.
-    let (status, progress) = post(&system, &format!("{base}/redrive"), json!({"eventIds": ["b"]})).await;
+    let (status, progress) = system
+        .post(&format!("{base}/redrive"), Some(&json!({"eventIds": ["b"]})))
+        .await;
     assert_eq!(status, StatusCode::OK, "{progress}");
     assert_eq!(progress, json!({"redriven": 1, "remaining": 0}));
     receiver.wait_for(4, DEADLINE).await;
 
     // All: a and c go back; b is not sent twice.
-    let (_, progress) = post(&system, &format!("{base}/redrive"), json!({"all": true})).await;
+    let (_, progress) = system
+        .post(&format!("{base}/redrive"), Some(&json!({"all": true})))
+        .await;
     assert_eq!(progress, json!({"redriven": 2, "remaining": 0}));
     receiver.wait_for(6, DEADLINE).await;
-    let (_, again) = post(&system, &format!("{base}/redrive"), json!({"all": true})).await;
+    let (_, again) = system
+        .post(&format!("{base}/redrive"), Some(&json!({"all": true})))
+        .await;
     assert_eq!(again, json!({"redriven": 0, "remaining": 0}), "a redrive is idempotent");
     tokio::time::sleep(Duration::from_secs(2)).await;
     let redelivered: Vec<_> = receiver.received().into_iter().skip(3).collect();
@@ -274,15 +278,17 @@ async fn dead_letters_are_listed_redriven_once_with_their_ids_and_purged() {
     assert!(steps.iter().all(|s| s["durationMs"].is_u64()), "{steps:?}");
 
     // The records stay, marked, until purged.
-    let (_, listed) = get(&system, base).await;
+    let (_, listed) = system.get(base).await;
     let value = listed["value"].as_array().unwrap();
     assert_eq!(value.len(), 3);
     assert!(value.iter().all(|r| r["redrivenAt"].is_string()), "{listed}");
-    let (_, purged) = post(&system, &format!("{base}/purge"), json!({"ids": [id_of("a")]})).await;
+    let (_, purged) = system
+        .post(&format!("{base}/purge"), Some(&json!({"ids": [id_of("a")]})))
+        .await;
     assert_eq!(purged, json!({"purged": 1, "remaining": 0}));
-    let (_, purged) = post(&system, &format!("{base}/purge"), json!({"all": true})).await;
+    let (_, purged) = system.post(&format!("{base}/purge"), Some(&json!({"all": true}))).await;
     assert_eq!(purged, json!({"purged": 2, "remaining": 0}));
-    let (_, listed) = get(&system, base).await;
+    let (_, listed) = system.get(base).await;
     assert_eq!(listed["value"], json!([]));
     assert_eq!(receiver.count(), 6);
 }
@@ -332,9 +338,9 @@ async fn history_shows_every_attempt_and_refusals_name_what_was_wrong() {
     }
     assert!(steps[2]["nextAttemptTime"].is_null());
 
-    let (status, filtered) = get(&system, "/topics/orders/events/h1/history?subscription=other").await;
+    let (status, filtered) = system.get("/topics/orders/events/h1/history?subscription=other").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{filtered}");
-    let (status, body) = get(&system, "/topics/orders/events/never-published/history").await;
+    let (status, body) = system.get("/topics/orders/events/never-published/history").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert!(
         body["error"]["message"].as_str().unwrap().contains("never-published"),
@@ -348,18 +354,20 @@ async fn history_shows_every_attempt_and_refusals_name_what_was_wrong() {
         (format!("{base}/purge"), json!({"ids": [1]}), "ids[0]"),
         (format!("{base}/purge"), json!({"everything": true}), "everything"),
     ] {
-        let (status, answer) = post(&system, &path, body.clone()).await;
+        let (status, answer) = system.post(&path, Some(&body)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
         assert!(
             answer["error"]["message"].as_str().unwrap().contains(needle),
             "{body}: {answer}"
         );
     }
-    let (status, answer) = get(&system, &format!("{base}?limit=0")).await;
+    let (status, answer) = system.get(&format!("{base}?limit=0")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
-    let (status, answer) = get(&system, "/topics/orders/eventSubscriptions/Nope/deadLetters").await;
+    let (status, answer) = system.get("/topics/orders/eventSubscriptions/Nope/deadLetters").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
-    let (status, answer) = post(&system, "/topics/orders/eventSubscriptions/Nope/pause", json!({})).await;
+    let (status, answer) = system
+        .post("/topics/orders/eventSubscriptions/Nope/pause", Some(&json!({})))
+        .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
     let unauthorized = system
         .http()

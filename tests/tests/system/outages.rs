@@ -4,8 +4,8 @@
 //! nothing acknowledged is lost.
 
 use eg_system_tests::{
-    Behaviour, DEADLINE, Options, Receiver, Reply, System, TierId, dead_letter_to, event, eventually, subscription,
-    tally, text_reply,
+    Behaviour, DEADLINE, Options, Receiver, Reply, System, TierId, dead_letter_to, eventually, numbered_events,
+    subscription, tally, text_reply,
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -17,24 +17,8 @@ use std::time::{Duration, Instant};
 /// default); this is the generous limit the tests hold it to on a busy machine.
 const OUTAGE_ANSWER_LIMIT: Duration = Duration::from_secs(5);
 
-fn events(prefix: &str, count: usize) -> Value {
-    Value::Array(
-        (0..count)
-            .map(|i| event(&format!("{prefix}-{i}"), "Outage.Tested", "/outage", json!({"n": i})))
-            .collect(),
-    )
-}
-
 fn ids(prefix: &str, count: usize) -> BTreeSet<String> {
     (0..count).map(|i| format!("{prefix}-{i}")).collect()
-}
-
-async fn wait_delivered(receiver: &Receiver, expected: &BTreeSet<String>) {
-    eventually(DEADLINE, &format!("{} events delivered", expected.len()), || async {
-        let got: BTreeSet<String> = receiver.event_ids().into_iter().collect();
-        expected.is_subset(&got).then_some(())
-    })
-    .await;
 }
 
 /// Waits until the sender has settled everything it read: the receiver records an event
@@ -100,12 +84,14 @@ const ALL_TIERS: [TierId; 4] = [
 async fn redis_down_gets_prompt_503s_and_every_tier_resumes_when_it_returns() {
     let receiver = Receiver::start(Behaviour::Status(200)).await;
     let mut system = system_with_subscription(Options::default(), &receiver).await;
-    system.publish_ok("orders", &events("before", 5)).await;
-    wait_delivered(&receiver, &ids("before", 5)).await;
+    system
+        .publish_ok("orders", &Value::from(numbered_events("before", 0..5)))
+        .await;
+    receiver.wait_for_ids(&ids("before", 5), DEADLINE).await;
     wait_settled(&system).await;
 
     system.stop_redis();
-    assert_refused_promptly(&system, &events("during", 5)).await;
+    assert_refused_promptly(&system, &Value::from(numbered_events("during", 0..5))).await;
     for tier in ALL_TIERS {
         assert_eq!(
             system.readyz(tier).await,
@@ -126,8 +112,10 @@ async fn redis_down_gets_prompt_503s_and_every_tier_resumes_when_it_returns() {
         })
         .await;
     }
-    system.publish_ok("orders", &events("after", 5)).await;
-    wait_delivered(&receiver, &ids("after", 5)).await;
+    system
+        .publish_ok("orders", &Value::from(numbered_events("after", 0..5)))
+        .await;
+    receiver.wait_for_ids(&ids("after", 5), DEADLINE).await;
     let received = tally(&receiver.event_ids());
     assert!(
         received.keys().all(|id| !id.starts_with("during")),
@@ -140,16 +128,18 @@ async fn redis_down_gets_prompt_503s_and_every_tier_resumes_when_it_returns() {
 async fn a_hanging_redis_gets_prompt_503s_not_hanging_publishes() {
     let receiver = Receiver::start(Behaviour::Status(200)).await;
     let system = system_with_subscription(Options::default(), &receiver).await;
-    system.publish_ok("orders", &events("before", 3)).await;
-    wait_delivered(&receiver, &ids("before", 3)).await;
+    system
+        .publish_ok("orders", &Value::from(numbered_events("before", 0..3)))
+        .await;
+    receiver.wait_for_ids(&ids("before", 3), DEADLINE).await;
 
     // SIGSTOP: connections stay open and nothing answers (a network partition, a stuck host).
     let pid = system.redis().pid().unwrap().to_string();
     let signal = |sig: &str| assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
     signal("-STOP");
     let refused = async {
-        assert_refused_promptly(&system, &events("during", 3)).await;
-        assert_refused_promptly(&system, &events("during2", 3)).await;
+        assert_refused_promptly(&system, &Value::from(numbered_events("during", 0..3))).await;
+        assert_refused_promptly(&system, &Value::from(numbered_events("during2", 0..3))).await;
         let started = Instant::now();
         let ready = system.readyz(TierId::Ingress).await;
         (ready, started.elapsed())
@@ -164,8 +154,10 @@ async fn a_hanging_redis_gets_prompt_503s_not_hanging_publishes() {
     );
     assert!(took < OUTAGE_ANSWER_LIMIT, "/readyz hung for {took:?}");
 
-    system.publish_ok("orders", &events("after", 3)).await;
-    wait_delivered(&receiver, &ids("after", 3)).await;
+    system
+        .publish_ok("orders", &Value::from(numbered_events("after", 0..3)))
+        .await;
+    receiver.wait_for_ids(&ids("after", 3), DEADLINE).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,8 +167,10 @@ async fn lost_consumer_groups_are_recreated_and_delivery_carries_on() {
     const REPLIES: &[Reply] = &[Reply::status(200), Reply::status(400)];
     let receiver = Receiver::start(Behaviour::Script(REPLIES)).await;
     let system = system_with_subscription(Options::default(), &receiver).await;
-    system.publish_ok("orders", &events("before", 1)).await;
-    wait_delivered(&receiver, &ids("before", 1)).await;
+    system
+        .publish_ok("orders", &Value::from(numbered_events("before", 0..1)))
+        .await;
+    receiver.wait_for_ids(&ids("before", 1), DEADLINE).await;
     wait_settled(&system).await;
 
     for partition in system.keyspace().all_partitions() {
@@ -184,23 +178,34 @@ async fn lost_consumer_groups_are_recreated_and_delivery_carries_on() {
             system.redis_cli(&["XGROUP", "DESTROY", &key, group]);
         }
     }
-    system.publish_ok("orders", &events("after", 1)).await;
+    system
+        .publish_ok("orders", &Value::from(numbered_events("after", 0..1)))
+        .await;
     let dead = system.wait_dead_letters(1, DEADLINE).await;
     assert_eq!(dead[0].record["id"], "after-0", "{:?}", dead[0].record);
-    system.publish_ok("orders", &events("later", 3)).await;
-    wait_delivered(&receiver, &ids("later", 3)).await;
+    system
+        .publish_ok("orders", &Value::from(numbered_events("later", 0..3)))
+        .await;
+    receiver.wait_for_ids(&ids("later", 3), DEADLINE).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_back_empty_is_survived_once_the_catalog_is_recreated() {
     let receiver = Receiver::start(Behaviour::Status(200)).await;
     let system = system_with_subscription(Options::default(), &receiver).await;
-    system.publish_ok("orders", &events("before", 2)).await;
-    wait_delivered(&receiver, &ids("before", 2)).await;
+    system
+        .publish_ok("orders", &Value::from(numbered_events("before", 0..2)))
+        .await;
+    receiver.wait_for_ids(&ids("before", 2), DEADLINE).await;
 
     system.redis_cli(&["FLUSHALL"]);
     // The topic is gone with the data: publishers are told so, not accepted into the void.
-    let (status, text) = text_reply(system.publish("orders", &events("lost", 1)).await).await;
+    let (status, text) = text_reply(
+        system
+            .publish("orders", &Value::from(numbered_events("lost", 0..1)))
+            .await,
+    )
+    .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "publish to a topic Redis lost: {text}");
 
     // Operators recreate the catalog; every tier carries on without a restart.
@@ -213,8 +218,10 @@ async fn redis_back_empty_is_survived_once_the_catalog_is_recreated() {
             subscription(other.url(), json!({"deadLetterDestination": dead_letter_to("dead")})),
         )
         .await;
-    system.publish_ok("orders", &events("after", 3)).await;
-    wait_delivered(&other, &ids("after", 3)).await;
+    system
+        .publish_ok("orders", &Value::from(numbered_events("after", 0..3)))
+        .await;
+    other.wait_for_ids(&ids("after", 3), DEADLINE).await;
     assert!(
         receiver.event_ids().iter().all(|id| id.starts_with("before")),
         "nothing was routed by the catalog Redis lost"
@@ -237,7 +244,9 @@ async fn sigterm_sender_settles_what_it_holds_and_exits() {
         &receiver,
     )
     .await;
-    system.publish_ok("orders", &events("held", 3)).await;
+    system
+        .publish_ok("orders", &Value::from(numbered_events("held", 0..3)))
+        .await;
     receiver.wait_for(1, DEADLINE).await;
 
     let (status, took) = system.terminate(TierId::Sender(0), Duration::from_secs(20)).await;
@@ -258,10 +267,12 @@ async fn sigterm_sender_settles_what_it_holds_and_exits() {
     }
 
     system.restart(TierId::Sender(0)).await;
-    system.publish_ok("orders", &events("after", 2)).await;
+    system
+        .publish_ok("orders", &Value::from(numbered_events("after", 0..2)))
+        .await;
     let mut expected = ids("held", 3);
     expected.extend(ids("after", 2));
-    wait_delivered(&receiver, &expected).await;
+    receiver.wait_for_ids(&expected, DEADLINE).await;
     let received = tally(&receiver.event_ids());
     assert!(
         received.values().all(|n| *n == 1),
@@ -279,7 +290,7 @@ async fn sigterm_ingress_finishes_the_publish_in_flight() {
         .await;
 
     // A publisher halfway through sending its body when SIGTERM arrives.
-    let body = events("inflight", 2).to_string();
+    let body = Value::from(numbered_events("inflight", 0..2)).to_string();
     let (head, tail) = body.as_bytes().split_at(body.len() / 2);
     let address = system.ingress_url().trim_start_matches("http://").to_owned();
     let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
@@ -317,11 +328,13 @@ async fn sigterm_ingress_finishes_the_publish_in_flight() {
         status.success(),
         "ingress exit after SIGTERM: {status} (after {took:?})"
     );
-    wait_delivered(&receiver, &ids("inflight", 2)).await;
+    receiver.wait_for_ids(&ids("inflight", 2), DEADLINE).await;
 
     system.restart(TierId::Ingress).await;
-    system.publish_ok("orders", &events("after", 2)).await;
-    wait_delivered(&receiver, &ids("after", 2)).await;
+    system
+        .publish_ok("orders", &Value::from(numbered_events("after", 0..2)))
+        .await;
+    receiver.wait_for_ids(&ids("after", 2), DEADLINE).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -339,7 +352,9 @@ async fn sigterm_scheduler_and_deadletter_exit_promptly_and_lose_nothing() {
         )
         .await;
 
-    system.publish_ok("orders", &events("first", 1)).await;
+    system
+        .publish_ok("orders", &Value::from(numbered_events("first", 0..1)))
+        .await;
     refuser.wait_for(1, DEADLINE).await;
     for tier in [TierId::Scheduler, TierId::DeadLetter] {
         let (status, took) = system.terminate(tier, Duration::from_secs(10)).await;
@@ -353,7 +368,7 @@ async fn sigterm_scheduler_and_deadletter_exit_promptly_and_lose_nothing() {
     system.restart(TierId::Scheduler).await;
     system.restart(TierId::DeadLetter).await;
 
-    wait_delivered(&receiver, &ids("first", 1)).await;
+    receiver.wait_for_ids(&ids("first", 1), DEADLINE).await;
     let dead = system.wait_dead_letters(1, DEADLINE).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].record["deadLetterReason"], "NonRetriableFailure");

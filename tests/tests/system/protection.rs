@@ -4,7 +4,7 @@
 
 use eg_system_tests::{
     Behaviour, DEADLINE, Options, Receiver, Recorded, Reply, System, Validation, dead_letter_to, event, eventually,
-    json_reply, metric, subscription, tally, wait_subscription_successes,
+    ids_of, json_reply, metric, numbered_events, subscription, tally, wait_subscription_successes,
 };
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -13,22 +13,13 @@ use std::time::{Duration, Instant};
 
 // ----- helpers -----
 
-/// `count` events `<prefix>-0 …`, each with `pad` bytes of data.
-fn events(prefix: &str, count: usize, pad: usize) -> Vec<Value> {
-    (0..count)
-        .map(|i| {
-            event(
-                &format!("{prefix}-{i}"),
-                "Test.Happened",
-                &format!("/things/{prefix}/{i}"),
-                json!({"n": i, "pad": "x".repeat(pad)}),
-            )
-        })
-        .collect()
-}
-
-fn ids_of(events: &[Value]) -> BTreeSet<String> {
-    events.iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect()
+/// `count` numbered events `<prefix>-0 …`, each with `pad` bytes of padding in its data.
+fn padded_events(prefix: &str, count: usize, pad: usize) -> Vec<Value> {
+    let mut events = numbered_events(prefix, 0..count);
+    for event in &mut events {
+        event["data"]["pad"] = json!("x".repeat(pad));
+    }
+    events
 }
 
 /// A subscription with output batching on (`destination.properties`, as Event Grid has it).
@@ -42,7 +33,7 @@ fn batched(endpoint_url: &str, max_events: u32, kilobytes: u32, extra: Value) ->
 
 async fn get_subscription(system: &System, topic: &str, name: &str) -> Value {
     let path = format!("/topics/{topic}/eventSubscriptions/{name}");
-    let (status, body) = json_reply(system.admin(Method::GET, &path, None).await).await;
+    let (status, body) = system.get(&path).await;
     assert_eq!(status, StatusCode::OK, "GET {path}: {body}");
     body
 }
@@ -55,7 +46,7 @@ fn provisioning_state(resource: &Value) -> &str {
 
 async fn delivery_health(system: &System, topic: &str, name: &str) -> Value {
     let path = format!("/topics/{topic}/eventSubscriptions/{name}/deliveryHealth");
-    let (status, body) = json_reply(system.admin(Method::GET, &path, None).await).await;
+    let (status, body) = system.get(&path).await;
     assert_eq!(status, StatusCode::OK, "GET {path}: {body}");
     body
 }
@@ -90,7 +81,7 @@ async fn batches_hold_at_most_max_events_and_every_event_arrives_once() {
         status: 500,
     })
     .await;
-    let published = events("b", 25, 20);
+    let published = padded_events("b", 25, 20);
     let all_ids = ids_of(&published);
     for (topic, body) in [
         ("batched", batched(batching.url(), 10, 64, json!({}))),
@@ -180,10 +171,10 @@ async fn batches_stay_under_the_preferred_size_and_an_oversize_event_goes_alone(
         .create_subscription("sized", "Sized", batched(receiver.url(), 10, 1, json!({})))
         .await;
 
-    let mut published = events("small", 6, 150);
-    published.extend(events("medium", 3, 450));
-    published.insert(4, events("big", 1, 2048).remove(0));
-    published.extend(events("tail", 3, 150));
+    let mut published = padded_events("small", 6, 150);
+    published.extend(padded_events("medium", 3, 450));
+    published.insert(4, padded_events("big", 1, 2048).remove(0));
+    published.extend(padded_events("tail", 3, 150));
     let all_ids = ids_of(&published);
     let count = published.len();
     system.publish_ok("sized", &Value::Array(published)).await;
@@ -247,7 +238,7 @@ async fn the_preferred_batch_size_applies_to_the_delivered_body() {
     system
         .create_subscription("custom", "Wrapped", batched(receiver.url(), 50, 1, extra))
         .await;
-    let (_, keys) = json_reply(system.admin(Method::POST, "/topics/custom/listKeys", None).await).await;
+    let (_, keys) = system.post("/topics/custom/listKeys", None).await;
     let objects: Vec<Value> = (0..30)
         .map(|i| json!({"n": format!("c{i}"), "at": "2026-01-02T03:04:05Z"}))
         .collect();
@@ -786,12 +777,7 @@ async fn cloudevents_delivery_needs_the_options_handshake() {
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("handshake"), "{message}");
     assert_eq!(refusing.validations().len(), 1, "the OPTIONS request was made");
-    let (status, _) = json_reply(
-        system
-            .admin(Method::GET, "/topics/clouds/eventSubscriptions/Nope", None)
-            .await,
-    )
-    .await;
+    let (status, _) = system.get("/topics/clouds/eventSubscriptions/Nope").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "a refused subscription was stored");
 
     // Delivered in CloudEvents: one event per request as an object; a batch as an array.
@@ -803,7 +789,7 @@ async fn cloudevents_delivery_needs_the_options_handshake() {
         json!({"eventDeliverySchema": "CloudEventSchemaV1_0"}),
     );
     system.create_subscription("clouds", "Batch", batch_body).await;
-    let (status, keys) = json_reply(system.admin(Method::POST, "/topics/clouds/listKeys", None).await).await;
+    let (status, keys) = system.post("/topics/clouds/listKeys", None).await;
     assert_eq!(status, StatusCode::OK);
     let ce: Vec<Value> = (1..=3)
         .map(|i| json!({"id": format!("ce-{i}"), "source": "/tests", "specversion": "1.0", "type": "Test.Happened", "data": {"n": i}}))
@@ -865,22 +851,13 @@ async fn with_validation_off_no_handshake_is_made() {
     system
         .publish_ok("trusted", &json!([event("e", "Test.Happened", "/1", json!(1))]))
         .await;
-    receiver_got(&silent, &["e"]).await;
+    let got = silent.wait_for_ids(["e"], DEADLINE).await;
+    assert_eq!(got, ["e"], "the event delivered once");
     assert!(
         silent.validations().is_empty(),
         "a handshake was made: {:?}",
         silent.validations()
     );
-}
-
-async fn receiver_got(receiver: &Receiver, ids: &[&str]) {
-    let expected: Vec<String> = ids.iter().map(|s| (*s).to_owned()).collect();
-    eventually(DEADLINE, &format!("{ids:?} at {}", receiver.url()), || async {
-        let mut got = receiver.event_ids();
-        got.sort();
-        (got == expected).then_some(())
-    })
-    .await;
 }
 
 // ----- 4. endpoint safety (spec §8) -----
@@ -1035,7 +1012,7 @@ async fn a_late_success_cancels_the_queued_retry() {
     system
         .create_subscription("slow", "Sluggish", subscription(receiver.url(), json!({})))
         .await;
-    let published = events("late", EVENTS, 10);
+    let published = padded_events("late", EVENTS, 10);
     system.publish_ok("slow", &Value::Array(published)).await;
 
     let labels = [("topic", "slow"), ("subscription", "sluggish")];
@@ -1093,7 +1070,7 @@ async fn a_late_success_after_the_retry_was_sent_is_a_counted_duplicate() {
         .create_subscription("slow", "Sluggish", subscription(receiver.url(), json!({})))
         .await;
     system
-        .publish_ok("slow", &Value::Array(events("dup", EVENTS, 10)))
+        .publish_ok("slow", &Value::Array(padded_events("dup", EVENTS, 10)))
         .await;
 
     let labels = [("topic", "slow"), ("subscription", "sluggish")];

@@ -2,44 +2,12 @@
 //! accepted is lost, and nothing is delivered twice when nothing failed.
 
 use eg_system_tests::{
-    Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, duplicates, event, eventually, json_reply, metric,
-    subscription,
+    Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, duplicates, event, eventually, ids_of, json_reply,
+    metric, numbered_events, subscription,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
-
-fn batch(prefix: &str, range: std::ops::Range<usize>) -> Value {
-    Value::Array(
-        range
-            .map(|i| {
-                event(
-                    &format!("{prefix}-{i}"),
-                    "Load.Tested",
-                    &format!("/load/{i}"),
-                    json!({"n": i}),
-                )
-            })
-            .collect(),
-    )
-}
-
-async fn wait_unique(receiver: &Receiver, expected: &BTreeSet<String>, timeout: Duration) {
-    eventually(
-        timeout,
-        &format!("{} distinct events delivered", expected.len()),
-        || async {
-            let got: BTreeSet<String> = receiver.event_ids().into_iter().collect();
-            assert!(
-                got.is_subset(expected),
-                "unexpected events: {:?}",
-                got.difference(expected).collect::<Vec<_>>()
-            );
-            (got == *expected).then_some(())
-        },
-    )
-    .await;
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_senders_deliver_every_event_exactly_once() {
@@ -54,19 +22,14 @@ async fn two_senders_deliver_every_event_exactly_once() {
 
     let mut expected = BTreeSet::new();
     for chunk in 0..4 {
-        let events = batch("ev", chunk * 50..(chunk + 1) * 50);
-        expected.extend(
-            events
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| e["id"].as_str().unwrap().to_owned()),
-        );
-        system.publish_ok("load", &events).await;
+        let events = numbered_events("ev", chunk * 50..(chunk + 1) * 50);
+        expected.extend(ids_of(&events));
+        system.publish_ok("load", &Value::from(events)).await;
     }
     assert_eq!(expected.len(), 200);
 
-    wait_unique(&receiver, &expected, DEADLINE).await;
+    let got: BTreeSet<String> = receiver.wait_for_ids(&expected, DEADLINE).await.into_iter().collect();
+    assert_eq!(got, expected, "only the published events delivered");
     eventually(DEADLINE, "200 successful deliveries counted by the senders", || async {
         let text = system.sender_metrics().await;
         (metric(&text, "DeliverySuccessCount", &[("topic", "load")]) >= 200.0).then_some(())
@@ -172,15 +135,9 @@ async fn restarting_redis_loses_nothing_that_was_accepted() {
 
     let mut expected = BTreeSet::new();
     for chunk in 0..5 {
-        let events = batch("before", chunk * 10..(chunk + 1) * 10);
-        expected.extend(
-            events
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| e["id"].as_str().unwrap().to_owned()),
-        );
-        system.publish_ok("ledger", &events).await;
+        let events = numbered_events("before", chunk * 10..(chunk + 1) * 10);
+        expected.extend(ids_of(&events));
+        system.publish_ok("ledger", &Value::from(events)).await;
     }
     system
         .publish_ok(
@@ -199,12 +156,12 @@ async fn restarting_redis_loses_nothing_that_was_accepted() {
 
     // The ingress reconnects on its own: a publish is accepted again (a client retries
     // a 503, which accepted nothing).
-    let after = batch("after", 0..10);
+    let after = numbered_events("after", 0..10);
     eventually(
         DEADLINE,
         "the ingress to accept a publish after the restart",
         || async {
-            let (status, body) = json_reply(system.publish("ledger", &after).await).await;
+            let (status, body) = json_reply(system.publish("ledger", &Value::from(after.clone())).await).await;
             match status.as_u16() {
                 200 => Some(()),
                 503 => None,
@@ -213,13 +170,7 @@ async fn restarting_redis_loses_nothing_that_was_accepted() {
         },
     )
     .await;
-    expected.extend(
-        after
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["id"].as_str().unwrap().to_owned()),
-    );
+    expected.extend(ids_of(&after));
     assert_eq!(expected.len(), 61);
 
     system.start_sender().await;

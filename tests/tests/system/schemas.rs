@@ -147,7 +147,7 @@ async fn a_cloud_events_topic_takes_what_the_azure_sdks_send_and_delivers_it_unc
     let key = system
         .create_topic_with(topic, json!({"inputSchema": "CloudEventSchemaV1_0"}))
         .await;
-    let (_, shown) = json_reply(system.admin(Method::GET, &format!("/topics/{topic}"), None).await).await;
+    let (_, shown) = system.get(&format!("/topics/{topic}")).await;
     assert_eq!(shown["properties"]["inputSchema"], "CloudEventSchemaV1_0", "{shown}");
 
     // A CloudEvents topic delivers CloudEvents only (spec §1's table).
@@ -155,12 +155,7 @@ async fn a_cloud_events_topic_takes_what_the_azure_sdks_send_and_delivers_it_unc
         let body = subscription(consumer.url(), json!({"eventDeliverySchema": schema}));
         assert_subscription_refused(&system, topic, "Wrong", &body, "properties.eventDeliverySchema").await;
     }
-    let (status, wrong) = json_reply(
-        system
-            .admin(Method::GET, &format!("/topics/{topic}/eventSubscriptions/Wrong"), None)
-            .await,
-    )
-    .await;
+    let (status, wrong) = system.get(&format!("/topics/{topic}/eventSubscriptions/Wrong")).await;
     assert_eq!(
         status,
         StatusCode::NOT_FOUND,
@@ -401,7 +396,7 @@ async fn a_custom_schema_topic_maps_fields_and_delivers_in_every_schema() {
         let (status, answer) = system.put_topic("badmap", &json!({ "properties": properties })).await;
         assert_refused(status, &answer, field);
     }
-    let (status, _) = json_reply(system.admin(Method::GET, "/topics/badmap", None).await).await;
+    let (status, _) = system.get("/topics/badmap").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "a refused topic was stored");
 
     let topic = "shop";
@@ -411,7 +406,7 @@ async fn a_custom_schema_topic_maps_fields_and_delivers_in_every_schema() {
             json!({"inputSchema": "CustomEventSchema", "inputSchemaMapping": order_mapping()}),
         )
         .await;
-    let (_, shown) = json_reply(system.admin(Method::GET, &format!("/topics/{topic}"), None).await).await;
+    let (_, shown) = system.get(&format!("/topics/{topic}")).await;
     assert_eq!(shown["properties"]["inputSchemaMapping"], order_mapping(), "{shown}");
 
     let as_event_grid = Receiver::start(Behaviour::Status(200)).await;
@@ -1033,7 +1028,7 @@ async fn delivery_properties_add_static_secret_and_dynamic_headers() {
             "GET {shown_path} lost the secret header: {text}"
         );
     }
-    let (_, shown) = json_reply(system.admin(Method::GET, &path, None).await).await;
+    let (_, shown) = system.get(&path).await;
     let shown_mappings = shown["properties"]["destination"]["properties"]["deliveryAttributeMappings"]
         .as_array()
         .cloned()
@@ -1148,7 +1143,7 @@ async fn a_topic_cannot_change_its_schema_or_profile_under_its_subscriptions() {
             "the refusal should name one of {fields:?}: {message:?}"
         );
     }
-    let (_, shown) = json_reply(system.admin(Method::GET, &format!("/topics/{topic}"), None).await).await;
+    let (_, shown) = system.get(&format!("/topics/{topic}")).await;
     assert_eq!(shown["properties"]["inputSchema"], "EventGridSchema", "{shown}");
     assert_eq!(shown["properties"]["deliveryProfile"], "CustomTopic", "{shown}");
 

@@ -180,20 +180,15 @@ async fn secrets_rotate_without_ever_being_shown() {
         );
         assert!(!answer.to_string().contains(KEY_OLD), "{answer}");
     }
-    let (status, _) = json_reply(system.admin(Method::GET, path, None).await).await;
+    let (status, _) = system.get(path).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "a refused PUT stores nothing");
 
     // Created with one secret: neither the PUT's answer, GET nor the list shows it.
     let created = system
         .create_subscription("orders", "signed", with_secrets(receiver.url(), json!([SECRET_OLD])))
         .await;
-    let (_, got) = json_reply(system.admin(Method::GET, path, None).await).await;
-    let (_, list) = json_reply(
-        system
-            .admin(Method::GET, "/topics/orders/eventSubscriptions", None)
-            .await,
-    )
-    .await;
+    let (_, got) = system.get(path).await;
+    let (_, list) = system.get("/topics/orders/eventSubscriptions").await;
     for shown in [&created, &got, &list] {
         let text = shown.to_string();
         assert!(!text.contains(KEY_OLD), "{text}");
@@ -244,7 +239,7 @@ async fn secrets_rotate_without_ever_being_shown() {
     system
         .create_subscription("orders", "signed", subscription(receiver.url(), json!({})))
         .await;
-    let (_, got) = json_reply(system.admin(Method::GET, path, None).await).await;
+    let (_, got) = system.get(path).await;
     assert!(
         got["properties"]["destination"]["properties"]
             .get("signingSecrets")

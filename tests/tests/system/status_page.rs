@@ -9,7 +9,7 @@
 //! `EG_UPDATE_SCREENSHOT=1` saves the signed-in page to `docs/status-page.png`.
 
 use eg_system_tests::{
-    ADMIN_TOKEN, Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, event, eventually, json_reply,
+    ADMIN_TOKEN, Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, eventually, numbered_events,
     subscription,
 };
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -136,22 +136,8 @@ fn number(text: &str) -> u64 {
     digits.parse().unwrap_or(0)
 }
 
-fn events(prefix: &str, count: usize) -> Value {
-    let events: Vec<Value> = (0..count)
-        .map(|i| event(&format!("{prefix}-{i}"), "Order.Created", "/orders/1", json!({"n": i})))
-        .collect();
-    Value::Array(events)
-}
-
 async fn admin_status(system: &System) -> Value {
-    let answer = system
-        .http()
-        .get(format!("{}/admin/status", system.ingress_url()))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    let (status, body) = json_reply(answer).await;
+    let (status, body) = system.get("/status").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body
 }
@@ -196,8 +182,12 @@ async fn the_status_page_shows_the_system_live_in_a_real_browser() {
         system.create_subscription(topic, name, subscription(url, extra)).await;
     }
     for batch in 0..3 {
-        system.publish_ok("orders", &events(&format!("o{batch}"), 5)).await;
-        system.publish_ok("billing", &events(&format!("b{batch}"), 4)).await;
+        system
+            .publish_ok("orders", &Value::from(numbered_events(&format!("o{batch}"), 0..5)))
+            .await;
+        system
+            .publish_ok("billing", &Value::from(numbered_events(&format!("b{batch}"), 0..4)))
+            .await;
     }
 
     // The JSON first: once every tier's counts reached Redis, the page has them too.
@@ -425,7 +415,9 @@ async fn the_status_page_shows_the_system_live_in_a_real_browser() {
     system
         .create_subscription("late-arrivals", "archive", subscription(ok.url(), json!({})))
         .await;
-    system.publish_ok("late-arrivals", &events("late", 6)).await;
+    system
+        .publish_ok("late-arrivals", &Value::from(numbered_events("late", 0..6)))
+        .await;
     wait_text(
         &browser,
         "tbody[data-topic=\"late-arrivals\"] tr.topic .name",

@@ -252,7 +252,7 @@ mod tests {
     fn corrupt_event_record(server: &RedisServer, partition: &Partition, event_key: &str) {
         let _: () = redis::cmd("HSET")
             .arg(partition.event(event_key))
-            .arg("r")
+            .arg(eg_store::codec::EVENT_OUTSTANDING_FIELD)
             .arg("not a number")
             .query(&mut server.client())
             .unwrap();

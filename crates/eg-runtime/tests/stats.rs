@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used)]
 
 use eg_core::UnixMillis;
-use eg_runtime::stats::{self, Flusher, Kind, Stats, Tally};
-use eg_store::stats::Batch;
+use eg_runtime::stats::{Flusher, Kind, Stats, Tally};
+use eg_store::stats::{Batch, Counts};
 use eg_store::{Clock, RedisSettings};
 use eg_testkit::RedisServer;
 use std::collections::BTreeMap;
@@ -31,6 +31,10 @@ fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
     pairs.iter().map(|(f, n)| ((*f).to_owned(), *n)).collect()
 }
 
+fn delivered(label: &str, n: u64) -> Counts {
+    Counts::from([((Kind::Delivered, label.to_owned()), n)])
+}
+
 #[tokio::test]
 async fn flushes_land_in_the_current_bucket_and_sum_into_rates() {
     let server = RedisServer::start();
@@ -39,14 +43,14 @@ async fn flushes_land_in_the_current_bucket_and_sum_into_rates() {
     let clock = Clock::default();
     let mut flusher = Flusher::new(stats.clone(), tally.clone(), clock.clone());
 
-    tally.add("published|orders", 30);
-    tally.add("delivered|orders/audit", 12);
-    tally.add("failed|orders/audit", 3);
-    tally.add("failed-by|NotFound", 3);
+    tally.add(Kind::Published, "orders", 30);
+    tally.add(Kind::Delivered, "orders/audit", 12);
+    tally.add(Kind::Failed, "orders/audit", 3);
+    tally.add(Kind::FailedBy, "NotFound", 3);
     flusher.flush().await.unwrap();
     // Nothing new: no write at all.
     flusher.flush().await.unwrap();
-    tally.add("published|orders", 10);
+    tally.add(Kind::Published, "orders", 10);
     flusher.flush().await.unwrap();
     assert!(!flusher.has_pending());
 
@@ -69,8 +73,8 @@ async fn a_batch_is_applied_once_however_often_it_is_sent() {
     let batch = |seq: u64, n: u64| Batch {
         writer: "w1".into(),
         seq,
-        bucket: stats::bucket_of(now),
-        counts: counts(&[("delivered|t/s", n)]),
+        taken_at: now,
+        counts: delivered("t/s", n),
     };
     assert!(stats.write(&batch(1, 5)).await.unwrap());
     // The answer to the first write was "lost": the same batch again changes nothing.
@@ -98,15 +102,15 @@ async fn a_flush_that_fails_is_kept_and_written_once_redis_is_back() {
     let tally = Arc::new(Tally::default());
     let clock = Clock::default();
     let mut flusher = Flusher::new(stats.clone(), tally.clone(), clock.clone());
-    tally.add("published|t", 1);
+    tally.add(Kind::Published, "t", 1);
     flusher.flush().await.unwrap();
 
     server.kill();
-    tally.add("published|t", 10);
+    tally.add(Kind::Published, "t", 10);
     assert!(flusher.flush().await.is_err());
     assert!(flusher.has_pending());
     // Counted while the batch waits: goes into the next batch, not lost, not merged twice.
-    tally.add("published|t", 100);
+    tally.add(Kind::Published, "t", 100);
     assert!(flusher.flush().await.is_err());
 
     server.start_again();

@@ -8,8 +8,20 @@
 //! - A **dead-letter record** ([`decode_dead_letter`]): the dead-letter entry JSON, a
 //!   newline, and the event body. `settle.lua` joins the two (the body is read inside
 //!   the script); `redrive.lua` splits them again.
+//! - The **event record**: a hash of the event body ([`EVENT_BODY_FIELD`]) and the
+//!   count of its outstanding deliveries ([`EVENT_OUTSTANDING_FIELD`]).
 //! - The **settle call** (`SettleCall`): the positional KEYS and ARGV that
 //!   `settle.lua` reads, built in one place whose layout the script's header mirrors.
+//! - The **probation record** ([`probation`]): an endpoint's hash, its field names and
+//!   [`decode_probation_record`].
+//! - The **stats bucket** ([`stats`]): bucket numbers ([`bucket_of`], [`window_span`])
+//!   and the `<kind>|<label>` fields ([`encode_stats_field`], [`decode_stats_field`]).
+
+pub mod probation;
+pub mod stats;
+
+pub use probation::decode_probation_record;
+pub use stats::{Kind, bucket_of, decode_stats_field, encode_stats_field, window_span};
 
 use crate::error::StoreError;
 use crate::keyspace::{Partition, SENDERS_GROUP};
@@ -25,9 +37,11 @@ use std::borrow::Cow;
 pub const DELIVERY_FIELD: &str = "d";
 /// The stream entry field holding a dead-letter record (dead-letter streams).
 pub const DEAD_LETTER_FIELD: &str = "r";
-/// The event hash field holding the event's body (the other, `r`, counts the
-/// deliveries still outstanding and is only touched by scripts).
+/// The event hash field holding the event's body.
 pub const EVENT_BODY_FIELD: &str = "b";
+/// The event hash field counting the event's deliveries still outstanding (written only
+/// by scripts: `publish.lua` sets it, `settle.lua` and `cancel_retry.lua` count down).
+pub const EVENT_OUTSTANDING_FIELD: &str = "r";
 /// What separates a dead-letter record's entry from its event body. Entry JSON never
 /// holds a raw newline, so the first one is always the separator.
 pub const DEAD_LETTER_SEPARATOR: char = '\n';

@@ -1,12 +1,24 @@
-//! eg's Redis layer: the keyspace, the Lua scripts, the wire forms of stored records
-//! (`codec`), the topic/subscription catalog, the delivery queues and the status page's
-//! counts (`stats`). Tiers talk to each other only through what this crate writes, and
-//! no other crate builds a Redis key, ships a script or spells a stored field.
+//! eg's Redis layer. Tiers talk to each other only through what this crate writes, and
+//! this crate owns every part of how it is written:
 //!
-//! Every change that touches several keys is one Lua script (in `scripts/`) whose keys
-//! share one hash tag, so the same code runs on a single Redis and on Redis Cluster.
-//! This crate owns *how* things are stored; *what* to do (retry when, dead-letter why)
-//! is decided by `eg-core` and handed in.
+//! - the keyspace (`keyspace`): every Redis key, with the hash tags that keep one
+//!   script's keys in one slot;
+//! - the Lua scripts (`scripts/`): every change that touches several keys is one script,
+//!   so the same code runs on a single Redis and on Redis Cluster;
+//! - the stored forms (`codec`): delivery, dead-letter and event records, the settle
+//!   call, probation records and the status page's bucket fields, each spelled once;
+//! - the connections (`connection`) and the Redis-corrected clock (`clock`) that every
+//!   stored time is read from, so all processes agree with the scripts;
+//! - what is stored: the topic/subscription catalog (`catalog`, `snapshot`, `cache`),
+//!   the delivery queues (`queue`, `settlement`), paused subscriptions' deliveries
+//!   (`paused`), delivery history (`history`), the dead-letter archive (`archive`),
+//!   per-endpoint probation records (`probation`) and the status page's counts
+//!   (`stats`).
+//!
+//! What it must not do: decide delivery policy. *What* to do (retry when, dead-letter
+//! why, probation how long) is decided by `eg-core` and handed in; this crate only
+//! stores it. And it must not be bypassed: no other crate builds a Redis key, ships a
+//! script or spells a stored field (`tools/check-layout.py` checks the first two).
 
 pub mod archive;
 pub mod cache;

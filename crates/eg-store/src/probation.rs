@@ -6,17 +6,20 @@
 //!   probation, or reset on success.
 //! - `probation_record` / `probation_records` read the state for display and gauges.
 //!
+//! The record's hash fields and its decoding are `codec::probation`'s.
+//!
 //! Each script touches only its endpoint's key, which has a hash tag of its own. Keys
 //! expire [`ENDPOINT_KEY_TTL`] after their last write, so endpoints nobody sends to any
 //! more leave nothing behind. Times come from the caller: pass `Clock::now()`, which is
 //! corrected to Redis's clock, so all senders agree.
 
+use crate::codec::decode_probation_record;
 use crate::connection::Store;
 use crate::error::StoreError;
 use crate::scripts;
 use eg_core::UnixMillis;
 use eg_core::probation::{
-    EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy, ProbationRecord, Signal, parse_outcome,
+    EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy, ProbationRecord, Signal,
 };
 use std::collections::HashMap;
 use std::time::Duration;
@@ -119,7 +122,7 @@ impl Store {
         let hashes = futures_util::future::try_join_all(reads).await?;
         keys.iter()
             .zip(hashes)
-            .map(|(key, fields)| decode_record(&fields).map_err(|problem| StoreError::corrupt(key, problem)))
+            .map(|(key, fields)| decode_probation_record(&fields).map_err(|problem| StoreError::corrupt(key, problem)))
             .collect()
     }
 }
@@ -146,39 +149,6 @@ fn decode_change(reply: &[String]) -> Option<ProbationChange> {
         },
         _ => return None,
     })
-}
-
-/// The hash fields the scripts write: f, l, u, p, o, t (see the scripts' headers).
-fn decode_record(fields: &HashMap<String, String>) -> Result<Option<ProbationRecord>, String> {
-    if fields.is_empty() {
-        return Ok(None);
-    }
-    let get = |name: &str| fields.get(name).map(String::as_str);
-    let count = |name: &str| -> Result<u32, String> {
-        get(name).map_or(Ok(0), |v| {
-            v.parse().map_err(|_| format!("field {name} = {v:?} is not a count"))
-        })
-    };
-    let time = |name: &str| -> Result<Option<UnixMillis>, String> {
-        get(name)
-            .map(|v| {
-                v.parse()
-                    .map(UnixMillis)
-                    .map_err(|_| format!("field {name} = {v:?} is not a time"))
-            })
-            .transpose()
-    };
-    let last_failure = get("o")
-        .map(|v| parse_outcome(v).ok_or_else(|| format!("field o = {v:?} is not an outcome")))
-        .transpose()?;
-    Ok(Some(ProbationRecord {
-        consecutive_failures: count("f")?,
-        level: count("l")?,
-        probation_until: time("u")?,
-        probe_lease_until: time("p")?,
-        last_failure,
-        last_failure_at: time("t")?,
-    }))
 }
 
 #[cfg(test)]
@@ -210,15 +180,6 @@ mod tests {
         );
         assert_eq!(decode_change(&r(&["PROBATION", "x"])), None);
         assert_eq!(decode_change(&r(&["FAILED", "-1"])), None);
-    }
-
-    #[test]
-    fn a_key_that_is_not_a_probation_record_is_corrupt() {
-        let fields = HashMap::from([("o".to_string(), "Nope".to_string())]);
-        assert!(decode_record(&fields).is_err());
-        let fields = HashMap::from([("u".to_string(), "soon".to_string())]);
-        assert!(decode_record(&fields).is_err());
-        assert_eq!(decode_record(&HashMap::new()), Ok(None));
     }
 
     #[test]

@@ -1,16 +1,17 @@
 //! The status page's counts against a real Redis: a batch lands in its bucket under the
 //! configured prefix, in one hash tag, with an expiry; a batch is applied once however
-//! often it is sent; buckets read back in the order asked.
+//! often it is sent; buckets read back in the order asked, decoded.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use common::*;
-use eg_store::stats::{BUCKET_TTL, Batch};
+use eg_core::UnixMillis;
+use eg_store::stats::{BUCKET_SECONDS, BUCKET_TTL, Batch, Counts, Kind};
 use eg_store::{Keyspace, RedisSettings, StatsStore};
 use eg_testkit::RedisServer;
 use redis::Commands;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 fn stats_for(server: &RedisServer, prefix: &str) -> StatsStore {
     StatsStore::new(&RedisSettings {
@@ -20,24 +21,31 @@ fn stats_for(server: &RedisServer, prefix: &str) -> StatsStore {
     .unwrap()
 }
 
-fn batch(writer: &str, seq: u64, bucket: u64, counts: &[(&str, u64)]) -> Batch {
+fn counts(pairs: &[(Kind, &str, u64)]) -> Counts {
+    pairs.iter().map(|(k, l, n)| ((*k, (*l).to_owned()), *n)).collect()
+}
+
+/// A batch taken a little into `bucket`.
+fn batch(writer: &str, seq: u64, bucket: u64, pairs: &[(Kind, &str, u64)]) -> Batch {
+    let start = bucket * BUCKET_SECONDS * 1000;
     Batch {
         writer: writer.into(),
         seq,
-        bucket,
-        counts: counts.iter().map(|(f, n)| ((*f).to_owned(), *n)).collect(),
+        taken_at: UnixMillis(i64::try_from(start).unwrap() + 2_500),
+        counts: counts(pairs),
     }
-}
-
-fn hash(pairs: &[(&str, i64)]) -> HashMap<String, i64> {
-    pairs.iter().map(|(f, n)| ((*f).to_owned(), *n)).collect()
 }
 
 #[tokio::test]
 async fn a_batch_lands_in_its_bucket_under_the_prefix_with_an_expiry() {
     let server = RedisServer::start();
     let stats = stats_for(&server, "pfx");
-    let written = batch("w1", 1, 170, &[("published|orders", 30), ("failed-by|NotFound", 3)]);
+    let written = batch(
+        "w1",
+        1,
+        170,
+        &[(Kind::Published, "orders", 30), (Kind::FailedBy, "NotFound", 3)],
+    );
     assert!(stats.write(&written).await.unwrap());
 
     let mut redis = server.client();
@@ -52,22 +60,46 @@ async fn a_batch_lands_in_its_bucket_under_the_prefix_with_an_expiry() {
         assert!(ttl > most - 100 && ttl <= most, "ttl of {key}: {ttl}");
     }
     let stored: BTreeMap<String, u64> = redis.hgetall(space.stats_bucket(170)).unwrap();
-    assert_eq!(stored, written.counts);
+    let expected = BTreeMap::from([
+        ("failed-by|NotFound".to_owned(), 3),
+        ("published|orders".to_owned(), 30),
+    ]);
+    assert_eq!(stored, expected);
 }
 
 #[tokio::test]
 async fn a_batch_is_applied_once_however_often_it_is_sent() {
     let server = RedisServer::start();
     let stats = stats_for(&server, "eg");
-    assert!(stats.write(&batch("w1", 1, 7, &[("delivered|t/s", 5)])).await.unwrap());
+    assert!(
+        stats
+            .write(&batch("w1", 1, 7, &[(Kind::Delivered, "t/s", 5)]))
+            .await
+            .unwrap()
+    );
     // The answer to the first write was "lost": the same batch again changes nothing.
-    assert!(!stats.write(&batch("w1", 1, 7, &[("delivered|t/s", 5)])).await.unwrap());
-    assert!(stats.write(&batch("w1", 2, 7, &[("delivered|t/s", 7)])).await.unwrap());
-    assert!(!stats.write(&batch("w1", 1, 7, &[("delivered|t/s", 5)])).await.unwrap());
+    assert!(
+        !stats
+            .write(&batch("w1", 1, 7, &[(Kind::Delivered, "t/s", 5)]))
+            .await
+            .unwrap()
+    );
+    assert!(
+        stats
+            .write(&batch("w1", 2, 7, &[(Kind::Delivered, "t/s", 7)]))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !stats
+            .write(&batch("w1", 1, 7, &[(Kind::Delivered, "t/s", 5)]))
+            .await
+            .unwrap()
+    );
     // Another writer numbers its own flushes.
     assert!(
         stats
-            .write(&batch("w2", 1, 8, &[("delivered|t/s", 100)]))
+            .write(&batch("w2", 1, 8, &[(Kind::Delivered, "t/s", 100)]))
             .await
             .unwrap()
     );
@@ -76,9 +108,9 @@ async fn a_batch_is_applied_once_however_often_it_is_sent() {
     assert_eq!(
         read,
         [
-            hash(&[]),
-            hash(&[("delivered|t/s", 12)]),
-            hash(&[("delivered|t/s", 100)])
+            counts(&[]),
+            counts(&[(Kind::Delivered, "t/s", 12)]),
+            counts(&[(Kind::Delivered, "t/s", 100)])
         ]
     );
 }

@@ -8,7 +8,8 @@
 --   otherwise                        -> {'OPEN'}
 --
 -- KEYS[1]  the endpoint hash: f = consecutive failures, l = level, u = probation until
---          (ms), p = probe lease until (ms), o = last failure outcome, t = its time (ms)
+--          (ms), p = probe lease until (ms), o = last failure outcome, t = its time (ms);
+--          named and decoded in eg_store::codec::probation (rename nothing here alone)
 -- ARGV[1]  now, ms (the caller's clock, corrected to Redis's)
 -- ARGV[2]  probe lease, ms (the delivery timeout)
 -- ARGV[3]  key expiry, ms (refreshed whenever the hash is written)

@@ -11,7 +11,8 @@
 --                                                 {'PROBATION', f, l, u, length ms}
 --
 -- KEYS[1]  the endpoint hash: f = consecutive failures, l = level, u = probation until
---          (ms), p = probe lease until (ms), o = last failure outcome, t = its time (ms)
+--          (ms), p = probe lease until (ms), o = last failure outcome, t = its time (ms);
+--          named and decoded in eg_store::codec::probation (rename nothing here alone)
 -- ARGV[1]  now: when the attempt finished, ms     ARGV[2]  when it started, ms
 -- ARGV[3]  'success' | 'failure'                  ARGV[4]  outcome name
 -- ARGV[5]  failure threshold                      ARGV[6]  key expiry, ms

@@ -319,20 +319,20 @@ pub async fn gather(app: &App, stats: &Stats) -> Status {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use std::collections::HashMap;
+    use eg_store::stats::Counts;
 
     #[test]
     fn rates_total_and_split_the_window() {
-        let bucket: HashMap<String, i64> = [
-            ("published|a", 30),
-            ("published|b", 30),
-            ("delivered|a/s", 12),
-            ("failed|a/s", 6),
-            ("failed-by|NotFound", 4),
-            ("failed-by|Busy", 2),
+        let bucket: Counts = [
+            (Kind::Published, "a", 30),
+            (Kind::Published, "b", 30),
+            (Kind::Delivered, "a/s", 12),
+            (Kind::Failed, "a/s", 6),
+            (Kind::FailedBy, "NotFound", 4),
+            (Kind::FailedBy, "Busy", 2),
         ]
         .into_iter()
-        .map(|(f, n)| (f.to_owned(), n))
+        .map(|(kind, label, n)| ((kind, label.to_owned()), n))
         .collect();
         let rates = Rates::of(&Window::sum(60.0, [bucket]));
         assert!((rates.published - 1.0).abs() < 1e-9);

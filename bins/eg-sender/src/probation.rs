@@ -1,7 +1,7 @@
 //! Endpoints this sender saw with a clear probation record a moment ago (no failures
 //! counted, not on probation). Probation state lives in Redis
 //! (`endpoint_gate.lua`, `endpoint_record.lua`), and asking it costs two script calls per
-//! attempt. After a success that left an endpoint with a clean record, this sender skips
+//! attempt. After a success that left an endpoint with a clear record, this sender skips
 //! both for that endpoint for [`FRESH_FOR`]: the gate would answer "open" and recording
 //! another success would change nothing. A failure is always recorded (and forgets the
 //! endpoint here), so probation starts exactly as before; other senders' failures are
@@ -14,23 +14,23 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long a clean record is trusted without asking Redis again.
+/// How long a clear record is trusted without asking Redis again.
 pub const FRESH_FOR: Duration = Duration::from_secs(1);
 /// Most endpoints remembered (the map is cleared when it would grow past this).
 const MOST_REMEMBERED: usize = 10_000;
 
 #[derive(Default)]
 pub struct RecentlyClear {
-    seen_clean: Mutex<HashMap<EndpointId, Instant>>,
+    seen_clear: Mutex<HashMap<EndpointId, Instant>>,
     /// Rises with every [`RecentlyClear::forget`]: a success recorded before a failure
-    /// was forgotten, but answered after it, must not mark the endpoint clean again.
+    /// was forgotten, but answered after it, must not mark the endpoint clear again.
     forgotten: AtomicU64,
 }
 
 impl RecentlyClear {
-    /// Whether `endpoint` was seen with a clean record less than [`FRESH_FOR`] ago.
+    /// Whether `endpoint` was seen with a clear record less than [`FRESH_FOR`] ago.
     pub fn is_fresh(&self, endpoint: &EndpointId, now: Instant) -> bool {
-        let seen = self.seen_clean.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = self.seen_clear.lock().unwrap_or_else(|p| p.into_inner());
         seen.get(endpoint).is_some_and(|at| now.duration_since(*at) < FRESH_FOR)
     }
 
@@ -40,9 +40,9 @@ impl RecentlyClear {
     }
 
     /// A success, recorded when the generation was `generation`, left `endpoint`'s record
-    /// clean at `now` (ignored if a failure was forgotten since).
+    /// clear at `now` (ignored if a failure was forgotten since).
     pub fn saw_clear(&self, endpoint: &EndpointId, now: Instant, generation: u64) {
-        let mut seen = self.seen_clean.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = self.seen_clear.lock().unwrap_or_else(|p| p.into_inner());
         if self.forgotten.load(Ordering::SeqCst) != generation {
             return;
         }
@@ -54,7 +54,7 @@ impl RecentlyClear {
 
     /// A failure was recorded for `endpoint`: ask Redis again from now on.
     pub fn forget(&self, endpoint: &EndpointId) {
-        let mut seen = self.seen_clean.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = self.seen_clear.lock().unwrap_or_else(|p| p.into_inner());
         self.forgotten.fetch_add(1, Ordering::SeqCst);
         seen.remove(endpoint);
     }
@@ -65,7 +65,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_clean_record_is_trusted_for_a_moment_and_a_failure_forgets_it() {
+    fn a_clear_record_is_trusted_for_a_moment_and_a_failure_forgets_it() {
         let clear = RecentlyClear::default();
         let endpoint = EndpointId::of("https://example.com/hook");
         let t0 = Instant::now();

@@ -9,19 +9,15 @@
 //! in this process until they are taken back.
 
 use crate::late::LateListeners;
-use crate::probation::RecentlyClear;
 use crate::settle_queue::SettleQueue;
-use crate::steps::{Batch, Held, Steps};
+use crate::steps::{self, Batch, Held, Steps};
 use crate::store::RedisStore;
 use crate::verdict::Verdict;
 use crate::webhook::Webhook;
-use eg_core::Delivery;
-use eg_core::fate::DropReason;
-use eg_core::subscription::Subscription;
 use eg_outbound::Client;
 use eg_runtime::Shutdown;
 use eg_runtime::startup::Process;
-use eg_store::{CatalogCache, Clock, Partition, ReadyDelivery, Store};
+use eg_store::{CatalogCache, Partition, ReadyDelivery, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
@@ -32,12 +28,10 @@ use tracing::Instrument;
 pub struct Sender {
     store: Store,
     cache: Arc<CatalogCache>,
-    clock: Clock,
     consumer: String,
     /// One per request in flight, shared by every partition reader.
     slots: Arc<Semaphore>,
     concurrency: usize,
-    attempt_timeout: Duration,
     /// How long a delivery read may stay unsettled before a scheduler takes it back.
     visibility_timeout: Duration,
     steps: Steps<RedisStore, Webhook>,
@@ -55,6 +49,10 @@ fn read_size(slots: usize, largest_batch: u32) -> usize {
     slots.saturating_mul(per_slot).min(MAX_READ).max(slots)
 }
 
+/// The pause after a failed read, doubling with each failure in a row up to the last.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const LAST_BACKOFF: Duration = Duration::from_secs(5);
+
 /// How long a woken reader waits for a slot when none is free (longer than one read).
 const SLOT_WAIT: Duration = Duration::from_millis(20);
 
@@ -67,28 +65,21 @@ impl Sender {
         let cache = process.load_catalog().await?;
         let cache = Arc::new(cache);
         let queue = SettleQueue::start(&process.store, s.retention());
-        let steps = Steps {
-            store: RedisStore::new(process.store.clone(), queue, cache.clone()),
-            destination: Webhook {
-                client,
-                timeout: s.delivery.timeout,
-                max_response_bytes: s.sender.max_response_bytes,
-            },
-            clock: process.clock.clone(),
-            policies: s.delivery_policies()?,
-            probation: s.probation_policy()?,
-            attempt_timeout: s.delivery.timeout,
-            late: LateListeners::new(s.sender.late_success_window, s.sender.max_late_listeners),
-            recently_clear: RecentlyClear::default(),
-        };
+        let steps = Steps::new(
+            RedisStore::new(process.store.clone(), queue, cache.clone()),
+            Webhook::new(client, s.delivery.timeout, s.sender.max_response_bytes),
+            process.clock.clone(),
+            s.delivery_policies()?,
+            s.probation_policy()?,
+            s.delivery.timeout,
+            LateListeners::new(s.sender.late_success_window, s.sender.max_late_listeners),
+        );
         Ok(Arc::new(Self {
             store: process.store.clone(),
             cache,
-            clock: process.clock.clone(),
             consumer,
             slots: Arc::new(Semaphore::new(s.sender.concurrency.max(1))),
             concurrency: s.sender.concurrency.max(1),
-            attempt_timeout: s.delivery.timeout,
             visibility_timeout: s.delivery.visibility_timeout,
             steps,
         }))
@@ -113,79 +104,112 @@ impl Sender {
         let _ = self.slots.acquire_many(self.concurrency as u32).await;
     }
 
+    /// One partition's reader, read after read until shutdown: take a slot, read, look
+    /// up and batch, dispatch each batch to an attempt.
     async fn read_partition(self: Arc<Self>, partition: Partition, shutdown: Shutdown) {
-        let mut backoff = Duration::from_millis(100);
+        let mut backoff = FIRST_BACKOFF;
         while !shutdown.is_triggered() {
-            // Slots are taken before reading: a read is sized by the slots in hand (times
-            // what one batch can carry), so little sits pending here unattended, and what
-            // waits for a slot is handed back in time (the partition readers share the
-            // slots and would otherwise over-read together).
-            let mut permits = tokio::select! {
-                permit = self.slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => return },
-                _ = shutdown.requested() => return,
+            let Some(mut permits) = self.take_slot(&shutdown).await else {
+                return;
             };
             // Not cancelled by shutdown: entries Redis hands over must reach an attempt, not
             // sit pending until the visibility timeout. The read waits at most READ_BLOCK.
-            let read = self.read(&partition, &mut permits).await;
-            let deliveries = match read {
-                Ok(d) => {
-                    backoff = Duration::from_millis(100);
-                    d
-                }
-                Err(e) => {
-                    if e.is_missing_group() {
-                        tracing::warn!("consumer group missing (redis lost its data?); recreating it");
-                        let _ = self.store.ensure_groups().await;
-                    } else {
-                        tracing::warn!(error = %e, partition = partition.index, retry_in = ?backoff, "cannot read deliveries");
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(5));
-                    }
-                    continue;
-                }
+            let Some(deliveries) = self.read_or_back_off(&partition, &mut permits, &mut backoff).await else {
+                continue;
             };
             if deliveries.is_empty() {
                 continue;
             }
-            let batches = match self.batches(&partition, deliveries).await {
-                Ok(b) => b,
-                Err(e) => {
-                    // The deliveries stay pending and are reclaimed after the visibility timeout.
-                    tracing::warn!(error = %e, "cannot prepare deliveries; they will be reclaimed");
-                    continue;
-                }
+            let Some(batches) = self.prepare(&partition, deliveries).await else {
+                continue;
             };
-            // One deadline for every batch of this read that waits for a slot.
-            let slot_deadline = tokio::time::Instant::now() + self.slot_wait_budget();
-            let mut batches = batches.into_iter();
-            while let Some(batch) = batches.next() {
-                // One slot per batch; the slots of deliveries settled unattempted, or
-                // merged into batches, go back when `permits` is dropped.
-                let permit = match permits.split(1) {
-                    Some(permit) => permit,
-                    None => match self.wait_for_slot(slot_deadline, &shutdown).await {
-                        Some(permit) => permit,
-                        None => {
-                            self.hand_back(std::iter::once(batch).chain(batches.by_ref())).await;
-                            break;
-                        }
-                    },
-                };
-                let sender = self.clone();
-                let span = tracing::info_span!(
-                    "delivery",
-                    topic = %batch.subscription.topic,
-                    subscription = %batch.subscription.name,
-                    events = batch.held.len(),
-                );
-                tokio::spawn(
-                    async move {
-                        sender.steps.deliver(batch).await;
-                        drop(permit);
-                    }
-                    .instrument(span),
-                );
+            self.dispatch(batches, permits, &shutdown).await;
+        }
+    }
+
+    /// Slots are taken before reading: a read is sized by the slots in hand (times what
+    /// one batch can carry), so little sits pending here unattended, and what waits for a
+    /// slot is handed back in time (the partition readers share the slots and would
+    /// otherwise over-read together). `None`: shutting down.
+    async fn take_slot(&self, shutdown: &Shutdown) -> Option<OwnedSemaphorePermit> {
+        tokio::select! {
+            permit = self.slots.clone().acquire_owned() => permit.ok(),
+            _ = shutdown.requested() => None,
+        }
+    }
+
+    /// [`Sender::read`], backing off after a failed read (`None`: nothing read this
+    /// time). A missing consumer group is recreated at once.
+    async fn read_or_back_off(
+        &self,
+        partition: &Partition,
+        permits: &mut OwnedSemaphorePermit,
+        backoff: &mut Duration,
+    ) -> Option<Vec<ReadyDelivery>> {
+        match self.read(partition, permits).await {
+            Ok(deliveries) => {
+                *backoff = FIRST_BACKOFF;
+                Some(deliveries)
             }
+            Err(e) => {
+                if e.is_missing_group() {
+                    tracing::warn!("consumer group missing (redis lost its data?); recreating it");
+                    let _ = self.store.ensure_groups().await;
+                } else {
+                    tracing::warn!(error = %e, partition = partition.index, retry_in = ?*backoff, "cannot read deliveries");
+                    tokio::time::sleep(*backoff).await;
+                    *backoff = (*backoff * 2).min(LAST_BACKOFF);
+                }
+                None
+            }
+        }
+    }
+
+    /// The look-up and batch steps for what was read (`None`: the events could not be
+    /// read).
+    async fn prepare(&self, partition: &Partition, deliveries: Vec<ReadyDelivery>) -> Option<Vec<Batch>> {
+        match self.steps.look_up(partition, deliveries).await {
+            Ok(found) => Some(steps::batches(found)),
+            Err(e) => {
+                // The deliveries stay pending and are reclaimed after the visibility timeout.
+                tracing::warn!(error = %e, "cannot prepare deliveries; they will be reclaimed");
+                None
+            }
+        }
+    }
+
+    /// Starts an attempt per batch, each holding one slot. The slots of deliveries settled
+    /// unattempted, or merged into batches, go back when `permits` is dropped; batches
+    /// beyond the slots held wait for one, and are handed back if none frees in time.
+    async fn dispatch(self: &Arc<Self>, batches: Vec<Batch>, mut permits: OwnedSemaphorePermit, shutdown: &Shutdown) {
+        // One deadline for every batch of this read that waits for a slot.
+        let slot_deadline = tokio::time::Instant::now() + self.slot_wait_budget();
+        let mut batches = batches.into_iter();
+        while let Some(batch) = batches.next() {
+            let permit = match permits.split(1) {
+                Some(permit) => permit,
+                None => match self.wait_for_slot(slot_deadline, shutdown).await {
+                    Some(permit) => permit,
+                    None => {
+                        self.hand_back(std::iter::once(batch).chain(batches.by_ref())).await;
+                        break;
+                    }
+                },
+            };
+            let sender = self.clone();
+            let span = tracing::info_span!(
+                "delivery",
+                topic = %batch.subscription.topic,
+                subscription = %batch.subscription.name,
+                events = batch.held.len(),
+            );
+            tokio::spawn(
+                async move {
+                    sender.steps.deliver(batch).await;
+                    drop(permit);
+                }
+                .instrument(span),
+            );
         }
     }
 
@@ -193,7 +217,7 @@ impl Sender {
     /// the visibility timeout, and at most half of what it leaves after an attempt's
     /// timeout, so a batch that waited still settles long before it could be taken back.
     fn slot_wait_budget(&self) -> Duration {
-        (self.visibility_timeout / 4).min(self.visibility_timeout.saturating_sub(self.attempt_timeout) / 2)
+        (self.visibility_timeout / 4).min(self.visibility_timeout.saturating_sub(self.steps.attempt_timeout()) / 2)
     }
 
     /// A slot for a batch read ahead of the slots held, waiting until `deadline` at most
@@ -208,7 +232,7 @@ impl Sender {
     /// Hands batches that found no slot back to the ready stream as they were (uncharged),
     /// rather than keep them here while their visibility timeout runs.
     async fn hand_back(&self, batches: impl Iterator<Item = Batch>) {
-        let now = self.clock.now();
+        let now = self.steps.clock().now();
         let held: Vec<Held> = batches.flat_map(|b| b.held).collect();
         tracing::warn!(
             deliveries = held.len(),
@@ -284,93 +308,6 @@ impl Sender {
                 Err(TryAcquireError::Closed) => return None,
             }
         }
-    }
-
-    /// Looks up bodies and subscriptions, settles what cannot be attempted (subscription
-    /// or event gone), and cuts the rest into batches per subscription.
-    async fn batches(
-        &self,
-        partition: &Partition,
-        deliveries: Vec<ReadyDelivery>,
-    ) -> Result<Vec<Batch>, eg_store::StoreError> {
-        let keys: Vec<&str> = deliveries.iter().map(|d| d.delivery.event_key.as_str()).collect();
-        let bodies = self.store.event_bodies(partition, &keys).await?;
-        let mut groups: Vec<(Arc<Subscription>, Vec<Held>)> = Vec::new();
-        for (ready, body) in deliveries.into_iter().zip(bodies) {
-            let delivery = &ready.delivery;
-            let subscription = match self.subscription(delivery).await {
-                Ok(Some(s)) => s,
-                Ok(None) => {
-                    self.steps
-                        .settle(
-                            partition,
-                            &ready,
-                            Verdict::dropped(delivery, DropReason::SubscriptionDeleted, self.clock.now()),
-                        )
-                        .await;
-                    continue;
-                }
-                // Unknown whether it still exists: leave it held; it is taken back and retried
-                // after the visibility timeout rather than dropped on a Redis hiccup.
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot look up the subscription; leaving the delivery for later");
-                    continue;
-                }
-            };
-            let Some(body) = body else {
-                // Also seen by a stale holder (its delivery was taken back and finished
-                // elsewhere): then the settle changes nothing, and there is nothing to report.
-                if self
-                    .steps
-                    .settle(
-                        partition,
-                        &ready,
-                        Verdict::dropped(delivery, DropReason::EventMissing, self.clock.now()),
-                    )
-                    .await
-                {
-                    tracing::error!(delivery = %delivery.id, event = %delivery.event_key, "the stored event is gone");
-                }
-                continue;
-            };
-            let held = Held {
-                partition: partition.clone(),
-                ready,
-                body,
-            };
-            match groups.iter_mut().find(|(s, _)| Arc::ptr_eq(s, &subscription)) {
-                Some((_, list)) => list.push(held),
-                None => groups.push((subscription, vec![held])),
-            }
-        }
-        let mut batches = Vec::new();
-        for (subscription, held) in groups {
-            let sizes: Vec<usize> = held.iter().map(|h| h.body.len()).collect();
-            let plan = eg_core::batch::plan(&sizes, subscription.batching);
-            let mut held = held.into_iter();
-            for range in plan {
-                batches.push(Batch {
-                    subscription: subscription.clone(),
-                    held: held.by_ref().take(range.len()).collect(),
-                });
-            }
-        }
-        Ok(batches)
-    }
-
-    /// The delivery's subscription as of the catalog version it was matched against
-    /// or later: a copy that is older (a subscription changed a moment ago through
-    /// another process), or that does not know it yet, is refreshed first. `Ok(None)`
-    /// means it does not exist; an error means that could not be known.
-    async fn subscription(&self, delivery: &Delivery) -> Result<Option<Arc<Subscription>>, eg_store::StoreError> {
-        let (topic, name) = (&delivery.topic, &delivery.subscription);
-        let snapshot = self.cache.snapshot();
-        if snapshot.version >= delivery.catalog_version
-            && let Some(s) = snapshot.subscription_arc(topic, name)
-        {
-            return Ok(Some(s.clone()));
-        }
-        Ok(self.cache.refresh().await?.subscription_arc(topic, name).cloned())
     }
 }
 

@@ -4,27 +4,30 @@
 //! load a call settles many attempts for one round trip and one script start; when idle
 //! a settle goes out at once, alone (no timer, no added wait).
 
-use eg_core::Delivery;
-use eg_core::history::HistoryEntry;
-use eg_store::{Partition, Retention, Settle, Settled, Settlement, Store, StoreError};
+use eg_store::{OwnedSettle, Partition, Retention, Settled, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most settlements in one script call (bounds the script's run, which blocks Redis).
 const MOST_PER_CALL: usize = 256;
 
-/// One step's settlement with its history entry, owned, waiting in its partition's queue.
-pub struct SettleItem {
-    pub entry_id: String,
-    pub delivery: Delivery,
-    pub settlement: Settlement,
-    pub history: HistoryEntry,
+/// Why a settle failed. A failed call fails every settle it carried, so the store's
+/// error is kept as its message (shared by all of them).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SettleError {
+    #[error("no settle queue for partition {0}")]
+    NoQueue(u16),
+    #[error("the settle queue has stopped")]
+    Stopped,
+    #[error("the settle queue dropped the settle")]
+    Dropped,
+    #[error("the settle call answered nothing for this settle")]
+    NoAnswer,
+    #[error("the settle call failed: {0}")]
+    Call(String),
 }
 
-/// Why a settle call failed (shared by every settlement of the call).
-pub type SettleError = String;
-
 struct Queued {
-    item: SettleItem,
+    settle: OwnedSettle,
     reply: oneshot::Sender<Result<Settled, SettleError>>,
 }
 
@@ -48,19 +51,15 @@ impl SettleQueue {
         Self { queues }
     }
 
-    /// Settles `item` in `partition`, together with whatever else is waiting there.
-    pub async fn settle(&self, partition: &Partition, item: SettleItem) -> Result<Settled, SettleError> {
+    /// Settles `settle` in `partition`, together with whatever else is waiting there.
+    pub async fn settle(&self, partition: &Partition, settle: OwnedSettle) -> Result<Settled, SettleError> {
         let (reply, answer) = oneshot::channel();
         let queue = self
             .queues
             .get(usize::from(partition.index))
-            .ok_or_else(|| format!("no settle queue for partition {}", partition.index))?;
-        queue
-            .send(Queued { item, reply })
-            .map_err(|_| "the settle queue has stopped".to_owned())?;
-        answer
-            .await
-            .map_err(|_| "the settle queue dropped the item".to_owned())?
+            .ok_or(SettleError::NoQueue(partition.index))?;
+        queue.send(Queued { settle, reply }).map_err(|_| SettleError::Stopped)?;
+        answer.await.map_err(|_| SettleError::Dropped)?
     }
 }
 
@@ -73,7 +72,7 @@ async fn send_gathered(
 ) {
     let mut call = Vec::with_capacity(MOST_PER_CALL);
     while gathered.recv_many(&mut call, MOST_PER_CALL).await > 0 {
-        match settle_call(&store, &partition, &retention, &call).await {
+        match settle_in_one_call(&store, &partition, &retention, &call).await {
             Ok(settled) => {
                 for (queued, settled) in call.drain(..).zip(settled) {
                     let _ = queued.reply.send(Ok(settled));
@@ -88,15 +87,15 @@ async fn send_gathered(
             Err(e) if !is_transport(&e) => {
                 tracing::warn!(error = %e, items = call.len(), "a settle call failed; settling its items one by one");
                 for queued in call.drain(..) {
-                    let alone = settle_call(&store, &partition, &retention, std::slice::from_ref(&queued)).await;
+                    let alone = settle_in_one_call(&store, &partition, &retention, std::slice::from_ref(&queued)).await;
                     let answer = alone
-                        .map_err(|e| e.to_string())
-                        .and_then(|mut settled| settled.pop().ok_or_else(|| "no answer".to_owned()));
+                        .map_err(|e| SettleError::Call(e.to_string()))
+                        .and_then(|mut settled| settled.pop().ok_or(SettleError::NoAnswer));
                     let _ = queued.reply.send(answer);
                 }
             }
             Err(e) => {
-                let error = e.to_string();
+                let error = SettleError::Call(e.to_string());
                 for queued in call.drain(..) {
                     let _ = queued.reply.send(Err(error.clone()));
                 }
@@ -105,22 +104,15 @@ async fn send_gathered(
     }
 }
 
-async fn settle_call(
+/// Settles every queued settle of `call` with one `settle.lua` call.
+async fn settle_in_one_call(
     store: &Store,
     partition: &Partition,
     retention: &Retention,
     call: &[Queued],
 ) -> Result<Vec<Settled>, StoreError> {
-    let items: Vec<Settle> = call
-        .iter()
-        .map(|q| Settle {
-            entry_id: &q.item.entry_id,
-            delivery: &q.item.delivery,
-            settlement: &q.item.settlement,
-            history: Some(&q.item.history),
-        })
-        .collect();
-    store.settle_many(partition, &items, retention).await
+    let settles: Vec<_> = call.iter().map(|q| q.settle.as_settle()).collect();
+    store.settle_many(partition, &settles, retention).await
 }
 
 /// Whether the call may not have reached Redis (every item is then retried by its caller).
@@ -135,8 +127,9 @@ fn is_transport(error: &StoreError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use eg_core::UnixMillis;
-    use eg_core::history::DeliveryState;
+    use eg_core::history::{DeliveryState, HistoryEntry};
+    use eg_core::{Delivery, UnixMillis};
+    use eg_store::Settlement;
     use eg_store::queue::EventToStore;
     use eg_store::{Catalog, RedisSettings};
     use eg_testkit::RedisServer;
@@ -154,12 +147,12 @@ mod tests {
             .sum()
     }
 
-    fn done(ready: &eg_store::ReadyDelivery) -> SettleItem {
-        SettleItem {
+    fn done(ready: &eg_store::ReadyDelivery) -> OwnedSettle {
+        OwnedSettle {
             entry_id: ready.entry_id.clone(),
             delivery: ready.delivery.clone(),
             settlement: Settlement::Done,
-            history: HistoryEntry {
+            history: Some(HistoryEntry {
                 subscription: "billing".into(),
                 attempt: 1,
                 at: UnixMillis(2),
@@ -169,7 +162,7 @@ mod tests {
                 next: None,
                 state: DeliveryState::Delivered,
                 reason: None,
-            },
+            }),
         }
     }
 

@@ -1,5 +1,7 @@
-//! One batch of deliveries for one subscription, from pick-up to settlement, as named
-//! steps: **check** (attempts and time-to-live left), **gate** (pause, consent,
+//! The deliveries of one read, from pick-up to settlement, as named steps: **look up**
+//! (each delivery's stored event and subscription; those whose subscription or event is
+//! gone are dropped), **batch** (grouped per subscription and cut by its batch
+//! settings), then for each batch **check** (attempts and time-to-live left), **gate** (pause, consent,
 //! endpoint probation), **render**, **attempt** (through the destination), **classify**
 //! (the outcome against the endpoint's probation record, and its metrics), **decide**
 //! (each delivery's own decision by eg-core's policy: every event keeps its own attempt
@@ -11,7 +13,6 @@
 use crate::destination::{Destination, RenderedBatch, Sent};
 use crate::late::LateListeners;
 use crate::probation::RecentlyClear;
-use crate::settle_queue::SettleItem;
 use crate::store::DeliveryStore;
 use crate::verdict::Verdict;
 use eg_core::fate::{self, Consent, DropReason};
@@ -21,7 +22,7 @@ use eg_core::render::{self, RenderedEvent};
 use eg_core::subscription::Subscription;
 use eg_core::{AttemptOutcome, DeadLetterReason, Decision, LastAttempt, UnixMillis, signing};
 use eg_runtime::metrics as m;
-use eg_store::{Clock, Partition, ReadyDelivery, Settlement};
+use eg_store::{Clock, OwnedSettle, Partition, ReadyDelivery, Settlement, StoreError};
 use std::borrow::Borrow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,16 +42,16 @@ pub struct Batch {
 
 /// The steps of an attempt, over a store `S` and a destination `D`.
 pub struct Steps<S, D> {
-    pub store: S,
-    pub destination: D,
-    pub clock: Clock,
-    pub policies: ProfilePolicies,
+    store: S,
+    destination: D,
+    clock: Clock,
+    policies: ProfilePolicies,
     /// Off when `None`: every attempt goes ahead.
-    pub probation: Option<ProbationPolicy>,
+    probation: Option<ProbationPolicy>,
     /// Bounds one attempt; also the lease of a probe.
-    pub attempt_timeout: Duration,
-    pub late: LateListeners,
-    pub recently_clear: RecentlyClear,
+    attempt_timeout: Duration,
+    late: LateListeners,
+    recently_clear: RecentlyClear,
 }
 
 /// The gate's answer for a batch.
@@ -75,7 +76,90 @@ pub struct Rendered<'a> {
     pub unrenderable: Vec<(Held, Verdict)>,
 }
 
+impl<S, D> Steps<S, D> {
+    /// The steps over `store` and `destination`; `probation` off when `None`, and
+    /// `attempt_timeout` bounding one attempt (and a probe's lease).
+    pub fn new(
+        store: S,
+        destination: D,
+        clock: Clock,
+        policies: ProfilePolicies,
+        probation: Option<ProbationPolicy>,
+        attempt_timeout: Duration,
+        late: LateListeners,
+    ) -> Self {
+        Self {
+            store,
+            destination,
+            clock,
+            policies,
+            probation,
+            attempt_timeout,
+            late,
+            recently_clear: RecentlyClear::default(),
+        }
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// What bounds one attempt.
+    pub fn attempt_timeout(&self) -> Duration {
+        self.attempt_timeout
+    }
+}
+
 impl<S: DeliveryStore, D: Destination> Steps<S, D> {
+    /// Look up: each delivery read with its stored event and its subscription, ready to
+    /// be batched. A delivery whose subscription is deleted, or whose event is gone, is
+    /// dropped. One whose subscription cannot be looked up is left held: it is taken
+    /// back and retried after the visibility timeout rather than dropped on a Redis
+    /// hiccup (so is every delivery when the events cannot be read: the error).
+    pub async fn look_up(
+        &self,
+        partition: &Partition,
+        deliveries: Vec<ReadyDelivery>,
+    ) -> Result<Vec<(Arc<Subscription>, Held)>, StoreError> {
+        let keys: Vec<&str> = deliveries.iter().map(|d| d.delivery.event_key.as_str()).collect();
+        let bodies = self.store.event_bodies(partition, &keys).await?;
+        let mut found = Vec::with_capacity(deliveries.len());
+        for (ready, body) in deliveries.into_iter().zip(bodies) {
+            let delivery = &ready.delivery;
+            let subscription = match self.store.subscription_of(delivery).await {
+                Ok(subscription) => subscription,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot look up the subscription; leaving the delivery for later");
+                    continue;
+                }
+            };
+            match (subscription, body) {
+                (Some(subscription), Some(body)) => found.push((
+                    subscription,
+                    Held {
+                        partition: partition.clone(),
+                        ready,
+                        body,
+                    },
+                )),
+                (None, _) => {
+                    let verdict = Verdict::dropped(delivery, DropReason::SubscriptionDeleted, self.clock.now());
+                    self.settle(partition, &ready, verdict).await;
+                }
+                (Some(_), None) => {
+                    // Also seen by a stale holder (its delivery was taken back and finished
+                    // elsewhere): then the settle changes nothing, and there is nothing to
+                    // report.
+                    let verdict = Verdict::dropped(delivery, DropReason::EventMissing, self.clock.now());
+                    if self.settle(partition, &ready, verdict).await {
+                        tracing::error!(delivery = %delivery.id, event = %delivery.event_key, "the stored event is gone");
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+
     /// One batch, from pick-up to settlement.
     pub async fn deliver(&self, batch: Batch) {
         let Batch { subscription, held } = batch;
@@ -299,13 +383,13 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
     pub async fn settle(&self, partition: &Partition, ready: &ReadyDelivery, verdict: Verdict) -> bool {
         let mut backoff = Duration::from_millis(50);
         for _ in 0..10 {
-            let item = SettleItem {
+            let settle = OwnedSettle {
                 entry_id: ready.entry_id.clone(),
                 delivery: ready.delivery.clone(),
                 settlement: verdict.settlement.clone(),
-                history: verdict.history.clone(),
+                history: Some(verdict.history.clone()),
             };
-            match self.store.settle(partition, item).await {
+            match self.store.settle(partition, settle).await {
                 Ok(settled) if settled.took_effect => {
                     verdict.record();
                     if settled.archive_evicted > 0 {
@@ -328,6 +412,32 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
         tracing::error!(delivery = %ready.delivery.id, "giving up settling; the delivery will be reclaimed and retried");
         false
     }
+}
+
+/// Batch: the deliveries found for the same subscription go together, in the order
+/// read, cut into batches by its batch settings (eg-core's plan: what is ready now,
+/// never waiting to fill a batch).
+pub fn batches(found: Vec<(Arc<Subscription>, Held)>) -> Vec<Batch> {
+    let mut groups: Vec<(Arc<Subscription>, Vec<Held>)> = Vec::new();
+    for (subscription, held) in found {
+        match groups.iter_mut().find(|(s, _)| Arc::ptr_eq(s, &subscription)) {
+            Some((_, list)) => list.push(held),
+            None => groups.push((subscription, vec![held])),
+        }
+    }
+    let mut batches = Vec::new();
+    for (subscription, held) in groups {
+        let sizes: Vec<usize> = held.iter().map(|h| h.body.len()).collect();
+        let plan = eg_core::batch::plan(&sizes, subscription.batching);
+        let mut held = held.into_iter();
+        for range in plan {
+            batches.push(Batch {
+                subscription: subscription.clone(),
+                held: held.by_ref().take(range.len()).collect(),
+            });
+        }
+    }
+    batches
 }
 
 /// Check: a delivery already out of attempts or time (a retry that woke at its TTL
@@ -371,16 +481,16 @@ pub fn render(subscription: &Subscription, held: Vec<Held>, now: UnixMillis) -> 
             }
         }
     }
-    let first = held.iter().zip(&renderable).find(|(_, ok)| **ok).map(|(h, _)| h);
+    let first_held = held.iter().zip(&renderable).find(|(_, ok)| **ok).map(|(h, _)| h);
     let sent_ids = held
         .iter()
         .zip(&renderable)
         .filter(|(_, ok)| **ok)
         .map(|(h, _)| h.ready.delivery.id.as_str());
     let batch_id = signing::webhook_id(sent_ids);
-    let batch = first.map(|h| RenderedBatch {
+    let batch = first_held.zip(events.first()).map(|(h, first_event)| RenderedBatch {
         subscription,
-        first_event: events[0].value().into_owned(),
+        first_event: first_event.value().into_owned(),
         body: render::delivery_body(schema, &events),
         delivery_count: h.ready.delivery.attempts,
         batch_id,
@@ -435,6 +545,7 @@ mod tests {
     use eg_core::{Delivery, SubscriptionName, Topic, TopicName};
     use eg_store::{Keyspace, Settled};
     use serde_json::json;
+    use std::collections::HashMap;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -444,7 +555,13 @@ mod tests {
 
     #[derive(Default)]
     struct Recorded {
-        settled: Mutex<Vec<SettleItem>>,
+        settled: Mutex<Vec<OwnedSettle>>,
+        /// Stored events by key (gone when absent).
+        bodies: Mutex<HashMap<String, String>>,
+        /// The catalog's subscriptions by name (deleted when absent).
+        subscriptions: Mutex<HashMap<String, Arc<Subscription>>>,
+        /// Subscriptions whose look-up fails (Redis unreachable).
+        unreadable: Mutex<Vec<String>>,
         /// The probation gate's answer (open when `None`).
         gate: Mutex<Option<Gate>>,
         endpoint_results: Mutex<Vec<EndpointAttempt>>,
@@ -457,21 +574,43 @@ mod tests {
     }
 
     impl RecordingStore {
-        fn settled(&self) -> Vec<SettleItem> {
+        fn settled(&self) -> Vec<OwnedSettle> {
             std::mem::take(&mut *self.0.settled.lock().unwrap())
         }
     }
 
     impl DeliveryStore for RecordingStore {
-        async fn settle(&self, _: &Partition, item: SettleItem) -> Result<Settled, crate::settle_queue::SettleError> {
+        async fn event_bodies(&self, _: &Partition, event_keys: &[&str]) -> Result<Vec<Option<String>>, StoreError> {
+            let bodies = self.0.bodies.lock().unwrap();
+            Ok(event_keys.iter().map(|k| bodies.get(*k).cloned()).collect())
+        }
+
+        async fn subscription_of(&self, delivery: &Delivery) -> Result<Option<Arc<Subscription>>, StoreError> {
+            if self.0.unreadable.lock().unwrap().contains(&delivery.subscription) {
+                return Err(StoreError::Timeout(Duration::from_secs(1)));
+            }
+            Ok(self
+                .0
+                .subscriptions
+                .lock()
+                .unwrap()
+                .get(&delivery.subscription)
+                .cloned())
+        }
+
+        async fn settle(
+            &self,
+            _: &Partition,
+            settle: OwnedSettle,
+        ) -> Result<Settled, crate::settle_queue::SettleError> {
             let failing = &self.0.failing_settles;
             if failing.load(Ordering::SeqCst) > 0 {
                 failing.fetch_sub(1, Ordering::SeqCst);
-                return Err("unreachable".into());
+                return Err(crate::settle_queue::SettleError::Stopped);
             }
             let took_effect = !self.0.taken_back.load(Ordering::SeqCst);
             if took_effect {
-                self.0.settled.lock().unwrap().push(item);
+                self.0.settled.lock().unwrap().push(settle);
             }
             Ok(Settled {
                 took_effect,
@@ -535,19 +674,18 @@ mod tests {
     }
 
     fn steps(outcome: AttemptOutcome) -> Steps<RecordingStore, Answering> {
-        Steps {
-            store: RecordingStore::default(),
-            destination: Answering {
+        Steps::new(
+            RecordingStore::default(),
+            Answering {
                 outcome,
                 sent: Mutex::new(Vec::new()),
             },
-            clock: Clock::default(),
-            policies: ProfilePolicies::default(),
-            probation: Some(ProbationPolicy::default()),
-            attempt_timeout: Duration::from_secs(1),
-            late: LateListeners::new(Duration::ZERO, 0),
-            recently_clear: RecentlyClear::default(),
-        }
+            Clock::default(),
+            ProfilePolicies::default(),
+            Some(ProbationPolicy::default()),
+            Duration::from_secs(1),
+            LateListeners::new(Duration::ZERO, 0),
+        )
     }
 
     fn subscription() -> Subscription {
@@ -595,10 +733,15 @@ mod tests {
         }
     }
 
-    fn states(settled: &[SettleItem]) -> Vec<(String, DeliveryState, Option<String>)> {
+    /// The history step a settle appends (the steps always give one).
+    fn history(settle: &OwnedSettle) -> &HistoryEntry {
+        settle.history.as_ref().expect("a history step")
+    }
+
+    fn states(settled: &[OwnedSettle]) -> Vec<(String, DeliveryState, Option<String>)> {
         settled
             .iter()
-            .map(|i| (i.delivery.id.clone(), i.history.state, i.history.reason.clone()))
+            .map(|i| (i.delivery.id.clone(), history(i).state, history(i).reason.clone()))
             .collect()
     }
 
@@ -624,7 +767,7 @@ mod tests {
             ]
         );
         assert!(settled.iter().all(|i| matches!(i.settlement, Settlement::Done)));
-        let history: &HistoryEntry = &settled[0].history;
+        let history = history(&settled[0]);
         assert_eq!(
             (history.http_status, history.duration_ms, history.attempt),
             (Some(200), Some(7), 1)
@@ -650,8 +793,8 @@ mod tests {
             };
             assert_eq!(delivery.attempts, 1);
             assert!(*due > before, "a retry is later");
-            assert_eq!(item.history.state, DeliveryState::Retrying);
-            assert_eq!(item.history.next, Some(*due));
+            assert_eq!(history(item).state, DeliveryState::Retrying);
+            assert_eq!(history(item).next, Some(*due));
         }
     }
 
@@ -706,7 +849,7 @@ mod tests {
         };
         assert_eq!(delivery.attempts, 0, "not charged");
         assert!(*due >= until);
-        assert_eq!(settled[0].history.state, DeliveryState::HeldBack);
+        assert_eq!(history(&settled[0]).state, DeliveryState::HeldBack);
     }
 
     #[tokio::test]
@@ -743,7 +886,7 @@ mod tests {
             "{:?}",
             settled[0].settlement
         );
-        assert_eq!(settled[0].history.state, DeliveryState::Paused);
+        assert_eq!(history(&settled[0]).state, DeliveryState::Paused);
 
         // The copy in hand predates a resume: the catalog's copy wins.
         *steps.store.0.current.lock().unwrap() = Some(Arc::new(subscription()));
@@ -810,5 +953,144 @@ mod tests {
             !steps.settle(&h.partition, &h.ready, verdict()).await,
             "someone else holds it now"
         );
+    }
+
+    /// A store holding the events of `stored` and the subscriptions named in `existing`
+    /// (as copies of `subscription()` under that name).
+    fn stored(steps: &Steps<RecordingStore, Answering>, stored: &[&str], existing: &[&str]) {
+        let mut bodies = steps.store.0.bodies.lock().unwrap();
+        for id in stored {
+            bodies.insert(format!("event-{id}"), event(id).body);
+        }
+        let mut subscriptions = steps.store.0.subscriptions.lock().unwrap();
+        for name in existing {
+            let mut s = subscription();
+            s.name = SubscriptionName::parse(name).unwrap();
+            subscriptions.insert((*name).into(), Arc::new(s));
+        }
+    }
+
+    /// A delivery read for the subscription named `subscription`.
+    fn read(id: &str, subscription: &str) -> ReadyDelivery {
+        let mut ready = event(id).ready;
+        ready.delivery.subscription = subscription.into();
+        ready
+    }
+
+    #[tokio::test]
+    async fn look_up_finds_each_delivery_its_event_and_subscription() {
+        let steps = steps(status(200));
+        stored(&steps, &["a", "b"], &["billing"]);
+        let partition = Keyspace::new("eg", 1).partition(0);
+        let found = steps
+            .look_up(&partition, vec![read("a", "billing"), read("b", "billing")])
+            .await
+            .unwrap();
+
+        let ids: Vec<_> = found.iter().map(|(_, h)| h.ready.delivery.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert!(found.iter().all(|(s, _)| s.name.as_str() == "billing"));
+        assert!(found[0].1.body.contains("\"a\""), "{}", found[0].1.body);
+        assert!(steps.store.settled().is_empty(), "nothing dropped");
+    }
+
+    #[tokio::test]
+    async fn look_up_drops_a_delivery_whose_subscription_is_deleted_or_event_is_gone() {
+        let steps = steps(status(200));
+        // "gone" has no stored event; "orphan" belongs to a deleted subscription (and
+        // its event is gone too: the deleted subscription is the reason given).
+        stored(&steps, &["kept", "orphaned"], &["billing"]);
+        let partition = Keyspace::new("eg", 1).partition(0);
+        let found = steps
+            .look_up(
+                &partition,
+                vec![
+                    read("kept", "billing"),
+                    read("orphaned", "deleted"),
+                    read("gone", "billing"),
+                    read("orphan", "deleted"),
+                ],
+            )
+            .await
+            .unwrap();
+
+        let ids: Vec<_> = found.iter().map(|(_, h)| h.ready.delivery.id.as_str()).collect();
+        assert_eq!(ids, ["kept"]);
+        let settled = steps.store.settled();
+        assert_eq!(
+            states(&settled),
+            [
+                (
+                    "orphaned".into(),
+                    DeliveryState::Dropped,
+                    Some("SubscriptionDeleted".into())
+                ),
+                ("gone".into(), DeliveryState::Dropped, Some("EventMissing".into())),
+                (
+                    "orphan".into(),
+                    DeliveryState::Dropped,
+                    Some("SubscriptionDeleted".into())
+                ),
+            ]
+        );
+        assert!(settled.iter().all(|i| matches!(i.settlement, Settlement::Done)));
+    }
+
+    #[tokio::test]
+    async fn look_up_leaves_held_a_delivery_whose_subscription_cannot_be_looked_up() {
+        let steps = steps(status(200));
+        stored(&steps, &["a", "b"], &["billing"]);
+        steps.store.0.unreadable.lock().unwrap().push("unknown".into());
+        let partition = Keyspace::new("eg", 1).partition(0);
+        let found = steps
+            .look_up(&partition, vec![read("a", "unknown"), read("b", "billing")])
+            .await
+            .unwrap();
+
+        let ids: Vec<_> = found.iter().map(|(_, h)| h.ready.delivery.id.as_str()).collect();
+        assert_eq!(ids, ["b"]);
+        assert!(
+            steps.store.settled().is_empty(),
+            "not dropped: taken back after the visibility timeout"
+        );
+    }
+
+    fn batching(max_events: u32) -> Arc<Subscription> {
+        let mut s = subscription();
+        s.batching.max_events_per_batch = max_events;
+        Arc::new(s)
+    }
+
+    fn ids(batch: &Batch) -> Vec<&str> {
+        batch.held.iter().map(|h| h.ready.delivery.id.as_str()).collect()
+    }
+
+    #[test]
+    fn batches_group_deliveries_per_subscription_in_the_order_read() {
+        let (billing, shipping) = (batching(10), batching(10));
+        let found = vec![
+            (billing.clone(), event("a")),
+            (shipping.clone(), event("b")),
+            (billing.clone(), event("c")),
+        ];
+        let cut = batches(found);
+        assert_eq!(cut.len(), 2);
+        assert!(Arc::ptr_eq(&cut[0].subscription, &billing));
+        assert_eq!(ids(&cut[0]), ["a", "c"]);
+        assert!(Arc::ptr_eq(&cut[1].subscription, &shipping));
+        assert_eq!(ids(&cut[1]), ["b"]);
+    }
+
+    #[test]
+    fn batches_are_cut_by_the_subscriptions_batch_settings() {
+        let two = batching(2);
+        let found = ["a", "b", "c", "d", "e"].map(|id| (two.clone(), event(id)));
+        let cut: Vec<_> = batches(found.into()).iter().map(ids).map(|ids| ids.join(",")).collect();
+        assert_eq!(cut, ["a,b", "c,d", "e"]);
+
+        let unbatched = batching(1);
+        let found = ["a", "b"].map(|id| (unbatched.clone(), event(id)));
+        assert_eq!(batches(found.into()).len(), 2, "one event per request");
+        assert!(batches(Vec::new()).is_empty());
     }
 }

@@ -3,22 +3,36 @@
 //! Redis implementation ([`RedisStore`]) is eg-store itself plus this process's settle
 //! queue and catalog cache.
 
-use crate::settle_queue::{SettleError, SettleItem, SettleQueue};
+use crate::settle_queue::{SettleError, SettleQueue};
 use eg_core::probation::{EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy};
 use eg_core::subscription::Subscription;
 use eg_core::{Delivery, UnixMillis};
-use eg_store::{CatalogCache, Partition, Settled, Store, StoreError};
+use eg_store::{CatalogCache, OwnedSettle, Partition, Settled, Store, StoreError};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// What the steps ask of the store.
 pub trait DeliveryStore: Clone + Send + Sync + 'static {
+    /// The stored events under `event_keys`, in order (`None`: gone).
+    fn event_bodies(
+        &self,
+        partition: &Partition,
+        event_keys: &[&str],
+    ) -> impl Future<Output = Result<Vec<Option<String>>, StoreError>> + Send;
+
+    /// The delivery's subscription as of the catalog version it was matched against or
+    /// later (`None`: it does not exist).
+    fn subscription_of(
+        &self,
+        delivery: &Delivery,
+    ) -> impl Future<Output = Result<Option<Arc<Subscription>>, StoreError>> + Send;
+
     /// Settles one delivery (with whatever else of its partition is settling now).
     fn settle(
         &self,
         partition: &Partition,
-        item: SettleItem,
+        settle: OwnedSettle,
     ) -> impl Future<Output = Result<Settled, SettleError>> + Send;
 
     /// The endpoint's probation gate; a probe holds a lease of `probe_lease`.
@@ -70,8 +84,30 @@ impl RedisStore {
 }
 
 impl DeliveryStore for RedisStore {
-    async fn settle(&self, partition: &Partition, item: SettleItem) -> Result<Settled, SettleError> {
-        self.queue.settle(partition, item).await
+    async fn event_bodies(
+        &self,
+        partition: &Partition,
+        event_keys: &[&str],
+    ) -> Result<Vec<Option<String>>, StoreError> {
+        self.store.event_bodies(partition, event_keys).await
+    }
+
+    /// The cached catalog's copy, unless it is older than the version the delivery was
+    /// matched against (a subscription changed a moment ago through another process) or
+    /// does not know the subscription yet: then the catalog is refreshed first.
+    async fn subscription_of(&self, delivery: &Delivery) -> Result<Option<Arc<Subscription>>, StoreError> {
+        let (topic, name) = (&delivery.topic, &delivery.subscription);
+        let snapshot = self.catalog.snapshot();
+        if snapshot.version >= delivery.catalog_version
+            && let Some(s) = snapshot.subscription_arc(topic, name)
+        {
+            return Ok(Some(s.clone()));
+        }
+        Ok(self.catalog.refresh().await?.subscription_arc(topic, name).cloned())
+    }
+
+    async fn settle(&self, partition: &Partition, settle: OwnedSettle) -> Result<Settled, SettleError> {
+        self.queue.settle(partition, settle).await
     }
 
     async fn endpoint_gate(

@@ -21,9 +21,11 @@ pub struct Verdict {
     delivery: Delivery,
 }
 
+/// What a settlement counts once it took effect.
 enum Tally {
     Delivered,
-    Retried,
+    /// Counts nothing: a retry, or a delivery held back, set aside or handed back.
+    Nothing,
     DeadLettered(DeadLetterReason),
     Dropped(DropReason),
 }
@@ -39,7 +41,7 @@ impl Verdict {
                     delivery: delivery.clone(),
                     due,
                 },
-                Tally::Retried,
+                Tally::Nothing,
             ),
             Fate::DeadLetter(reason, destination) => (
                 Settlement::DeadLetter {
@@ -60,7 +62,7 @@ impl Verdict {
             (_, Tally::Delivered) => (DeliveryState::Delivered, None, None),
             (_, Tally::DeadLettered(reason)) => (DeliveryState::DeadLettered, None, Some(reason.to_string())),
             (_, Tally::Dropped(reason)) => (DeliveryState::Dropped, None, Some(reason.to_string())),
-            (_, Tally::Retried) => (DeliveryState::Retrying, None, None),
+            (_, Tally::Nothing) => (DeliveryState::Retrying, None, None),
         };
         Self {
             history: step(delivery, now, state, next, reason),
@@ -78,7 +80,7 @@ impl Verdict {
                 delivery: delivery.clone(),
                 due,
             },
-            tally: Tally::Retried,
+            tally: Tally::Nothing,
             delivery,
         }
     }
@@ -91,7 +93,7 @@ impl Verdict {
             settlement: Settlement::Requeue {
                 delivery: delivery.clone(),
             },
-            tally: Tally::Retried,
+            tally: Tally::Nothing,
             delivery: delivery.clone(),
         }
     }
@@ -105,7 +107,7 @@ impl Verdict {
                 delivery: delivery.clone(),
                 until,
             },
-            tally: Tally::Retried,
+            tally: Tally::Nothing,
             delivery: delivery.clone(),
         }
     }
@@ -164,7 +166,7 @@ impl Verdict {
                 metrics::counter!(m::DELIVERY_SUCCESS_COUNT, "topic" => topic, "subscription" => subscription)
                     .increment(1);
             }
-            Tally::Retried => {}
+            Tally::Nothing => {}
             Tally::DeadLettered(reason) => {
                 metrics::counter!(m::DEAD_LETTERED_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.as_str())
                     .increment(1);

@@ -9,11 +9,23 @@ use std::time::{Duration, Instant};
 
 /// POSTs batches over the outbound client (which enforces the address policy).
 pub struct Webhook {
-    pub client: Client,
+    client: Client,
     /// Bounds one attempt.
-    pub timeout: Duration,
+    timeout: Duration,
     /// Most bytes of a response body read (the rest is not waited for).
-    pub max_response_bytes: usize,
+    max_response_bytes: usize,
+}
+
+impl Webhook {
+    /// Posts over `client`; an attempt is bounded by `timeout`, and reads at most
+    /// `max_response_bytes` of a response body.
+    pub fn new(client: Client, timeout: Duration, max_response_bytes: usize) -> Self {
+        Self {
+            client,
+            timeout,
+            max_response_bytes,
+        }
+    }
 }
 
 impl Destination for Webhook {
@@ -147,11 +159,7 @@ mod tests {
             policy: AddressPolicy::parse(["127.0.0.1/32"]).unwrap(),
             ..OutboundSettings::default()
         };
-        Webhook {
-            client: Client::new(settings).unwrap(),
-            timeout,
-            max_response_bytes: 1024,
-        }
+        Webhook::new(Client::new(settings).unwrap(), timeout, 1024)
     }
 
     fn subscription_to(url: &str) -> Subscription {

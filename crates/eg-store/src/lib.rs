@@ -44,8 +44,7 @@ pub use clock::Clock;
 pub use connection::{RedisSettings, Store};
 pub use error::StoreError;
 pub use keyspace::{Keyspace, Partition};
-pub use queue::{
-    DeadLetterItem, Depths, Promoted, PublishOutcome, ReadyDelivery, Retention, Settle, Settled, Settlement,
-};
+pub use queue::{DeadLetterItem, Depths, Promoted, PublishOutcome, ReadyDelivery};
+pub use settlement::{OwnedSettle, Retention, Settle, Settled, Settlement};
 pub use snapshot::{CatalogSnapshot, TopicEntry};
 pub use stats::StatsStore;

@@ -7,7 +7,7 @@ use crate::connection::Store;
 use crate::error::StoreError;
 use crate::keyspace::{DEADLETTER_GROUP, Partition, SENDERS_GROUP};
 use crate::scripts;
-pub use crate::settlement::{Retention, Settle, Settlement};
+pub use crate::settlement::{OwnedSettle, Retention, Settle, Settled, Settlement};
 use eg_core::Delivery;
 use eg_core::deadletter::DeadLetterEntry;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
@@ -43,16 +43,6 @@ pub struct Promoted {
     pub moved: usize,
     /// How long until the earliest member left falls due (by Redis's clock), if any.
     pub next_in: Option<Duration>,
-}
-
-/// What became of a settle call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Settled {
-    /// False when the entry was no longer held (reclaimed or settled by someone else):
-    /// nothing changed.
-    pub took_effect: bool,
-    /// Old records evicted from the dead-letter archive to stay within its bound.
-    pub archive_evicted: u64,
 }
 
 /// A dead-letter record read from a dead-letter stream.

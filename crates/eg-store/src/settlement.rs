@@ -1,7 +1,9 @@
-//! What a settle call is given: what becomes of each held delivery ([`Settlement`],
-//! [`Settle`]) and how much history and archive a partition keeps ([`Retention`]).
-//! Its own module because both [`crate::queue`] (which settles) and [`crate::codec`]
-//! (which lays the call out for `settle.lua`) use these types; `queue` re-exports them.
+//! The vocabulary of settling: what becomes of a held delivery ([`Settlement`]), one
+//! hold to settle ([`Settle`], or [`OwnedSettle`] when it must wait in another task),
+//! how much history and archive a partition keeps ([`Retention`]), and what became of
+//! the settle ([`Settled`]). Its own module because both [`crate::queue`] (which
+//! settles) and [`crate::codec`] (which lays the call out for `settle.lua`) use these
+//! types; `queue` re-exports them.
 
 use eg_core::deadletter::DeadLetterEntry;
 use eg_core::history::HistoryEntry;
@@ -15,7 +17,8 @@ pub enum Settlement {
     Done,
     /// Try again at `due` (the record carries the attempt just made).
     Retry { delivery: Delivery, due: UnixMillis },
-    /// Back into the ready stream now (an abandoned attempt).
+    /// Back into the ready stream now, uncharged: an abandoned attempt taken back, or a
+    /// delivery a sender read ahead and hands back because no slot freed for it in time.
     Requeue { delivery: Delivery },
     /// To the dead-letter worker (and the subscription's dead-letter archive).
     DeadLetter { entry: DeadLetterEntry },
@@ -57,4 +60,38 @@ pub struct Settle<'a> {
     pub settlement: &'a Settlement,
     /// The step to append to the event's history (`None`: none).
     pub history: Option<&'a HistoryEntry>,
+}
+
+/// A [`Settle`] that owns what it settles, for a caller that hands it to another task
+/// (the sender's settle queue) before the call is made; [`OwnedSettle::as_settle`] lends
+/// it to [`crate::Store::settle_many`].
+#[derive(Debug, Clone)]
+pub struct OwnedSettle {
+    pub entry_id: String,
+    pub delivery: Delivery,
+    pub settlement: Settlement,
+    /// The step to append to the event's history (`None`: none).
+    pub history: Option<HistoryEntry>,
+}
+
+impl OwnedSettle {
+    /// This settle as [`crate::Store::settle_many`] takes it.
+    pub fn as_settle(&self) -> Settle<'_> {
+        Settle {
+            entry_id: &self.entry_id,
+            delivery: &self.delivery,
+            settlement: &self.settlement,
+            history: self.history.as_ref(),
+        }
+    }
+}
+
+/// What became of one settle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    /// False when the entry was no longer held (reclaimed or settled by someone else):
+    /// nothing changed.
+    pub took_effect: bool,
+    /// Old records evicted from the dead-letter archive to stay within its bound.
+    pub archive_evicted: u64,
 }

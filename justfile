@@ -6,13 +6,18 @@ export EG_LOCAL_REDIS_PORT := env_var_or_default("EG_LOCAL_REDIS_PORT", "6380")
 # Where `just up` keeps Redis's append-only file, logs, pids and dead-letters (git-ignored).
 export EG_LOCAL_DIR := env_var_or_default("EG_LOCAL_DIR", justfile_directory() / ".eg")
 
+# What `just up` builds and `just egctl` runs: one package list, so `just egctl` right after
+# `just up` finds everything built (another selection would resolve features differently and
+# recompile).
+local_packages := "-p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter -p eg-demo-receiver -p egctl"
+
 default:
     @just --list
 
 # Start a local Redis, the four tiers and a demo receiver; create a demo topic and subscription.
 up:
     deploy/local/ensure-redis.sh
-    cargo build -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter -p eg-demo-receiver
+    cargo build {{local_packages}}
     deploy/local/up.sh
 
 # Stop everything `just up` started (SIGTERM, then SIGKILL after 15 s).
@@ -38,9 +43,13 @@ logs TIER="":
 
 # Run egctl against the local deployment (`just egctl topics list`, `just egctl --help`; docs/egctl.md).
 [positional-arguments]
+[no-exit-message]
 egctl *ARGS:
-    @EGCTL_URL="http://${EG__INGRESS__LISTEN:-127.0.0.1:8080}" EGCTL_TOKEN_FILE="$EG_LOCAL_DIR/admin-token" \
-        cargo run -q -p egctl -- "$@"
+    #!/usr/bin/env bash
+    set -euo pipefail
+    cargo build -q {{local_packages}}
+    export EGCTL_URL="http://${EG__INGRESS__LISTEN:-127.0.0.1:8080}" EGCTL_TOKEN_FILE="$EG_LOCAL_DIR/admin-token"
+    exec "${CARGO_TARGET_DIR:-target}/debug/egctl" "$@"
 
 # The local deployment at a glance: topics, subscriptions, rates, queues.
 status:

@@ -41,17 +41,37 @@ start() {
 }
 
 # stop NAME: SIGTERM (the process finishes what it holds), SIGKILL after 15 s.
+# Stops the named processes: SIGTERM to all of them at once (each finishes what it holds),
+# then one wait of at most 15 s for them all, SIGKILL for any still running.
 stop() {
-  local name=$1 pidfile="$dir/run/$1.pid"
-  [ -f "$pidfile" ] || return 0
-  local pid; pid=$(cat "$pidfile")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && { echo "$name did not stop in 15 s; killing it"; kill -KILL "$pid" 2>/dev/null || true; }
+  local name pid pidfile waiting=()
+  for name in "$@"; do
+    pidfile="$dir/run/$name.pid"
+    [ -f "$pidfile" ] || continue
+    pid=$(cat "$pidfile")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid" 2>/dev/null || true
+      waiting+=("$name:$pid")
+    else
+      rm -f "$pidfile"
+    fi
+  done
+  local entry alive
+  for _ in $(seq 150); do
+    alive=0
+    for entry in "${waiting[@]}"; do kill -0 "${entry#*:}" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  for entry in "${waiting[@]}"; do
+    name=${entry%%:*} pid=${entry#*:}
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "$name did not stop in 15 s; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
     echo "stopped $name"
-  fi
-  rm -f "$pidfile"
+    rm -f "$dir/run/$name.pid"
+  done
 }
 
 # The names of the running-or-recorded copies of a tier: eg-sender, eg-sender-2, …

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Stops what deploy/local/up.sh (and `just scale`) started: the tiers first, every copy
-# (SIGTERM, they finish what they hold), Redis last.
+# at once (SIGTERM, they finish what they hold), Redis last.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 [ -d "$dir/run" ] || { echo "nothing is running"; exit 0; }
 
+# Every tier copy and the demo receiver at once (one wait, not one per process), Redis last.
+names=()
 for tier in eg-ingress eg-sender eg-scheduler eg-deadletter; do
-  for name in $(copies "$tier"); do stop "$name"; done
+  for name in $(copies "$tier"); do names+=("$name"); done
 done
-stop eg-demo-receiver
+stop "${names[@]}" eg-demo-receiver
 stop redis

@@ -93,13 +93,14 @@ pub fn command(
             command.env_remove(key);
         }
     }
-    for key in PROXY_VARIABLES.iter().chain(&["RUST_LOG"]) {
+    // NO_COLOR is removed too: a tier must write plain text to a log file by itself (it
+    // colours only a terminal), and every test that reads a log relies on that.
+    for key in PROXY_VARIABLES.iter().chain(&["RUST_LOG", "NO_COLOR"]) {
         command.env_remove(key);
     }
     command
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env(role.listen_variable(), listen)
-        .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);

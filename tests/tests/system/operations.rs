@@ -422,3 +422,24 @@ async fn every_tier_exports_its_process_metrics() {
         );
     }
 }
+
+/// A log file is read by people and log collectors, not a terminal: no colour codes in it.
+/// (The harness removes NO_COLOR, so the tiers decide this themselves.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tier_logs_written_to_a_file_are_plain_text() {
+    let system = System::start(Options::default()).await;
+    let logs: Vec<(String, String)> = system
+        .logs()
+        .into_iter()
+        .filter(|(name, _)| name.ends_with(".log"))
+        .collect();
+    assert!(
+        logs.len() >= 4,
+        "a log per tier: {:?}",
+        logs.iter().map(|(n, _)| n).collect::<Vec<_>>()
+    );
+    for (name, text) in &logs {
+        assert!(text.contains("INFO"), "{name} was read: {text}");
+        assert!(!text.contains('\u{1b}'), "{name} holds ANSI escape codes: {text}");
+    }
+}

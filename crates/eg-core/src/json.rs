@@ -48,8 +48,11 @@ pub struct JsonError {
 pub enum JsonProblem {
     /// Not UTF-8: the first invalid byte's offset.
     NotUtf8 { offset: usize },
-    /// Malformed or truncated JSON, or a number out of range: `serde_json`'s words.
+    /// Malformed JSON, or a number out of range: `serde_json`'s words.
     Syntax(String),
+    /// The body ends before its JSON does (`serde_json`'s words kept for the detail); the
+    /// path says where the reader was when it ran out.
+    Truncated(String),
     /// An object with the same key twice.
     DuplicateKey(String),
     /// Arrays and objects nested deeper than [`MAX_DEPTH`].
@@ -83,6 +86,7 @@ impl fmt::Display for JsonError {
                 return write!(f, "{subject} is not UTF-8: invalid byte sequence at offset {offset}");
             }
             JsonProblem::Syntax(message) => write!(f, "{subject} is not valid JSON: {message}")?,
+            JsonProblem::Truncated(message) => write!(f, "{subject} is not valid JSON: it ends too early ({message})")?,
             JsonProblem::DuplicateKey(key) => write!(
                 f,
                 "{subject} has the key {key:?} twice (a JSON object must not repeat a key)"
@@ -131,10 +135,14 @@ pub fn parse(bytes: &[u8]) -> Result<Value, JsonError> {
         .deserialize(&mut deserializer)
         .and_then(|value| deserializer.end().map(|()| value));
     parsed.map_err(|e| {
-        let problem = state
-            .problem
-            .take()
-            .unwrap_or_else(|| JsonProblem::Syntax(message_of(&e)));
+        let truncated = e.classify() == serde_json::error::Category::Eof;
+        let problem = state.problem.take().unwrap_or_else(|| {
+            if truncated {
+                JsonProblem::Truncated(message_of(&e))
+            } else {
+                JsonProblem::Syntax(message_of(&e))
+            }
+        });
         JsonError {
             path: render_path(&state.path),
             problem,
@@ -382,12 +390,17 @@ mod tests {
         assert_eq!(e.problem, JsonProblem::Syntax("number out of range".into()));
         let e = refused(r#"[{"id": "#);
         assert!(
-            matches!(e.problem, JsonProblem::Syntax(ref m) if m.starts_with("EOF")),
+            matches!(e.problem, JsonProblem::Truncated(ref m) if m.starts_with("EOF")),
             "{e:?}"
+        );
+        assert_eq!(e.path, "[0].id");
+        assert_eq!(
+            e.to_string(),
+            "[0].id is not valid JSON: it ends too early (EOF while parsing a value) at line 1 column 8"
         );
         assert_eq!(
             refused("").to_string(),
-            "the request body is not valid JSON: EOF while parsing a value at line 1 column 0"
+            "the request body is not valid JSON: it ends too early (EOF while parsing a value) at line 1 column 0"
         );
         assert!(matches!(refused("[] []").problem, JsonProblem::Syntax(ref m) if m == "trailing characters"));
         assert!(matches!(refused(r#"["\ud800"]"#).problem, JsonProblem::Syntax(_)));

@@ -211,7 +211,11 @@ fn json_value(body: &[u8]) -> Result<Value, PublishError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(PublishError::EmptyBody);
     }
-    json::parse(body).map_err(|e| {
+    json::parse(body).map_err(|mut e| {
+        // A publish cut short is wrong as a whole, not at the event the reader was in.
+        if matches!(e.problem, json::JsonProblem::Truncated(_)) {
+            e.path.clear();
+        }
         // Only an object has keys: a duplicate at the top is in a single event.
         let e = if e.path.starts_with('[') {
             e.within("events")
@@ -351,6 +355,23 @@ mod tests {
             PublishedBatch::parse_event_grid(b"[{", TOPIC, limits),
             Err(PublishError::MalformedJson(_))
         ));
+    }
+
+    #[test]
+    fn a_truncated_body_is_named_as_a_whole() {
+        let body = json!([event(), event()]).to_string();
+        let cut = &body.as_bytes()[..body.len() / 2];
+        let Err(PublishError::MalformedJson(e)) =
+            PublishedBatch::parse_event_grid(cut, TOPIC, PublishLimits::default())
+        else {
+            panic!("a truncated body was not refused as malformed JSON");
+        };
+        let message = e.to_string();
+        assert!(
+            message.starts_with("the request body is not valid JSON: it ends too early (EOF while parsing"),
+            "{message}"
+        );
+        assert!(message.contains(" at line 1 column "), "{message}");
     }
 
     #[test]

@@ -245,6 +245,27 @@ async fn manages_topics_and_subscriptions_and_publishes() {
         ])
         .await;
     assert!(published.ok().contains("flag-1"), "{published:?}");
+    // Text that is not JSON is refused before anything is sent, with what to type instead.
+    let refused = ctl
+        .run(&[
+            "publish",
+            "orders",
+            "--type",
+            "Order.Created",
+            "--subject",
+            "/orders/9",
+            "--data",
+            "not json",
+        ])
+        .await;
+    assert_ne!(refused.code, 0, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("--data is not valid JSON: expected ident at line 1 column 2")
+            && refused.stderr.contains(r#"--data '"hello"'"#),
+        "{refused:?}"
+    );
     let events = json!([
         {"id": "file-1", "eventType": "Order.Paid", "subject": "/orders/2", "eventTime": "2026-01-02T03:04:05Z", "data": {}, "dataVersion": "1"},
         {"id": "file-2", "eventType": "Order.Shipped", "subject": "/orders/3", "eventTime": "2026-01-02T03:04:05Z", "data": {}, "dataVersion": "1"},

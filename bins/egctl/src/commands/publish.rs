@@ -42,7 +42,11 @@ pub async fn run(args: PublishArgs, ctx: &Ctx) -> Result<String, Failure> {
 /// One event built from the flags, in the topic's schema.
 fn from_flags(args: &PublishArgs, schema: &str) -> Result<(Vec<u8>, &'static str), Failure> {
     let data: Value = match &args.data {
-        Some(raw) => serde_json::from_str(raw).map_err(|e| Failure::usage(format!("--data: not JSON ({e})")))?,
+        Some(raw) => serde_json::from_str(raw).map_err(|e| {
+            Failure::usage(format!(
+                "--data is not valid JSON: {e} (to send text, quote it as a JSON string: --data '\"hello\"')"
+            ))
+        })?,
         None => json!({}),
     };
     let id = args.id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());

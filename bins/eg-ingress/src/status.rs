@@ -13,6 +13,7 @@
 //! Routes here do their own authentication and answer HTML, so they are merged outside
 //! the layer that turns error answers into Event Grid's JSON body.
 
+mod hour;
 mod html;
 mod model;
 
@@ -25,6 +26,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use eg_runtime::startup::Process;
 use eg_runtime::stats::Stats;
+use hour::LastHour;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,6 +38,7 @@ const COOKIE: &str = "eg_status";
 pub struct StatusState {
     app: Arc<App>,
     stats: Stats,
+    last_hour: LastHour,
 }
 
 /// The status routes, or none when no admin token is configured.
@@ -46,6 +49,7 @@ pub fn router(app: Arc<App>, process: &Process) -> Router {
     let state = Arc::new(StatusState {
         app,
         stats: process.stats.clone(),
+        last_hour: LastHour::default(),
     });
     Router::new()
         .route("/status", get(page))
@@ -160,7 +164,7 @@ async fn page(
     if access(token, &headers, true) == Access::Denied {
         return sign_in_page(false);
     }
-    let status = model::gather(&state.app, &state.stats).await;
+    let status = model::gather(&state.app, &state.stats, &state.last_hour).await;
     html(StatusCode::OK, html::page(&status))
 }
 
@@ -172,7 +176,7 @@ async fn live(State(state): State<Arc<StatusState>>, headers: HeaderMap) -> Resp
             "<p>Signed out: open /status to sign in again.</p>".into(),
         );
     }
-    let status = model::gather(&state.app, &state.stats).await;
+    let status = model::gather(&state.app, &state.stats, &state.last_hour).await;
     html(StatusCode::OK, html::live(&status))
 }
 
@@ -181,7 +185,7 @@ pub async fn admin_status(State(state): State<Arc<StatusState>>, headers: Header
     if access(token(&state), &headers, false) == Access::Denied {
         return Refusal::unauthorized("missing or wrong bearer token").into_response();
     }
-    let status = model::gather(&state.app, &state.stats).await;
+    let status = model::gather(&state.app, &state.stats, &state.last_hour).await;
     let mut response = Json(status).into_response();
     response
         .headers_mut()

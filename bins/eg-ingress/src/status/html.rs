@@ -432,10 +432,13 @@ mod tests {
                 name: topic.into(),
                 input_schema: "EventGridSchema".into(),
                 publish_rate: 2.5,
+                unmatched_last_hour: 7,
                 subscriptions: vec![SubscriptionStatus {
                     name: sub.into(),
+                    endpoint_base_url: "https://example.test/hook".into(),
                     paused: true,
                     provisioning_state: "AwaitingManualAction".into(),
+                    provisioning_message: Some("the endpoint answered <200> with an empty body".into()),
                     delivery_rate: 1.0,
                     failure_rate: 0.5,
                     dead_letter_rate: 0.0,

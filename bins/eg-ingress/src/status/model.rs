@@ -6,9 +6,11 @@
 //! A part that cannot be read (Redis hiccup) is left empty and named in `problems`, so
 //! the page still shows what it could instead of failing as a whole.
 
+use super::hour::LastHour;
 use crate::state::App;
 use eg_core::UnixMillis;
 use eg_core::probation::{self, EndpointId, ProbationState};
+use eg_core::subscription::base_url;
 use eg_runtime::stats::{Kind, Stats, Window, subscription_label};
 use eg_store::Depths;
 use serde::Serialize;
@@ -35,6 +37,10 @@ pub struct TopicStatus {
     pub input_schema: String,
     /// Events accepted per second over the last minute.
     pub publish_rate: f64,
+    /// Events that matched no active subscription in the last hour (Event Grid's
+    /// unmatched count): published while every subscription was waiting for validation,
+    /// filtered out, or there was none.
+    pub unmatched_last_hour: u64,
     pub subscriptions: Vec<SubscriptionStatus>,
 }
 
@@ -42,8 +48,12 @@ pub struct TopicStatus {
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionStatus {
     pub name: String,
+    /// The endpoint without its query string (which may hold a secret).
+    pub endpoint_base_url: String,
     pub paused: bool,
     pub provisioning_state: String,
+    /// Why the subscription is not `Succeeded`; `null` when it is.
+    pub provisioning_message: Option<String>,
     /// Deliveries accepted by the endpoint per second over the last minute.
     pub delivery_rate: f64,
     /// Failed attempts per second over the last minute.
@@ -204,7 +214,7 @@ fn probation_of(record: Option<&probation::ProbationRecord>, now: UnixMillis) ->
 }
 
 /// Reads everything the page shows.
-pub async fn gather(app: &App, stats: &Stats) -> Status {
+pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
     let now = app.clock.now();
     let mut problems = Vec::new();
     // The cache refreshes itself every few seconds; asking costs one GET and shows a
@@ -221,6 +231,13 @@ pub async fn gather(app: &App, stats: &Stats) -> Status {
         Err(e) => {
             problems.push(format!("rates unavailable: {e}"));
             Window::default()
+        }
+    };
+    let unmatched = match last_hour.unmatched(stats, now, &window).await {
+        Ok(counts) => counts,
+        Err(e) => {
+            problems.push(format!("unmatched counts of the last hour unavailable: {e}"));
+            Default::default()
         }
     };
 
@@ -265,8 +282,10 @@ pub async fn gather(app: &App, stats: &Stats) -> Status {
         let label = subscription_label(&sub.topic.key(), &sub.name.key());
         by_topic.entry(sub.topic.key()).or_default().push(SubscriptionStatus {
             name: sub.name.as_str().to_owned(),
+            endpoint_base_url: base_url(&sub.endpoint_url),
             paused: sub.paused,
             provisioning_state: sub.provisioning.state_at(now).as_str().to_owned(),
+            provisioning_message: sub.provisioning.message(now),
             delivery_rate: window.rate(Kind::Delivered, &label),
             failure_rate: window.rate(Kind::Failed, &label),
             dead_letter_rate: window.rate(Kind::DeadLettered, &label),
@@ -281,6 +300,7 @@ pub async fn gather(app: &App, stats: &Stats) -> Status {
             name: entry.topic.name.as_str().to_owned(),
             input_schema: entry.topic.input_schema.to_string(),
             publish_rate: window.rate(Kind::Published, key),
+            unmatched_last_hour: unmatched.get(*key).copied().unwrap_or(0),
             subscriptions: by_topic.remove(*key).unwrap_or_default(),
         })
         .collect();

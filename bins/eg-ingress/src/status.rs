@@ -16,6 +16,7 @@
 mod hour;
 mod html;
 mod model;
+pub(crate) mod operations;
 
 use crate::errors::Refusal;
 use crate::state::App;

@@ -32,6 +32,7 @@ pub mod keyspace;
 pub mod paused;
 pub mod probation;
 pub mod queue;
+pub mod recent;
 mod scripts;
 mod settlement;
 pub mod snapshot;

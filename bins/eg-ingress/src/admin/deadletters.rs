@@ -6,13 +6,12 @@
 use super::{Reply, body_object, find_subscription};
 use crate::errors::Refusal;
 use crate::state::App;
+use crate::status::operations::{self, subscription_key};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use eg_core::deadletter::RedriveTarget;
-use eg_core::{Subscription, UnixMillis};
-use eg_runtime::metrics as m;
+use eg_core::UnixMillis;
 use eg_store::{ArchivedRecord, Cursor, Selection, TimeRange};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -27,10 +26,6 @@ const MAX_IDS: usize = 10_000;
 
 /// The fields of a redrive or purge request.
 const SELECTION_FIELDS: [&str; 6] = ["all", "from", "to", "ids", "eventIds", "limit"];
-
-fn subscription_key(sub: &Subscription) -> String {
-    format!("{}/{}", sub.topic.key(), sub.name.key())
-}
 
 /// `GET …/deadLetters?from=&to=&limit=&cursor=`
 pub async fn list(
@@ -94,30 +89,7 @@ pub async fn redrive(
     let body = body_object(&app, &headers, body, "a redrive request", &SELECTION_FIELDS).await?;
     let (selection, limit) = selection(&body)?;
     let sub = find_subscription(&app, &topic, &name).await?;
-    let version = app.catalog.version().await?;
-    let now = app.clock.now();
-    let (topic_key, subscription_key) = (sub.topic.key(), sub.name.key());
-    let progress = app
-        .store
-        .redrive_dead_letters(
-            &format!("{topic_key}/{subscription_key}"),
-            &selection,
-            limit,
-            |record| {
-                let (delivery_id, event_key) = (new_id(), new_id());
-                let target = RedriveTarget {
-                    topic_key: &topic_key,
-                    subscription_key: &subscription_key,
-                    delivery_id: &delivery_id,
-                    event_key: &event_key,
-                };
-                record.entry.redelivery(target, record.event_id(), now, version)
-            },
-        )
-        .await?;
-    metrics::counter!(m::REDRIVEN_EVENT_COUNT, "topic" => topic_key.clone(), "subscription" => subscription_key.clone())
-        .increment(progress.done);
-    tracing::info!(topic = %topic_key, subscription = %subscription_key, redriven = progress.done, remaining = progress.remaining, "dead letters redriven");
+    let progress = operations::redrive(&app, &sub, &selection, limit).await?;
     Ok((
         StatusCode::OK,
         Json(json!({ "redriven": progress.done, "remaining": progress.remaining })),
@@ -143,10 +115,6 @@ pub async fn purge(
         StatusCode::OK,
         Json(json!({ "purged": progress.done, "remaining": progress.remaining })),
     ))
-}
-
-fn new_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// How the API shows one record in a listing.

@@ -1,0 +1,139 @@
+//! What an operator does to a subscription, without HTTP: pause, resume, redrive dead
+//! letters and run the validation handshake again. The management API (`admin::pause`,
+//! `admin::deadletters`) and the status page's actions both call these, so the two
+//! cannot drift apart; each caller shapes its own answer.
+
+use crate::admin::{change_subscription, topic_name};
+use crate::errors::Refusal;
+use crate::state::App;
+use axum::http::StatusCode;
+use eg_core::deadletter::RedriveTarget;
+use eg_core::{Subscription, SubscriptionName};
+use eg_runtime::metrics as m;
+use eg_store::Progress;
+use eg_store::catalog::PutSubscription;
+use eg_store::{Selection, TimeRange};
+
+/// Most set-aside deliveries moved back per script call when resuming.
+const UNPARK_BATCH: usize = 1_000;
+
+/// How often the handshake's write is tried again when the subscription changed meanwhile.
+const REVALIDATE_TRIES: usize = 3;
+
+/// The `<topic>/<subscription>` key the store files a subscription's records under.
+pub fn subscription_key(sub: &Subscription) -> String {
+    format!("{}/{}", sub.topic.key(), sub.name.key())
+}
+
+/// Pauses the subscription (written over the record it read: a concurrent update keeps
+/// its changes, a concurrent delete is not undone); the catalog version rises, so every
+/// tier sees it before acting on events published after this returns.
+pub async fn pause(app: &App, topic: &str, name: &str) -> Result<Subscription, Refusal> {
+    let sub = set_paused(app, topic, name, true).await?;
+    tracing::info!(topic = %sub.topic, subscription = %sub.name, "subscription paused");
+    Ok(sub)
+}
+
+/// Resumes the subscription and hands its set-aside deliveries straight back to the
+/// senders; answers the subscription and how many deliveries were handed back now.
+pub async fn resume(app: &App, topic: &str, name: &str) -> Result<(Subscription, u64), Refusal> {
+    let sub = set_paused(app, topic, name, false).await?;
+    let key = subscription_key(&sub);
+    let mut moved = 0;
+    for partition in app.store.keys().all_partitions() {
+        match app.store.unpark_all(&partition, &key, None, UNPARK_BATCH).await {
+            Ok(n) => moved += n,
+            // The schedulers hand back what is left on their next pass.
+            Err(e) => {
+                tracing::warn!(error = %e, partition = partition.index, "cannot hand back paused deliveries now; the scheduler will")
+            }
+        }
+    }
+    tracing::info!(topic = %sub.topic, subscription = %sub.name, moved, "subscription resumed");
+    Ok((sub, moved as u64))
+}
+
+async fn set_paused(app: &App, topic: &str, name: &str, paused: bool) -> Result<Subscription, Refusal> {
+    let (sub, _) = change_subscription(app, topic, name, |sub| {
+        Ok((sub.paused != paused).then(|| Subscription { paused, ..sub.clone() }))
+    })
+    .await?;
+    Ok(sub)
+}
+
+/// Every selection's records not redriven yet, in one call's chunk.
+pub fn everything() -> Selection {
+    Selection::Range(TimeRange::default())
+}
+
+/// Sends up to `limit` of the selected dead letters not redriven yet back into delivery
+/// with fresh attempts, keeping the events' ids (each record at most once).
+pub async fn redrive(app: &App, sub: &Subscription, selection: &Selection, limit: u64) -> Result<Progress, Refusal> {
+    let version = app.catalog.version().await?;
+    let now = app.clock.now();
+    let (topic_key, subscription_key) = (sub.topic.key(), sub.name.key());
+    let progress = app
+        .store
+        .redrive_dead_letters(&format!("{topic_key}/{subscription_key}"), selection, limit, |record| {
+            let (delivery_id, event_key) = (new_id(), new_id());
+            let target = RedriveTarget {
+                topic_key: &topic_key,
+                subscription_key: &subscription_key,
+                delivery_id: &delivery_id,
+                event_key: &event_key,
+            };
+            record.entry.redelivery(target, record.event_id(), now, version)
+        })
+        .await?;
+    metrics::counter!(m::REDRIVEN_EVENT_COUNT, "topic" => topic_key.clone(), "subscription" => subscription_key.clone())
+        .increment(progress.done);
+    tracing::info!(topic = %topic_key, subscription = %subscription_key, redriven = progress.done, remaining = progress.remaining, "dead letters redriven");
+    Ok(progress)
+}
+
+fn new_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// Runs the validation handshake again for a subscription that is not `Succeeded` and
+/// writes its outcome; a `Succeeded` one is left as it is. Answers the subscription as
+/// it now stands, or the handshake's refusal (what the endpoint answered, or why it
+/// could not be reached).
+pub async fn revalidate(app: &App, topic: &str, name: &str) -> Result<Subscription, Refusal> {
+    let t = topic_name(topic)?;
+    let n = SubscriptionName::parse(name).map_err(|e| Refusal::bad_request(e.problem))?;
+    let missing = || Refusal::not_found(format!("subscription {name:?} of topic {topic:?} does not exist"));
+    for _ in 0..REVALIDATE_TRIES {
+        let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(missing)?;
+        let current = basis.previous.as_ref().ok_or_else(missing)?;
+        if current.provisioning.is_active() {
+            return Ok(current.clone());
+        }
+        // No previous subscription: the handshake runs whatever state it was left in.
+        let provisioning = app
+            .validator
+            .provision(&basis.topic, current, None, app.clock.now())
+            .await?;
+        let changed = Subscription {
+            provisioning,
+            ..current.clone()
+        };
+        match app
+            .catalog
+            .put_subscription_over(&changed, app.max_subscriptions_per_topic, &basis)
+            .await?
+        {
+            PutSubscription::Created | PutSubscription::Updated => {
+                let state = changed.provisioning.state_at(app.clock.now());
+                tracing::info!(topic = %changed.topic, subscription = %changed.name, %state, "validation handshake run again");
+                return Ok(changed);
+            }
+            PutSubscription::NoTopic | PutSubscription::LimitReached | PutSubscription::Changed => continue,
+        }
+    }
+    Err(Refusal::new(
+        StatusCode::CONFLICT,
+        "Conflict",
+        "the subscription kept changing while it was being validated; nothing was changed, retry",
+    ))
+}

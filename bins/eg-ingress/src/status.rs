@@ -1,14 +1,17 @@
-//! The live status page: `GET /status` (HTML), `GET /status/live` (its refreshing
-//! sections, fetched by the page every 2 s) and `GET /admin/status` (the same data as
-//! JSON, for `egctl status`). See docs/status-page.md.
+//! The live status page and the operator's actions from it. `GET /status` (HTML),
+//! `GET /status/live` (its refreshing sections, fetched by the page every 2 s), a page
+//! per subscription and per event's history, the actions (`POST /status/…`: pause,
+//! resume, validate again, redrive), and `GET /admin/status` (the overview as JSON, for
+//! `egctl status`). See docs/status-page.md.
 //!
 //! Access takes the admin token, as the management API does; with no token configured
 //! these routes do not exist. The page accepts `Authorization: Bearer <token>`, or a
 //! sign-in: `GET /status?token=…` checks the token, sets an `HttpOnly`, `SameSite=Strict`
 //! cookie scoped to `/status` and redirects to `/status`, so the token leaves the
-//! address bar. The cookie holds a hash of the token, not the token: it opens this page
-//! and nothing else, and stops working when the token changes. `/admin/status` takes
-//! the bearer token only.
+//! address bar. The cookie holds a hash of the token, not the token: it opens these
+//! pages and nothing else, and stops working when the token changes. Actions are also
+//! guarded against cross-site requests (`session`). `/admin/status` takes the bearer
+//! token only.
 //!
 //! Routes here do their own authentication and answer HTML, so they are merged outside
 //! the layer that turns error answers into Event Grid's JSON body.
@@ -17,24 +20,27 @@ mod hour;
 mod html;
 mod model;
 pub(crate) mod operations;
+mod pages;
+mod session;
+mod subscription;
 
 use crate::errors::Refusal;
 use crate::state::App;
-use axum::extract::{Query, State};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use eg_runtime::startup::Process;
 use eg_runtime::stats::Stats;
 use hour::LastHour;
-use sha2::{Digest, Sha256};
+use session::{Access, ActionRefused, COOKIE, FORM_TOKEN_FIELD, Flash, access, equal, form_token, session_value};
 use std::collections::HashMap;
 use std::sync::Arc;
-use subtle::ConstantTimeEq;
 
-/// Name of the sign-in cookie.
-const COOKIE: &str = "eg_status";
+/// Most dead letters one redrive from the page sends back (the API's default chunk).
+const REDRIVE_CHUNK: u64 = 1_000;
 
 pub struct StatusState {
     app: Arc<App>,
@@ -55,57 +61,29 @@ pub fn router(app: Arc<App>, process: &Process) -> Router {
     Router::new()
         .route("/status", get(page))
         .route("/status/live", get(live))
+        .route("/status/topics/{topic}/subscriptions/{name}", get(subscription_page))
+        .route(
+            "/status/topics/{topic}/subscriptions/{name}/redrive",
+            get(confirm_redrive).post(act_redrive),
+        )
+        .route("/status/topics/{topic}/subscriptions/{name}/pause", post(act_pause))
+        .route("/status/topics/{topic}/subscriptions/{name}/resume", post(act_resume))
+        .route(
+            "/status/topics/{topic}/subscriptions/{name}/validate",
+            post(act_validate),
+        )
+        .route("/status/topics/{topic}/events", get(find_event))
+        .route("/status/topics/{topic}/events/{event_id}", get(event_page))
         .route("/admin/status", get(admin_status))
         .with_state(state)
 }
 
-/// What a request presented.
-#[derive(Debug, PartialEq, Eq)]
-enum Access {
-    Granted,
-    Denied,
-}
-
-fn equal(a: &str, b: &str) -> bool {
-    bool::from(a.as_bytes().ct_eq(b.as_bytes()))
-}
-
-/// The cookie value for `token`: a hash, so the cookie is no admin token.
-fn session_value(token: &str) -> String {
-    let digest = Sha256::digest(format!("eg status page session\n{token}").as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-}
-
-fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
-}
-
-fn access(token: &str, headers: &HeaderMap, allow_cookie: bool) -> Access {
-    let by_bearer = bearer(headers).is_some_and(|presented| equal(presented, token));
-    let by_cookie = allow_cookie && cookie(headers, COOKIE).is_some_and(|v| equal(v, &session_value(token)));
-    if by_bearer || by_cookie {
-        Access::Granted
-    } else {
-        Access::Denied
-    }
-}
-
 fn token(state: &StatusState) -> &str {
     state.app.admin_token.as_deref().unwrap_or_default()
+}
+
+fn secure(state: &StatusState) -> bool {
+    state.app.public_url.starts_with("https://")
 }
 
 /// An HTML answer that is never cached and runs only its own inline style and script.
@@ -117,7 +95,7 @@ fn html(status: StatusCode, body: String) -> Response {
         HeaderValue::from_static("text/html; charset=utf-8"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     if let Ok(policy) = HeaderValue::from_str(&html::CONTENT_SECURITY_POLICY) {
         headers.insert(header::CONTENT_SECURITY_POLICY, policy);
@@ -125,12 +103,56 @@ fn html(status: StatusCode, body: String) -> Response {
     response
 }
 
+/// A page that shows the flash the request carried, and clears it.
+fn with_flash_shown(mut response: Response, shown: Option<&Flash>) -> Response {
+    if shown.is_some() {
+        response.headers_mut().append(header::SET_COOKIE, Flash::clear_cookie());
+    }
+    response
+}
+
+/// `303` to `to`, carrying `flash` to it.
+fn redirect(to: &str, flash: &Flash, secure: bool) -> Response {
+    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, to.to_owned())]).into_response();
+    if let Some(cookie) = flash.set_cookie(secure) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
 fn sign_in_page(wrong_token: bool) -> Response {
     let mut response = html(StatusCode::UNAUTHORIZED, html::sign_in(wrong_token));
+    let headers = response.headers_mut();
+    headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    // Its address may hold a (wrong) token: send it nowhere.
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    response
+}
+
+/// What a refusal tells its client, read from the answer it makes (Event Grid's error
+/// body), so the page says exactly what the management API would.
+async fn told(refusal: Refusal) -> (StatusCode, String) {
+    let response = refusal.into_response();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| status.to_string());
+    (status, message)
+}
+
+/// The page for a refusal (not found, unavailable, bad input), with its status.
+async fn refusal_page(refusal: Refusal, back: Option<&str>) -> Response {
+    let (status, message) = told(refusal).await;
+    let title = match status {
+        StatusCode::NOT_FOUND => "Not found",
+        StatusCode::BAD_REQUEST => "Not understood",
+        _ => "Cannot show this now",
+    };
+    html(status, pages::problem(title, &message, back))
 }
 
 /// `GET /status`: the page, a sign-in (`?token=`), or the sign-in page (`401`).
@@ -144,14 +166,10 @@ async fn page(
         if !equal(presented, token) {
             return sign_in_page(true);
         }
-        let secure = if state.app.public_url.starts_with("https://") {
-            "; Secure"
-        } else {
-            ""
-        };
         let cookie = format!(
-            "{COOKIE}={}; Path=/status; HttpOnly; SameSite=Strict{secure}",
-            session_value(token)
+            "{COOKIE}={}; Path=/status; HttpOnly; SameSite=Strict{}",
+            session_value(token),
+            session::secure_attribute(secure(&state))
         );
         let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/status")]).into_response();
         if let Ok(value) = HeaderValue::from_str(&cookie) {
@@ -166,7 +184,11 @@ async fn page(
         return sign_in_page(false);
     }
     let status = model::gather(&state.app, &state.stats, &state.last_hour).await;
-    html(StatusCode::OK, html::page(&status))
+    let shown = Flash::read(&headers);
+    with_flash_shown(
+        html(StatusCode::OK, html::page(&status, shown.as_ref())),
+        shown.as_ref(),
+    )
 }
 
 /// `GET /status/live`: the page's sections, fresh.
@@ -181,6 +203,223 @@ async fn live(State(state): State<Arc<StatusState>>, headers: HeaderMap) -> Resp
     html(StatusCode::OK, html::live(&status))
 }
 
+/// `GET /status/topics/{topic}/subscriptions/{name}`
+async fn subscription_page(
+    State(state): State<Arc<StatusState>>,
+    Path((topic, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if access(token(&state), &headers, true) == Access::Denied {
+        return sign_in_page(false);
+    }
+    match subscription::gather(&state.app, &state.stats, &state.last_hour, &topic, &name).await {
+        Ok(page) => {
+            let shown = Flash::read(&headers);
+            let body = pages::subscription(&page, &form_token(token(&state)), shown.as_ref());
+            with_flash_shown(html(StatusCode::OK, body), shown.as_ref())
+        }
+        Err(refusal) => refusal_page(refusal, None).await,
+    }
+}
+
+/// `GET …/subscriptions/{name}/redrive`: what a redrive would do, and the button.
+async fn confirm_redrive(
+    State(state): State<Arc<StatusState>>,
+    Path((topic, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if access(token(&state), &headers, true) == Access::Denied {
+        return sign_in_page(false);
+    }
+    match subscription::gather(&state.app, &state.stats, &state.last_hour, &topic, &name).await {
+        Ok(page) if page.status.dead_letters_not_redriven == 0 => redirect(
+            &html::subscription_path(&page.topic, &page.status.name),
+            &Flash::ok("No dead letters are waiting to be redriven."),
+            secure(&state),
+        ),
+        Ok(page) => {
+            let body = pages::confirm_redrive(&page.topic, &page, &form_token(token(&state)), REDRIVE_CHUNK);
+            html(StatusCode::OK, body)
+        }
+        Err(refusal) => refusal_page(refusal, None).await,
+    }
+}
+
+/// `GET /status/topics/{topic}/events?id=…[&subscription=…]`: the event lookup form.
+async fn find_event(
+    State(state): State<Arc<StatusState>>,
+    Path(topic): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    if access(token(&state), &headers, true) == Access::Denied {
+        return sign_in_page(false);
+    }
+    let id = query.get("id").map(|id| id.trim()).unwrap_or_default();
+    if id.is_empty() {
+        return refusal_page(Refusal::bad_request("id: give the id of the event to look up"), None).await;
+    }
+    let subscription = query.get("subscription").map(String::as_str).filter(|s| !s.is_empty());
+    let to = pages::event_path(&topic, id, subscription);
+    (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response()
+}
+
+/// `GET /status/topics/{topic}/events/{id}[?subscription=…]`: an event's history.
+async fn event_page(
+    State(state): State<Arc<StatusState>>,
+    Path((topic, event_id)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    if access(token(&state), &headers, true) == Access::Denied {
+        return sign_in_page(false);
+    }
+    let subscription = query.get("subscription").map(String::as_str);
+    match subscription::event(&state.app, &topic, &event_id, subscription).await {
+        Ok(page) => html(StatusCode::OK, pages::event(&page)),
+        Err(refusal) => refusal_page(refusal, None).await,
+    }
+}
+
+/// An action request that passed the checks, with where it leads back to.
+struct Action {
+    topic: String,
+    name: String,
+    back: String,
+}
+
+/// Checks an action request (`session::check_action`); the refusal page otherwise.
+fn checked(
+    state: &StatusState,
+    headers: &HeaderMap,
+    body: &Bytes,
+    topic: String,
+    name: String,
+) -> Result<Action, Box<Response>> {
+    let form: HashMap<String, String> = url::form_urlencoded::parse(body).into_owned().collect();
+    let back = html::subscription_path(&topic, &name);
+    match session::check_action(token(state), headers, form.get(FORM_TOKEN_FIELD).map(String::as_str)) {
+        Ok(()) => Ok(Action { topic, name, back }),
+        Err(refused) => {
+            let status = match refused {
+                ActionRefused::SignedOut => StatusCode::UNAUTHORIZED,
+                ActionRefused::CrossSite | ActionRefused::NoFormToken => StatusCode::FORBIDDEN,
+            };
+            Err(Box::new(html(
+                status,
+                pages::problem("Not done", refused.message(), Some(&back)),
+            )))
+        }
+    }
+}
+
+fn who(a: &Action) -> String {
+    format!("{} / {}", a.topic, a.name)
+}
+
+/// `POST …/subscriptions/{name}/pause`
+async fn act_pause(
+    State(state): State<Arc<StatusState>>,
+    Path((topic, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let a = match checked(&state, &headers, &body, topic, name) {
+        Ok(a) => a,
+        Err(refused) => return *refused,
+    };
+    let flash = match operations::pause(&state.app, &a.topic, &a.name).await {
+        Ok(_) => Flash::ok(format!(
+            "Paused {}: its events wait, and are delivered when you resume it.",
+            who(&a)
+        )),
+        Err(refusal) => Flash::failed(format!("Not paused: {}", told(refusal).await.1)),
+    };
+    redirect(&a.back, &flash, secure(&state))
+}
+
+/// `POST …/subscriptions/{name}/resume`
+async fn act_resume(
+    State(state): State<Arc<StatusState>>,
+    Path((topic, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let a = match checked(&state, &headers, &body, topic, name) {
+        Ok(a) => a,
+        Err(refused) => return *refused,
+    };
+    let flash = match operations::resume(&state.app, &a.topic, &a.name).await {
+        Ok((_, moved)) => Flash::ok(format!(
+            "Resumed {}: {moved} waiting deliveries handed back to the senders.",
+            who(&a)
+        )),
+        Err(refusal) => Flash::failed(format!("Not resumed: {}", told(refusal).await.1)),
+    };
+    redirect(&a.back, &flash, secure(&state))
+}
+
+/// `POST …/subscriptions/{name}/validate`
+async fn act_validate(
+    State(state): State<Arc<StatusState>>,
+    Path((topic, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let a = match checked(&state, &headers, &body, topic, name) {
+        Ok(a) => a,
+        Err(refused) => return *refused,
+    };
+    let now = state.app.clock.now();
+    let flash = match operations::revalidate(&state.app, &a.topic, &a.name).await {
+        Ok(sub) => match sub.provisioning.message(now) {
+            None => Flash::ok(format!(
+                "{} is Succeeded: its endpoint consented, and events published from now on are delivered to it.",
+                who(&a)
+            )),
+            Some(why) => Flash::failed(format!(
+                "{} is still {}: {why}",
+                who(&a),
+                sub.provisioning.state_at(now).as_str()
+            )),
+        },
+        Err(refusal) => Flash::failed(format!("Validation failed: {}", told(refusal).await.1)),
+    };
+    redirect(&a.back, &flash, secure(&state))
+}
+
+/// `POST …/subscriptions/{name}/redrive`: the confirmed redrive.
+async fn act_redrive(
+    State(state): State<Arc<StatusState>>,
+    Path((topic, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let a = match checked(&state, &headers, &body, topic, name) {
+        Ok(a) => a,
+        Err(refused) => return *refused,
+    };
+    let redriven = async {
+        let sub = crate::admin::find_subscription(&state.app, &a.topic, &a.name).await?;
+        operations::redrive(&state.app, &sub, &operations::everything(), REDRIVE_CHUNK).await
+    };
+    let flash = match redriven.await {
+        Ok(progress) if progress.remaining > 0 => Flash::ok(format!(
+            "Redrove {} dead letters of {}; {} are still waiting: redrive again for the next ones.",
+            progress.done,
+            who(&a),
+            progress.remaining
+        )),
+        Ok(progress) => Flash::ok(format!(
+            "Redrove {} dead letters of {}: they are back in delivery with fresh attempts.",
+            progress.done,
+            who(&a)
+        )),
+        Err(refusal) => Flash::failed(format!("Not redriven: {}", told(refusal).await.1)),
+    };
+    redirect(&a.back, &flash, secure(&state))
+}
+
 /// `GET /admin/status`: the status as JSON, for the admin token (bearer) only.
 pub async fn admin_status(State(state): State<Arc<StatusState>>, headers: HeaderMap) -> Response {
     if access(token(&state), &headers, false) == Access::Denied {
@@ -192,45 +431,4 @@ pub async fn admin_status(State(state): State<Arc<StatusState>>, headers: Header
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(
-                name,
-                HeaderValue::from_str(value).unwrap_or(HeaderValue::from_static("")),
-            );
-        }
-        map
-    }
-
-    #[test]
-    fn bearer_or_cookie_grants_access() {
-        let t = "tok";
-        let session = session_value(t);
-        assert_eq!(
-            access(t, &headers(&[(header::AUTHORIZATION, "Bearer tok")]), false),
-            Access::Granted
-        );
-        assert_eq!(
-            access(t, &headers(&[(header::AUTHORIZATION, "Bearer nope")]), true),
-            Access::Denied
-        );
-        let with_cookie = headers(&[(header::COOKIE, &format!("other=1; {COOKIE}={session}; x=y"))]);
-        assert_eq!(access(t, &with_cookie, true), Access::Granted);
-        // The JSON endpoint takes the bearer token only.
-        assert_eq!(access(t, &with_cookie, false), Access::Denied);
-        // The cookie is not the token, and the token is not a cookie.
-        assert_ne!(session, t);
-        let token_as_cookie = headers(&[(header::COOKIE, &format!("{COOKIE}={t}"))]);
-        assert_eq!(access(t, &token_as_cookie, true), Access::Denied);
-        assert_eq!(access(t, &HeaderMap::new(), true), Access::Denied);
-        // A changed token ends every session.
-        assert_eq!(access("new", &with_cookie, true), Access::Denied);
-    }
 }

@@ -1,16 +1,21 @@
 //! The status page in a real browser: headless Chromium driven through chromedriver
-//! (WebDriver) against a whole running system. Signs in with `/status?token=`, checks
-//! that topics, subscriptions, rates, failures by outcome, dead letters and queue depths
-//! show, that the page refreshes itself without a reload, and that a wrong token gets
-//! the 401 sign-in page. Also checks `GET /admin/status` (JSON) and the refusals.
+//! (WebDriver) against a whole running system. The first test signs in with
+//! `/status?token=`, checks that topics, subscriptions, rates, failures by outcome, dead
+//! letters and queue depths show, that the page refreshes itself without a reload, and
+//! that a wrong token gets the 401 sign-in page; also `GET /admin/status` (JSON) and the
+//! refusals. The second is an operator at work: a subscription waiting for validation
+//! and its topic's unmatched events, a click through to a subscription's page (settings,
+//! recent deliveries, an event's history), pause, redrive with its confirmation, resume,
+//! validate again, and actions refused without the form token or from another site.
 //!
 //! Needs `chromium` and `chromedriver` (Debian: `apt-get install chromium chromium-driver`;
 //! CI installs them). Without them the test fails and says so: it never skips.
-//! `EG_UPDATE_SCREENSHOT=1` saves the signed-in page to `docs/status-page.png`.
+//! `EG_UPDATE_SCREENSHOT=1` saves the signed-in page to `docs/status-page.png` and a
+//! subscription's page to `docs/status-page-subscription.png`.
 
 use eg_system_tests::{
-    ADMIN_TOKEN, Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, eventually, numbered_events,
-    subscription,
+    ADMIN_TOKEN, Behaviour, DEADLINE, Options, Receiver, System, Validation, dead_letter_to, eventually,
+    numbered_events, subscription,
 };
 use fantoccini::{Client, ClientBuilder, Locator};
 use reqwest::StatusCode;
@@ -309,7 +314,10 @@ async fn the_status_page_shows_the_system_live_in_a_real_browser() {
         ("billing", "tax-export"),
     ] {
         let row = format!("tr[data-topic=\"{topic}\"][data-subscription=\"{sub}\"]");
-        wait_text(&browser, &format!("{row} td.sub"), "a subscription", |t| t == sub).await;
+        wait_text(&browser, &format!("{row} td.sub a.subname"), "a subscription", |t| {
+            t == sub
+        })
+        .await;
         wait_text(&browser, &format!("{row} [data-field=\"state\"]"), "its state", |t| {
             t == "Active"
         })
@@ -360,13 +368,16 @@ async fn the_status_page_shows_the_system_live_in_a_real_browser() {
     )
     .await;
     let tax = "tr[data-topic=\"billing\"][data-subscription=\"tax-export\"]";
-    wait_text(
+    // Dead letters as egctl counts them: waiting (not redriven), of all kept.
+    let waiting = wait_text(
         &browser,
-        &format!("{tax} [data-field=\"dead-letters\"]"),
-        "dead letters",
+        &format!("{tax} [data-field=\"not-redriven\"]"),
+        "dead letters waiting",
         |t| number(t) > 0,
     )
     .await;
+    let kept = text(&browser, &format!("{tax} [data-field=\"kept\"]")).await.unwrap();
+    assert!(number(&kept) >= number(&waiting), "{waiting} waiting, {kept}");
     for total in ["published", "delivered", "failed", "deadlettered"] {
         wait_text(&browser, &format!("#rate-{total}"), "a total rate", |t| t != "0").await;
     }
@@ -441,14 +452,18 @@ async fn the_status_page_shows_the_system_live_in_a_real_browser() {
     let conn = text(&browser, "#conn").await.unwrap();
     assert!(conn.starts_with("live"), "the refresh reported a problem: {conn}");
 
-    if std::env::var_os("EG_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
-        save_screenshot(&browser).await;
+    if updating_screenshots() {
+        save_screenshot(&browser, "status-page.png", true).await;
     }
     browser.close().await.unwrap();
 }
 
-/// Saves the whole page, as it is now, to docs/status-page.png.
-async fn save_screenshot(browser: &Client) {
+fn updating_screenshots() -> bool {
+    std::env::var_os("EG_UPDATE_SCREENSHOT").is_some_and(|v| v == "1")
+}
+
+/// Saves the whole page, as it is now, to docs/`name`; `live`: after one refresh.
+async fn save_screenshot(browser: &Client, name: &str, live: bool) {
     // A screenshot shows the viewport: grow the window until the page fits in it.
     let js = |script: &'static str| async move {
         let value = browser.execute(script, vec![]).await.unwrap();
@@ -469,11 +484,351 @@ async fn save_screenshot(browser: &Client) {
             .await
             .unwrap();
     }
-    // Let one refresh pass so the page is laid out at the new size with fresh numbers.
-    let updated = text(browser, "#updated").await.unwrap();
-    wait_text(browser, "#updated", "a refresh before the screenshot", |t| t != updated).await;
+    if live {
+        // Let one refresh pass so the page is laid out at the new size with fresh numbers.
+        let updated = text(browser, "#updated").await.unwrap();
+        wait_text(browser, "#updated", "a refresh before the screenshot", |t| t != updated).await;
+    }
     let png = browser.screenshot().await.unwrap();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/status-page.png");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs").join(name);
     std::fs::write(&path, png).unwrap();
     eprintln!("screenshot saved to {}", path.display());
+}
+
+/// Clicks the element matching `css` (found again on each try: the overview swaps its
+/// sections every 2 s) and waits until the browser is at `path`.
+async fn click_to(browser: &Client, css: &str, path: &str) {
+    eventually(DEADLINE, &format!("a click on `{css}` leading to {path}"), || async {
+        if browser.current_url().await.ok()?.path() == path {
+            return Some(());
+        }
+        if let Ok(element) = browser.find(Locator::Css(css)).await {
+            let _ = element.click().await;
+        }
+        None
+    })
+    .await;
+}
+
+/// Clicks an action's button (a form that posts) and waits for the page it leads back to
+/// to show the action's result; returns the flash message.
+async fn act(browser: &Client, css: &str, wanted: &str) -> String {
+    let before = browser.current_url().await.unwrap();
+    browser.find(Locator::Css(css)).await.unwrap().click().await.unwrap();
+    let flash = wait_text(browser, "#flash", "the action's result", |t| t.contains(wanted)).await;
+    let after = browser.current_url().await.unwrap();
+    assert_eq!(after.query(), None, "{before} led to {after}");
+    flash
+}
+
+/// Reloads a (static) page until the element matching `css` shows what is `wanted`.
+async fn wait_reloading(browser: &Client, css: &str, what: &str, wanted: impl Fn(&str) -> bool) -> String {
+    let wanted = &wanted;
+    eventually(DEADLINE, &format!("{what} (`{css}`), reloading"), || async move {
+        let found = text(browser, css).await.filter(|t| wanted(t));
+        if found.is_none() {
+            browser.refresh().await.ok()?;
+        }
+        found
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_pauses_redrives_resumes_and_validates_from_the_status_page() {
+    let driver = Driver::start().await;
+    let system = System::start(Options::default().senders(1)).await;
+    let refusing = Receiver::start(Behaviour::Status(400)).await;
+    let silent = Receiver::start_with(Behaviour::Status(200), Validation::Ignore).await;
+    system.create_topic("billing").await;
+    system.create_topic("signups").await;
+    // The query string may hold a secret: the page never shows it.
+    let endpoint = format!("{}?code=hunter2", refusing.url());
+    system
+        .create_subscription(
+            "billing",
+            "tax-export",
+            subscription(
+                &endpoint,
+                json!({"deadLetterDestination": dead_letter_to("dead-letters")}),
+            ),
+        )
+        .await;
+    // An endpoint that answers the handshake with an empty 200: it waits for validation,
+    // and what its topic accepts meanwhile matches nothing.
+    let (status, answer) = system
+        .put_subscription("signups", "welcome", &subscription(silent.url(), json!({})))
+        .await;
+    assert!(status.is_success(), "{status} {answer}");
+    system
+        .publish_ok("billing", &Value::from(numbered_events("tax", 0..4)))
+        .await;
+    system
+        .publish_ok("signups", &Value::from(numbered_events("signup", 0..3)))
+        .await;
+
+    let status = eventually(
+        DEADLINE,
+        "dead letters and unmatched events in /admin/status",
+        || async {
+            let status = admin_status(&system).await;
+            let tax = subscription_of(&status, "billing", "tax-export");
+            let signups = status["topics"].as_array()?.iter().find(|t| t["name"] == "signups")?;
+            (tax["deadLettersNotRedriven"] == 4 && signups["unmatchedLastHour"] == 3).then_some(status)
+        },
+    )
+    .await;
+    let tax = subscription_of(&status, "billing", "tax-export");
+    let base = tax["endpointBaseUrl"].as_str().unwrap().to_owned();
+    assert!(!base.contains("hunter2") && endpoint.starts_with(&base), "{tax}");
+    assert!(tax["provisioningMessage"].is_null(), "{tax}");
+    let welcome = subscription_of(&status, "signups", "welcome");
+    assert_eq!(welcome["provisioningState"], "AwaitingManualAction", "{welcome}");
+    let reason = welcome["provisioningMessage"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no reason: {welcome}"));
+
+    let browser = driver.browser().await;
+    let ingress = system.ingress_url();
+    browser
+        .goto(&format!("{ingress}/status?token={ADMIN_TOKEN}"))
+        .await
+        .unwrap();
+
+    // The overview: the waiting subscription with its reason, next to the unmatched count.
+    let waiting = "#waiting tr[data-waiting=\"signups/welcome\"]";
+    wait_text(
+        &browser,
+        &format!("{waiting} [data-field=\"reason\"]"),
+        "the reason",
+        |t| t == reason,
+    )
+    .await;
+    wait_text(
+        &browser,
+        &format!("{waiting} [data-field=\"unmatched\"]"),
+        "unmatched events",
+        |t| t == "3",
+    )
+    .await;
+    wait_text(
+        &browser,
+        "tbody[data-topic=\"signups\"] [data-field=\"unmatched\"]",
+        "the topic's unmatched count",
+        |t| t.starts_with("3 unmatched"),
+    )
+    .await;
+    let row = "tr[data-topic=\"billing\"][data-subscription=\"tax-export\"]";
+    wait_text(
+        &browser,
+        &format!("{row} [data-field=\"endpoint\"]"),
+        "the endpoint",
+        |t| t == base,
+    )
+    .await;
+    wait_text(
+        &browser,
+        &format!("{row} [data-field=\"not-redriven\"]"),
+        "dead letters",
+        |t| t == "4",
+    )
+    .await;
+    assert!(
+        !browser.source().await.unwrap().contains("hunter2"),
+        "the endpoint's query shows"
+    );
+
+    // A click through to the subscription's page: its settings and recent deliveries.
+    let page = "/status/topics/billing/subscriptions/tax-export";
+    click_to(&browser, &format!("{row} a.subname"), page).await;
+    wait_text(&browser, "[data-setting=\"endpoint\"] td", "the endpoint", |t| {
+        t == base
+    })
+    .await;
+    wait_text(
+        &browser,
+        "[data-setting=\"dead-letter-destination\"]",
+        "the destination",
+        |t| t.contains("dead-letters"),
+    )
+    .await;
+    wait_text(&browser, "#state [data-field=\"state\"]", "the state", |t| {
+        t == "Active"
+    })
+    .await;
+    assert!(
+        !browser.source().await.unwrap().contains("hunter2"),
+        "the endpoint's query shows"
+    );
+    let recent = wait_reloading(&browser, "#recent tr[data-event]", "a recent delivery", |t| {
+        t.contains("DeadLettered")
+    })
+    .await;
+    assert!(recent.contains("BadRequest") && recent.contains("400"), "{recent}");
+    let event_id = browser
+        .find(Locator::Css("#recent tr[data-event]"))
+        .await
+        .unwrap()
+        .attr("data-event")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(event_id.starts_with("tax"), "{event_id}");
+    // An event's history, one click away.
+    browser
+        .find(Locator::Css("#recent tr[data-event] a.event"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let step = wait_text(
+        &browser,
+        "#history tr[data-step=\"DeadLettered\"]",
+        "the event's history",
+        |_| true,
+    )
+    .await;
+    assert!(step.contains("tax-export") && step.contains("BadRequest"), "{step}");
+    browser.back().await.unwrap();
+    wait_text(
+        &browser,
+        "#state [data-field=\"state\"]",
+        "the subscription's page again",
+        |t| t == "Active",
+    )
+    .await;
+
+    // Actions need the form token, and must come from this page's origin.
+    let session = browser
+        .get_all_cookies()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.name() == "eg_status")
+        .unwrap()
+        .value()
+        .to_owned();
+    let form_token = browser
+        .find(Locator::Css("form.action input[name=\"form_token\"]"))
+        .await
+        .unwrap()
+        .attr("value")
+        .await
+        .unwrap()
+        .unwrap();
+    let pause_url = format!("{ingress}{page}/pause");
+    let post = |body: String, site: &'static str| {
+        system
+            .http()
+            .post(&pause_url)
+            .header("cookie", format!("eg_status={session}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("sec-fetch-site", site)
+            .body(body)
+            .send()
+    };
+    let answer = post(String::new(), "same-origin").await.unwrap();
+    assert_eq!(answer.status(), StatusCode::FORBIDDEN);
+    assert!(answer.text().await.unwrap().contains("form token"));
+    let answer = post(format!("form_token={form_token}"), "cross-site").await.unwrap();
+    assert_eq!(answer.status(), StatusCode::FORBIDDEN);
+    assert!(answer.text().await.unwrap().contains("another site"));
+    let tax = subscription_of(&admin_status(&system).await, "billing", "tax-export").clone();
+    assert_eq!(tax["paused"], false, "a refused action changed something: {tax}");
+
+    // Pause, and see it paused.
+    let flash = act(&browser, "button[data-action=\"Pause\"]", "Paused billing / tax-export").await;
+    assert!(!flash.contains("Not"), "{flash}");
+    wait_text(&browser, "#state [data-field=\"state\"]", "the state", |t| {
+        t == "Paused"
+    })
+    .await;
+    assert_eq!(
+        subscription_of(&admin_status(&system).await, "billing", "tax-export")["paused"],
+        true
+    );
+
+    // Redrive, with its confirmation: paused, the redriven deliveries wait.
+    click_to(
+        &browser,
+        "a[data-action=\"Redrive dead letters\"]",
+        &format!("{page}/redrive"),
+    )
+    .await;
+    wait_text(
+        &browser,
+        "#confirm [data-field=\"not-redriven\"]",
+        "what a redrive takes",
+        |t| t == "4",
+    )
+    .await;
+    act(
+        &browser,
+        "#confirm button[data-action=\"Redrive 4\"]",
+        "Redrove 4 dead letters",
+    )
+    .await;
+    wait_text(
+        &browser,
+        "#state [data-field=\"not-redriven\"]",
+        "no dead letters waiting",
+        |t| t == "0",
+    )
+    .await;
+    wait_text(&browser, "#state [data-field=\"kept\"]", "all still kept", |t| {
+        number(t) == 4
+    })
+    .await;
+
+    // Resume: the redriven deliveries are attempted, refused again and dead-lettered again.
+    act(
+        &browser,
+        "button[data-action=\"Resume\"]",
+        "Resumed billing / tax-export",
+    )
+    .await;
+    wait_text(&browser, "#state [data-field=\"state\"]", "the state", |t| {
+        t == "Active"
+    })
+    .await;
+    wait_reloading(
+        &browser,
+        "#state [data-field=\"not-redriven\"]",
+        "dead letters again",
+        |t| t == "4",
+    )
+    .await;
+    wait_text(
+        &browser,
+        "#state [data-field=\"kept\"]",
+        "every dead letter kept",
+        |t| number(t) == 8,
+    )
+    .await;
+    if updating_screenshots() {
+        save_screenshot(&browser, "status-page-subscription.png", false).await;
+    }
+
+    // Validate again: the endpoint still does not answer the handshake, and the page says so.
+    browser.goto(&format!("{ingress}/status")).await.unwrap();
+    click_to(
+        &browser,
+        &format!("{waiting} a"),
+        "/status/topics/signups/subscriptions/welcome",
+    )
+    .await;
+    let before = silent.validations().len();
+    let flash = act(&browser, "button[data-action=\"Validate again\"]", "still").await;
+    assert!(flash.contains("AwaitingManualAction"), "{flash}");
+    let class = browser
+        .find(Locator::Css("#flash"))
+        .await
+        .unwrap()
+        .attr("class")
+        .await
+        .unwrap();
+    assert_eq!(class.as_deref(), Some("flash bad"));
+    assert!(silent.validations().len() > before, "the handshake did not run again");
+    browser.close().await.unwrap();
 }

@@ -31,7 +31,8 @@ impl LastHour {
         Ok(counts)
     }
 
-    async fn older(&self, stats: &Stats, now: UnixMillis) -> Result<Window, StatsError> {
+    /// The hour's buckets before the rate window (the window of `now` adds the rest).
+    pub async fn older(&self, stats: &Stats, now: UnixMillis) -> Result<Window, StatsError> {
         // The rate window is the newest RATE_BUCKETS buckets; the older part ends before it.
         let end = UnixMillis(now.0 - (RATE_BUCKETS * BUCKET_SECONDS * 1000) as i64);
         let newest = bucket_of(end);

@@ -7,6 +7,7 @@
 //! attributes naming what they show, for tests and for anyone scraping the page.
 
 use super::model::{DepthCounts, Status, SubscriptionStatus, TopicStatus};
+use super::session::Flash;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use eg_core::UnixMillis;
@@ -73,12 +74,12 @@ pub fn count(n: u64) -> String {
     out
 }
 
-fn clock_time(at: UnixMillis) -> String {
+pub fn clock_time(at: UnixMillis) -> String {
     at.to_datetime().format("%H:%M:%S").to_string()
 }
 
 /// `class="num"` or `class="num zero"` (greyed out) or `class="num hot"` (a problem).
-fn num_class(nonzero: bool, is_problem: bool) -> &'static str {
+pub fn num_class(nonzero: bool, is_problem: bool) -> &'static str {
     match (nonzero, is_problem) {
         (false, _) => "num zero",
         (true, true) => "num hot",
@@ -86,24 +87,85 @@ fn num_class(nonzero: bool, is_problem: bool) -> &'static str {
     }
 }
 
-fn head(out: &mut String, title: &str) {
+/// Which referrer a page's links and forms send: none from the sign-in page (its address
+/// may hold the token), this origin only from the signed-in pages (so the browser names
+/// the origin of their forms, which the actions check).
+#[derive(Clone, Copy)]
+pub enum Referrer {
+    None,
+    SameOrigin,
+}
+
+impl Referrer {
+    pub fn policy(self) -> &'static str {
+        match self {
+            Self::None => "no-referrer",
+            Self::SameOrigin => "same-origin",
+        }
+    }
+}
+
+pub fn head(out: &mut String, title: &str, referrer: Referrer) {
     let _ = write!(
         out,
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <meta name=\"referrer\" content=\"no-referrer\">\n<title>{}</title>\n<style>{CSS}</style>\n</head>\n",
+         <meta name=\"referrer\" content=\"{}\">\n<title>{}</title>\n<style>{CSS}</style>\n</head>\n",
+        referrer.policy(),
         esc(title)
     );
 }
 
-/// The whole page: header, the live sections, and the refresh script.
-pub fn page(status: &Status) -> String {
-    let mut out = String::with_capacity(16 * 1024);
-    head(&mut out, "eg status");
-    out.push_str(
-        "<body>\n<header class=\"top\"><div class=\"brand\"><span class=\"logo\">eg</span>status</div>\
-         <div class=\"conn\" id=\"conn\" role=\"status\">live, refreshed every 2 s</div></header>\n<main id=\"live\">\n",
+/// The bar at the top of every signed-in page; `trail` links back up (already HTML).
+pub fn top_bar(out: &mut String, trail: &str, live: bool) {
+    let _ = write!(
+        out,
+        "<body>\n<header class=\"top\"><div class=\"brand\"><a href=\"/status\"><span class=\"logo\">eg</span>status</a>{trail}</div>"
     );
+    if live {
+        out.push_str("<div class=\"conn\" id=\"conn\" role=\"status\">live, refreshed every 2 s</div>");
+    }
+    out.push_str("</header>\n");
+}
+
+/// An action's result, once, at the top of the page it led to.
+pub fn flash(out: &mut String, flash: Option<&Flash>) {
+    if let Some(f) = flash {
+        let class = if f.ok { "flash ok" } else { "flash bad" };
+        let _ = writeln!(
+            out,
+            "<div class=\"{class}\" id=\"flash\" role=\"status\">{}</div>",
+            esc(&f.message)
+        );
+    }
+}
+
+/// A path segment, percent-encoded (event ids may hold anything).
+pub fn segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// Where a subscription's page is.
+pub fn subscription_path(topic: &str, name: &str) -> String {
+    format!("/status/topics/{}/subscriptions/{}", segment(topic), segment(name))
+}
+
+/// The whole page: header, the live sections, and the refresh script.
+pub fn page(status: &Status, shown: Option<&Flash>) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    head(&mut out, "eg status", Referrer::SameOrigin);
+    top_bar(&mut out, "", true);
+    out.push_str("<div class=\"wrap\">");
+    flash(&mut out, shown);
+    out.push_str("</div>\n<main id=\"live\">\n");
     out.push_str(&live(status));
     out.push_str(
         "</main>\n<footer>Rates are per second over the last minute, summed over every eg process; \
@@ -133,6 +195,7 @@ pub fn live(status: &Status) -> String {
         out.push_str("</div>\n");
     }
     tiles(&mut out, status);
+    waiting(&mut out, &status.topics);
     topics(&mut out, &status.topics);
     out.push_str("<div class=\"cols\">\n");
     failures(&mut out, status);
@@ -166,10 +229,48 @@ fn tiles(out: &mut String, status: &Status) {
     out.push_str("</section>\n");
 }
 
+/// Subscriptions that do not receive events because their endpoint has not consented,
+/// with the reason and what their topic published meanwhile that nothing received.
+fn waiting(out: &mut String, topics: &[TopicStatus]) {
+    let waiting: Vec<(&TopicStatus, &SubscriptionStatus)> = topics
+        .iter()
+        .flat_map(|t| t.subscriptions.iter().map(move |s| (t, s)))
+        .filter(|(_, s)| s.provisioning_state != "Succeeded")
+        .collect();
+    if waiting.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<section class=\"card attention\" id=\"waiting\"><h2>Waiting for validation</h2>\
+         <p class=\"note\">These subscriptions receive no events until their endpoint answers the validation \
+         handshake. Events their topic accepted meanwhile that no active subscription matched are counted as unmatched.</p>\n\
+         <table><thead><tr><th>Subscription</th><th>Provisioning</th><th>Why</th>\
+         <th class=\"num\">Topic's unmatched, last hour</th></tr></thead><tbody>\n",
+    );
+    for (topic, sub) in waiting {
+        let _ = writeln!(
+            out,
+            "<tr data-waiting=\"{t}/{s}\"><td><a href=\"{href}\">{t} / {s}</a></td>\
+             <td><span class=\"badge warn\">{state}</span></td><td class=\"why\" data-field=\"reason\">{why}</td>\
+             <td class=\"{class}\" data-field=\"unmatched\">{n}</td></tr>",
+            t = esc(&topic.name),
+            s = esc(&sub.name),
+            href = esc(&subscription_path(&topic.name, &sub.name)),
+            state = esc(&sub.provisioning_state),
+            why = esc(sub.provisioning_message.as_deref().unwrap_or("")),
+            class = num_class(topic.unmatched_last_hour > 0, true),
+            n = count(topic.unmatched_last_hour),
+        );
+    }
+    out.push_str("</tbody></table></section>\n");
+}
+
 fn topics(out: &mut String, topics: &[TopicStatus]) {
     out.push_str(
         "<section class=\"card\" id=\"topics\"><h2>Topics and subscriptions</h2>\
-         <p class=\"note\">Delivered and failed attempts per second over the last minute; dead letters kept (not redriven).</p>\n",
+         <p class=\"note\">Delivered and failed attempts per second over the last minute. Dead letters: waiting \
+         (not redriven) of all kept, as <code>egctl deadletters</code> counts them. Open a subscription to see its \
+         settings and recent deliveries, and to pause, resume, validate or redrive it.</p>\n",
     );
     if topics.is_empty() {
         out.push_str(
@@ -183,10 +284,18 @@ fn topics(out: &mut String, topics: &[TopicStatus]) {
     );
     for topic in topics {
         let name = esc(&topic.name);
+        let unmatched = if topic.unmatched_last_hour > 0 {
+            format!(
+                "<span class=\"unmatched hot\" data-field=\"unmatched\" title=\"events accepted in the last hour that no active subscription matched\">{} unmatched in the last hour</span>",
+                count(topic.unmatched_last_hour)
+            )
+        } else {
+            "<span class=\"unmatched muted\" data-field=\"unmatched\">0 unmatched in the last hour</span>".to_owned()
+        };
         let _ = writeln!(
             out,
             "<tbody data-topic=\"{name}\"><tr class=\"topic\"><th colspan=\"4\"><span class=\"name\">{name}</span>\
-             <span class=\"schema\">{}</span></th><td class=\"num\" colspan=\"3\"><span data-field=\"publish-rate\">{}</span> \
+             <span class=\"schema\">{}</span>{unmatched}</th><td class=\"num\" colspan=\"3\"><span data-field=\"publish-rate\">{}</span> \
              <span class=\"muted\">published/s</span></td></tr>",
             esc(&topic.input_schema),
             rate(topic.publish_rate)
@@ -195,25 +304,35 @@ fn topics(out: &mut String, topics: &[TopicStatus]) {
             out.push_str("<tr><td class=\"sub muted\" colspan=\"7\">no subscriptions</td></tr>\n");
         }
         for sub in &topic.subscriptions {
-            subscription_row(out, &name, sub);
+            subscription_row(out, &topic.name, sub);
         }
         out.push_str("</tbody>\n");
     }
     out.push_str("</table></section>\n");
 }
 
-fn subscription_row(out: &mut String, topic: &str, sub: &SubscriptionStatus) {
-    let state = if sub.paused {
+pub fn state_badge(paused: bool) -> &'static str {
+    if paused {
         "<span class=\"badge warn\">Paused</span>"
     } else {
         "<span class=\"badge ok\">Active</span>"
-    };
-    let provisioning = if sub.provisioning_state == "Succeeded" {
+    }
+}
+
+pub fn provisioning_badge(sub: &SubscriptionStatus) -> String {
+    if sub.provisioning_state == "Succeeded" {
         format!("<span class=\"muted\">{}</span>", esc(&sub.provisioning_state))
     } else {
-        format!("<span class=\"badge warn\">{}</span>", esc(&sub.provisioning_state))
-    };
-    let health = match &sub.probation {
+        format!(
+            "<span class=\"badge warn\" title=\"{}\">{}</span>",
+            esc(sub.provisioning_message.as_deref().unwrap_or("")),
+            esc(&sub.provisioning_state)
+        )
+    }
+}
+
+pub fn health_badge(sub: &SubscriptionStatus) -> String {
+    match &sub.probation {
         None => "<span class=\"badge ok\">Healthy</span>".to_owned(),
         Some(p) => {
             let detail = format!(
@@ -236,21 +355,41 @@ fn subscription_row(out: &mut String, topic: &str, sub: &SubscriptionStatus) {
                 esc(&text)
             )
         }
-    };
+    }
+}
+
+/// Dead letters as `egctl deadletters` counts them: those waiting to be redriven (the
+/// number that matters, red when any), and all kept.
+pub fn dead_letter_cell(sub: &SubscriptionStatus) -> String {
+    format!(
+        "<span class=\"{}\" data-field=\"not-redriven\">{}</span><span class=\"kept\" data-field=\"kept\"> of {} kept</span>",
+        num_class(sub.dead_letters_not_redriven > 0, true),
+        count(sub.dead_letters_not_redriven),
+        count(sub.dead_letters)
+    )
+}
+
+fn subscription_row(out: &mut String, topic: &str, sub: &SubscriptionStatus) {
     let _ = writeln!(
         out,
-        "<tr data-topic=\"{topic}\" data-subscription=\"{name}\"><td class=\"sub\">{name}</td>\
+        "<tr data-topic=\"{t}\" data-subscription=\"{name}\"><td class=\"sub\"><a class=\"subname\" href=\"{href}\">{name}</a>\
+         <div class=\"endpoint\" data-field=\"endpoint\">{endpoint}</div></td>\
          <td data-field=\"state\">{state}</td><td data-field=\"provisioning\">{provisioning}</td>\
          <td data-field=\"probation\">{health}</td>\
          <td class=\"{}\" data-field=\"delivery-rate\">{}</td><td class=\"{}\" data-field=\"failure-rate\">{}</td>\
-         <td class=\"{}\" data-field=\"dead-letters\">{}</td></tr>",
+         <td class=\"num\" data-field=\"dead-letters\">{dead}</td></tr>",
         num_class(sub.delivery_rate > 0.0, false),
         rate(sub.delivery_rate),
         num_class(sub.failure_rate > 0.0, true),
         rate(sub.failure_rate),
-        num_class(sub.dead_letters > 0, true),
-        count(sub.dead_letters),
+        t = esc(topic),
         name = esc(&sub.name),
+        href = esc(&subscription_path(topic, &sub.name)),
+        endpoint = esc(&sub.endpoint_base_url),
+        state = state_badge(sub.paused),
+        provisioning = provisioning_badge(sub),
+        health = health_badge(sub),
+        dead = dead_letter_cell(sub),
     );
 }
 
@@ -286,7 +425,8 @@ fn failures(out: &mut String, status: &Status) {
 fn dead_letters(out: &mut String, status: &Status) {
     out.push_str(
         "<section class=\"card\" id=\"dead-letters\"><h2>Dead letters</h2>\
-         <p class=\"note\">Kept per subscription, and why deliveries ended without reaching their endpoint in the last minute.</p>\n",
+         <p class=\"note\">Per subscription: waiting to be redriven, and all kept (redriven ones included); and why \
+         deliveries ended without reaching their endpoint in the last minute.</p>\n",
     );
     let with_dead_letters: Vec<(&TopicStatus, &SubscriptionStatus)> = status
         .topics
@@ -298,19 +438,22 @@ fn dead_letters(out: &mut String, status: &Status) {
         out.push_str("<p class=\"empty\">No subscription has dead letters.</p>\n");
     } else {
         out.push_str(
-            "<table><thead><tr><th>Subscription</th><th class=\"num\">Kept</th><th class=\"num\">Not redriven</th>\
+            "<table><thead><tr><th>Subscription</th><th class=\"num\">Not redriven</th><th class=\"num\">Kept</th>\
              <th class=\"num\">Dead-lettered/s</th></tr></thead><tbody>\n",
         );
         for (topic, sub) in with_dead_letters {
             let _ = writeln!(
                 out,
-                "<tr data-dead-letters=\"{t}/{s}\"><td>{t} / {s}</td><td class=\"num\" data-field=\"total\">{}</td>\
-                 <td class=\"num\" data-field=\"not-redriven\">{}</td><td class=\"num\">{}</td></tr>",
-                count(sub.dead_letters),
+                "<tr data-dead-letters=\"{t}/{s}\"><td><a href=\"{href}\">{t} / {s}</a></td>\
+                 <td class=\"{}\" data-field=\"not-redriven\">{}</td><td class=\"num\" data-field=\"total\">{}</td>\
+                 <td class=\"num\">{}</td></tr>",
+                num_class(sub.dead_letters_not_redriven > 0, true),
                 count(sub.dead_letters_not_redriven),
+                count(sub.dead_letters),
                 rate(sub.dead_letter_rate),
                 t = esc(&topic.name),
-                s = esc(&sub.name)
+                s = esc(&sub.name),
+                href = esc(&subscription_path(&topic.name, &sub.name))
             );
         }
         out.push_str("</tbody></table>\n");
@@ -379,7 +522,7 @@ fn queues(out: &mut String, status: &Status) {
 /// Why the page is not shown, and how to sign in.
 pub fn sign_in(wrong_token: bool) -> String {
     let mut out = String::with_capacity(8 * 1024);
-    head(&mut out, "eg status: sign in");
+    head(&mut out, "eg status: sign in", Referrer::None);
     out.push_str("<body>\n<main><section class=\"card signin\"><h1>Sign in to the status page</h1>\n");
     if wrong_token {
         out.push_str("<p class=\"error\" id=\"wrong-token\">That is not this deployment's admin token.</p>\n");
@@ -462,25 +605,38 @@ mod tests {
 
     #[test]
     fn every_name_and_message_is_escaped() {
-        let html = page(&status_with("t<b>", "s\"onmouseover=\"x", "redis: <down>"));
+        let html = page(&status_with("t<b>", "s\"onmouseover=\"x", "redis: <down>"), None);
         assert!(!html.contains("t<b>"), "{html}");
         assert!(html.contains("t&lt;b&gt;"));
         assert!(!html.contains("s\"onmouseover"));
         assert!(html.contains("s&quot;onmouseover=&quot;x"));
         assert!(html.contains("redis: &lt;down&gt;"));
         assert!(html.contains("last failure &lt;Busy&gt;"));
+        assert!(html.contains("/status/topics/t%3Cb%3E/subscriptions/s%22onmouseover%3D%22x"));
+    }
+
+    #[test]
+    fn path_segments_are_percent_encoded() {
+        assert_eq!(segment("orders-2"), "orders-2");
+        assert_eq!(segment("a b/c?d#é"), "a%20b%2Fc%3Fd%23%C3%A9");
     }
 
     #[test]
     fn the_page_shows_each_section() {
-        let html = page(&status_with("orders", "audit", "x"));
+        let html = page(&status_with("orders", "audit", "x"), None);
         for needle in [
             "updated <time id=\"updated\" datetime=\"2026-01-02T03:04:05.000Z\">03:04:05</time> UTC",
             "data-topic=\"orders\" data-subscription=\"audit\"",
             "<span class=\"badge warn\">Paused</span>",
             "AwaitingManualAction",
             "Probation until 03:05:00 UTC",
-            "data-field=\"dead-letters\">1,200<",
+            // Dead letters as egctl counts them: 3 waiting, red, of 1,200 kept.
+            "<span class=\"num hot\" data-field=\"not-redriven\">3</span><span class=\"kept\" data-field=\"kept\"> of 1,200 kept</span>",
+            "href=\"/status/topics/orders/subscriptions/audit\"",
+            "data-field=\"endpoint\">https://example.test/hook<",
+            "7 unmatched in the last hour",
+            "<tr data-waiting=\"orders/audit\">",
+            "the endpoint answered &lt;200&gt; with an empty body",
             "id=\"failures\"",
             "id=\"queues\"",
             "data-partition=\"total\"",

@@ -8,11 +8,12 @@
 
 use super::hour::LastHour;
 use crate::state::App;
+use eg_core::Subscription;
 use eg_core::UnixMillis;
 use eg_core::probation::{self, EndpointId, ProbationState};
 use eg_core::subscription::base_url;
 use eg_runtime::stats::{Kind, Stats, Window, subscription_label};
-use eg_store::Depths;
+use eg_store::{DeadLetterCounts, Depths};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -213,6 +214,30 @@ fn probation_of(record: Option<&probation::ProbationRecord>, now: UnixMillis) ->
     })
 }
 
+/// One subscription's row, from what was read about it.
+pub fn subscription_status(
+    sub: &Subscription,
+    record: Option<&probation::ProbationRecord>,
+    counts: DeadLetterCounts,
+    window: &Window,
+    now: UnixMillis,
+) -> SubscriptionStatus {
+    let label = subscription_label(&sub.topic.key(), &sub.name.key());
+    SubscriptionStatus {
+        name: sub.name.as_str().to_owned(),
+        endpoint_base_url: base_url(&sub.endpoint_url),
+        paused: sub.paused,
+        provisioning_state: sub.provisioning.state_at(now).as_str().to_owned(),
+        provisioning_message: sub.provisioning.message(now),
+        delivery_rate: window.rate(Kind::Delivered, &label),
+        failure_rate: window.rate(Kind::Failed, &label),
+        dead_letter_rate: window.rate(Kind::DeadLettered, &label),
+        probation: probation_of(record, now),
+        dead_letters: counts.total,
+        dead_letters_not_redriven: counts.not_redriven,
+    }
+}
+
 /// Reads everything the page shows.
 pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
     let now = app.clock.now();
@@ -279,20 +304,13 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
 
     let mut by_topic: BTreeMap<String, Vec<SubscriptionStatus>> = BTreeMap::new();
     for ((sub, record), counts) in subscriptions.iter().zip(&records).zip(&dead_letters) {
-        let label = subscription_label(&sub.topic.key(), &sub.name.key());
-        by_topic.entry(sub.topic.key()).or_default().push(SubscriptionStatus {
-            name: sub.name.as_str().to_owned(),
-            endpoint_base_url: base_url(&sub.endpoint_url),
-            paused: sub.paused,
-            provisioning_state: sub.provisioning.state_at(now).as_str().to_owned(),
-            provisioning_message: sub.provisioning.message(now),
-            delivery_rate: window.rate(Kind::Delivered, &label),
-            failure_rate: window.rate(Kind::Failed, &label),
-            dead_letter_rate: window.rate(Kind::DeadLettered, &label),
-            probation: probation_of(record.as_ref(), now),
-            dead_letters: counts.total,
-            dead_letters_not_redriven: counts.not_redriven,
-        });
+        by_topic.entry(sub.topic.key()).or_default().push(subscription_status(
+            sub,
+            record.as_ref(),
+            *counts,
+            &window,
+            now,
+        ));
     }
     let topics = entries
         .iter()

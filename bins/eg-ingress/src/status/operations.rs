@@ -50,7 +50,7 @@ pub async fn resume(app: &App, topic: &str, name: &str) -> Result<(Subscription,
         }
     }
     tracing::info!(topic = %sub.topic, subscription = %sub.name, moved, "subscription resumed");
-    Ok((sub, moved as u64))
+    Ok((sub, moved))
 }
 
 async fn set_paused(app: &App, topic: &str, name: &str, paused: bool) -> Result<Subscription, Refusal> {

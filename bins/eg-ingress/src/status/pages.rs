@@ -1,0 +1,517 @@
+//! The HTML of a subscription's page, an event's history, the redrive confirmation and
+//! the pages that say why something could not be shown or done. Static pages (no live
+//! refresh): an action reloads them, and so does the browser's reload.
+
+use super::html::{
+    Referrer, clock_time, count, dead_letter_cell, esc, flash, head, health_badge, num_class, provisioning_badge, rate,
+    segment, state_badge, subscription_path, top_bar,
+};
+use super::session::{FORM_TOKEN_FIELD, Flash};
+use super::subscription::{Activity, EventPage, SubscriptionPage};
+use serde_json::Value;
+use std::fmt::Write;
+
+fn trail(topic: &str, subscription: Option<&str>) -> String {
+    let mut out = format!("<span class=\"crumb\">{}</span>", esc(topic));
+    if let Some(name) = subscription {
+        let _ = write!(
+            out,
+            "<span class=\"crumb\"><a href=\"{}\">{}</a></span>",
+            esc(&subscription_path(topic, name)),
+            esc(name)
+        );
+    }
+    out
+}
+
+fn end(out: &mut String) {
+    out.push_str("</main>\n</body>\n</html>\n");
+}
+
+/// A form that posts one action with the form token; `confirm_text` is its button.
+fn action_form(out: &mut String, action: &str, form_token: &str, button: &str, class: &str, hidden: &[(&str, &str)]) {
+    let _ = write!(
+        out,
+        "<form method=\"post\" action=\"{}\" class=\"action\"><input type=\"hidden\" name=\"{FORM_TOKEN_FIELD}\" value=\"{}\">",
+        esc(action),
+        esc(form_token)
+    );
+    for (name, value) in hidden {
+        let _ = write!(
+            out,
+            "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
+            esc(name),
+            esc(value)
+        );
+    }
+    let _ = write!(
+        out,
+        "<button type=\"submit\" class=\"{class}\" data-action=\"{}\">{}</button></form>",
+        esc(button),
+        esc(button)
+    );
+}
+
+/// A JSON value as a short text: strings bare, the rest as JSON.
+fn plain(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => "–".into(),
+        other => other.to_string(),
+    }
+}
+
+fn setting(out: &mut String, field: &str, label: &str, value_html: &str) {
+    let _ = write!(
+        out,
+        "<tr data-setting=\"{field}\"><th>{label}</th><td>{value_html}</td></tr>"
+    );
+}
+
+/// `key: value` lines of a JSON object (filter, retry policy), or `none_text`.
+fn object_lines(value: &Value, none_text: &str) -> String {
+    match value.as_object() {
+        Some(map) if !map.is_empty() => map
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "<div><span class=\"muted\">{}</span> <code>{}</code></div>",
+                    esc(k),
+                    esc(&plain(v))
+                )
+            })
+            .collect(),
+        _ => format!("<span class=\"muted\">{}</span>", esc(none_text)),
+    }
+}
+
+pub fn subscription(page: &SubscriptionPage, form_token: &str, shown: Option<&Flash>) -> String {
+    let sub = &page.status;
+    let p = &page.properties;
+    let path = subscription_path(&page.topic, &sub.name);
+    let mut out = String::with_capacity(16 * 1024);
+    head(
+        &mut out,
+        &format!("{} / {}: eg status", page.topic, sub.name),
+        Referrer::SameOrigin,
+    );
+    top_bar(&mut out, &trail(&page.topic, Some(&sub.name)), false);
+    let _ = write!(
+        out,
+        "<main data-topic=\"{}\" data-subscription=\"{}\">",
+        esc(&page.topic),
+        esc(&sub.name)
+    );
+    flash(&mut out, shown);
+    let _ = writeln!(
+        out,
+        "<p class=\"updated\">read <time id=\"updated\">{}</time> UTC · reload for fresh numbers</p>",
+        clock_time(page.generated_at_ms)
+    );
+    for problem in &page.problems {
+        let _ = write!(out, "<div class=\"problems\"><p>{}</p></div>", esc(problem));
+    }
+
+    // State and what can be done about it.
+    let _ = write!(
+        out,
+        "<section class=\"card\" id=\"state\"><h1>{} <span class=\"muted\">/</span> {}</h1>\
+         <div class=\"facts\"><div><div class=\"label\">State</div><div data-field=\"state\">{}</div></div>\
+         <div><div class=\"label\">Provisioning</div><div data-field=\"provisioning\">{}</div></div>\
+         <div><div class=\"label\">Endpoint health</div><div data-field=\"probation\">{}</div></div>\
+         <div><div class=\"label\">Dead letters</div><div class=\"num-left\" data-field=\"dead-letters\">{}</div></div></div>",
+        esc(&page.topic),
+        esc(&sub.name),
+        state_badge(sub.paused),
+        provisioning_badge(sub),
+        health_badge(sub),
+        dead_letter_cell(sub),
+    );
+    if let Some(message) = &sub.provisioning_message {
+        let _ = write!(
+            out,
+            "<p class=\"why\" data-field=\"provisioning-message\">{}</p>",
+            esc(message)
+        );
+    }
+    out.push_str("<div class=\"actions\" id=\"actions\">");
+    if sub.paused {
+        action_form(
+            &mut out,
+            &format!("{path}/resume"),
+            form_token,
+            "Resume",
+            "primary",
+            &[],
+        );
+    } else {
+        action_form(&mut out, &format!("{path}/pause"), form_token, "Pause", "", &[]);
+    }
+    if sub.provisioning_state != "Succeeded" {
+        action_form(
+            &mut out,
+            &format!("{path}/validate"),
+            form_token,
+            "Validate again",
+            "primary",
+            &[],
+        );
+    }
+    if sub.dead_letters_not_redriven > 0 {
+        let _ = write!(
+            out,
+            "<a class=\"button\" href=\"{}/redrive\" data-action=\"Redrive dead letters\">Redrive dead letters…</a>",
+            esc(&path)
+        );
+    }
+    out.push_str(
+        "</div><p class=\"note\">Paused, events still match and wait (their time-to-live still counts); resuming hands \
+         them to the senders at once.</p></section>\n",
+    );
+
+    // Settings, as the management API writes them.
+    let destination = &p["destination"]["properties"];
+    out.push_str("<div class=\"cols\"><section class=\"card\" id=\"settings\"><h2>Settings</h2><table class=\"settings\"><tbody>");
+    setting(
+        &mut out,
+        "endpoint",
+        "Endpoint",
+        &format!("<code>{}</code>", esc(&sub.endpoint_base_url)),
+    );
+    setting(
+        &mut out,
+        "schema",
+        "Delivery schema",
+        &esc(&plain(&p["eventDeliverySchema"])),
+    );
+    setting(&mut out, "filter", "Filter", &object_lines(&p["filter"], "every event"));
+    setting(
+        &mut out,
+        "retry-policy",
+        "Retry policy",
+        &object_lines(&p["retryPolicy"], "default"),
+    );
+    let batching = match destination["maxEventsPerBatch"].as_u64() {
+        Some(1) | None => "one event per request".to_owned(),
+        Some(n) => format!(
+            "up to {n} events per request, {} KB preferred",
+            esc(&plain(&destination["preferredBatchSizeInKilobytes"]))
+        ),
+    };
+    setting(&mut out, "batching", "Batching", &batching);
+    let dead_letter = match p["deadLetterDestination"]["properties"]["containerName"].as_str() {
+        Some(container) => format!("directory container <code>{}</code>", esc(container)),
+        None => "<span class=\"muted\">none: dead letters are kept in the archive only</span>".into(),
+    };
+    setting(
+        &mut out,
+        "dead-letter-destination",
+        "Dead-letter destination",
+        &dead_letter,
+    );
+    setting(&mut out, "paused", "Paused", if sub.paused { "yes" } else { "no" });
+    let provisioning = match &sub.provisioning_message {
+        Some(m) => format!("{} <div class=\"why\">{}</div>", esc(&sub.provisioning_state), esc(m)),
+        None => esc(&sub.provisioning_state),
+    };
+    setting(&mut out, "provisioning", "Provisioning", &provisioning);
+    if let Some(at) = p["expirationTimeUtc"].as_str() {
+        setting(&mut out, "expiration", "Expires", &esc(at));
+    }
+    out.push_str("</tbody></table></section>\n");
+
+    // What it did.
+    out.push_str(
+        "<section class=\"card\" id=\"activity\"><h2>Deliveries</h2><p class=\"note\">Counted by every eg process; \
+         failed attempts include those retried later.</p><table><thead><tr><th></th><th class=\"num\">Last minute</th>\
+         <th class=\"num\">Last hour</th></tr></thead><tbody>",
+    );
+    type Row = (&'static str, &'static str, fn(&Activity) -> u64, bool);
+    let rows: [Row; 4] = [
+        ("delivered", "Delivered", |a| a.delivered, false),
+        ("failed", "Failed attempts", |a| a.failed, true),
+        ("dead-lettered", "Dead-lettered", |a| a.dead_lettered, true),
+        ("dropped", "Dropped", |a| a.dropped, true),
+    ];
+    for (field, label, of, is_problem) in rows {
+        let (minute, hour) = (of(&page.last_minute), of(&page.last_hour));
+        let _ = write!(
+            out,
+            "<tr data-activity=\"{field}\"><td>{label}</td><td class=\"{}\">{}</td><td class=\"{}\">{}</td></tr>",
+            num_class(minute > 0, is_problem),
+            count(minute),
+            num_class(hour > 0, is_problem),
+            count(hour)
+        );
+    }
+    let _ = write!(
+        out,
+        "</tbody></table><p class=\"note\">Now: {}/s delivered, {}/s failed attempts.</p></section></div>",
+        rate(sub.delivery_rate),
+        rate(sub.failure_rate)
+    );
+
+    // Recent deliveries, and any event's history.
+    let _ = write!(
+        out,
+        "<section class=\"card\" id=\"recent\"><h2>Recent deliveries</h2><p class=\"note\">The newest events of this \
+         subscription with a kept history (each with its latest step); open one for every step. Histories are kept \
+         for <code>EG__HISTORY__RETENTION</code>.</p>\
+         <form method=\"get\" action=\"/status/topics/{}/events\" class=\"lookup\"><input type=\"hidden\" name=\"subscription\" value=\"{}\">\
+         <input type=\"text\" name=\"id\" placeholder=\"event id\" aria-label=\"event id\" required>\
+         <button type=\"submit\">Show history</button></form>",
+        segment(&page.topic),
+        esc(&sub.name)
+    );
+    if page.recent.is_empty() {
+        out.push_str("<p class=\"empty\">No delivery history yet.</p>");
+    } else {
+        out.push_str(
+            "<table><thead><tr><th>Event</th><th>State</th><th class=\"num\">Attempt</th><th>Outcome</th>\
+             <th class=\"num\">HTTP</th><th>At (UTC)</th><th>Next / why</th></tr></thead><tbody>\n",
+        );
+        for d in &page.recent {
+            let e = d.latest.to_resource();
+            let state = plain(&e["state"]);
+            let class = match state.as_str() {
+                "Delivered" => "ok",
+                "DeadLettered" | "Dropped" => "bad",
+                _ => "warn",
+            };
+            let _ = writeln!(
+                out,
+                "<tr data-event=\"{id}\"><td><a class=\"event\" href=\"{href}\"><code>{id}</code></a></td>\
+                 <td><span class=\"badge {class}\">{state}</span></td><td class=\"num\">{}</td><td>{}</td>\
+                 <td class=\"num\">{}</td><td>{}</td><td class=\"muted\">{}</td></tr>",
+                d.latest.attempt,
+                esc(&plain(&e["outcome"])),
+                esc(&plain(&e["httpStatus"])),
+                clock_time(d.latest.at),
+                esc(&next_or_why(&e)),
+                id = esc(&d.event_id),
+                href = esc(&event_path(&page.topic, &d.event_id, Some(&sub.name))),
+                state = esc(&state),
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+    out.push_str("</section>\n");
+    end(&mut out);
+    out
+}
+
+/// What comes next for a step, or why it ended: a retry's time, a reason.
+fn next_or_why(step: &Value) -> String {
+    let parts: Vec<String> = ["nextAttemptTime", "heldBecause", "heldUntil", "expiresAt", "reason"]
+        .iter()
+        .filter_map(|field| step.get(*field).filter(|v| !v.is_null()).map(|v| (*field, plain(v))))
+        .map(|(field, v)| match field {
+            "nextAttemptTime" => format!("next attempt {v}"),
+            "heldUntil" => format!("until {v}"),
+            "expiresAt" => format!("expires {v}"),
+            _ => v,
+        })
+        .collect();
+    parts.join(" · ")
+}
+
+pub fn event_path(topic: &str, event_id: &str, subscription: Option<&str>) -> String {
+    let mut path = format!("/status/topics/{}/events/{}", segment(topic), segment(event_id));
+    if let Some(name) = subscription {
+        let _ = write!(path, "?subscription={}", segment(name));
+    }
+    path
+}
+
+pub fn event(page: &EventPage) -> String {
+    let mut out = String::with_capacity(8 * 1024);
+    head(
+        &mut out,
+        &format!("event {}: eg status", page.event_id),
+        Referrer::SameOrigin,
+    );
+    top_bar(&mut out, &trail(&page.topic, page.subscription.as_deref()), false);
+    let _ = write!(
+        out,
+        "<main><section class=\"card\" id=\"history\"><h1>Event <code>{}</code></h1><p class=\"note\">Every kept step of \
+         its deliveries{}, oldest first, read <time id=\"updated\">{}</time> UTC.</p>",
+        esc(&page.event_id),
+        page.subscription
+            .as_deref()
+            .map(|s| format!(" to {}", esc(s)))
+            .unwrap_or_else(|| " to every subscription of the topic".into()),
+        clock_time(page.generated_at_ms)
+    );
+    if page.subscription.is_some() {
+        let _ = write!(
+            out,
+            "<p><a href=\"{}\">every subscription's steps</a></p>",
+            esc(&event_path(&page.topic, &page.event_id, None))
+        );
+    }
+    if page.steps.is_empty() {
+        out.push_str(
+            "<p class=\"empty\" id=\"no-history\">No delivery history for this event: none yet, not an event of this \
+             topic, or older than the retention (<code>EG__HISTORY__RETENTION</code>).</p>",
+        );
+    } else {
+        out.push_str(
+            "<table><thead><tr><th>At (UTC)</th><th>Subscription</th><th class=\"num\">Attempt</th><th>State</th>\
+             <th>Outcome</th><th class=\"num\">HTTP</th><th class=\"num\">Took</th><th>Next / why</th></tr></thead><tbody>\n",
+        );
+        for step in &page.steps {
+            let took = step["durationMs"]
+                .as_u64()
+                .map(|ms| format!("{ms} ms"))
+                .unwrap_or_else(|| "–".into());
+            let _ = writeln!(
+                out,
+                "<tr data-step=\"{}\"><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td>\
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"muted\">{}</td></tr>",
+                esc(&plain(&step["state"])),
+                esc(&plain(&step["time"])),
+                esc(&plain(&step["subscription"])),
+                esc(&plain(&step["attempt"])),
+                esc(&plain(&step["state"])),
+                esc(&plain(&step["outcome"])),
+                esc(&plain(&step["httpStatus"])),
+                esc(&took),
+                esc(&next_or_why(step)),
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+    out.push_str("</section>\n");
+    end(&mut out);
+    out
+}
+
+/// The confirmation step before a redrive.
+pub fn confirm_redrive(topic: &str, page: &SubscriptionPage, form_token: &str, chunk: u64) -> String {
+    let sub = &page.status;
+    let path = subscription_path(topic, &sub.name);
+    let mut out = String::with_capacity(4 * 1024);
+    head(
+        &mut out,
+        &format!("redrive {} / {}: eg status", topic, sub.name),
+        Referrer::SameOrigin,
+    );
+    top_bar(&mut out, &trail(topic, Some(&sub.name)), false);
+    let n = sub.dead_letters_not_redriven;
+    let _ = write!(
+        out,
+        "<main><section class=\"card narrow\" id=\"confirm\"><h1>Redrive dead letters of {} / {}?</h1>\
+         <p><strong data-field=\"not-redriven\">{}</strong> dead letters are waiting (not redriven). Redriving sends them \
+         back into delivery with fresh attempts, keeping their event ids; each record is redriven at most once.{}</p>\
+         <div class=\"actions\">",
+        esc(topic),
+        esc(&sub.name),
+        count(n),
+        if n > chunk {
+            format!(" This takes the oldest {} now; repeat for the rest.", count(chunk))
+        } else {
+            String::new()
+        }
+    );
+    action_form(
+        &mut out,
+        &format!("{path}/redrive"),
+        form_token,
+        &format!("Redrive {}", count(n.min(chunk))),
+        "primary",
+        &[],
+    );
+    let _ = write!(
+        out,
+        "<a class=\"button\" href=\"{}\" id=\"cancel\">Cancel</a></div></section>",
+        esc(&path)
+    );
+    end(&mut out);
+    out
+}
+
+/// Why a page cannot be shown or an action was refused, with a way back.
+pub fn problem(title: &str, message: &str, back: Option<&str>) -> String {
+    let mut out = String::with_capacity(2 * 1024);
+    head(&mut out, &format!("{title}: eg status"), Referrer::SameOrigin);
+    top_bar(&mut out, "", false);
+    let _ = write!(
+        out,
+        "<main><section class=\"card narrow\" id=\"problem\"><h1>{}</h1><p class=\"error\">{}</p>",
+        esc(title),
+        esc(message)
+    );
+    let back = back.unwrap_or("/status");
+    let _ = write!(out, "<p><a href=\"{}\">Back</a></p></section>", esc(back));
+    end(&mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::SubscriptionStatus;
+    use super::*;
+    use eg_core::UnixMillis;
+    use serde_json::json;
+
+    fn page(paused: bool, provisioning: &str, waiting: u64) -> SubscriptionPage {
+        SubscriptionPage {
+            generated_at_ms: UnixMillis(0),
+            topic: "orders".into(),
+            properties: json!({
+                "eventDeliverySchema": "EventGridSchema",
+                "filter": {"subjectBeginsWith": "<img>"},
+                "destination": {"properties": {"maxEventsPerBatch": 1}},
+            }),
+            status: SubscriptionStatus {
+                name: "audit".into(),
+                endpoint_base_url: "https://example.test/hook".into(),
+                paused,
+                provisioning_state: provisioning.into(),
+                provisioning_message: (provisioning != "Succeeded").then(|| "it answered <nothing>".into()),
+                delivery_rate: 0.0,
+                failure_rate: 0.0,
+                dead_letter_rate: 0.0,
+                probation: None,
+                dead_letters: 5,
+                dead_letters_not_redriven: waiting,
+            },
+            last_minute: Activity::default(),
+            last_hour: Activity::default(),
+            recent: Vec::new(),
+            problems: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_actions_offered_follow_the_state_and_carry_the_form_token() {
+        let active = subscription(&page(false, "Succeeded", 0), "tok3n", None);
+        assert!(active.contains("action=\"/status/topics/orders/subscriptions/audit/pause\""));
+        assert!(active.contains("<input type=\"hidden\" name=\"form_token\" value=\"tok3n\">"));
+        assert!(!active.contains("/resume\""), "{active}");
+        assert!(!active.contains("/validate\""), "{active}");
+        assert!(!active.contains("/redrive\""), "nothing to redrive: {active}");
+        assert!(active.contains("&lt;img&gt;"), "the filter is escaped: {active}");
+
+        let waiting = subscription(
+            &page(true, "AwaitingManualAction", 2),
+            "tok3n",
+            Some(&Flash::ok("Paused <x>")),
+        );
+        assert!(waiting.contains("/resume\""));
+        assert!(waiting.contains("/validate\""));
+        assert!(waiting.contains("href=\"/status/topics/orders/subscriptions/audit/redrive\""));
+        assert!(waiting.contains("it answered &lt;nothing&gt;"));
+        assert!(waiting.contains("<div class=\"flash ok\" id=\"flash\" role=\"status\">Paused &lt;x&gt;</div>"));
+    }
+
+    #[test]
+    fn the_redrive_confirmation_says_how_many_and_posts_with_the_token() {
+        let html = confirm_redrive("orders", &page(true, "Succeeded", 2_500), "tok3n", 1_000);
+        assert!(html.contains("<strong data-field=\"not-redriven\">2,500</strong>"));
+        assert!(html.contains("the oldest 1,000 now"));
+        assert!(html.contains("data-action=\"Redrive 1,000\""));
+        assert!(html.contains("name=\"form_token\" value=\"tok3n\""));
+        assert!(html.contains("method=\"post\" action=\"/status/topics/orders/subscriptions/audit/redrive\""));
+    }
+}

@@ -1,0 +1,150 @@
+//! What a subscription's page shows: its settings as the management API writes them,
+//! its state (paused, provisioning, endpoint probation, dead letters), what it did in the
+//! last minute and hour, and its recent deliveries from delivery history. Also an
+//! event's history, one click away from a recent delivery.
+
+use super::hour::LastHour;
+use super::model::{SubscriptionStatus, subscription_status};
+use crate::admin::find_subscription;
+use crate::errors::Refusal;
+use crate::state::App;
+use eg_core::UnixMillis;
+use eg_core::history::HistoryEntry;
+use eg_core::probation::EndpointId;
+use eg_runtime::stats::{Kind, Stats, Window, subscription_label};
+use eg_store::recent::RecentDelivery;
+use serde_json::Value;
+
+/// Most recent deliveries shown.
+const RECENT: usize = 25;
+
+pub struct SubscriptionPage {
+    pub generated_at_ms: UnixMillis,
+    pub topic: String,
+    /// The subscription as `GET …/eventSubscriptions/{name}` answers it (`properties`).
+    pub properties: Value,
+    pub status: SubscriptionStatus,
+    pub last_minute: Activity,
+    pub last_hour: Activity,
+    pub recent: Vec<RecentDelivery>,
+    /// Parts that could not be read this time.
+    pub problems: Vec<String>,
+}
+
+/// What a subscription's deliveries came to over a span of time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Activity {
+    pub delivered: u64,
+    pub failed: u64,
+    pub dead_lettered: u64,
+    pub dropped: u64,
+}
+
+impl Activity {
+    fn of(window: &Window, label: &str) -> Self {
+        Self {
+            delivered: window.count(Kind::Delivered, label),
+            failed: window.count(Kind::Failed, label),
+            dead_lettered: window.count(Kind::DeadLettered, label),
+            dropped: window.count(Kind::Dropped, label),
+        }
+    }
+
+    fn plus(self, o: Self) -> Self {
+        Self {
+            delivered: self.delivered + o.delivered,
+            failed: self.failed + o.failed,
+            dead_lettered: self.dead_lettered + o.dead_lettered,
+            dropped: self.dropped + o.dropped,
+        }
+    }
+}
+
+/// Reads a subscription's page; `404` when it does not exist.
+pub async fn gather(
+    app: &App,
+    stats: &Stats,
+    last_hour: &LastHour,
+    topic: &str,
+    name: &str,
+) -> Result<SubscriptionPage, Refusal> {
+    let sub = find_subscription(app, topic, name).await?;
+    let now = app.clock.now();
+    let mut problems = Vec::new();
+    let mut problem = |what: &str, e: &dyn std::fmt::Display| problems.push(format!("{what} unavailable: {e}"));
+    let window = stats.window(now).await.unwrap_or_else(|e| {
+        problem("rates", &e);
+        Window::default()
+    });
+    let older = last_hour.older(stats, now).await.unwrap_or_else(|e| {
+        problem("counts of the last hour", &e);
+        Window::default()
+    });
+    let record = app
+        .store
+        .probation_record(&EndpointId::of(&sub.endpoint_url))
+        .await
+        .unwrap_or_else(|e| {
+            problem("endpoint probation record", &e);
+            None
+        });
+    let (topic_key, subscription_key) = (sub.topic.key(), sub.name.key());
+    let counts = app
+        .store
+        .dead_letter_counts(&topic_key, &subscription_key)
+        .await
+        .unwrap_or_else(|e| {
+            problem("dead-letter counts", &e);
+            Default::default()
+        });
+    let recent = app
+        .store
+        .recent_deliveries(&topic_key, &subscription_key, RECENT)
+        .await
+        .unwrap_or_else(|e| {
+            problem("recent deliveries", &e);
+            Vec::new()
+        });
+    let label = subscription_label(&topic_key, &subscription_key);
+    let last_minute = Activity::of(&window, &label);
+    Ok(SubscriptionPage {
+        generated_at_ms: now,
+        topic: sub.topic.as_str().to_owned(),
+        properties: sub.to_resource(now)["properties"].clone(),
+        status: subscription_status(&sub, record.as_ref(), counts, &window, now),
+        last_minute,
+        last_hour: last_minute.plus(Activity::of(&older, &label)),
+        recent,
+        problems,
+    })
+}
+
+/// An event's delivery history, as `GET /admin/topics/{topic}/events/{id}/history`
+/// answers it (`value`), optionally of one subscription.
+pub struct EventPage {
+    pub generated_at_ms: UnixMillis,
+    pub topic: String,
+    pub event_id: String,
+    pub subscription: Option<String>,
+    pub steps: Vec<Value>,
+}
+
+pub async fn event(app: &App, topic: &str, event_id: &str, subscription: Option<&str>) -> Result<EventPage, Refusal> {
+    let name = crate::admin::topic_name(topic)?;
+    let subscription_key = subscription.map(str::to_ascii_lowercase);
+    let steps = app
+        .store
+        .event_history(&name.key(), event_id)
+        .await?
+        .iter()
+        .filter(|e| subscription_key.as_ref().is_none_or(|s| &e.subscription == s))
+        .map(HistoryEntry::to_resource)
+        .collect();
+    Ok(EventPage {
+        generated_at_ms: app.clock.now(),
+        topic: name.as_str().to_owned(),
+        event_id: event_id.to_owned(),
+        subscription: subscription.map(str::to_owned),
+        steps,
+    })
+}

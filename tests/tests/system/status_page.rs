@@ -170,8 +170,16 @@ async fn the_status_page_shows_the_system_live_in_a_real_browser() {
     let ok = Receiver::start(Behaviour::Status(200)).await;
     let busy = Receiver::start(Behaviour::Status(503)).await;
     let refusing = Receiver::start(Behaviour::Status(400)).await;
+    let silent = Receiver::start_with(Behaviour::Status(200), Validation::Ignore).await;
     system.create_topic("orders").await;
     system.create_topic("billing").await;
+    // Waits for validation (the endpoint does not answer the handshake): what the topic
+    // accepts is unmatched.
+    system.create_topic("signups").await;
+    let (status, answer) = system
+        .put_subscription("signups", "welcome", &subscription(silent.url(), json!({})))
+        .await;
+    assert!(status.is_success(), "{status} {answer}");
     for (topic, name, url, extra) in [
         ("orders", "fulfillment", ok.url(), json!({})),
         ("orders", "analytics", ok.url(), json!({})),
@@ -194,6 +202,9 @@ async fn the_status_page_shows_the_system_live_in_a_real_browser() {
             .publish_ok("billing", &Value::from(numbered_events(&format!("b{batch}"), 0..4)))
             .await;
     }
+    system
+        .publish_ok("signups", &Value::from(numbered_events("s", 0..2)))
+        .await;
 
     // The JSON first: once every tier's counts reached Redis, the page has them too.
     let status = eventually(
@@ -202,8 +213,8 @@ async fn the_status_page_shows_the_system_live_in_a_real_browser() {
         || async {
             let status = admin_status(&system).await;
             let rates = &status["rates"];
-            // All 27 published: the ingress may have flushed them in two goes.
-            let ready = rates["lastMinute"]["published"] == 27
+            // All 29 published: the ingress may have flushed them in two goes.
+            let ready = rates["lastMinute"]["published"] == 29
                 && rates["published"].as_f64() > Some(0.0)
                 && rates["delivered"].as_f64() > Some(0.0)
                 && rates["failuresByOutcome"]["Busy"].as_f64() > Some(0.0)
@@ -216,6 +227,7 @@ async fn the_status_page_shows_the_system_live_in_a_real_browser() {
     )
     .await;
     let orders = &status["topics"][1];
+    assert_eq!(status["topics"][2]["unmatchedLastHour"], 2, "{status}");
     assert_eq!(orders["name"], "orders", "topics are sorted: {status}");
     assert_eq!(orders["inputSchema"], "EventGridSchema");
     assert!(orders["publishRate"].as_f64() > Some(0.0), "{status}");
@@ -330,6 +342,13 @@ async fn the_status_page_shows_the_system_live_in_a_real_browser() {
         )
         .await;
     }
+    wait_text(
+        &browser,
+        "#waiting tr[data-waiting=\"signups/welcome\"] [data-field=\"unmatched\"]",
+        "a subscription waiting for validation, and its topic's unmatched events",
+        |t| t == "2",
+    )
+    .await;
     let erp = "tr[data-topic=\"orders\"][data-subscription=\"legacy-erp\"]";
     wait_text(
         &browser,

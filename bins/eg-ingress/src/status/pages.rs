@@ -210,11 +210,7 @@ pub fn subscription(page: &SubscriptionPage, form_token: &str, shown: Option<&Fl
         &dead_letter,
     );
     setting(&mut out, "paused", "Paused", if sub.paused { "yes" } else { "no" });
-    let provisioning = match &sub.provisioning_message {
-        Some(m) => format!("{} <div class=\"why\">{}</div>", esc(&sub.provisioning_state), esc(m)),
-        None => esc(&sub.provisioning_state),
-    };
-    setting(&mut out, "provisioning", "Provisioning", &provisioning);
+    setting(&mut out, "provisioning", "Provisioning", &esc(&sub.provisioning_state));
     if let Some(at) = p["expirationTimeUtc"].as_str() {
         setting(&mut out, "expiration", "Expires", &esc(at));
     }

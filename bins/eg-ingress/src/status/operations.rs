@@ -6,19 +6,14 @@
 use crate::admin::{change_subscription, topic_name};
 use crate::errors::Refusal;
 use crate::state::App;
-use axum::http::StatusCode;
 use eg_core::deadletter::RedriveTarget;
 use eg_core::{Subscription, SubscriptionName};
 use eg_runtime::metrics as m;
 use eg_store::Progress;
-use eg_store::catalog::PutSubscription;
 use eg_store::{Selection, TimeRange};
 
 /// Most set-aside deliveries moved back per script call when resuming.
 const UNPARK_BATCH: usize = 1_000;
-
-/// How often the handshake's write is tried again when the subscription changed meanwhile.
-const REVALIDATE_TRIES: usize = 3;
 
 /// The `<topic>/<subscription>` key the store files a subscription's records under.
 pub fn subscription_key(sub: &Subscription) -> String {
@@ -97,43 +92,38 @@ fn new_id() -> String {
 
 /// Runs the validation handshake again for a subscription that is not `Succeeded` and
 /// writes its outcome; a `Succeeded` one is left as it is. Answers the subscription as
-/// it now stands, or the handshake's refusal (what the endpoint answered, or why it
-/// could not be reached).
+/// it now stands (its provisioning message says what the handshake came to), or the
+/// handshake's refusal.
 pub async fn revalidate(app: &App, topic: &str, name: &str) -> Result<Subscription, Refusal> {
     let t = topic_name(topic)?;
     let n = SubscriptionName::parse(name).map_err(|e| Refusal::bad_request(e.problem))?;
     let missing = || Refusal::not_found(format!("subscription {name:?} of topic {topic:?} does not exist"));
-    for _ in 0..REVALIDATE_TRIES {
-        let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(missing)?;
-        let current = basis.previous.as_ref().ok_or_else(missing)?;
-        if current.provisioning.is_active() {
-            return Ok(current.clone());
-        }
-        // No previous subscription: the handshake runs whatever state it was left in.
-        let provisioning = app
-            .validator
-            .provision(&basis.topic, current, None, app.clock.now())
-            .await?;
-        let changed = Subscription {
-            provisioning,
-            ..current.clone()
-        };
-        match app
-            .catalog
-            .put_subscription_over(&changed, app.max_subscriptions_per_topic, &basis)
-            .await?
-        {
-            PutSubscription::Created | PutSubscription::Updated => {
-                let state = changed.provisioning.state_at(app.clock.now());
-                tracing::info!(topic = %changed.topic, subscription = %changed.name, %state, "validation handshake run again");
-                return Ok(changed);
-            }
-            PutSubscription::NoTopic | PutSubscription::LimitReached | PutSubscription::Changed => continue,
-        }
+    let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(missing)?;
+    let tried = basis.previous.as_ref().ok_or_else(missing)?;
+    if tried.provisioning.is_active() {
+        return Ok(tried.clone());
     }
-    Err(Refusal::new(
-        StatusCode::CONFLICT,
-        "Conflict",
-        "the subscription kept changing while it was being validated; nothing was changed, retry",
-    ))
+    // No previous subscription: the handshake runs whatever state it was left in.
+    let provisioning = app
+        .validator
+        .provision(&basis.topic, tried, None, app.clock.now())
+        .await?;
+    // Written over what is stored then, unless a write in between settled it: a new
+    // endpoint or schema had a handshake of its own, and a consent (a GET on the
+    // validationUrl) is not taken back.
+    let (sub, changed) = change_subscription(app, topic, name, |stored| {
+        let same_endpoint =
+            stored.endpoint_url == tried.endpoint_url && stored.delivery_schema == tried.delivery_schema;
+        if stored.provisioning.is_active() || !same_endpoint {
+            return Ok(None);
+        }
+        Ok(Some(Subscription {
+            provisioning: provisioning.clone(),
+            ..stored.clone()
+        }))
+    })
+    .await?;
+    let state = sub.provisioning.state_at(app.clock.now());
+    tracing::info!(topic = %sub.topic, subscription = %sub.name, changed, %state, "validation handshake run again");
+    Ok(sub)
 }

@@ -404,7 +404,7 @@ pub fn confirm_redrive(topic: &str, page: &SubscriptionPage, form_token: &str, c
         esc(&sub.name),
         count(n),
         if n > chunk {
-            format!(" This takes the oldest {} now; repeat for the rest.", count(chunk))
+            format!(" This sends {} of them now; repeat for the rest.", count(chunk))
         } else {
             String::new()
         }
@@ -505,7 +505,7 @@ mod tests {
     fn the_redrive_confirmation_says_how_many_and_posts_with_the_token() {
         let html = confirm_redrive("orders", &page(true, "Succeeded", 2_500), "tok3n", 1_000);
         assert!(html.contains("<strong data-field=\"not-redriven\">2,500</strong>"));
-        assert!(html.contains("the oldest 1,000 now"));
+        assert!(html.contains("sends 1,000 of them now"));
         assert!(html.contains("data-action=\"Redrive 1,000\""));
         assert!(html.contains("name=\"form_token\" value=\"tok3n\""));
         assert!(html.contains("method=\"post\" action=\"/status/topics/orders/subscriptions/audit/redrive\""));

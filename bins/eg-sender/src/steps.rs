@@ -90,6 +90,11 @@ impl<S, D> Steps<S, D> {
         attempt_timeout: Duration,
         late: LateListeners,
     ) -> Self {
+        // A schedule that does not apply as written is a trap (a quick trial that is not
+        // quick): say so where the policy is applied.
+        for warning in eg_runtime::settings::schedule_warnings(&policies) {
+            tracing::warn!("{warning}");
+        }
         Self {
             store,
             destination,

@@ -17,7 +17,7 @@ tiers=(eg-ingress eg-scheduler eg-sender eg-deadletter eg-demo-receiver)
 
 # The settings as the tiers read them (a bad value stops here, before anything starts).
 [ -x "$bin/eg-sender" ] || { echo "error: $bin/eg-sender is missing; build it with \`cargo build -p eg-sender\`" >&2; exit 1; }
-settings=$("$bin/eg-sender" --print-settings) || { echo "error: the tiers' settings are not valid (above)" >&2; exit 1; }
+settings=$(RUST_BACKTRACE=0 "$bin/eg-sender" --print-settings) || { echo "error: the tiers' settings are not valid (above)" >&2; exit 1; }
 
 # Ports: those of components not running yet must be free.
 taken=0
@@ -29,7 +29,6 @@ for name in "${components[@]}"; do
     echo "error: port ${address##*:} ($address), which $name needs, is taken by another process; set $variable to a free one (README.md, \"Ports\")" >&2
     taken=1
   fi
-  address=""
 done
 [ "$taken" = 0 ] || { echo "nothing was started" >&2; exit 1; }
 

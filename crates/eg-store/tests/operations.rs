@@ -31,6 +31,7 @@ fn step(subscription: &str, attempt: u32, state: DeliveryState) -> HistoryEntry 
         next: None,
         state,
         reason: None,
+        hold: None,
     }
 }
 

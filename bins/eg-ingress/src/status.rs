@@ -23,6 +23,7 @@ pub(crate) mod operations;
 mod pages;
 mod session;
 mod subscription;
+mod tiers;
 
 use crate::errors::Refusal;
 use crate::state::App;

@@ -556,7 +556,8 @@ async fn wait_reloading(browser: &Client, css: &str, what: &str, wanted: impl Fn
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_pauses_redrives_resumes_and_validates_from_the_status_page() {
     let driver = Driver::start().await;
-    let system = System::start(Options::default().senders(1)).await;
+    // A scaled sender: the tiers section lists both copies.
+    let system = System::start(Options::default().senders(2)).await;
     let refusing = Receiver::start(Behaviour::Status(400)).await;
     let silent = Receiver::start_with(Behaviour::Status(200), Validation::Ignore).await;
     system.create_topic("billing").await;
@@ -603,6 +604,22 @@ async fn an_operator_pauses_redrives_resumes_and_validates_from_the_status_page(
     assert!(tax["provisioningMessage"].is_null(), "{tax}");
     let welcome = subscription_of(&status, "signups", "welcome");
     assert_eq!(welcome["provisioningState"], "AwaitingManualAction", "{welcome}");
+    // Every tier process announced itself (one heartbeat each, right at start).
+    let copies = |status: &Value, tier: &str| {
+        status["tiers"]
+            .as_array()
+            .and_then(|tiers| tiers.iter().find(|t| t["tier"] == tier))
+            .and_then(|t| t["copies"].as_array())
+            .map_or(0, Vec::len)
+    };
+    for (tier, expected) in [
+        ("eg-ingress", 1),
+        ("eg-scheduler", 1),
+        ("eg-sender", 2),
+        ("eg-deadletter", 1),
+    ] {
+        assert_eq!(copies(&status, tier), expected, "copies of {tier}: {}", status["tiers"]);
+    }
     let reason = welcome["provisioningMessage"]
         .as_str()
         .unwrap_or_else(|| panic!("no reason: {welcome}"));

@@ -202,6 +202,7 @@ pub fn live(status: &Status) -> String {
     dead_letters(&mut out, status);
     out.push_str("</div>\n");
     queues(&mut out, status);
+    tiers(&mut out, status);
     out
 }
 
@@ -519,6 +520,66 @@ fn queues(out: &mut String, status: &Status) {
     out.push_str("</tr></tfoot></table></section>\n");
 }
 
+/// A length of time, short: `42 s`, `5 m 3 s`, `3 h 12 m`, `2 d 4 h`.
+pub fn age(seconds: u64) -> String {
+    let (m, h, d) = (seconds / 60, seconds / 3600, seconds / 86_400);
+    if d > 0 {
+        format!("{d} d {} h", h % 24)
+    } else if h > 0 {
+        format!("{h} h {} m", m % 60)
+    } else if m > 0 {
+        format!("{m} m {} s", seconds % 60)
+    } else {
+        format!("{seconds} s")
+    }
+}
+
+fn tiers(out: &mut String, status: &Status) {
+    out.push_str(
+        "<section class=\"card\" id=\"tiers\"><h2>Tiers</h2>\
+         <p class=\"note\">The eg processes running now: each announces itself every 5 s and is listed while heard \
+         from within 20 s. A scaled tier shows each copy.</p>\n\
+         <table><thead><tr><th>Tier</th><th>Copy</th><th>Version</th><th class=\"num\">Up for</th>\
+         <th class=\"num\">Last heard</th></tr></thead>\n",
+    );
+    for tier in &status.tiers {
+        let n = tier.copies.len();
+        let copies = match n {
+            0 => "<span class=\"hot\" data-field=\"copies\">none running</span>".to_owned(),
+            1 => "<span class=\"muted\" data-field=\"copies\">1 copy</span>".to_owned(),
+            n => format!("<span class=\"muted\" data-field=\"copies\">{n} copies</span>"),
+        };
+        let _ = write!(
+            out,
+            "<tbody data-tier=\"{t}\"><tr><th rowspan=\"{}\" class=\"tier\"><div>{t}</div>{copies}</th>",
+            n.max(1),
+            t = esc(&tier.tier)
+        );
+        if n == 0 {
+            out.push_str("<td colspan=\"4\" class=\"muted\">–</td></tr>\n");
+        }
+        for (i, copy) in tier.copies.iter().enumerate() {
+            if i > 0 {
+                out.push_str("<tr>");
+            }
+            let heard = u64::try_from((status.generated_at_ms.0 - copy.last_seen_ms.0).max(0) / 1000).unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "<td data-copy=\"{i}\"><code>{}</code></td><td>{}</td><td class=\"num\" title=\"started {}\">{}</td>\
+                 <td class=\"num\">{} ago</td></tr>",
+                esc(&copy.instance),
+                esc(&copy.version),
+                esc(&copy.started_at),
+                age(copy.uptime_seconds),
+                age(heard),
+                i = esc(&copy.instance)
+            );
+        }
+        out.push_str("</tbody>\n");
+    }
+    out.push_str("</table></section>\n");
+}
+
 /// Why the page is not shown, and how to sign in.
 pub fn sign_in(wrong_token: bool) -> String {
     let mut out = String::with_capacity(8 * 1024);
@@ -599,6 +660,7 @@ mod tests {
             }],
             rates: Rates::default(),
             queues: Queues::default(),
+            tiers: super::super::tiers::tiers_of(Vec::new(), UnixMillis(0)),
             problems: vec![problem.into()],
         }
     }
@@ -613,6 +675,15 @@ mod tests {
         assert!(html.contains("redis: &lt;down&gt;"));
         assert!(html.contains("last failure &lt;Busy&gt;"));
         assert!(html.contains("/status/topics/t%3Cb%3E/subscriptions/s%22onmouseover%3D%22x"));
+    }
+
+    #[test]
+    fn ages_read_well() {
+        assert_eq!(age(0), "0 s");
+        assert_eq!(age(59), "59 s");
+        assert_eq!(age(303), "5 m 3 s");
+        assert_eq!(age(3 * 3600 + 12 * 60 + 5), "3 h 12 m");
+        assert_eq!(age(2 * 86_400 + 4 * 3600), "2 d 4 h");
     }
 
     #[test]
@@ -640,6 +711,7 @@ mod tests {
             "id=\"failures\"",
             "id=\"queues\"",
             "data-partition=\"total\"",
+            "<tbody data-tier=\"eg-sender\"><tr><th rowspan=\"1\" class=\"tier\"><div>eg-sender</div><span class=\"hot\" data-field=\"copies\">none running</span>",
             "<script>",
         ] {
             assert!(html.contains(needle), "missing {needle:?} in\n{html}");

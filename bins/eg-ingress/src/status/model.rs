@@ -7,6 +7,7 @@
 //! the page still shows what it could instead of failing as a whole.
 
 use super::hour::LastHour;
+use super::tiers::{TierStatus, tiers_of};
 use crate::state::App;
 use eg_core::Subscription;
 use eg_core::UnixMillis;
@@ -27,6 +28,8 @@ pub struct Status {
     pub topics: Vec<TopicStatus>,
     pub rates: Rates,
     pub queues: Queues,
+    /// Every tier with the copies of it running now.
+    pub tiers: Vec<TierStatus>,
     /// Parts that could not be read this time (they show as empty or zero).
     pub problems: Vec<String>,
 }
@@ -343,12 +346,21 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
         }
     }
 
+    let copies = match app.store.live_copies(now).await {
+        Ok(copies) => copies,
+        Err(e) => {
+            problems.push(format!("running tier copies unavailable: {e}"));
+            Vec::new()
+        }
+    };
+
     Status {
         generated_at: now.to_rfc3339(),
         generated_at_ms: now,
         topics,
         rates: Rates::of(&window),
         queues,
+        tiers: tiers_of(copies, now),
         problems,
     }
 }

@@ -6,7 +6,7 @@
 //! as deliveries, so it cannot be pointed at internal addresses either.
 
 use crate::errors::Refusal;
-use eg_core::validation::{Provisioning, validation_event};
+use eg_core::validation::{Provisioning, Unconsented, awaiting_reason, validation_event};
 use eg_core::{DeliverySchema, Subscription, Topic, UnixMillis};
 use eg_outbound::{Client, Handshake, cloudevents_handshake, event_grid_handshake};
 use eg_runtime::Settings;
@@ -17,6 +17,8 @@ const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 pub struct Validator {
     client: Client,
     enabled: bool,
+    /// How long the endpoint has to answer the handshake (named in reasons).
+    timeout: Duration,
     manual_window: Duration,
     /// Base of validation URLs.
     public_url: String,
@@ -37,15 +39,18 @@ impl Validator {
         Ok(Self {
             client,
             enabled: settings.validation.enabled,
+            timeout: settings.validation.timeout,
             manual_window: settings.validation.manual_window,
             public_url: public_url.trim_end_matches('/').to_owned(),
             origin,
         })
     }
 
-    /// The provisioning `subscription` starts with, replacing `previous` (if any): the
-    /// handshake runs when the endpoint or delivery schema is new. A refused or
-    /// unreachable CloudEvents endpoint, or a forbidden address, refuses the request.
+    /// The provisioning `subscription` starts with, replacing `previous` (if any): a
+    /// validated subscription keeps its consent while its endpoint and delivery schema
+    /// stay the same; anything else (new, moved, or still not validated) gets the
+    /// handshake again. A refused or unreachable CloudEvents endpoint, or a forbidden
+    /// address, refuses the request.
     pub async fn provision(
         &self,
         topic: &Topic,
@@ -53,16 +58,26 @@ impl Validator {
         previous: Option<&Subscription>,
         now: UnixMillis,
     ) -> Result<Provisioning, Refusal> {
-        if !self.enabled {
-            return Ok(Provisioning::Succeeded);
-        }
         if let Some(previous) = previous
             && previous.endpoint_url == subscription.endpoint_url
             && previous.delivery_schema == subscription.delivery_schema
-            && (previous.provisioning.is_active()
-                || matches!(previous.provisioning, Provisioning::AwaitingManualAction { deadline, .. } if now < deadline))
+            && previous.provisioning.is_active()
         {
-            return Ok(previous.provisioning.clone());
+            return Ok(Provisioning::Succeeded);
+        }
+        self.validate(topic, subscription, now).await
+    }
+
+    /// Runs the handshake for `subscription` as it stands (with validation off it is
+    /// `Succeeded` without one).
+    pub async fn validate(
+        &self,
+        topic: &Topic,
+        subscription: &Subscription,
+        now: UnixMillis,
+    ) -> Result<Provisioning, Refusal> {
+        if !self.enabled {
+            return Ok(Provisioning::Succeeded);
         }
         let url = &subscription.endpoint_url;
         match subscription.delivery_schema {
@@ -80,28 +95,35 @@ impl Validator {
                 );
                 let id = uuid::Uuid::new_v4().to_string();
                 let body = validation_event(&id, &topic.id(), &code, &validation_url, now).to_string();
-                match event_grid_handshake(&self.client, url, body, &code, MAX_RESPONSE_BYTES).await {
-                    Handshake::Accepted { .. } => Ok(Provisioning::Succeeded),
-                    Handshake::AddressNotAllowed(blocked) => Err(address_refused(&blocked.to_string())),
-                    Handshake::Refused { reason } => {
-                        tracing::info!(subscription = %subscription.name, %reason, "validation not answered; awaiting a GET on the validation URL");
-                        Ok(self.awaiting(code, now))
+                let handshake = event_grid_handshake(&self.client, url, body, &code, MAX_RESPONSE_BYTES).await;
+                let no_answer;
+                let why = match &handshake {
+                    Handshake::Accepted { .. } => return Ok(Provisioning::Succeeded),
+                    Handshake::AddressNotAllowed(blocked) => return Err(address_refused(&blocked.to_string())),
+                    Handshake::Refused { reason } => Unconsented::Refused(reason),
+                    Handshake::Unreachable {
+                        cause, connected: true, ..
+                    } => {
+                        no_answer = format!("{cause} ({} allowed)", seconds(self.timeout));
+                        Unconsented::NoAnswer(&no_answer)
                     }
-                    Handshake::Unreachable(outcome) => {
-                        tracing::info!(subscription = %subscription.name, outcome = %outcome.name(), "endpoint unreachable for validation; awaiting a GET on the validation URL");
-                        Ok(self.awaiting(code, now))
-                    }
-                }
+                    Handshake::Unreachable { cause, .. } => Unconsented::NotReached(cause),
+                };
+                let reason = awaiting_reason(&subscription.topic, &subscription.name, why);
+                tracing::info!(topic = %subscription.topic, subscription = %subscription.name, %reason, "endpoint not validated; awaiting its consent");
+                Ok(Provisioning::AwaitingManualAction {
+                    code,
+                    deadline: now.plus(self.manual_window),
+                    reason,
+                })
             }
         }
     }
+}
 
-    fn awaiting(&self, code: String, now: UnixMillis) -> Provisioning {
-        Provisioning::AwaitingManualAction {
-            code,
-            deadline: now.plus(self.manual_window),
-        }
-    }
+/// `30 s`, `1.5 s`: a duration as a person reads it.
+fn seconds(duration: Duration) -> String {
+    format!("{} s", duration.as_secs_f64())
 }
 
 fn failed(handshake: Handshake) -> Refusal {
@@ -110,9 +132,8 @@ fn failed(handshake: Handshake) -> Refusal {
         Handshake::Refused { reason } => Refusal::bad_request(format!(
             "properties.destination.properties.endpointUrl: the CloudEvents validation handshake failed: {reason}"
         )),
-        Handshake::Unreachable(outcome) => Refusal::bad_request(format!(
-            "properties.destination.properties.endpointUrl: the CloudEvents validation handshake failed: the endpoint could not be reached ({})",
-            outcome.name()
+        Handshake::Unreachable { cause, .. } => Refusal::bad_request(format!(
+            "properties.destination.properties.endpointUrl: the CloudEvents validation handshake failed: the endpoint could not be reached: {cause}"
         )),
         Handshake::Accepted { .. } => Refusal::bad_request("unexpected handshake result"),
     }

@@ -859,6 +859,7 @@ mod tests {
         awaiting.provisioning = eg_core::validation::Provisioning::AwaitingManualAction {
             code: "c".into(),
             deadline: steps.clock.now().plus(Duration::from_secs(600)),
+            reason: String::new(),
         };
         steps.deliver(batch(awaiting, vec![event("a")])).await;
         assert_eq!(states(&steps.store.settled())[0].1, DeliveryState::HeldBack);

@@ -109,13 +109,10 @@ impl Validator {
                     }
                     Handshake::Unreachable { cause, .. } => Unconsented::NotReached(cause),
                 };
-                let reason = awaiting_reason(&subscription.topic, &subscription.name, why);
+                let deadline = now.plus(self.manual_window);
+                let reason = awaiting_reason(&subscription.topic, &subscription.name, why, deadline);
                 tracing::info!(topic = %subscription.topic, subscription = %subscription.name, %reason, "endpoint not validated; awaiting its consent");
-                Ok(Provisioning::AwaitingManualAction {
-                    code,
-                    deadline: now.plus(self.manual_window),
-                    reason,
-                })
+                Ok(Provisioning::AwaitingManualAction { code, deadline, reason })
             }
         }
     }
@@ -143,4 +140,42 @@ fn address_refused(why: &str) -> Refusal {
     Refusal::bad_request(format!(
         "properties.destination.properties.endpointUrl: {why}; deliveries to it are refused unless delivery.allowed_networks covers it"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use eg_core::{SubscriptionName, TopicName};
+    use serde_json::json;
+
+    fn waiting_subscription() -> (Topic, Subscription) {
+        let topic = Topic::from_resource(TopicName::parse("orders").unwrap(), &json!({})).unwrap();
+        // An address nothing may reach: a handshake, were one made, could not succeed.
+        let body = json!({"properties": {"destination": {"endpointType": "WebHook",
+            "properties": {"endpointUrl": "http://192.0.2.1/hook"}}}});
+        let mut sub =
+            Subscription::from_resource(&topic, SubscriptionName::parse("audit").unwrap(), &body, UnixMillis(0))
+                .unwrap();
+        sub.provisioning = Provisioning::AwaitingManualAction {
+            code: "c".into(),
+            deadline: UnixMillis(1_000),
+            reason: "the endpoint answered 200 OK with an empty body".into(),
+        };
+        (topic, sub)
+    }
+
+    /// A trusted setup that turned validation off gets a waiting subscription going by
+    /// running validate (no handshake, no request).
+    #[tokio::test]
+    async fn with_validation_off_validate_makes_a_waiting_subscription_succeeded() {
+        let mut settings = Settings::default();
+        settings.validation.enabled = false;
+        let validator = Validator::new(&settings, "http://eg.example").unwrap();
+        let (topic, sub) = waiting_subscription();
+        let validated = validator.validate(&topic, &sub, UnixMillis(0)).await;
+        assert!(matches!(validated, Ok(Provisioning::Succeeded)));
+        let written = validator.provision(&topic, &sub, Some(&sub), UnixMillis(0)).await;
+        assert!(matches!(written, Ok(Provisioning::Succeeded)));
+    }
 }

@@ -94,12 +94,10 @@ impl Provisioning {
                 "the endpoint did not complete validation in time".into()
             }),
             Self::AwaitingManualAction { deadline, reason, .. } if now < *deadline => Some(format!(
-                "{reason} Until it is validated, events published to the topic are not kept for this subscription. \
-                 A validationUrl it was sent works until {}.",
-                deadline.to_rfc3339()
+                "{reason} Until it is validated, events published to the topic are not kept for this subscription."
             )),
             Self::AwaitingManualAction { deadline, reason, .. } => Some(format!(
-                "{reason} The validationUrl it was sent stopped working at {}.",
+                "{reason} (The validation window ended at {}.)",
                 deadline.to_rfc3339()
             )),
             Self::Failed { reason } => Some(reason.clone()),
@@ -127,23 +125,33 @@ const TURN_OFF: &str = "a trusted local setup can instead turn validation off (E
 /// What the owner of `topic`/`subscription` is told when its handshake did not bring
 /// consent: what happened, whether a validationUrl reached the endpoint, and what to do
 /// next. Kept in [`Provisioning::AwaitingManualAction`], so the API shows it later too.
-pub fn awaiting_reason(topic: &TopicName, subscription: &SubscriptionName, why: Unconsented<'_>) -> String {
-    let validate = format!("`egctl subscriptions validate {topic} {subscription}`");
+/// `deadline` is when the validationUrl stops being accepted.
+pub fn awaiting_reason(
+    topic: &TopicName,
+    subscription: &SubscriptionName,
+    why: Unconsented<'_>,
+    deadline: UnixMillis,
+) -> String {
+    let validate = format!(
+        "`egctl subscriptions validate {topic} {subscription}` \
+         (POST /admin/topics/{topic}/eventSubscriptions/{subscription}/validate)"
+    );
+    let until = deadline.to_rfc3339();
     let echo = "answer the validation event with 200 OK and {\"validationResponse\": <its data.validationCode>}";
     match why {
         Unconsented::Refused(what) => format!(
             "The validation handshake failed: {what}. The validation event, with its validationUrl, reached the endpoint. \
-             Next: make the receiver {echo}, then run {validate} (or POST …/validate) to run the handshake again; \
-             or GET the validationUrl the receiver was sent; {TURN_OFF}."
+             Next: change the receiver to answer so, then run {validate} to run the handshake again; \
+             or GET the validationUrl the receiver was sent (before {until}); {TURN_OFF}."
         ),
         Unconsented::NoAnswer(what) => format!(
             "The validation handshake got no answer: {what}. The validation event may have reached the endpoint, with its validationUrl. \
-             Next: make the receiver {echo} at once, then run {validate} (or POST …/validate) to run the handshake again; \
-             or GET the validationUrl if the receiver has it; {TURN_OFF}."
+             Next: make the receiver {echo} at once, then run {validate} to run the handshake again; \
+             or GET the validationUrl if the receiver has it (before {until}); {TURN_OFF}."
         ),
         Unconsented::NotReached(what) => format!(
             "The validation handshake could not reach the endpoint: {what}. No validation event, so no validationUrl, was delivered to it. \
-             Next: start the receiver at that address (it must {echo}), then run {validate} (or POST …/validate) to run the handshake again; \
+             Next: start the receiver at that address (it must {echo}), then run {validate} to run the handshake again; \
              {TURN_OFF}."
         ),
     }
@@ -239,7 +247,14 @@ mod tests {
         let reason = awaiting_reason(
             &topic,
             &sub,
-            Unconsented::Refused("the endpoint answered 200 OK with an empty body"),
+            Unconsented::Refused(
+                "the endpoint answered 200 OK with an empty body; it must answer 200 OK with {\"validationResponse\": …}",
+            ),
+            UnixMillis(0),
+        );
+        assert!(
+            reason.contains("GET the validationUrl the receiver was sent (before 1970-01-01T00:00:00.000Z)"),
+            "{reason}"
         );
         assert!(reason.contains("answered 200 OK with an empty body"), "{reason}");
         assert!(reason.contains("reached the endpoint"), "{reason}");
@@ -251,12 +266,23 @@ mod tests {
     #[test]
     fn an_unreachable_endpoint_was_sent_no_validation_url() {
         let (topic, sub) = names();
-        let reason = awaiting_reason(&topic, &sub, Unconsented::NotReached("the connection was refused"));
+        let reason = awaiting_reason(
+            &topic,
+            &sub,
+            Unconsented::NotReached("the connection was refused"),
+            UnixMillis(0),
+        );
         assert!(reason.contains("the connection was refused"), "{reason}");
         assert!(reason.contains("No validation event, so no validationUrl"), "{reason}");
         assert!(!reason.contains("GET the validationUrl"), "it has none: {reason}");
+        assert!(!reason.contains("was sent"), "{reason}");
         assert!(reason.contains("egctl subscriptions validate orders audit"), "{reason}");
-        let silent = awaiting_reason(&topic, &sub, Unconsented::NoAnswer("no answer within 30s"));
+        let silent = awaiting_reason(
+            &topic,
+            &sub,
+            Unconsented::NoAnswer("no answer within 30s"),
+            UnixMillis(0),
+        );
         assert!(silent.contains("may have reached"), "{silent}");
     }
 
@@ -273,6 +299,6 @@ mod tests {
         assert!(!open.contains("\"c\""), "the code is never shown: {open}");
         let closed = p.message(UnixMillis(1000)).unwrap();
         assert!(closed.starts_with("The validation handshake failed: x."), "{closed}");
-        assert!(closed.contains("stopped working"), "{closed}");
+        assert!(closed.contains("window ended at"), "{closed}");
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::errors::Refusal;
 use eg_core::validation::{Provisioning, Unconsented, awaiting_reason, validation_event};
-use eg_core::{DeliverySchema, Subscription, Topic, UnixMillis};
+use eg_core::{AttemptOutcome, DeliverySchema, Subscription, Topic, UnixMillis};
 use eg_outbound::{Client, Handshake, cloudevents_handshake, event_grid_handshake};
 use eg_runtime::Settings;
 use std::time::Duration;
@@ -79,42 +79,64 @@ impl Validator {
         if !self.enabled {
             return Ok(Provisioning::Succeeded);
         }
-        let url = &subscription.endpoint_url;
         match subscription.delivery_schema {
             DeliverySchema::CloudEventSchemaV1_0 => {
-                match cloudevents_handshake(&self.client, url, &self.origin, None).await {
+                match cloudevents_handshake(&self.client, &subscription.endpoint_url, &self.origin, None).await {
                     Handshake::Accepted { .. } => Ok(Provisioning::Succeeded),
                     other => Err(failed(other)),
                 }
             }
             DeliverySchema::EventGridSchema | DeliverySchema::CustomInputSchema => {
-                let code = uuid::Uuid::new_v4().to_string();
-                let validation_url = format!(
-                    "{}/validation/topics/{}/eventSubscriptions/{}?code={code}",
-                    self.public_url, subscription.topic, subscription.name
-                );
-                let id = uuid::Uuid::new_v4().to_string();
-                let body = validation_event(&id, &topic.id(), &code, &validation_url, now).to_string();
-                let handshake = event_grid_handshake(&self.client, url, body, &code, MAX_RESPONSE_BYTES).await;
-                let no_answer;
-                let why = match &handshake {
-                    Handshake::Accepted { .. } => return Ok(Provisioning::Succeeded),
-                    Handshake::AddressNotAllowed(blocked) => return Err(address_refused(&blocked.to_string())),
-                    Handshake::Refused { reason } => Unconsented::Refused(reason),
-                    Handshake::Unreachable {
-                        cause, connected: true, ..
-                    } => {
-                        no_answer = format!("{cause} ({} allowed)", seconds(self.timeout));
-                        Unconsented::NoAnswer(&no_answer)
-                    }
-                    Handshake::Unreachable { cause, .. } => Unconsented::NotReached(cause),
-                };
-                let deadline = now.plus(self.manual_window);
-                let reason = awaiting_reason(&subscription.topic, &subscription.name, why, deadline);
-                tracing::info!(topic = %subscription.topic, subscription = %subscription.name, %reason, "endpoint not validated; awaiting its consent");
-                Ok(Provisioning::AwaitingManualAction { code, deadline, reason })
+                self.event_grid(topic, subscription, now).await
             }
         }
+    }
+
+    /// The Event Grid handshake: `Succeeded` on consent; otherwise awaiting a `GET` on
+    /// the validation URL (or a handshake run again), with what happened in words.
+    async fn event_grid(
+        &self,
+        topic: &Topic,
+        subscription: &Subscription,
+        now: UnixMillis,
+    ) -> Result<Provisioning, Refusal> {
+        let code = uuid::Uuid::new_v4().to_string();
+        let validation_url = format!(
+            "{}/validation/topics/{}/eventSubscriptions/{}?code={code}",
+            self.public_url, subscription.topic, subscription.name
+        );
+        let id = uuid::Uuid::new_v4().to_string();
+        let body = validation_event(&id, &topic.id(), &code, &validation_url, now).to_string();
+        let handshake = event_grid_handshake(
+            &self.client,
+            &subscription.endpoint_url,
+            body,
+            &code,
+            MAX_RESPONSE_BYTES,
+        )
+        .await;
+        let timed_out;
+        let why = match &handshake {
+            Handshake::Accepted { .. } => return Ok(Provisioning::Succeeded),
+            Handshake::AddressNotAllowed(blocked) => return Err(address_refused(&blocked.to_string())),
+            Handshake::Refused { reason } => Unconsented::Refused(reason),
+            Handshake::Unreachable {
+                cause,
+                connected: true,
+                outcome: AttemptOutcome::TimedOut,
+            } => {
+                timed_out = format!("{cause} ({} allowed)", seconds(self.timeout));
+                Unconsented::NoAnswer(&timed_out)
+            }
+            Handshake::Unreachable {
+                cause, connected: true, ..
+            } => Unconsented::NoAnswer(cause),
+            Handshake::Unreachable { cause, .. } => Unconsented::NotReached(cause),
+        };
+        let deadline = now.plus(self.manual_window);
+        let reason = awaiting_reason(&subscription.topic, &subscription.name, why, deadline);
+        tracing::info!(topic = %subscription.topic, subscription = %subscription.name, %reason, "endpoint not validated; awaiting its consent");
+        Ok(Provisioning::AwaitingManualAction { code, deadline, reason })
     }
 }
 

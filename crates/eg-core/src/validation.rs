@@ -111,8 +111,9 @@ impl Provisioning {
 pub enum Unconsented<'a> {
     /// The endpoint answered, but not with consent: what it answered, and what was wrong.
     Refused(&'a str),
-    /// The request went out but no answer came in time: the endpoint may have the
-    /// validation event, and its validationUrl.
+    /// The request went out but no complete answer came (it timed out, or the
+    /// connection broke): the endpoint may have the validation event, and its
+    /// validationUrl.
     NoAnswer(&'a str),
     /// No connection could be made (refused, unresolvable name, failed TLS): nothing,
     /// so no validationUrl either, reached the endpoint.

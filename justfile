@@ -14,11 +14,19 @@ local_packages := "-p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter -
 default:
     @just --list
 
-# Start a local Redis, the four tiers and a demo receiver; create a demo topic and subscription.
+# Start a local Redis, the four tiers and a demo receiver; create a demo topic and subscription; print the delivery settings (ports: README.md, "Ports").
 up:
     deploy/local/ensure-redis.sh
     cargo build {{local_packages}}
     deploy/local/up.sh
+
+# The delivery settings the local tiers run with, as `just up` printed them (retry schedule, minimums, probation, dead-letter delay).
+settings:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    file="$EG_LOCAL_DIR/delivery-settings.txt"
+    if [ ! -f "$file" ]; then echo "error: no local deployment has been started in $EG_LOCAL_DIR (just up)" >&2; exit 1; fi
+    cat "$file"
 
 # Stop everything `just up` started (SIGTERM, then SIGKILL after 15 s).
 down:

@@ -20,11 +20,43 @@ tier_env() {
   export EG__ADMIN__TOKEN="$(cat "$token_file")"
   export EG__DEADLETTER__DIR="$dir/deadletters"
   export EG__DEADLETTER__DELAY="${EG__DEADLETTER__DELAY:-10s}"
+  # A quick retry schedule that applies as written: the default retry minimums
+  # (408=2m,503=30s,*=10s) would raise its first steps after a failing status.
   export EG__DELIVERY__RETRY_SCHEDULE="${EG__DELIVERY__RETRY_SCHEDULE:-2s,5s,10s}"
-  export EG__INGRESS__LISTEN="${EG__INGRESS__LISTEN:-127.0.0.1:8080}"
+  export EG__DELIVERY__RETRY_MINIMUMS="${EG__DELIVERY__RETRY_MINIMUMS:-*=0s}"
+  # No endpoint probation longer than a minute (after a 404 the first one is 5 min).
+  export EG__PROBATION__MAX="${EG__PROBATION__MAX:-1m}"
   # The demo receiver listens on loopback, which deliveries may not reach unless allowed.
   export EG__DELIVERY__ALLOWED_NETWORKS="${EG__DELIVERY__ALLOWED_NETWORKS:-127.0.0.1/32}"
+  # Every address `just up` listens on; each is overridden by its own variable.
+  export EG__INGRESS__LISTEN="${EG__INGRESS__LISTEN:-127.0.0.1:8080}"
   export EG_DEMO_RECEIVER_LISTEN="${EG_DEMO_RECEIVER_LISTEN:-127.0.0.1:9000}"
+  export EG__SENDER__LISTEN="${EG__SENDER__LISTEN:-127.0.0.1:9091}"
+  export EG__SCHEDULER__LISTEN="${EG__SCHEDULER__LISTEN:-127.0.0.1:9092}"
+  export EG__DEADLETTER__LISTEN="${EG__DEADLETTER__LISTEN:-127.0.0.1:9093}"
+}
+
+# The address a process of `just up` listens on and the variable that sets it, as
+# "ADDRESS VARIABLE" (after tier_env); nothing for Redis on a cluster.
+listen_address() {
+  case "$1" in
+    redis) [ -n "${EG__REDIS__CLUSTER_NODES:-}" ] || echo "127.0.0.1:$port EG_LOCAL_REDIS_PORT" ;;
+    eg-ingress) echo "$EG__INGRESS__LISTEN EG__INGRESS__LISTEN" ;;
+    eg-sender) echo "$EG__SENDER__LISTEN EG__SENDER__LISTEN" ;;
+    eg-scheduler) echo "$EG__SCHEDULER__LISTEN EG__SCHEDULER__LISTEN" ;;
+    eg-deadletter) echo "$EG__DEADLETTER__LISTEN EG__DEADLETTER__LISTEN" ;;
+    eg-demo-receiver) echo "$EG_DEMO_RECEIVER_LISTEN EG_DEMO_RECEIVER_LISTEN" ;;
+  esac
+}
+
+# Whether something accepts connections on ADDRESS (host:port; a wildcard host is
+# asked on loopback). Port 0 (any free port) is never taken.
+port_taken() {
+  local host=${1%:*} p=${1##*:}
+  [ "$p" = 0 ] && return 1
+  case "$host" in 0.0.0.0 | "" | "[::]" | "*") host=127.0.0.1 ;; esac
+  host=${host#[}; host=${host%]}
+  (exec 3<>"/dev/tcp/$host/$p") 2>/dev/null
 }
 
 # Whether the process of pid file run/<name>.pid is alive.
@@ -40,8 +72,7 @@ start() {
   echo $! > "$dir/run/$name.pid"
 }
 
-# stop NAME: SIGTERM (the process finishes what it holds), SIGKILL after 15 s.
-# Stops the named processes: SIGTERM to all of them at once (each finishes what it holds),
+# stop NAME…: SIGTERM to all the named processes at once (each finishes what it holds),
 # then one wait of at most 15 s for them all, SIGKILL for any still running.
 stop() {
   local name pid pidfile waiting=()

@@ -1,10 +1,61 @@
 #!/usr/bin/env bash
 # Starts a local deployment in the background: Redis (append-only file under
 # $EG_LOCAL_DIR/data), eg-ingress, eg-scheduler, eg-sender, eg-deadletter and the demo
-# receiver; creates topic "demo" with a subscription to the receiver; prints a curl.
+# receiver; creates topic "demo" with a subscription to the receiver; prints the delivery
+# settings the tiers run with and a curl.
+#
+# Every port is checked before anything starts; a port that is taken is named with the
+# component that wanted it and the variable that moves it. If anything fails on the way
+# (a component dies at start-up, the demo topic cannot be created), what this run started
+# is stopped again.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 tier_env
+
+components=(redis eg-ingress eg-scheduler eg-sender eg-deadletter eg-demo-receiver)
+tiers=(eg-ingress eg-scheduler eg-sender eg-deadletter eg-demo-receiver)
+
+# The settings as the tiers read them (a bad value stops here, before anything starts).
+[ -x "$bin/eg-sender" ] || { echo "error: $bin/eg-sender is missing; build it with \`cargo build -p eg-sender\`" >&2; exit 1; }
+settings=$(RUST_BACKTRACE=0 "$bin/eg-sender" --print-settings) || { echo "error: the tiers' settings are not valid (above)" >&2; exit 1; }
+
+# Ports: those of components not running yet must be free.
+taken=0
+for name in "${components[@]}"; do
+  running "$name" && continue
+  read -r address variable <<<"$(listen_address "$name")" || true
+  [ -n "${address:-}" ] || continue
+  if port_taken "$address"; then
+    echo "error: port ${address##*:} ($address), which $name needs, is taken by another process; set $variable to a free one (README.md, \"Ports\")" >&2
+    taken=1
+  fi
+done
+[ "$taken" = 0 ] || { echo "nothing was started" >&2; exit 1; }
+
+# From here on, what this run starts is stopped again unless it all comes up.
+started=()
+finished=0
+clean_up() {
+  [ "$finished" = 1 ] && return
+  [ ${#started[@]} -gt 0 ] || return
+  echo "just up did not finish; stopping what it started: ${started[*]}" >&2
+  local tiers_started=() name
+  for name in "${started[@]}"; do [ "$name" = redis ] || tiers_started+=("$name"); done
+  stop "${tiers_started[@]}" >&2
+  if [[ " ${started[*]} " == *" redis "* ]]; then stop redis >&2; fi
+}
+trap clean_up EXIT
+
+# died NAME: says that NAME stopped at start-up, with its error (its last `Error:` and
+# what follows, without a backtrace), or else the end of its log.
+died() {
+  local log="$dir/logs/$1.log" why
+  why=$(awk '/^Error: /{e=""; keep=1} /^Stack backtrace:/{keep=0} keep{e=e $0 "\n"} END{printf "%s", e}' "$log")
+  [ -n "$why" ] || why=$(tail -n 5 "$log")
+  echo "error: $1 stopped while starting (see $log):" >&2
+  printf '%b\n' "$why" | sed '/^$/d; s/^/  /' >&2
+  exit 1
+}
 
 if [ -n "${EG__REDIS__CLUSTER_NODES:-}" ]; then
   redis_where="the Redis Cluster at $EG__REDIS__CLUSTER_NODES"
@@ -13,18 +64,35 @@ else
     redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/data" \
       --appendonly yes --appendfsync always --save "" \
       --pidfile "$dir/run/redis.pid" --logfile "$dir/logs/redis.log" --daemonize yes
+    started+=(redis)
   fi
   for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   redis-cli -p "$port" ping >/dev/null || { echo "error: Redis did not start; see $dir/logs/redis.log" >&2; exit 1; }
   redis_where="Redis on 127.0.0.1:$port"
 fi
 
-for tier in eg-ingress eg-scheduler eg-sender eg-deadletter eg-demo-receiver; do start "$tier"; done
+for tier in "${tiers[@]}"; do
+  running "$tier" && { echo "$tier is already running"; continue; }
+  start "$tier"
+  started+=("$tier")
+done
+
+# Each started process must come up: answer on its address, or it died (a port taken
+# meanwhile, a bad setting) and its log says why.
+ready_path() { case "$1" in eg-ingress) echo /readyz ;; eg-demo-receiver) echo /events ;; *) echo /healthz ;; esac; }
+for name in "${started[@]}"; do
+  [ "$name" = redis ] && continue
+  read -r address _ <<<"$(listen_address "$name")"
+  for _ in $(seq 150); do
+    running "$name" || died "$name"
+    curl -fs "http://$address$(ready_path "$name")" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  running "$name" || died "$name"
+  curl -fs "http://$address$(ready_path "$name")" >/dev/null 2>&1 || { echo "error: $name is not ready after 15 s; see $dir/logs/$name.log" >&2; exit 1; }
+done
 
 ingress="http://$EG__INGRESS__LISTEN"
-for _ in $(seq 100); do curl -fs "$ingress/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
-curl -fs "$ingress/readyz" >/dev/null || { echo "error: eg-ingress is not ready; see $dir/logs/eg-ingress.log" >&2; exit 1; }
-
 admin() { curl -fsS -H "Authorization: Bearer $EG__ADMIN__TOKEN" -H 'content-type: application/json' "$@"; }
 admin -X PUT "$ingress/admin/topics/demo" -d '{"properties":{"inputSchema":"EventGridSchema"}}' >/dev/null
 admin -X PUT "$ingress/admin/topics/demo/eventSubscriptions/demo-receiver" -d "{\"properties\":{
@@ -32,10 +100,15 @@ admin -X PUT "$ingress/admin/topics/demo/eventSubscriptions/demo-receiver" -d "{
   \"retryPolicy\":{\"maxDeliveryAttempts\":5,\"eventTimeToLiveInMinutes\":60},
   \"deadLetterDestination\":{\"endpointType\":\"LocalDirectory\",\"properties\":{\"containerName\":\"demo\"}}}}" >/dev/null
 key=$(admin -X POST "$ingress/admin/topics/demo/listKeys" | sed -E 's/.*"key1":"([^"]+)".*/\1/')
+finished=1
+echo "$settings" > "$dir/delivery-settings.txt"
 
 cat <<TXT
 
+$settings
+
 eg is running: $redis_where, ingress on $ingress, demo receiver on http://$EG_DEMO_RECEIVER_LISTEN
+Ops endpoints: sender $EG__SENDER__LISTEN, scheduler $EG__SCHEDULER__LISTEN, deadletter $EG__DEADLETTER__LISTEN
 Admin token: $dir/admin-token   Logs: $dir/logs/   Dead-letters: $dir/deadletters/
 
 Publish an event:
@@ -46,5 +119,6 @@ Publish an event:
 
 See it arrive:   curl -s http://$EG_DEMO_RECEIVER_LISTEN/events    (or: just logs)
 Operate it:      just status, just egctl --help (docs/egctl.md), just scale sender 3
+Settings again:  just settings (README.md, "Configuration")
 Stop it all:     just down
 TXT

@@ -162,6 +162,7 @@ mod tests {
                 next: None,
                 state: DeliveryState::Delivered,
                 reason: None,
+                hold: None,
             }),
         }
     }

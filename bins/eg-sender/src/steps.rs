@@ -16,6 +16,7 @@ use crate::probation::RecentlyClear;
 use crate::store::DeliveryStore;
 use crate::verdict::Verdict;
 use eg_core::fate::{self, Consent, DropReason};
+use eg_core::history::{Hold, HoldReason};
 use eg_core::policy::{DeliveryPolicy, ProfilePolicies};
 use eg_core::probation::{EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy};
 use eg_core::render::{self, RenderedEvent};
@@ -60,8 +61,9 @@ pub enum Gated {
     Open,
     /// The subscription is paused: set aside until the resume (or the end of the TTL).
     Paused,
-    /// Not now (consent awaited, endpoint on probation): held back uncharged until then.
-    HoldBack(UnixMillis),
+    /// Not now (consent awaited, endpoint on probation): held back uncharged until the
+    /// hold's end.
+    HoldBack(Hold),
     /// The endpoint refused its consent for good.
     Refused(DeadLetterReason),
 }
@@ -88,6 +90,11 @@ impl<S, D> Steps<S, D> {
         attempt_timeout: Duration,
         late: LateListeners,
     ) -> Self {
+        // A schedule that does not apply as written is a trap (a quick trial that is not
+        // quick): say so where the policy is applied.
+        for warning in eg_runtime::settings::schedule_warnings(&policies) {
+            tracing::warn!("{warning}");
+        }
         Self {
             store,
             destination,
@@ -177,7 +184,7 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
         match self.gate(&subscription, &endpoint, now).await {
             Gated::Open => {}
             Gated::Paused => return self.set_aside(&subscription, &live, now).await,
-            Gated::HoldBack(until) => return self.hold_back(&subscription, &live, until).await,
+            Gated::HoldBack(hold) => return self.hold_back(&subscription, &live, hold).await,
             Gated::Refused(reason) => {
                 let verdicts = live.iter().map(|h| {
                     let verdict = Verdict::decided(Decision::DeadLetter(reason), &h.ready.delivery, &subscription, now);
@@ -232,11 +239,19 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
         }
         match fate::consent(&subscription.provisioning, now) {
             Consent::Given => {}
-            Consent::AwaitedUntil(look_again) => return Gated::HoldBack(look_again),
+            Consent::AwaitedUntil(look_again) => {
+                return Gated::HoldBack(Hold {
+                    reason: HoldReason::AwaitingValidation,
+                    until: look_again,
+                });
+            }
             Consent::Refused(reason) => return Gated::Refused(reason),
         }
         match self.probation_gate(endpoint, now).await {
-            Gate::Wait(until) => Gated::HoldBack(until),
+            Gate::Wait(until) => Gated::HoldBack(Hold {
+                reason: HoldReason::EndpointProbation,
+                until,
+            }),
             Gate::Open | Gate::Probe => Gated::Open,
         }
     }
@@ -335,16 +350,22 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
     }
 
     /// Nothing is attempted and no attempt is charged; each delivery waits in the retry
-    /// set until `until` (spread a little, never past its TTL).
-    async fn hold_back(&self, subscription: &Subscription, held: &[Held], until: UnixMillis) {
+    /// set until the hold ends (spread a little, never past its TTL); its history says why.
+    async fn hold_back(&self, subscription: &Subscription, held: &[Held], hold: Hold) {
         let policy = self.policies.of(subscription.profile);
         let now = self.clock.now();
         metrics::counter!(m::DELIVERY_DELAYED_COUNT, "topic" => subscription.topic.key(), "subscription" => subscription.name.key())
             .increment(held.len() as u64);
         self.settle_all(held.iter().map(|h| {
             let delivery = h.ready.delivery.held_back(now);
-            let due = policy.held_back_until(&delivery, &subscription.retry_policy, until, now, rand::random::<f64>());
-            (h, Verdict::held_back(delivery, due, now))
+            let due = policy.held_back_until(
+                &delivery,
+                &subscription.retry_policy,
+                hold.until,
+                now,
+                rand::random::<f64>(),
+            );
+            (h, Verdict::held_back(delivery, hold, due, now))
         }))
         .await;
     }
@@ -850,6 +871,14 @@ mod tests {
         assert_eq!(delivery.attempts, 0, "not charged");
         assert!(*due >= until);
         assert_eq!(history(&settled[0]).state, DeliveryState::HeldBack);
+        assert_eq!(
+            history(&settled[0]).hold,
+            Some(Hold {
+                reason: HoldReason::EndpointProbation,
+                until
+            }),
+            "the history says why and until when"
+        );
     }
 
     #[tokio::test]
@@ -862,7 +891,11 @@ mod tests {
             reason: String::new(),
         };
         steps.deliver(batch(awaiting, vec![event("a")])).await;
-        assert_eq!(states(&steps.store.settled())[0].1, DeliveryState::HeldBack);
+        let settled = steps.store.settled();
+        assert_eq!(states(&settled)[0].1, DeliveryState::HeldBack);
+        let hold = history(&settled[0]).hold.expect("a hold reason");
+        assert_eq!(hold.reason, HoldReason::AwaitingValidation);
+        assert!(hold.until > steps.clock.now(), "consent is looked at again later");
 
         let mut refused = subscription();
         refused.provisioning = eg_core::validation::Provisioning::Failed { reason: "no".into() };

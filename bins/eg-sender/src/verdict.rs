@@ -6,7 +6,7 @@
 
 use eg_core::deadletter::DeadLetterEntry;
 use eg_core::fate::{DropReason, Fate};
-use eg_core::history::{DeliveryState, HistoryEntry};
+use eg_core::history::{DeliveryState, HistoryEntry, Hold, HoldReason};
 use eg_core::subscription::Subscription;
 use eg_core::{DeadLetterReason, Decision, Delivery, UnixMillis};
 use eg_runtime::metrics as m;
@@ -72,10 +72,14 @@ impl Verdict {
         }
     }
 
-    /// A delivery held back uncharged (endpoint probation, or awaiting consent) until `due`.
-    pub fn held_back(delivery: Delivery, due: UnixMillis, now: UnixMillis) -> Self {
+    /// A delivery held back uncharged until `due`, for `hold` (endpoint probation, or
+    /// awaiting consent).
+    pub fn held_back(delivery: Delivery, hold: Hold, due: UnixMillis, now: UnixMillis) -> Self {
         Self {
-            history: step(&delivery, now, DeliveryState::HeldBack, Some(due), None),
+            history: HistoryEntry {
+                hold: Some(hold),
+                ..step(&delivery, now, DeliveryState::HeldBack, Some(due), None)
+            },
             settlement: Settlement::Retry {
                 delivery: delivery.clone(),
                 due,
@@ -88,8 +92,15 @@ impl Verdict {
     /// A delivery read ahead that found no free slot in time: back into the ready stream
     /// as it was (uncharged, its last attempt untouched), for any sender to take.
     pub fn handed_back(delivery: &Delivery, now: UnixMillis) -> Self {
+        let hold = Hold {
+            reason: HoldReason::NoFreeSlot,
+            until: now,
+        };
         Self {
-            history: step(delivery, now, DeliveryState::HeldBack, Some(now), None),
+            history: HistoryEntry {
+                hold: Some(hold),
+                ..step(delivery, now, DeliveryState::HeldBack, Some(now), None)
+            },
             settlement: Settlement::Requeue {
                 delivery: delivery.clone(),
             },
@@ -142,6 +153,7 @@ fn step(
         next,
         state,
         reason,
+        hold: None,
     }
 }
 

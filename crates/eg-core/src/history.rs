@@ -30,6 +30,42 @@ pub enum DeliveryState {
     Paused,
 }
 
+/// Why a step made no attempt and held the delivery back (uncharged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HoldReason {
+    /// The endpoint is on probation after consecutive failures (or a probe of it is in
+    /// flight): no attempt before the probation ends.
+    #[serde(rename = "p")]
+    EndpointProbation,
+    /// The endpoint has not answered the validation handshake yet; its consent is looked
+    /// at again then.
+    #[serde(rename = "v")]
+    AwaitingValidation,
+    /// Read ahead, but no sender slot was free in time: handed back for any sender.
+    #[serde(rename = "s")]
+    NoFreeSlot,
+}
+
+impl HoldReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::EndpointProbation => "EndpointProbation",
+            Self::AwaitingValidation => "AwaitingValidation",
+            Self::NoFreeSlot => "NoFreeSlot",
+        }
+    }
+}
+
+/// A held-back step's reason and until when that reason holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hold {
+    #[serde(rename = "r")]
+    pub reason: HoldReason,
+    /// The end of the probation, or when consent is looked at again.
+    #[serde(rename = "u")]
+    pub until: UnixMillis,
+}
+
 impl DeliveryState {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -62,7 +98,8 @@ pub struct HistoryEntry {
     pub http_status: Option<u16>,
     #[serde(rename = "d", default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
-    /// When the delivery is next due (retries, hold-backs; a pause's is its TTL deadline).
+    /// When the delivery is next due (retries, hold-backs). A pause's is its TTL deadline:
+    /// it is attempted again only after a resume, and expires then.
     #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
     pub next: Option<UnixMillis>,
     #[serde(rename = "st")]
@@ -70,6 +107,10 @@ pub struct HistoryEntry {
     /// Why it was dead-lettered or dropped.
     #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Why a held-back step made no attempt; absent in other steps, and in entries
+    /// written before it was recorded.
+    #[serde(rename = "h", default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<Hold>,
 }
 
 impl HistoryEntry {
@@ -77,8 +118,13 @@ impl HistoryEntry {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    /// The entry as the management API shows it.
+    /// The entry as the management API shows it. A paused step has no next attempt (it
+    /// waits for the resume): its TTL deadline is `expiresAt`. A held-back step says why
+    /// (`heldBecause`) and until when that holds (`heldUntil`), when it was recorded.
     pub fn to_resource(&self) -> Value {
+        let paused = self.state == DeliveryState::Paused;
+        let next_attempt = if paused { None } else { self.next };
+        let expires = if paused { self.next } else { None };
         json!({
             "subscription": self.subscription,
             "attempt": self.attempt,
@@ -86,9 +132,12 @@ impl HistoryEntry {
             "outcome": self.outcome.map(OutcomeName::as_str),
             "httpStatus": self.http_status,
             "durationMs": self.duration_ms,
-            "nextAttemptTime": self.next.map(UnixMillis::to_rfc3339),
+            "nextAttemptTime": next_attempt.map(UnixMillis::to_rfc3339),
+            "expiresAt": expires.map(UnixMillis::to_rfc3339),
             "state": self.state.as_str(),
             "reason": self.reason,
+            "heldBecause": self.hold.map(|h| h.reason.as_str()),
+            "heldUntil": self.hold.map(|h| h.until.to_rfc3339()),
         })
     }
 }
@@ -109,6 +158,7 @@ mod tests {
             next: Some(UnixMillis(61_000)),
             state: DeliveryState::Retrying,
             reason: None,
+            hold: None,
         };
         let back: HistoryEntry = serde_json::from_str(&e.to_json()).unwrap();
         assert_eq!(back, e);
@@ -118,5 +168,52 @@ mod tests {
         assert_eq!(r["outcome"], "GenericError");
         assert_eq!(r["state"], "Retrying");
         assert!(r["reason"].is_null());
+        assert!(r["heldBecause"].is_null() && r["expiresAt"].is_null());
+    }
+
+    fn step(state: DeliveryState, next: i64, hold: Option<Hold>) -> HistoryEntry {
+        HistoryEntry {
+            subscription: "billing".into(),
+            attempt: 3,
+            at: UnixMillis(1_000),
+            outcome: None,
+            http_status: None,
+            duration_ms: None,
+            next: Some(UnixMillis(next)),
+            state,
+            reason: None,
+            hold,
+        }
+    }
+
+    #[test]
+    fn a_held_back_step_says_why_and_until_when() {
+        let hold = Hold {
+            reason: HoldReason::EndpointProbation,
+            until: UnixMillis(60_000),
+        };
+        let e = step(DeliveryState::HeldBack, 61_000, Some(hold));
+        assert!(e.to_json().contains(r#""h":{"r":"p","u":60000}"#), "{}", e.to_json());
+        let back: HistoryEntry = serde_json::from_str(&e.to_json()).unwrap();
+        assert_eq!(back, e);
+        let r = e.to_resource();
+        assert_eq!(r["heldBecause"], "EndpointProbation");
+        assert_eq!(r["heldUntil"], "1970-01-01T00:01:00.000Z");
+        assert_eq!(r["nextAttemptTime"], "1970-01-01T00:01:01.000Z");
+    }
+
+    #[test]
+    fn entries_written_before_holds_were_recorded_still_read() {
+        let old = r#"{"s":"billing","n":3,"t":1000,"x":61000,"st":"HeldBack"}"#;
+        let e: HistoryEntry = serde_json::from_str(old).unwrap();
+        assert_eq!(e, step(DeliveryState::HeldBack, 61_000, None));
+        assert!(e.to_resource()["heldBecause"].is_null());
+    }
+
+    #[test]
+    fn a_paused_step_has_no_next_attempt_only_an_expiry() {
+        let r = step(DeliveryState::Paused, 86_400_000, None).to_resource();
+        assert!(r["nextAttemptTime"].is_null(), "{r}");
+        assert_eq!(r["expiresAt"], "1970-01-02T00:00:00.000Z");
     }
 }

@@ -1,6 +1,11 @@
 //! Configuration, read with the `config` crate: built-in defaults, then an optional
 //! file (`--config <file>`), then environment variables `EG__SECTION__KEY`
 //! (e.g. `EG__REDIS__URL`). Every tier reads the same settings and uses its sections.
+//! `--print-settings` prints the delivery settings as they apply and exits (`effective`).
+
+mod effective;
+
+pub use effective::schedule_warnings;
 
 use eg_core::address::AddressPolicy;
 use eg_core::outcome::OutcomePolicy;
@@ -426,11 +431,15 @@ pub enum SettingsError {
 
 impl Settings {
     /// Reads settings for a process started with `args` (its command-line arguments).
+    /// With `--print-settings`, prints the effective delivery settings (and their
+    /// warnings) to stdout and ends the process, without connecting to anything.
     pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Self, SettingsError> {
         let mut file = None;
+        let mut print = false;
         let mut args = args.into_iter().skip(1);
         while let Some(arg) = args.next() {
             match arg.as_str() {
+                "--print-settings" => print = true,
                 "--config" => {
                     file = Some(
                         args.next()
@@ -440,12 +449,17 @@ impl Settings {
                 other if other.starts_with("--config=") => file = Some(other["--config=".len()..].to_owned()),
                 other => {
                     return Err(SettingsError::Usage(format!(
-                        "unknown argument {other:?}; the only option is --config <file> (settings also come from EG__SECTION__KEY variables)"
+                        "unknown argument {other:?}; the options are --config <file> and --print-settings (settings also come from EG__SECTION__KEY variables)"
                     )));
                 }
             }
         }
-        Self::load(file.as_deref(), std::env::vars())
+        let settings = Self::load(file.as_deref(), std::env::vars())?;
+        if print {
+            print!("{}", settings.describe_delivery()?);
+            std::process::exit(0);
+        }
+        Ok(settings)
     }
 
     /// Defaults, then `file`, then the `EG__…` variables among `env`.

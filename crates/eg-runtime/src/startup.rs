@@ -1,7 +1,8 @@
 //! How every tier starts and stops, in one place: settings, logs, metrics, a Redis
 //! connection that is ready (layout checked, consumer groups present, clock synced and
-//! kept in sync), the status-page counts, this process's consumer name, and its HTTP
-//! address with `/healthz`, `/readyz` and `/metrics`. Redis may be down when a tier
+//! kept in sync), the status-page counts, a heartbeat that lists this process on the
+//! status page, this process's consumer name, and its HTTP address with `/healthz`,
+//! `/readyz` and `/metrics`. Redis may be down when a tier
 //! starts; it waits with backoff instead of exiting.
 //!
 //! A tier's `main` reads as: [`Startup::tier`] → [`Startup::start`] → its own work →
@@ -9,6 +10,7 @@
 
 use crate::stats::{self, Stats};
 use crate::{Settings, Shutdown, metrics, ops, telemetry};
+use eg_store::heartbeat::{HEARTBEAT_INTERVAL, LiveCopy};
 use eg_store::{Catalog, CatalogCache, Clock, Store};
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::net::SocketAddr;
@@ -16,6 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+
+/// How long a stopping process waits to remove its heartbeat (Redis may be gone).
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How often the offset to Redis's clock is read again while a tier runs.
 const CLOCK_SYNC_INTERVAL: Duration = Duration::from_secs(30);
@@ -66,6 +71,14 @@ impl Startup {
             shutdown.clone(),
         );
         let listener = ops::bind(&(self.listen)(&settings)).await?;
+        let consumer = consumer_name(self.tier);
+        let heartbeat = spawn_heartbeat(
+            store.clone(),
+            clock.clone(),
+            shutdown.clone(),
+            self.tier,
+            consumer.clone(),
+        );
         let address = listener.local_addr()?;
         let http = if self.own_router {
             Http::Bound(listener)
@@ -77,7 +90,8 @@ impl Startup {
             }))
         };
         Ok(Process {
-            consumer: consumer_name(self.tier),
+            consumer,
+            heartbeat,
             settings,
             store,
             clock,
@@ -106,6 +120,8 @@ pub struct Process {
     pub address: SocketAddr,
     tier: &'static str,
     http: Http,
+    /// Writes this process's heartbeat until shutdown, then removes it.
+    heartbeat: JoinHandle<()>,
 }
 
 /// What listens on the tier's address.
@@ -155,6 +171,8 @@ impl Process {
             }
             Http::Ops(_) => anyhow::bail!("{} serves the ops endpoints alone, not a router of its own", self.tier),
         }
+        self.shutdown.trigger();
+        leave(self.heartbeat).await;
         tracing::info!("stopped");
         Ok(())
     }
@@ -169,6 +187,7 @@ impl Process {
                 Err(e) => tracing::warn!(error = %e, "the ops endpoints ended abnormally"),
             }
         }
+        leave(self.heartbeat).await;
         tracing::info!("stopped");
         Ok(())
     }
@@ -217,6 +236,51 @@ async fn prepare(store: &Store, clock: &Clock) -> Result<(), eg_store::StoreErro
     store.check_layout().await?;
     store.ensure_groups().await?;
     clock.sync(store).await
+}
+
+/// Announces this process every [`HEARTBEAT_INTERVAL`] until shutdown, then removes
+/// its heartbeat. A failed beat is logged and tried again at the next tick: the status
+/// page only shows the copy as gone after several.
+fn spawn_heartbeat(
+    store: Store,
+    clock: Clock,
+    shutdown: Shutdown,
+    tier: &'static str,
+    instance: String,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut copy = LiveCopy {
+            tier: tier.to_owned(),
+            instance,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            started_at: clock.now(),
+            last_seen: clock.now(),
+        };
+        let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    copy.last_seen = clock.now();
+                    if let Err(e) = store.beat(&copy).await {
+                        tracing::warn!(error = %e, "cannot write this process's heartbeat");
+                    }
+                }
+                _ = shutdown.requested() => break,
+            }
+        }
+        match tokio::time::timeout(LEAVE_TIMEOUT, store.leave(&copy.tier, &copy.instance)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot remove this process's heartbeat; it lapses on its own"),
+            Err(_) => tracing::warn!("removing this process's heartbeat timed out; it lapses on its own"),
+        }
+    })
+}
+
+/// Waits for the heartbeat task to remove this process's heartbeat (shutdown has fired).
+async fn leave(heartbeat: JoinHandle<()>) {
+    if let Err(e) = heartbeat.await {
+        tracing::warn!(error = %e, "the heartbeat task ended abnormally");
+    }
 }
 
 /// Keeps the clock offset fresh while the process runs (it was just synced by

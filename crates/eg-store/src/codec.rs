@@ -16,7 +16,9 @@
 //!   [`decode_probation_record`].
 //! - The **stats bucket** ([`stats`]): bucket numbers ([`bucket_of`], [`window_span`])
 //!   and the `<kind>|<label>` fields ([`encode_stats_field`], [`decode_stats_field`]).
+//! - The **heartbeat** ([`heartbeat`]): one field per running tier process.
 
+pub mod heartbeat;
 pub mod probation;
 pub mod stats;
 

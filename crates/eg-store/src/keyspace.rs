@@ -198,6 +198,11 @@ impl Keyspace {
     pub fn stats_writer(&self, writer: &str) -> String {
         format!("{{{}:stats}}:writer:{writer}", self.prefix)
     }
+    /// Every running tier process's heartbeat (`codec::heartbeat`): field
+    /// `<tier>/<instance>`. One key, in a hash tag of its own.
+    pub fn heartbeats(&self) -> String {
+        format!("{{{}:heartbeats}}", self.prefix)
+    }
     /// One endpoint's probation record (`eg_core::probation`), in a hash tag of its own, so endpoints
     /// spread over a cluster's slots. The id is a hash: the key never shows the URL.
     pub fn endpoint(&self, id: &eg_core::probation::EndpointId) -> String {

@@ -12,8 +12,8 @@
 //! - what is stored: the topic/subscription catalog (`catalog`, `snapshot`, `cache`),
 //!   the delivery queues (`queue`, `settlement`), paused subscriptions' deliveries
 //!   (`paused`), delivery history (`history`), the dead-letter archive (`archive`),
-//!   per-endpoint probation records (`probation`) and the status page's counts
-//!   (`stats`).
+//!   per-endpoint probation records (`probation`), the status page's counts
+//!   (`stats`) and the running processes' heartbeats (`heartbeat`).
 //!
 //! What it must not do: decide delivery policy. *What* to do (retry when, dead-letter
 //! why, probation how long) is decided by `eg-core` and handed in; this crate only
@@ -27,6 +27,7 @@ pub mod clock;
 pub mod codec;
 pub mod connection;
 pub mod error;
+pub mod heartbeat;
 pub mod history;
 pub mod keyspace;
 pub mod paused;

@@ -38,6 +38,7 @@ script!(LOAD_CATALOG, "load_catalog.lua");
 script!(ENDPOINT_GATE, "endpoint_gate.lua");
 script!(ENDPOINT_RECORD, "endpoint_record.lua");
 script!(CANCEL_RETRY, "cancel_retry.lua");
+script!(HEARTBEAT, "heartbeat.lua");
 script!(UNPARK, "unpark.lua");
 script!(REDRIVE, "redrive.lua");
 script!(LAYOUT, "layout.lua");

@@ -31,6 +31,7 @@ fn step(subscription: &str, attempt: u32, state: DeliveryState) -> HistoryEntry 
         next: None,
         state,
         reason: None,
+        hold: None,
     }
 }
 
@@ -423,4 +424,51 @@ async fn a_record_that_does_not_decode_does_not_stop_a_redrive() {
     assert_eq!(read(&h.store, &p0, "sender", 10).await.len(), 2);
     let counts = h.store.dead_letter_counts("orders", "billing").await.unwrap();
     assert_eq!((counts.total, counts.not_redriven), (3, 0), "still listed until purged");
+}
+
+fn copy(tier: &str, instance: &str, started: i64, seen: i64) -> eg_store::heartbeat::LiveCopy {
+    eg_store::heartbeat::LiveCopy {
+        tier: tier.into(),
+        instance: instance.into(),
+        version: "1.2.3".into(),
+        started_at: UnixMillis(started),
+        last_seen: UnixMillis(seen),
+    }
+}
+
+#[tokio::test]
+async fn heartbeats_list_live_copies_and_forget_gone_ones() {
+    use eg_store::heartbeat::{FORGET_AFTER, LIVE_WITHIN};
+    let h = Harness::start().await;
+    let now = 10_000_000;
+    let live = LIVE_WITHIN.as_millis() as i64;
+    let forget = FORGET_AFTER.as_millis() as i64;
+    let old_sender = copy("eg-sender", "sender-a", 1_000, now - 1_000);
+    let new_sender = copy("eg-sender", "sender-b", 2_000, now);
+    let ingress = copy("eg-ingress", "ingress-a", 3_000, now - live);
+    let silent = copy("eg-scheduler", "scheduler-a", 500, now - live - 1);
+    for c in [&new_sender, &old_sender, &ingress, &silent] {
+        h.store.beat(c).await.unwrap();
+    }
+    assert_eq!(
+        h.store.live_copies(UnixMillis(now)).await.unwrap(),
+        vec![ingress.clone(), old_sender.clone(), new_sender.clone()],
+        "by tier, oldest first; a copy silent longer than LIVE_WITHIN is not listed"
+    );
+
+    h.store.leave("eg-sender", "sender-a").await.unwrap();
+    let listed = h.store.live_copies(UnixMillis(now)).await.unwrap();
+    assert_eq!(
+        listed,
+        vec![ingress.clone(), new_sender.clone()],
+        "a copy that left is gone at once"
+    );
+
+    // A beat long after the scheduler went silent deletes it from the hash.
+    let later = copy("eg-sender", "sender-b", 2_000, now - live + forget);
+    h.store.beat(&later).await.unwrap();
+    let mut redis = h.redis();
+    let fields: Vec<String> = redis::cmd("HKEYS").arg("{eg:heartbeats}").query(&mut redis).unwrap();
+    assert!(!fields.iter().any(|f| f.starts_with("eg-scheduler/")), "{fields:?}");
+    assert!(fields.contains(&"eg-ingress/ingress-a".to_owned()), "{fields:?}");
 }

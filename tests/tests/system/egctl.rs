@@ -518,6 +518,80 @@ async fn a_paused_subscription_holds_its_events_until_resumed() {
     assert_eq!(shown["properties"]["paused"], false, "{shown}");
 }
 
+/// The line of `egctl history`'s table for `subscription`'s step in `state`.
+fn history_row<'a>(table: &'a str, subscription: &str, state: &str) -> &'a str {
+    table
+        .lines()
+        .find(|line| line.starts_with(&format!("{subscription} ")) && line.contains(state))
+        .unwrap_or_else(|| panic!("no {state} row of {subscription}:\n{table}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_rows_say_why_a_delivery_waits_and_until_when() {
+    // One failure puts an endpoint on probation, for an hour: the retry is held back.
+    let system = System::start(
+        Options::default()
+            .env("EG__PROBATION__FAILURE_THRESHOLD", "1")
+            .env("EG__PROBATION__LENGTHS", "*=1h"),
+    )
+    .await;
+    let failing = Receiver::start(Behaviour::Status(500)).await;
+    let receiver = Receiver::start(Behaviour::Status(200)).await;
+    let ctl = Egctl::for_system(&system);
+    ctl.run(&["topics", "create", "orders"]).await.ok();
+    for (name, endpoint) in [("flaky", failing.url()), ("parked", receiver.url())] {
+        ctl.run(&["subscriptions", "create", "orders", name, "--endpoint", endpoint])
+            .await
+            .ok();
+    }
+    ctl.run(&["subscriptions", "pause", "orders", "parked"]).await.ok();
+    ctl.run(&["publish", "orders", "--type", "A", "--subject", "/a", "--id", "ev-1"])
+        .await
+        .ok();
+
+    let history = until_json(
+        &ctl,
+        &["history", "orders", "ev-1", "--json"],
+        "a held-back step of flaky and a paused step of parked",
+        |h| {
+            let steps = h["value"].as_array().cloned().unwrap_or_default();
+            let has = |sub: &str, state: &str| steps.iter().any(|s| s["subscription"] == sub && s["state"] == state);
+            has("flaky", "HeldBack") && has("parked", "Paused")
+        },
+    )
+    .await;
+    let steps = history["value"].as_array().unwrap();
+    let held = steps.iter().find(|s| s["state"] == "HeldBack").unwrap();
+    assert_eq!(held["heldBecause"], "EndpointProbation", "{held}");
+    let held_until = held["heldUntil"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no heldUntil: {held}"));
+    assert!(held["nextAttemptTime"].is_string(), "{held}");
+    let paused = steps.iter().find(|s| s["state"] == "Paused").unwrap();
+    assert!(
+        paused["nextAttemptTime"].is_null(),
+        "a paused step waits for the resume: {paused}"
+    );
+    let expires = paused["expiresAt"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no expiresAt: {paused}"));
+
+    let table = ctl.run(&["history", "orders", "ev-1"]).await;
+    let table = table.ok();
+    let held_row = history_row(table, "flaky", "HeldBack");
+    assert!(
+        held_row.contains(&format!("endpoint on probation until {held_until}")),
+        "{held_row}"
+    );
+    let paused_row = history_row(table, "parked", "Paused");
+    assert!(
+        paused_row.contains(&format!("waits for resume (expires at {expires})")),
+        "{paused_row}"
+    );
+    assert!(paused_row.contains("subscription paused"), "{paused_row}");
+    assert_eq!(receiver.count(), 0, "delivered while paused");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_letters_are_listed_redriven_once_and_purged() {
     let system = System::start(Options::default()).await;

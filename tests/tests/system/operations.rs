@@ -102,7 +102,11 @@ async fn a_paused_subscription_accumulates_events_and_resume_delivers_each_once(
     let steps = history_with(&system, "orders", "p1", "Paused").await;
     assert_eq!(steps[0]["subscription"], "billing");
     assert_eq!(steps[0]["attempt"], 0, "a pause charges no attempt: {steps:?}");
-    assert!(steps[0]["nextAttemptTime"].is_string(), "the TTL deadline: {steps:?}");
+    assert!(
+        steps[0]["nextAttemptTime"].is_null(),
+        "it waits for the resume: {steps:?}"
+    );
+    assert!(steps[0]["expiresAt"].is_string(), "the TTL deadline: {steps:?}");
 
     // An update that does not mention `paused` keeps it paused.
     let updated = system

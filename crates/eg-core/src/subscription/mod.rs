@@ -19,10 +19,12 @@ use crate::validation::Provisioning;
 use serde::{Deserialize, Serialize};
 
 mod headers;
+mod mode;
 mod resource;
 mod retry_policy;
 
 pub use headers::{DeliveryHeader, HeaderValueSource, MAX_DELIVERY_HEADERS, MAX_HEADER_VALUE_BYTES};
+pub use mode::{DEFAULT_RECEIVE_LOCK, DeliveryMode, MAX_RECEIVE_LOCK, MIN_RECEIVE_LOCK};
 pub use retry_policy::{
     CUSTOM_MAX_DELIVERY_ATTEMPTS, CUSTOM_MAX_TTL_MINUTES, NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT,
     NAMESPACE_MAX_TTL, NAMESPACE_MIN_TTL, RetryPolicy,
@@ -61,6 +63,10 @@ pub struct Subscription {
     /// still counts), but nothing is attempted until it is resumed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// Pushed to `endpoint_url` (every subscription before pull delivery), or queued for
+    /// consumers to pull (namespace topics' queue mode; `endpoint_url` is then empty).
+    #[serde(default, skip_serializing_if = "DeliveryMode::is_push")]
+    pub delivery_mode: DeliveryMode,
 }
 
 impl Subscription {

@@ -8,7 +8,7 @@ use super::retry_policy::{
     CUSTOM_MAX_DELIVERY_ATTEMPTS, CUSTOM_MAX_TTL_MINUTES, NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT,
     RetryPolicy,
 };
-use super::{BatchSettings, DeadLetterDestination, Subscription, base_url};
+use super::{BatchSettings, DeadLetterDestination, DeliveryMode, Subscription, base_url};
 use crate::api_error::InvalidField;
 use crate::filter::EventFilter;
 use crate::json::json_type;
@@ -124,6 +124,7 @@ impl Subscription {
             profile: topic.profile,
             provisioning: Provisioning::Succeeded,
             paused,
+            delivery_mode: DeliveryMode::Push,
         })
     }
 

@@ -6,8 +6,8 @@
 //! as deliveries, so it cannot be pointed at internal addresses either.
 
 use crate::errors::Refusal;
-use eg_core::validation::{Provisioning, validation_event};
-use eg_core::{DeliverySchema, Subscription, Topic, UnixMillis};
+use eg_core::validation::{Provisioning, Unconsented, awaiting_reason, validation_event};
+use eg_core::{AttemptOutcome, DeliverySchema, Subscription, Topic, UnixMillis};
 use eg_outbound::{Client, Handshake, cloudevents_handshake, event_grid_handshake};
 use eg_runtime::Settings;
 use std::time::Duration;
@@ -17,6 +17,8 @@ const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 pub struct Validator {
     client: Client,
     enabled: bool,
+    /// How long the endpoint has to answer the handshake (named in reasons).
+    timeout: Duration,
     manual_window: Duration,
     /// Base of validation URLs.
     public_url: String,
@@ -37,15 +39,18 @@ impl Validator {
         Ok(Self {
             client,
             enabled: settings.validation.enabled,
+            timeout: settings.validation.timeout,
             manual_window: settings.validation.manual_window,
             public_url: public_url.trim_end_matches('/').to_owned(),
             origin,
         })
     }
 
-    /// The provisioning `subscription` starts with, replacing `previous` (if any): the
-    /// handshake runs when the endpoint or delivery schema is new. A refused or
-    /// unreachable CloudEvents endpoint, or a forbidden address, refuses the request.
+    /// The provisioning `subscription` starts with, replacing `previous` (if any): a
+    /// validated subscription keeps its consent while its endpoint and delivery schema
+    /// stay the same; anything else (new, moved, or still not validated) gets the
+    /// handshake again. A refused or unreachable CloudEvents endpoint, or a forbidden
+    /// address, refuses the request.
     pub async fn provision(
         &self,
         topic: &Topic,
@@ -53,55 +58,91 @@ impl Validator {
         previous: Option<&Subscription>,
         now: UnixMillis,
     ) -> Result<Provisioning, Refusal> {
-        if !self.enabled {
-            return Ok(Provisioning::Succeeded);
-        }
         if let Some(previous) = previous
             && previous.endpoint_url == subscription.endpoint_url
             && previous.delivery_schema == subscription.delivery_schema
-            && (previous.provisioning.is_active()
-                || matches!(previous.provisioning, Provisioning::AwaitingManualAction { deadline, .. } if now < deadline))
+            && previous.provisioning.is_active()
         {
-            return Ok(previous.provisioning.clone());
+            return Ok(Provisioning::Succeeded);
         }
-        let url = &subscription.endpoint_url;
+        self.validate(topic, subscription, now).await
+    }
+
+    /// Runs the handshake for `subscription` as it stands (with validation off it is
+    /// `Succeeded` without one).
+    pub async fn validate(
+        &self,
+        topic: &Topic,
+        subscription: &Subscription,
+        now: UnixMillis,
+    ) -> Result<Provisioning, Refusal> {
+        if !self.enabled {
+            return Ok(Provisioning::Succeeded);
+        }
         match subscription.delivery_schema {
             DeliverySchema::CloudEventSchemaV1_0 => {
-                match cloudevents_handshake(&self.client, url, &self.origin, None).await {
+                match cloudevents_handshake(&self.client, &subscription.endpoint_url, &self.origin, None).await {
                     Handshake::Accepted { .. } => Ok(Provisioning::Succeeded),
                     other => Err(failed(other)),
                 }
             }
             DeliverySchema::EventGridSchema | DeliverySchema::CustomInputSchema => {
-                let code = uuid::Uuid::new_v4().to_string();
-                let validation_url = format!(
-                    "{}/validation/topics/{}/eventSubscriptions/{}?code={code}",
-                    self.public_url, subscription.topic, subscription.name
-                );
-                let id = uuid::Uuid::new_v4().to_string();
-                let body = validation_event(&id, &topic.id(), &code, &validation_url, now).to_string();
-                match event_grid_handshake(&self.client, url, body, &code, MAX_RESPONSE_BYTES).await {
-                    Handshake::Accepted { .. } => Ok(Provisioning::Succeeded),
-                    Handshake::AddressNotAllowed(blocked) => Err(address_refused(&blocked.to_string())),
-                    Handshake::Refused { reason } => {
-                        tracing::info!(subscription = %subscription.name, %reason, "validation not answered; awaiting a GET on the validation URL");
-                        Ok(self.awaiting(code, now))
-                    }
-                    Handshake::Unreachable(outcome) => {
-                        tracing::info!(subscription = %subscription.name, outcome = %outcome.name(), "endpoint unreachable for validation; awaiting a GET on the validation URL");
-                        Ok(self.awaiting(code, now))
-                    }
-                }
+                self.event_grid(topic, subscription, now).await
             }
         }
     }
 
-    fn awaiting(&self, code: String, now: UnixMillis) -> Provisioning {
-        Provisioning::AwaitingManualAction {
-            code,
-            deadline: now.plus(self.manual_window),
-        }
+    /// The Event Grid handshake: `Succeeded` on consent; otherwise awaiting a `GET` on
+    /// the validation URL (or a handshake run again), with what happened in words.
+    async fn event_grid(
+        &self,
+        topic: &Topic,
+        subscription: &Subscription,
+        now: UnixMillis,
+    ) -> Result<Provisioning, Refusal> {
+        let code = uuid::Uuid::new_v4().to_string();
+        let validation_url = format!(
+            "{}/validation/topics/{}/eventSubscriptions/{}?code={code}",
+            self.public_url, subscription.topic, subscription.name
+        );
+        let id = uuid::Uuid::new_v4().to_string();
+        let body = validation_event(&id, &topic.id(), &code, &validation_url, now).to_string();
+        let handshake = event_grid_handshake(
+            &self.client,
+            &subscription.endpoint_url,
+            body,
+            &code,
+            MAX_RESPONSE_BYTES,
+        )
+        .await;
+        let timed_out;
+        let why = match &handshake {
+            Handshake::Accepted { .. } => return Ok(Provisioning::Succeeded),
+            Handshake::AddressNotAllowed(blocked) => return Err(address_refused(&blocked.to_string())),
+            Handshake::Refused { reason } => Unconsented::Refused(reason),
+            Handshake::Unreachable {
+                cause,
+                connected: true,
+                outcome: AttemptOutcome::TimedOut,
+            } => {
+                timed_out = format!("{cause} ({} allowed)", seconds(self.timeout));
+                Unconsented::NoAnswer(&timed_out)
+            }
+            Handshake::Unreachable {
+                cause, connected: true, ..
+            } => Unconsented::NoAnswer(cause),
+            Handshake::Unreachable { cause, .. } => Unconsented::NotReached(cause),
+        };
+        let deadline = now.plus(self.manual_window);
+        let reason = awaiting_reason(&subscription.topic, &subscription.name, why, deadline);
+        tracing::info!(topic = %subscription.topic, subscription = %subscription.name, %reason, "endpoint not validated; awaiting its consent");
+        Ok(Provisioning::AwaitingManualAction { code, deadline, reason })
     }
+}
+
+/// `30 s`, `1.5 s`: a duration as a person reads it.
+fn seconds(duration: Duration) -> String {
+    format!("{} s", duration.as_secs_f64())
 }
 
 fn failed(handshake: Handshake) -> Refusal {
@@ -110,9 +151,8 @@ fn failed(handshake: Handshake) -> Refusal {
         Handshake::Refused { reason } => Refusal::bad_request(format!(
             "properties.destination.properties.endpointUrl: the CloudEvents validation handshake failed: {reason}"
         )),
-        Handshake::Unreachable(outcome) => Refusal::bad_request(format!(
-            "properties.destination.properties.endpointUrl: the CloudEvents validation handshake failed: the endpoint could not be reached ({})",
-            outcome.name()
+        Handshake::Unreachable { cause, .. } => Refusal::bad_request(format!(
+            "properties.destination.properties.endpointUrl: the CloudEvents validation handshake failed: the endpoint could not be reached: {cause}"
         )),
         Handshake::Accepted { .. } => Refusal::bad_request("unexpected handshake result"),
     }
@@ -122,4 +162,42 @@ fn address_refused(why: &str) -> Refusal {
     Refusal::bad_request(format!(
         "properties.destination.properties.endpointUrl: {why}; deliveries to it are refused unless delivery.allowed_networks covers it"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use eg_core::{SubscriptionName, TopicName};
+    use serde_json::json;
+
+    fn waiting_subscription() -> (Topic, Subscription) {
+        let topic = Topic::from_resource(TopicName::parse("orders").unwrap(), &json!({})).unwrap();
+        // An address nothing may reach: a handshake, were one made, could not succeed.
+        let body = json!({"properties": {"destination": {"endpointType": "WebHook",
+            "properties": {"endpointUrl": "http://192.0.2.1/hook"}}}});
+        let mut sub =
+            Subscription::from_resource(&topic, SubscriptionName::parse("audit").unwrap(), &body, UnixMillis(0))
+                .unwrap();
+        sub.provisioning = Provisioning::AwaitingManualAction {
+            code: "c".into(),
+            deadline: UnixMillis(1_000),
+            reason: "the endpoint answered 200 OK with an empty body".into(),
+        };
+        (topic, sub)
+    }
+
+    /// A trusted setup that turned validation off gets a waiting subscription going by
+    /// running validate (no handshake, no request).
+    #[tokio::test]
+    async fn with_validation_off_validate_makes_a_waiting_subscription_succeeded() {
+        let mut settings = Settings::default();
+        settings.validation.enabled = false;
+        let validator = Validator::new(&settings, "http://eg.example").unwrap();
+        let (topic, sub) = waiting_subscription();
+        let validated = validator.validate(&topic, &sub, UnixMillis(0)).await;
+        assert!(matches!(validated, Ok(Provisioning::Succeeded)));
+        let written = validator.provision(&topic, &sub, Some(&sub), UnixMillis(0)).await;
+        assert!(matches!(written, Ok(Provisioning::Succeeded)));
+    }
 }

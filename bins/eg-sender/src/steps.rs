@@ -888,6 +888,7 @@ mod tests {
         awaiting.provisioning = eg_core::validation::Provisioning::AwaitingManualAction {
             code: "c".into(),
             deadline: steps.clock.now().plus(Duration::from_secs(600)),
+            reason: String::new(),
         };
         steps.deliver(batch(awaiting, vec![event("a")])).await;
         let settled = steps.store.settled();

@@ -16,7 +16,8 @@ use std::time::Duration;
     after_help = "Target: --url, EGCTL_URL, `url` in the config file, else http://127.0.0.1:8080.\n\
                   Token:  --token-file/--token, EGCTL_TOKEN_FILE/EGCTL_TOKEN, `token_file`/`token` in the config file.\n\
                   Config: --config, EGCTL_CONFIG, else $XDG_CONFIG_HOME/egctl/config.toml or ~/.config/egctl/config.toml.\n\
-                  Exit codes: 0 ok, 1 the API refused, 2 bad usage or configuration, 3 eg-ingress unreachable."
+                  Exit codes: 0 ok, 1 the API refused, 2 bad usage or configuration, 3 eg-ingress unreachable,\n\
+                  4 the subscription was written but is not Succeeded (it waits for its endpoint's validation)."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -53,7 +54,7 @@ pub enum Command {
     /// Create, list, show and delete topics; show and regenerate their access keys
     #[command(subcommand)]
     Topics(TopicCommand),
-    /// Create, list, show, delete, pause and resume event subscriptions
+    /// Create, list, show, delete, pause, resume and validate event subscriptions
     #[command(subcommand, visible_alias = "subs")]
     Subscriptions(SubscriptionCommand),
     /// Publish events to a topic (fetches the topic's key1 with the admin token)
@@ -128,7 +129,8 @@ impl KeyName {
 
 #[derive(Debug, Subcommand)]
 pub enum SubscriptionCommand {
-    /// Create a subscription, or update one (PUT), from flags or a resource file
+    /// Create a subscription, or update one (PUT), from flags or a resource file; exits 4
+    /// when its endpoint did not pass validation (the message says what it answered)
     Create(SubscriptionCreate),
     /// List a topic's subscriptions
     List { topic: String },
@@ -142,6 +144,9 @@ pub enum SubscriptionCommand {
     Resume { topic: String, name: String },
     /// The endpoint's delivery health: failures and probation, as every sender sees it
     Health { topic: String, name: String },
+    /// Run the endpoint validation handshake again (after fixing the receiver); exits 4
+    /// while the subscription is still not Succeeded
+    Validate { topic: String, name: String },
 }
 
 /// The flags build `{"properties":{…}}`; `--file` sends a resource as it is.

@@ -5,7 +5,9 @@ use reqwest::StatusCode;
 
 /// Exit codes (documented in docs/egctl.md): 1 the API refused or answered with an
 /// error, 2 the command line or configuration is wrong (clap also exits 2 for bad
-/// arguments), 3 eg-ingress could not be reached or did not answer in time.
+/// arguments), 3 eg-ingress could not be reached or did not answer in time, 4 a
+/// subscription was written (or validated again) but is not `Succeeded`, so nothing is
+/// delivered to it.
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
     /// Wrong arguments, configuration or input files: nothing was sent.
@@ -22,6 +24,10 @@ pub enum Failure {
     /// is not what the API promises, a broken stdout).
     #[error("{0}")]
     Other(String),
+    /// The API did what was asked, but the subscription does not receive events yet:
+    /// `shown` is the command's usual output (printed first), `message` why not.
+    #[error("{message}")]
+    NotActive { shown: String, message: String },
 }
 
 impl Failure {
@@ -38,6 +44,15 @@ impl Failure {
             Failure::Api { .. } | Failure::Other(_) => 1,
             Failure::Usage(_) => 2,
             Failure::Unreachable { .. } => 3,
+            Failure::NotActive { .. } => 4,
+        }
+    }
+
+    /// What the command would have printed had it succeeded, if it got that far.
+    pub fn shown(&self) -> Option<&str> {
+        match self {
+            Failure::NotActive { shown, .. } => Some(shown),
+            _ => None,
         }
     }
 

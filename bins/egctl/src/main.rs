@@ -23,6 +23,9 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
+            if let Some(shown) = failure.shown() {
+                output::print(shown);
+            }
             eprintln!("egctl: {failure}");
             ExitCode::from(failure.exit_code())
         }

@@ -223,6 +223,7 @@ mod tests {
         let awaiting = |deadline| Provisioning::AwaitingManualAction {
             code: "c".into(),
             deadline,
+            reason: String::new(),
         };
         assert_eq!(
             consent(&awaiting(UnixMillis(2_000_000)), now),

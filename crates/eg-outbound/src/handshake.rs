@@ -25,11 +25,24 @@
 //!   missing or malformed rate does not withdraw consent (the origin grants it), it is
 //!   reported as `None`. The response body is not read.
 //! - `Handshake::Refused` reasons are for the user who created the subscription: they
-//!   say what the endpoint did wrong and what it should do, and never contain the URL
-//!   (its query carries secrets) or echo what the endpoint sent.
+//!   say what the endpoint answered (its status and a short excerpt of its body), what
+//!   was wrong with it and what it should answer. They never contain the URL (its query
+//!   carries secrets).
+//! - The excerpt is quoted on purpose. An earlier rule never echoed what the endpoint
+//!   sent; but "200 OK with the body `Cannot POST /hook`" is what tells someone which
+//!   receiver answered and why, and without it the reason could only be found in the
+//!   receiver's own logs. The excerpt is made harmless first ([`excerpt`]): at most
+//!   [`EXCERPT_CHARS`] characters, control and bidirectional-formatting characters
+//!   replaced, and the endpoint's URL (whole, its path, its query) and the validation
+//!   code cut out. The code matters most: an endpoint that echoes its requests (a
+//!   request bin, an echo server) would otherwise hand whoever reads the reason the
+//!   code, and so the power to consent for an endpoint that never did.
+//! - `Handshake::Unreachable` says in words why no answer came, and whether a
+//!   connection was made at all: only then can the validation event (and its
+//!   validationUrl) have reached the endpoint.
 
 use crate::client::{Blocked, Client, SendError};
-use crate::response::{classify, read_bounded};
+use crate::response::{Bounded, classify, read_bounded};
 use eg_core::AttemptOutcome;
 use reqwest::header::CONTENT_TYPE;
 use reqwest::{Method, StatusCode};
@@ -74,8 +87,15 @@ pub enum Handshake {
     Refused { reason: String },
     /// The endpoint's address is not allowed; no request was sent.
     AddressNotAllowed(Blocked),
-    /// No answer: timed out, did not resolve, connection failed.
-    Unreachable(AttemptOutcome),
+    /// No answer: timed out, did not resolve, connection failed. `outcome` is what a
+    /// delivery would have counted; `cause` says why in words, for the user;
+    /// `connected` is whether a connection was made, so that the request may have
+    /// reached the endpoint.
+    Unreachable {
+        outcome: AttemptOutcome,
+        cause: &'static str,
+        connected: bool,
+    },
 }
 
 fn refused(reason: impl Into<String>) -> Handshake {
@@ -85,7 +105,157 @@ fn refused(reason: impl Into<String>) -> Handshake {
 fn failed(error: SendError) -> Handshake {
     match error {
         SendError::Blocked(blocked) => Handshake::AddressNotAllowed(blocked),
-        SendError::Transport(e) => Handshake::Unreachable(classify(&e)),
+        SendError::Transport(e) => unreachable(&e),
+    }
+}
+
+/// A transport failure, with why in words. A connect error means nothing was sent.
+fn unreachable(error: &reqwest::Error) -> Handshake {
+    let outcome = classify(error);
+    let connected = !error.is_connect() && outcome != AttemptOutcome::ResolutionError;
+    let cause = if outcome == AttemptOutcome::ResolutionError {
+        "its host name did not resolve"
+    } else if error.is_connect() && refused_connection(error) {
+        "the connection was refused (nothing listens at that address and port)"
+    } else if error.is_connect() && outcome == AttemptOutcome::TimedOut {
+        "no connection could be made in time"
+    } else if error.is_connect() {
+        "the connection could not be made (reset, or a failed TLS handshake)"
+    } else if outcome == AttemptOutcome::TimedOut {
+        "no complete answer came within the validation timeout"
+    } else {
+        "the connection broke before a complete answer came"
+    };
+    Handshake::Unreachable {
+        outcome,
+        cause,
+        connected,
+    }
+}
+
+/// Whether an I/O "connection refused" is somewhere in the error's causes.
+fn refused_connection(error: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
+}
+
+/// Most characters of an endpoint's answer quoted in a refusal reason.
+pub const EXCERPT_CHARS: usize = 200;
+
+/// Most bytes of an answer that is not consent read to quote from it.
+const EXCERPT_READ_BYTES: usize = 4096;
+
+/// What must never appear in a quoted answer, and what stands in its place.
+struct Secrets<'a> {
+    /// `(secret, placeholder)`, the longest first so a part never hides the whole.
+    cut: Vec<(&'a str, &'static str)>,
+}
+
+impl<'a> Secrets<'a> {
+    /// The endpoint URL (whole, its query, its path when it is more than `/`), and the
+    /// validation code when there is one.
+    fn of(url: &'a str, code: Option<&'a str>) -> Self {
+        let mut cut = vec![(url, "<endpoint URL>")];
+        let after_scheme = url.find("://").map_or(0, |i| i + 3);
+        if let Some(start) = url[after_scheme..].find('/').map(|i| i + after_scheme) {
+            let (path, query) = match url[start..].find('?') {
+                Some(q) => (&url[start..start + q], &url[start + q + 1..]),
+                None => (&url[start..], ""),
+            };
+            if !query.is_empty() {
+                cut.push((query, "<endpoint query>"));
+            }
+            if path.len() > 1 {
+                cut.push((path, "<endpoint path>"));
+            }
+        }
+        if let Some(code) = code.filter(|c| !c.is_empty()) {
+            cut.push((code, "<validationCode>"));
+        }
+        cut.sort_by_key(|(secret, _)| std::cmp::Reverse(secret.len()));
+        Self { cut }
+    }
+}
+
+/// A short excerpt of `body` safe to show anyone who may see the subscription: the
+/// secrets cut out (ignoring ASCII case, as a GUID may change case), control and
+/// bidirectional-formatting characters replaced by spaces, runs of spaces made one, and
+/// at most [`EXCERPT_CHARS`] characters (then `…`).
+fn excerpt(body: &[u8], secrets: &Secrets<'_>) -> String {
+    let mut text = String::from_utf8_lossy(body).into_owned();
+    for (secret, placeholder) in &secrets.cut {
+        text = cut_out(&text, secret, placeholder);
+    }
+    let mut clean = String::with_capacity(text.len().min(EXCERPT_CHARS * 4));
+    let mut chars = 0;
+    for c in text.chars() {
+        let c = if c.is_control() || is_format(c) { ' ' } else { c };
+        if c.is_whitespace() && (clean.is_empty() || clean.ends_with(' ')) {
+            continue;
+        }
+        if chars == EXCERPT_CHARS {
+            return format!("{}…", clean.trim_end());
+        }
+        clean.push(if c.is_whitespace() { ' ' } else { c });
+        chars += 1;
+    }
+    clean.trim_end().to_owned()
+}
+
+/// Invisible characters that change how the text around them reads: zero-width and
+/// bidirectional controls, the byte-order mark.
+fn is_format(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// `text` with every occurrence of `secret` (ignoring ASCII case) replaced.
+fn cut_out(text: &str, secret: &str, placeholder: &str) -> String {
+    if secret.is_empty() {
+        return text.to_owned();
+    }
+    // ASCII lower-casing keeps every byte where it was, so positions carry over.
+    let (haystack, needle) = (text.to_ascii_lowercase(), secret.to_ascii_lowercase());
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    while let Some(at) = haystack[from..].find(&needle).map(|i| i + from) {
+        out.push_str(&text[from..at]);
+        out.push_str(placeholder);
+        from = at + needle.len();
+    }
+    out.push_str(&text[from..]);
+    out
+}
+
+/// The body an endpoint answered with, in words: "an empty body", "the body `…`",
+/// or "a body longer than N bytes, beginning `…`".
+fn body_words(body: &Bounded, limit: usize, secrets: &Secrets<'_>) -> String {
+    if !body.complete {
+        return format!(
+            "a body longer than {limit} bytes, beginning `{}`",
+            excerpt(&body.bytes, secrets)
+        );
+    }
+    match excerpt(&body.bytes, secrets) {
+        quoted if quoted.is_empty() => "an empty body".to_owned(),
+        quoted => format!("the body `{quoted}`"),
+    }
+}
+
+/// What the endpoint answered, for a reason: its status, and what it said when it can
+/// be read (a body that cannot be read in time is left out: the status says enough).
+async fn answer_words(response: reqwest::Response, secrets: &Secrets<'_>) -> String {
+    let status = describe(response.status());
+    match read_bounded(response, EXCERPT_READ_BYTES).await {
+        Ok(body) => format!("{status} with {}", body_words(&body, EXCERPT_READ_BYTES, secrets)),
+        Err(_) => status,
     }
 }
 
@@ -109,6 +279,7 @@ pub async fn event_grid_handshake(
     max_response_bytes: usize,
 ) -> Handshake {
     const EXPECTED: &str = "it must answer 200 OK with the JSON body {\"validationResponse\": \"<validationCode>\"}";
+    let secrets = Secrets::of(url, Some(expected_code));
     let sent = client
         .post(url)
         .header(CONTENT_TYPE, "application/json; charset=utf-8")
@@ -122,46 +293,41 @@ pub async fn event_grid_handshake(
     };
     let status = response.status();
     if status != StatusCode::OK {
+        let answer = answer_words(response, &secrets).await;
         return refused(format!(
-            "the endpoint answered {} to the validation request; {EXPECTED}",
-            describe(status)
+            "the endpoint answered {answer} to the validation request; {EXPECTED}"
         ));
     }
     let body = match read_bounded(response, max_response_bytes).await {
         Ok(body) => body,
-        Err(e) => return Handshake::Unreachable(classify(&e)),
+        Err(e) => return unreachable(&e),
     };
-    if !body.complete {
-        return refused(format!(
-            "the endpoint's answer to the validation request is longer than {max_response_bytes} bytes; {EXPECTED}"
-        ));
-    }
-    if body.bytes.iter().all(u8::is_ascii_whitespace) {
-        return refused(format!(
-            "the endpoint answered 200 OK with an empty body to the validation request; {EXPECTED}"
-        ));
+    let answered = format!(
+        "the endpoint answered 200 OK with {} to the validation request",
+        body_words(&body, max_response_bytes, &secrets)
+    );
+    if !body.complete || body.bytes.iter().all(u8::is_ascii_whitespace) {
+        return refused(format!("{answered}; {EXPECTED}"));
     }
     let Ok(Value::Object(answer)) = serde_json::from_slice::<Value>(&body.bytes) else {
-        return refused(format!(
-            "the endpoint's answer to the validation request is not a JSON object; {EXPECTED}"
-        ));
+        return refused(format!("{answered}, which is not a JSON object; {EXPECTED}"));
     };
     let code = answer
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case("validationResponse"))
         .map(|(_, value)| value);
     match code {
-        None => refused(format!(
-            "the endpoint's answer to the validation request has no validationResponse; {EXPECTED}"
-        )),
+        None => refused(format!("{answered}, which has no validationResponse; {EXPECTED}")),
         Some(Value::String(code)) if !expected_code.is_empty() && code.eq_ignore_ascii_case(expected_code) => {
             Handshake::Accepted { allowed_rate: None }
         }
-        Some(Value::String(_)) => refused(
-            "the endpoint's validationResponse does not match the validationCode of the validation event; \
-             it must echo data.validationCode",
-        ),
-        Some(_) => refused(format!("the endpoint's validationResponse is not a string; {EXPECTED}")),
+        Some(Value::String(_)) => refused(format!(
+            "{answered}, whose validationResponse does not match the validationCode of the validation event; \
+             it must echo data.validationCode"
+        )),
+        Some(_) => refused(format!(
+            "{answered}, whose validationResponse is not a string; {EXPECTED}"
+        )),
     }
 }
 
@@ -188,9 +354,9 @@ pub async fn cloudevents_handshake(
     let expected = format!("it must answer 2xx with the header WebHook-Allowed-Origin: {origin} (or *)");
     let status = response.status();
     if !status.is_success() {
+        let answer = answer_words(response, &Secrets::of(url, None)).await;
         return refused(format!(
-            "the endpoint answered {} to the OPTIONS validation request; {expected}",
-            describe(status)
+            "the endpoint answered {answer} to the OPTIONS validation request; {expected}"
         ));
     }
     let headers = response.headers();
@@ -223,6 +389,61 @@ pub async fn cloudevents_handshake(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const URL: &str = "https://hooks.example/in/orders?sig=QUERYSECRET";
+    const CODE: &str = "512d38b6-c7b8-40c8-89fe-f46f9e9622b6";
+
+    fn quoted(body: &str) -> String {
+        excerpt(body.as_bytes(), &Secrets::of(URL, Some(CODE)))
+    }
+
+    #[test]
+    fn an_excerpt_cuts_out_the_url_its_parts_and_the_code() {
+        let echoed = format!(
+            "POST {URL} got {{\"validationCode\":\"{}\"}} at /in/orders?sig=QUERYSECRET; sig=QUERYSECRET",
+            CODE.to_ascii_uppercase()
+        );
+        let text = quoted(&echoed);
+        assert!(!text.contains("QUERYSECRET"), "{text}");
+        assert!(!text.contains("hooks.example/in"), "{text}");
+        assert!(!text.to_ascii_lowercase().contains(CODE), "{text}");
+        assert_eq!(
+            text,
+            "POST <endpoint URL> got {\"validationCode\":\"<validationCode>\"} at <endpoint path>?<endpoint query>; <endpoint query>"
+        );
+        // A path of `/` would cut every slash: it is left alone.
+        let root = excerpt(b"a/b", &Secrets::of("http://h/", None));
+        assert_eq!(root, "a/b");
+    }
+
+    #[test]
+    fn an_excerpt_is_short_and_printable() {
+        assert_eq!(
+            quoted("  line one\r\n\tline\u{0}two \u{1b}[31mred\u{202E}  "),
+            "line one line two [31mred"
+        );
+        let long = "x".repeat(500);
+        let text = quoted(&long);
+        assert_eq!(text.chars().count(), EXCERPT_CHARS + 1, "{text}");
+        assert!(text.ends_with('…'));
+        assert_eq!(quoted(" \n "), "");
+        assert_eq!(excerpt(&[0xff, b'o', b'k'], &Secrets::of(URL, None)), "\u{FFFD}ok");
+    }
+
+    #[test]
+    fn an_answer_is_named_by_its_body() {
+        let secrets = Secrets::of(URL, Some(CODE));
+        let body = |text: &str, complete| Bounded {
+            bytes: text.as_bytes().to_vec(),
+            complete,
+        };
+        assert_eq!(body_words(&body("", true), 10, &secrets), "an empty body");
+        assert_eq!(body_words(&body("ok", true), 10, &secrets), "the body `ok`");
+        assert_eq!(
+            body_words(&body("0123456789", false), 10, &secrets),
+            "a body longer than 10 bytes, beginning `0123456789`"
+        );
+    }
 
     #[test]
     fn parses_rates() {

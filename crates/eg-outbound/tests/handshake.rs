@@ -101,9 +101,55 @@ async fn event_grid_wrong_code_is_refused() {
     let reason = reason(event_grid(&receiver).await);
     assert!(reason.contains("does not match"), "{reason}");
     assert!(
-        !reason.contains("00000000"),
-        "the endpoint's answer is not echoed: {reason}"
+        reason.contains("200 OK with the body `{\"validationResponse\":\"00000000-0000-0000-0000-000000000000\"}`"),
+        "the endpoint's answer is quoted: {reason}"
     );
+}
+
+/// An endpoint that echoes what it was sent (a request bin) must not hand the code,
+/// or its own URL, to whoever reads the reason.
+#[tokio::test]
+async fn event_grid_reasons_quote_the_answer_without_code_or_url() {
+    let receiver = spawn(Router::new().route(
+        "/hook",
+        post(|uri: axum::http::Uri, body: String| async move {
+            (
+                StatusCode::NOT_FOUND,
+                format!("no route for POST {uri}\n\u{1b}[0m sent: {body}"),
+            )
+        }),
+    ))
+    .await;
+    let reason = reason(event_grid(&receiver).await);
+    assert!(
+        reason.contains(
+            "answered 404 Not Found with the body `no route for POST <endpoint path>?<endpoint query> [0m sent: [{"
+        ),
+        "{reason}"
+    );
+    assert!(!reason.to_ascii_lowercase().contains(CODE), "{reason}");
+    assert!(reason.contains("<validationCode>"), "{reason}");
+    assert!(!reason.contains('\u{1b}') && !reason.contains('\n'), "{reason}");
+    assert!(reason.contains('…'), "a long answer is cut short: {reason}");
+}
+
+#[tokio::test]
+async fn event_grid_to_a_closed_port_is_unreachable_without_a_connection() {
+    let closed = eg_testkit::RefusingPort::new();
+    let url = format!("http://127.0.0.1:{}/hook", closed.port());
+    let handshake = event_grid_handshake(&loopback_client(), &url, validation_event(), CODE, 4096).await;
+    match handshake {
+        Handshake::Unreachable {
+            outcome,
+            cause,
+            connected,
+        } => {
+            assert_eq!(outcome, AttemptOutcome::SocketError);
+            assert!(cause.contains("refused"), "{cause}");
+            assert!(!connected);
+        }
+        other => panic!("expected Unreachable, got {other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -181,7 +227,17 @@ async fn event_grid_timeout_is_unreachable() {
     .await;
     let quick = client(AddressPolicy::parse(["127.0.0.1"]).unwrap(), Duration::from_millis(300));
     let handshake = event_grid_handshake(&quick, &slow.url("/hook"), validation_event(), CODE, 4096).await;
-    assert_eq!(handshake, Handshake::Unreachable(AttemptOutcome::TimedOut));
+    assert!(
+        matches!(
+            handshake,
+            Handshake::Unreachable {
+                outcome: AttemptOutcome::TimedOut,
+                connected: true,
+                ..
+            }
+        ),
+        "{handshake:?}"
+    );
 }
 
 #[tokio::test]

@@ -178,7 +178,13 @@ async fn the_validation_handshake_reads_a_hostile_body_within_bounds() {
     let answer = event_grid_handshake(&client, &secret_url(&trickle, "http"), "[]".into(), "code", 4096).await;
     let ended = Instant::now();
     assert!(
-        matches!(answer, Handshake::Unreachable(AttemptOutcome::TimedOut)),
+        matches!(
+            answer,
+            Handshake::Unreachable {
+                outcome: AttemptOutcome::TimedOut,
+                ..
+            }
+        ),
         "{answer:?}"
     );
     assert_within_timeout("handshake, trickled body", ended - started);

@@ -112,7 +112,8 @@ fn handshake(
         .lock()
         .expect("receiver lock")
         .push(record(uri, headers, raw_body.to_owned(), 200));
-    let consent = matches!(state.validation, Validation::Consent | Validation::SlowConsent(_));
+    let validation = *state.validation.lock().expect("receiver lock");
+    let consent = matches!(validation, Validation::Consent | Validation::SlowConsent(_));
     if *method == Method::OPTIONS {
         let mut response = StatusCode::OK.into_response();
         if consent {
@@ -143,7 +144,8 @@ pub(super) async fn receive(
 ) -> Response {
     let raw_body = String::from_utf8_lossy(&body).into_owned();
     if let Some(response) = handshake(&state, &method, &uri, &headers, &raw_body) {
-        if let Validation::SlowConsent(delay) = state.validation {
+        let validation = *state.validation.lock().expect("receiver lock");
+        if let Validation::SlowConsent(delay) = validation {
             tokio::time::sleep(delay).await;
         }
         return response;

@@ -51,7 +51,8 @@ impl Recorded {
 
 struct ReceiverState {
     behaviour: Behaviour,
-    validation: Validation,
+    /// Changed by [`Receiver::set_validation`] (a receiver fixed while eg waits).
+    validation: Mutex<Validation>,
     requests: Mutex<Vec<Recorded>>,
     validations: Mutex<Vec<Recorded>>,
 }
@@ -72,7 +73,7 @@ impl Receiver {
     pub async fn start_with(behaviour: Behaviour, validation: Validation) -> Self {
         let state = Arc::new(ReceiverState {
             behaviour,
-            validation,
+            validation: Mutex::new(validation),
             requests: Mutex::default(),
             validations: Mutex::default(),
         });
@@ -100,6 +101,12 @@ impl Receiver {
         // The listener is dropped with the task: wait for that before binding its port.
         let _ = (&mut self.task).await;
         eg_testkit::RefusingPort::hold(self.address)
+    }
+
+    /// Answers validation handshakes from now on as `validation` says: a receiver that
+    /// ignored the handshake is fixed, say, before the handshake is run again.
+    pub fn set_validation(&self, validation: Validation) {
+        *self.state.validation.lock().expect("receiver lock") = validation;
     }
 
     /// The endpoint URL to subscribe (`http://127.0.0.1:PORT/hook`).

@@ -24,27 +24,27 @@ fn binary() -> PathBuf {
 
 /// What one egctl run did.
 #[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Run {
     /// Insists on exit 0; returns stdout.
-    fn ok(&self) -> &str {
+    pub(crate) fn ok(&self) -> &str {
         assert_eq!(self.code, 0, "egctl failed: {self:?}");
         &self.stdout
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(self.ok()).unwrap_or_else(|e| panic!("--json output is not JSON ({e}): {self:?}"))
     }
 }
 
 /// An egctl invocation with nothing from the developer's environment: its own HOME and
 /// XDG_CONFIG_HOME (so no real config file is read), no EGCTL_* variables, no proxies.
-struct Egctl {
+pub(crate) struct Egctl {
     home: TempDir,
     env: Vec<(String, String)>,
 }
@@ -58,7 +58,7 @@ impl Egctl {
     }
 
     /// Pointed at `system` through the environment, with the right token.
-    fn for_system(system: &System) -> Self {
+    pub(crate) fn for_system(system: &System) -> Self {
         Self::new()
             .env("EGCTL_URL", system.ingress_url())
             .env("EGCTL_TOKEN", ADMIN_TOKEN)
@@ -79,7 +79,7 @@ impl Egctl {
         path.display().to_string()
     }
 
-    async fn run(&self, args: &[&str]) -> Run {
+    pub(crate) async fn run(&self, args: &[&str]) -> Run {
         let mut command = tokio::process::Command::new(binary());
         for (key, _) in std::env::vars() {
             if key.starts_with("EGCTL_") {

@@ -24,3 +24,4 @@ mod resilience;
 mod schemas;
 mod signing;
 mod status_page;
+mod validation_path;

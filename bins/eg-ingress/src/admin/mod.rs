@@ -29,6 +29,7 @@ mod deadletters;
 mod history;
 mod pause;
 mod queues;
+mod validate;
 
 type Reply = Result<(StatusCode, Json<Value>), Refusal>;
 
@@ -53,6 +54,10 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/topics/{topic}/eventSubscriptions/{name}/pause", post(pause::pause))
         .route("/topics/{topic}/eventSubscriptions/{name}/resume", post(pause::resume))
+        .route(
+            "/topics/{topic}/eventSubscriptions/{name}/validate",
+            post(validate::validate),
+        )
         .route(
             "/topics/{topic}/eventSubscriptions/{name}/deadLetters",
             get(deadletters::list),
@@ -95,7 +100,7 @@ pub(crate) fn topic_name(raw: &str) -> Result<TopicName, Refusal> {
     TopicName::parse(raw).map_err(|e| Refusal::bad_request(e.problem))
 }
 
-fn subscription_name(raw: &str) -> Result<SubscriptionName, Refusal> {
+pub(crate) fn subscription_name(raw: &str) -> Result<SubscriptionName, Refusal> {
     SubscriptionName::parse(raw).map_err(|e| Refusal::bad_request(e.problem))
 }
 
@@ -321,9 +326,11 @@ pub async fn manual_validation(
             return Ok(None);
         }
         if !sub.provisioning.accepts_manual(code, app.clock.now()) {
-            return Err(Refusal::bad_request(
-                "code: not this subscription's validation code, or its validation window is over (write the subscription again to restart validation)",
-            ));
+            return Err(Refusal::bad_request(format!(
+                "code: not this subscription's validation code, or its validation window is over \
+                 (`egctl subscriptions validate {} {}` runs the handshake again)",
+                sub.topic, sub.name
+            )));
         }
         Ok(Some(Subscription {
             provisioning: Provisioning::Succeeded,

@@ -1,11 +1,13 @@
 //! `egctl status`: the deployment at a glance, from `GET /admin/status` (the data of
 //! the status page). The sections egctl knows (problems, rates, topics and their
 //! subscriptions, queues) get tables of their own; anything else the server adds is
-//! shown generically, so a newer server never breaks an older egctl. Against an
+//! shown generically, so a newer server never breaks an older egctl. Under the topics,
+//! a line per topic whose events went nowhere: how many matched no active subscription
+//! in the last hour, and which subscriptions wait for validation and why. Against an
 //! eg-ingress without that endpoint it falls back to the queues and the catalog.
 
 use super::topics::items;
-use super::{Ctx, queues};
+use super::{Ctx, count, queues};
 use crate::failure::Failure;
 use crate::output::{cell, decimal, generic, table};
 use serde_json::{Map, Value, json};
@@ -39,6 +41,7 @@ fn render(status: &Value) -> String {
     }
     if let Some(topics) = fields.get("topics").and_then(Value::as_array) {
         sections.push(topics_section(topics));
+        sections.push(topics.iter().filter_map(unmatched_line).collect());
     }
     if let Some(queues) = fields.get("queues").filter(|q| q.is_object()) {
         sections.push(queues::render(queues));
@@ -142,6 +145,40 @@ fn topics_section(topics: &[Value]) -> String {
     )
 }
 
+/// For a topic with events that went nowhere, or subscriptions that get none: how many
+/// events matched no active subscription in the last hour, and each subscription that
+/// is not `Succeeded` with its reason. `None` when all is well.
+fn unmatched_line(topic: &Value) -> Option<String> {
+    let name = cell(&topic["name"]);
+    let unmatched = topic["unmatchedLastHour"].as_u64().unwrap_or(0);
+    let inactive: Vec<String> = topic["subscriptions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|sub| {
+            let state = sub["provisioningState"].as_str()?;
+            let waiting = match state {
+                "Succeeded" => return None,
+                "AwaitingManualAction" => "is waiting for validation".to_owned(),
+                other => format!("is {other}"),
+            };
+            let reason = sub["provisioningMessage"]
+                .as_str()
+                .map_or_else(String::new, |m| format!(": {m}"));
+            Some(format!("{name}/{} {waiting}{reason}", cell(&sub["name"])))
+        })
+        .collect();
+    if unmatched == 0 && inactive.is_empty() {
+        return None;
+    }
+    let mut parts = vec![format!(
+        "{name}: {} matched no active subscription in the last hour",
+        count(unmatched, "event", "events")
+    )];
+    parts.extend(inactive);
+    Some(format!("{}\n", parts.join("; ")))
+}
+
 /// Queue depths (when the server has them) plus every topic's subscriptions.
 async fn fallback(ctx: &Ctx) -> Result<String, Failure> {
     let queues = match ctx.api.get(&["queues"]).await {
@@ -226,5 +263,34 @@ mod tests {
         assert!(text.lines().any(|l| l.starts_with("empty")), "{text}");
         assert!(text.contains("eg-sender      4"), "{text}");
         assert!(text.contains("senders:"), "{text}");
+        assert!(!text.contains("matched no active subscription"), "all is well: {text}");
+    }
+
+    #[test]
+    fn unmatched_events_are_shown_next_to_the_subscriptions_waiting_for_validation() {
+        let status = json!({
+            "topics": [
+                {"name": "orders", "publishRate": 0.1, "unmatchedLastHour": 3, "subscriptions": [
+                    {"name": "audit", "provisioningState": "AwaitingManualAction",
+                     "provisioningMessage": "The validation handshake failed: the endpoint answered 200 OK with an empty body."},
+                    {"name": "billing", "provisioningState": "Succeeded"}]},
+                {"name": "quiet", "publishRate": 0.0, "unmatchedLastHour": 1, "subscriptions": []},
+                {"name": "fine", "publishRate": 0.0, "unmatchedLastHour": 0, "subscriptions": []},
+            ],
+        });
+        let text = render(&status);
+        assert!(
+            text.contains(
+                "orders: 3 events matched no active subscription in the last hour; \
+                 orders/audit is waiting for validation: The validation handshake failed: the endpoint answered 200 OK with an empty body.\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("orders/billing"), "{text}");
+        assert!(
+            text.contains("quiet: 1 event matched no active subscription in the last hour\n"),
+            "{text}"
+        );
+        assert!(!text.contains("fine:"), "{text}");
     }
 }

@@ -1,5 +1,7 @@
-//! `egctl subscriptions …`: event subscriptions, pausing them, and their endpoint's
-//! delivery health.
+//! `egctl subscriptions …`: event subscriptions, pausing them, validating their
+//! endpoint, and its delivery health. A command that leaves a subscription not
+//! `Succeeded` (its endpoint has not consented, so it gets no events) fails with the
+//! server's reason after printing its usual output.
 
 use super::topics::items;
 use super::{Ctx, read_resource};
@@ -34,6 +36,13 @@ pub async fn run(command: SubscriptionCommand, ctx: &Ctx) -> Result<String, Fail
         }
         SubscriptionCommand::Pause { topic, name } => switch(ctx, &topic, &name, "pause", "paused").await,
         SubscriptionCommand::Resume { topic, name } => switch(ctx, &topic, &name, "resume", "resumed").await,
+        SubscriptionCommand::Validate { topic, name } => {
+            let path = ["topics", &topic, "eventSubscriptions", &name, "validate"];
+            let sub = ctx.api.post(&path, None).await?;
+            let state = cell(&sub["properties"]["provisioningState"]);
+            let shown = ctx.show(&sub, |_| format!("subscription {topic}/{name} is {state}\n"));
+            unless_inactive(&sub, &topic, &name, shown)
+        }
         SubscriptionCommand::Health { topic, name } => {
             let path = ["topics", &topic, "eventSubscriptions", &name, "deliveryHealth"];
             let health = ctx.api.get(&path).await?;
@@ -60,9 +69,29 @@ async fn create(args: SubscriptionCreate, ctx: &Ctx) -> Result<String, Failure> 
         "updated"
     };
     let (topic, name) = (&args.topic, &args.name);
-    Ok(ctx.show(&answer.body, |s| {
+    let shown = ctx.show(&answer.body, |s| {
         format!("subscription {topic}/{name} {verb}\n{}", subscription_fields(s))
-    }))
+    });
+    unless_inactive(&answer.body, topic, name, shown)
+}
+
+/// `shown`, the command's output, when the subscription `resource` receives events;
+/// otherwise a failure carrying it, with the state and the server's reason.
+fn unless_inactive(resource: &Value, topic: &str, name: &str, shown: String) -> Result<String, Failure> {
+    let p = &resource["properties"];
+    match p["provisioningState"].as_str() {
+        None | Some("Succeeded") => Ok(shown),
+        Some(state) => Err(Failure::NotActive {
+            shown,
+            message: not_active(topic, name, state, p["provisioningMessage"].as_str()),
+        }),
+    }
+}
+
+/// Why a subscription gets no events, for stderr.
+fn not_active(topic: &str, name: &str, state: &str, reason: Option<&str>) -> String {
+    let reason = reason.unwrap_or("eg-ingress gave no reason; see its log");
+    format!("subscription {topic}/{name} is {state}: it receives no events until its endpoint is validated. {reason}")
 }
 
 /// The subscription resource the flags describe; only what was given is sent, so the
@@ -231,6 +260,31 @@ mod tests {
             Command::Subscriptions(SubscriptionCommand::Create(a)) => a,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_subscription_not_succeeded_fails_with_its_reason_after_the_output() {
+        let ok = json!({"properties": {"provisioningState": "Succeeded"}});
+        assert_eq!(unless_inactive(&ok, "t", "s", "out".into()).unwrap(), "out");
+        let waiting = json!({"properties": {"provisioningState": "AwaitingManualAction",
+            "provisioningMessage": "The validation handshake failed: the endpoint answered 200 OK with an empty body."}});
+        let failure = unless_inactive(&waiting, "orders", "audit", "out".into()).unwrap_err();
+        assert_eq!(failure.exit_code(), 4);
+        assert_eq!(failure.shown(), Some("out"));
+        let message = failure.to_string();
+        assert!(
+            message.starts_with("subscription orders/audit is AwaitingManualAction: "),
+            "{message}"
+        );
+        assert!(message.ends_with("answered 200 OK with an empty body."), "{message}");
+        let silent = json!({"properties": {"provisioningState": "Failed"}});
+        let message = unless_inactive(&silent, "t", "s", String::new())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("is Failed") && message.contains("no reason"),
+            "{message}"
+        );
     }
 
     #[test]

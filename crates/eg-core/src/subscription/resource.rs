@@ -870,6 +870,7 @@ mod tests {
         s.provisioning = Provisioning::AwaitingManualAction {
             code: "c".into(),
             deadline: UnixMillis(10),
+            reason: String::new(),
         };
         assert!(!s.matches(&e, UnixMillis(0)));
         let shown = s.to_resource(UnixMillis(0));

@@ -6,6 +6,7 @@
 mod admin;
 mod auth;
 mod errors;
+mod operations;
 mod publish;
 mod routes;
 mod state;

@@ -19,13 +19,13 @@
 mod hour;
 mod html;
 mod model;
-pub(crate) mod operations;
 mod pages;
 mod session;
 mod subscription;
 mod tiers;
 
 use crate::errors::Refusal;
+use crate::operations;
 use crate::state::App;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};

@@ -11,7 +11,7 @@
 //!   stored time is read from, so all processes agree with the scripts;
 //! - what is stored: the topic/subscription catalog (`catalog`, `snapshot`, `cache`),
 //!   the delivery queues (`queue`, `settlement`), paused subscriptions' deliveries
-//!   (`paused`), delivery history (`history`), the dead-letter archive (`archive`),
+//!   (`paused`), delivery history (`history`; a subscription's recent deliveries read from it, `recent`), the dead-letter archive (`archive`),
 //!   per-endpoint probation records (`probation`), the status page's counts
 //!   (`stats`) and the running processes' heartbeats (`heartbeat`).
 //!

@@ -5,8 +5,8 @@
 
 use super::{Reply, body_object, find_subscription};
 use crate::errors::Refusal;
+use crate::operations::{self, subscription_key};
 use crate::state::App;
-use crate::status::operations::{self, subscription_key};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};

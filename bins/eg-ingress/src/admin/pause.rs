@@ -3,8 +3,8 @@
 //! attempting them. Resuming hands them straight back to the senders.
 
 use super::Reply;
+use crate::operations;
 use crate::state::App;
-use crate::status::operations;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

@@ -1,6 +1,6 @@
 //! What an operator does to a subscription, without HTTP: pause, resume, redrive dead
 //! letters and run the validation handshake again. The management API (`admin::pause`,
-//! `admin::deadletters`) and the status page's actions both call these, so the two
+//! `admin::deadletters`, `admin::validate`) and the status page's actions both call these, so the two
 //! cannot drift apart; each caller shapes its own answer.
 
 use crate::admin::{change_subscription, topic_name};
@@ -103,11 +103,7 @@ pub async fn revalidate(app: &App, topic: &str, name: &str) -> Result<Subscripti
     if tried.provisioning.is_active() {
         return Ok(tried.clone());
     }
-    // No previous subscription: the handshake runs whatever state it was left in.
-    let provisioning = app
-        .validator
-        .provision(&basis.topic, tried, None, app.clock.now())
-        .await?;
+    let provisioning = app.validator.validate(&basis.topic, tried, app.clock.now()).await?;
     // Written over what is stored then, unless a write in between settled it: a new
     // endpoint or schema had a handshake of its own, and a consent (a GET on the
     // validationUrl) is not taken back.

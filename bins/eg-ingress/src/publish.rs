@@ -203,6 +203,7 @@ async fn admit(
         // (Reloads only if the catalog moved: unknown names cannot make every request reload it.)
         snapshot = within_bound(app, app.cache.refresh()).await??;
     }
+    topic_entry(&snapshot, &name)?;
     if let Err(refusal) = publisher.authenticate(app, &snapshot, &name) {
         // A key regenerated a moment ago (through any copy) is not in this copy's cached
         // catalog yet: check against the current one before refusing. Costs a refused

@@ -30,6 +30,7 @@
 mod fixtures;
 mod ids;
 mod metrics;
+mod python_sdk;
 mod receiver;
 mod replies;
 mod system;
@@ -40,6 +41,7 @@ pub use eg_testkit::tier::PROXY_VARIABLES;
 pub use fixtures::{dead_letter_to, event, numbered_events, subscription};
 pub use ids::{duplicates, ids_of, sorted, strings, tally};
 pub use metrics::metric;
+pub use python_sdk::{PYTHON_SDK_VERSION, PythonOutput, run_python_sdk};
 pub use receiver::{Behaviour, Receiver, Recorded, Reply, Validation};
 pub use replies::{assert_refused, assert_subscription_refused, json_reply, text_reply};
 pub use system::{ADMIN_TOKEN, DeadLettered, Options, System, TierId};

@@ -1,4 +1,5 @@
-//! eg-ingress: the publish API (`POST /topics/{topic}/api/events`), the management API
+//! eg-ingress: the publish API (`POST /topics/{topic}/api/events`, and Event Grid's
+//! namespace data plane, `POST /topics/{topic}:publish`), the management API
 //! (`/admin/…`) and the ops endpoints. Fan-out happens here: each accepted event is
 //! matched against its topic's subscriptions and stored with one delivery per match in
 //! one atomic Redis step, before `200` is answered.
@@ -6,6 +7,7 @@
 mod admin;
 mod auth;
 mod errors;
+mod namespace;
 mod operations;
 mod publish;
 mod routes;

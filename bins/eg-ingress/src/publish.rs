@@ -1,14 +1,22 @@
-//! `POST /topics/{topic}/api/events`: authenticate, parse, match, and store the events
-//! with their deliveries in one atomic step. `200` only once all of it is durable.
+//! Publishing: authenticate, parse, match, and store the events with their deliveries
+//! in one atomic step. `200` only once all of it is durable.
+//!
+//! Two routes publish ([`Route`]): Event Grid's custom-topic API,
+//! `POST /topics/{topic}/api/events` (served here), and its namespace data plane,
+//! `POST /topics/{topic}:publish` (served by `crate::namespace`). They differ in what a
+//! SAS token must be issued for, in what is checked before the body is read, and in how
+//! many events a request may hold; everything else, from the catalog lookup to the
+//! durable store, is this one path.
 
 use crate::auth::authenticate;
 use crate::errors::Refusal;
 use crate::state::App;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use eg_core::event::AcceptedEvent;
-use eg_core::publish::PublishedBatch;
+use eg_core::publish::{PublishError, PublishLimits, PublishedBatch, check_namespace_publish};
+use eg_core::publisher_auth::Resource;
 use eg_core::{Delivery, TopicName, UnixMillis};
 use eg_runtime::metrics as m;
 use eg_store::queue::EventToStore;
@@ -20,6 +28,54 @@ use std::time::Instant;
 /// A stale catalog copy is refreshed and the publish re-matched at most this often.
 const STALE_CATALOG_RETRIES: usize = 3;
 
+/// The API a publish request came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `POST /topics/{topic}/api/events`: every input schema; a SAS token names exactly
+    /// this path.
+    CustomTopic,
+    /// `POST /topics/{topic}:publish`: CloudEvents in structured mode only, at most
+    /// 1,000 events; a SAS token names the topic or a path above it (the namespace root).
+    Namespace,
+}
+
+impl Route {
+    /// The path of the resource the request acts on, as SAS tokens name it.
+    fn resource_path(self, topic: &str) -> String {
+        match self {
+            Route::CustomTopic => format!("/topics/{topic}/api/events"),
+            Route::Namespace => format!("/topics/{topic}"),
+        }
+    }
+
+    fn resource(self, path: &str) -> Resource<'_> {
+        match self {
+            Route::CustomTopic => Resource::Exactly(path),
+            Route::Namespace => Resource::OrAbove(path),
+        }
+    }
+
+    fn limits(self, limits: PublishLimits) -> PublishLimits {
+        match self {
+            Route::CustomTopic => limits,
+            Route::Namespace => limits.for_namespace(),
+        }
+    }
+
+    /// What is refused before the body is read: on the namespace route, a topic that
+    /// does not take CloudEvents, and a content type other than the structured ones.
+    fn check_before_body(self, entry: &TopicEntry, headers: &HeaderMap) -> Result<(), PublishError> {
+        match self {
+            Route::CustomTopic => Ok(()),
+            Route::Namespace => {
+                let binary_mode = headers.keys().any(|name| name.as_str().starts_with("ce-"));
+                check_namespace_publish(&entry.topic, content_type(headers), binary_mode)
+            }
+        }
+    }
+}
+
+/// `POST /topics/{topic}/api/events`: an empty `200` once the events are stored.
 pub async fn publish(
     State(app): State<Arc<App>>,
     Path(topic): Path<String>,
@@ -27,8 +83,23 @@ pub async fn publish(
     headers: HeaderMap,
     body: Body,
 ) -> Result<StatusCode, Refusal> {
+    accept_counted(&app, Route::CustomTopic, &topic, &query, &headers, body)
+        .await
+        .map(|_| StatusCode::OK)
+}
+
+/// Accepts a publish to `topic` through `route` and counts it in the publish metrics.
+/// Returns how many events were accepted.
+pub async fn accept_counted(
+    app: &App,
+    route: Route,
+    topic: &str,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<usize, Refusal> {
     let started = Instant::now();
-    let result = accept(&app, &topic, &query, &headers, body).await;
+    let result = accept(app, route, topic, query, headers, body).await;
     let label = topic.to_ascii_lowercase();
     match &result {
         Ok(count) => {
@@ -43,18 +114,31 @@ pub async fn publish(
             metrics::counter!(m::PUBLISH_FAIL_COUNT, "topic" => topic, "error" => error).increment(1);
         }
     }
-    result.map(|_| StatusCode::OK)
+    result
 }
 
 /// Returns how many events were accepted.
 async fn accept(
     app: &App,
+    route: Route,
     topic: &str,
     query: &HashMap<String, String>,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<usize, Refusal> {
-    let (name, snapshot, resource_path) = match admit(app, topic, query, headers).await {
+    let resource_path = route.resource_path(topic);
+    let publisher = Publisher {
+        query,
+        headers,
+        resource: route.resource(&resource_path),
+    };
+    let admitted = admit(app, topic, &publisher).await.and_then(|(name, snapshot)| {
+        route
+            .check_before_body(topic_entry(&snapshot, &name)?, headers)
+            .map_err(refused)?;
+        Ok((name, snapshot))
+    });
+    let (name, snapshot) = match admitted {
         Ok(admitted) => admitted,
         Err(refusal) => {
             app.discard_body(headers, body);
@@ -63,65 +147,75 @@ async fn accept(
     };
     let entry = topic_entry(&snapshot, &name)?;
     let bytes = app.read_body(headers, body).await?;
-    let content_type = headers
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
+    let limits = route.limits(app.limits);
     let batch =
-        PublishedBatch::parse(&bytes, content_type, &entry.topic, app.clock.now(), app.limits).map_err(|e| {
-            if e.is_too_large() {
-                Refusal::too_large(e.to_string())
-            } else {
-                Refusal::bad_request(e.to_string())
-            }
-        })?;
-    within_bound(
-        app,
-        store(app, &name, snapshot, &batch.events, query, headers, &resource_path),
-    )
-    .await?
+        PublishedBatch::parse(&bytes, content_type(headers), &entry.topic, app.clock.now(), limits).map_err(refused)?;
+    within_bound(app, store(app, &name, snapshot, &batch.events, &publisher)).await?
+}
+
+fn content_type(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok())
+}
+
+/// A body or content type refused: `413` for an event too large, `415` for a form the
+/// route does not take, `400` for anything else.
+fn refused(error: PublishError) -> Refusal {
+    if error.is_too_large() {
+        Refusal::too_large(error.to_string())
+    } else if error.is_unsupported_media_type() {
+        Refusal::of_status(StatusCode::UNSUPPORTED_MEDIA_TYPE, error.to_string())
+    } else {
+        Refusal::bad_request(error.to_string())
+    }
+}
+
+/// What the publisher presented and the resource it acts on: enough to check its
+/// credential again whenever the catalog (and so perhaps the topic's keys) changes.
+struct Publisher<'a> {
+    query: &'a HashMap<String, String>,
+    headers: &'a HeaderMap,
+    resource: Resource<'a>,
+}
+
+impl Publisher<'_> {
+    fn authenticate(&self, app: &App, snapshot: &CatalogSnapshot, name: &TopicName) -> Result<(), Refusal> {
+        authenticate(
+            topic_entry(snapshot, name)?,
+            self.query,
+            self.headers,
+            self.resource,
+            app.clock.now(),
+        )
+    }
 }
 
 /// The checks made before the body is read: the topic exists and the publisher holds
-/// one of its keys. Returns the topic's name, the catalog it was found in, and the
-/// resource path SAS tokens are checked against.
+/// one of its keys. Returns the topic's name and the catalog it was found in.
 async fn admit(
     app: &App,
     topic: &str,
-    query: &HashMap<String, String>,
-    headers: &HeaderMap,
-) -> Result<(TopicName, Arc<CatalogSnapshot>, String), Refusal> {
+    publisher: &Publisher<'_>,
+) -> Result<(TopicName, Arc<CatalogSnapshot>), Refusal> {
     let name = TopicName::parse(topic).map_err(|_| Refusal::not_found(format!("topic {topic:?} does not exist")))?;
-    let resource_path = format!("/topics/{topic}/api/events");
     let mut snapshot = app.cache.snapshot();
     if snapshot.topic(&name.key()).is_none() {
         // Created through another ingress copy a moment ago?
         // (Reloads only if the catalog moved: unknown names cannot make every request reload it.)
         snapshot = within_bound(app, app.cache.refresh()).await??;
     }
-    if let Err(refused) = authenticate(
-        topic_entry(&snapshot, &name)?,
-        query,
-        headers,
-        &resource_path,
-        app.clock.now(),
-    ) {
+    topic_entry(&snapshot, &name)?;
+    if let Err(refusal) = publisher.authenticate(app, &snapshot, &name) {
         // A key regenerated a moment ago (through any copy) is not in this copy's cached
         // catalog yet: check against the current one before refusing. Costs a refused
         // publisher one GET; a reload only if the catalog moved.
         let current = within_bound(app, app.cache.refresh()).await??;
         if current.version == snapshot.version {
-            return Err(refused);
+            return Err(refusal);
         }
         snapshot = current;
-        authenticate(
-            topic_entry(&snapshot, &name)?,
-            query,
-            headers,
-            &resource_path,
-            app.clock.now(),
-        )?;
+        publisher.authenticate(app, &snapshot, &name)?;
     }
-    Ok((name, snapshot, resource_path))
+    Ok((name, snapshot))
 }
 
 /// Bounds how long a publish waits on Redis: during an outage publishers get a prompt
@@ -144,9 +238,7 @@ async fn store(
     name: &TopicName,
     mut snapshot: Arc<CatalogSnapshot>,
     events: &[AcceptedEvent],
-    query: &HashMap<String, String>,
-    headers: &HeaderMap,
-    resource_path: &str,
+    publisher: &Publisher<'_>,
 ) -> Result<usize, Refusal> {
     let count = events.len();
     let partition = app
@@ -164,13 +256,7 @@ async fn store(
             let current = app.cache.refresh().await?;
             if current.version != snapshot.version {
                 snapshot = current;
-                authenticate(
-                    topic_entry(&snapshot, name)?,
-                    query,
-                    headers,
-                    resource_path,
-                    app.clock.now(),
-                )?;
+                publisher.authenticate(app, &snapshot, name)?;
                 continue;
             }
             metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key()).increment(count as u64);
@@ -189,13 +275,7 @@ async fn store(
                 tracing::debug!(topic = %name, cached = snapshot.version, current = version, "catalog changed; re-matching");
                 snapshot = app.cache.reload().await?;
                 // The key presented may have been regenerated since.
-                authenticate(
-                    topic_entry(&snapshot, name)?,
-                    query,
-                    headers,
-                    resource_path,
-                    app.clock.now(),
-                )?;
+                publisher.authenticate(app, &snapshot, name)?;
             }
         }
     }

@@ -15,6 +15,12 @@
 //!   object, `application/cloudevents-batch+json` as an array, and anything else
 //!   (`application/json`, none) leniently as an array or a single object. Other
 //!   `application/cloudevents…` types (binary or non-JSON formats) are refused.
+//!
+//! A namespace publish (`POST /topics/{topic}:publish`, Event Grid's namespace data
+//! plane) is stricter, as Event Grid is: [`check_namespace_publish`] wants a
+//! CloudEvents topic and one of the two structured content types before the body is
+//! read, and [`PublishLimits::for_namespace`] caps a request at Event Grid's namespace
+//! limit of 1,000 events. The body is then parsed like any CloudEvents publish.
 
 use crate::api_error::InvalidField;
 use crate::event::{AcceptedEvent, EventGridEvent, InputSchemaMapping, cloudevents};
@@ -30,6 +36,20 @@ use std::fmt;
 pub struct PublishLimits {
     pub max_events: usize,
     pub max_event_bytes: usize,
+}
+
+/// Most events in one namespace publish request (Event Grid's namespace limit; its
+/// custom topics, and eg's `/api/events` route, allow 5,000).
+pub const NAMESPACE_MAX_EVENTS: usize = 1_000;
+
+impl PublishLimits {
+    /// These limits with at most [`NAMESPACE_MAX_EVENTS`] events per request.
+    pub fn for_namespace(self) -> Self {
+        Self {
+            max_events: self.max_events.min(NAMESPACE_MAX_EVENTS),
+            ..self
+        }
+    }
 }
 
 impl Default for PublishLimits {
@@ -75,6 +95,21 @@ pub enum PublishError {
          application/cloudevents+json (one event) or application/cloudevents-batch+json (an array)"
     )]
     UnsupportedContentType(String),
+    #[error(
+        "topic {topic:?} takes {accepts} events, and :publish takes CloudEvents only: \
+         publish to it with POST /topics/{topic}/api/events"
+    )]
+    NotCloudEventsTopic { topic: String, accepts: InputSchema },
+    #[error(
+        "binary content mode is not supported; send application/cloudevents+json (one event) or \
+         application/cloudevents-batch+json (an array), with the event's attributes in the body"
+    )]
+    BinaryModeUnsupported,
+    #[error(
+        "{}: send application/cloudevents+json (one event) or application/cloudevents-batch+json (an array)",
+        match .0 { Some(t) => format!("content type {t:?} is not taken by :publish"), None => "the request has no Content-Type".to_owned() }
+    )]
+    NotStructuredCloudEvents(Option<String>),
 }
 
 /// `events[3].eventTime: …`, or `events[3]: …` when the problem is the whole event.
@@ -101,6 +136,40 @@ impl PublishError {
     /// Whether the right status is 413 rather than 400.
     pub fn is_too_large(&self) -> bool {
         matches!(self, PublishError::EventTooLarge { .. })
+    }
+
+    /// Whether the right status is 415 rather than 400: the content type asks for a
+    /// form the route does not take.
+    pub fn is_unsupported_media_type(&self) -> bool {
+        matches!(
+            self,
+            PublishError::BinaryModeUnsupported | PublishError::NotStructuredCloudEvents(_)
+        )
+    }
+}
+
+/// Checks a namespace publish (`POST /topics/{topic}:publish`) before its body is read:
+/// the topic takes CloudEvents, and the content type is `application/cloudevents+json`
+/// or `application/cloudevents-batch+json` (parameters such as `charset` allowed).
+/// `binary_mode` says whether the request carries `ce-*` attribute headers: with another
+/// content type it is a binary-mode CloudEvent, which eg does not take.
+pub fn check_namespace_publish(
+    topic: &Topic,
+    content_type: Option<&str>,
+    binary_mode: bool,
+) -> Result<(), PublishError> {
+    if topic.input_schema != InputSchema::CloudEventSchemaV1_0 {
+        return Err(PublishError::NotCloudEventsTopic {
+            topic: topic.name.as_str().to_owned(),
+            accepts: topic.input_schema,
+        });
+    }
+    match BodyType::of(content_type) {
+        BodyType::CloudEvent | BodyType::CloudEventBatch => Ok(()),
+        _ if binary_mode => Err(PublishError::BinaryModeUnsupported),
+        _ => Err(PublishError::NotStructuredCloudEvents(
+            content_type.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()),
+        )),
     }
 }
 
@@ -637,6 +706,92 @@ mod tests {
                 let err = PublishedBatch::parse(two.as_bytes(), None, &t, UnixMillis(0), limits).unwrap_err();
                 assert_eq!(err, PublishError::TooManyEvents { count: 2, max: 1 });
             }
+        }
+
+        #[test]
+        fn a_namespace_publish_wants_a_cloud_events_topic_and_a_structured_content_type() {
+            let t = cloud_events_topic();
+            for ct in [
+                "application/cloudevents+json",
+                "application/cloudevents-batch+json; charset=utf-8",
+                "Application/CloudEvents+JSON; charset=UTF-8",
+            ] {
+                assert_eq!(check_namespace_publish(&t, Some(ct), false), Ok(()), "{ct}");
+                // Structured mode: stray ce-* headers are not binary mode.
+                assert_eq!(check_namespace_publish(&t, Some(ct), true), Ok(()), "{ct}");
+            }
+            for ct in ["application/json", "text/plain", "application/cloudevents+xml"] {
+                let err = check_namespace_publish(&t, Some(ct), false).unwrap_err();
+                assert!(err.is_unsupported_media_type(), "{err}");
+                assert_eq!(
+                    err.to_string(),
+                    format!(
+                        "content type {ct:?} is not taken by :publish: send application/cloudevents+json \
+                         (one event) or application/cloudevents-batch+json (an array)"
+                    )
+                );
+                let err = check_namespace_publish(&t, Some(ct), true).unwrap_err();
+                assert_eq!(err, PublishError::BinaryModeUnsupported);
+                assert!(
+                    err.to_string()
+                        .starts_with("binary content mode is not supported; send application/cloudevents+json"),
+                    "{err}"
+                );
+            }
+            for none in [None, Some(""), Some(" ")] {
+                let err = check_namespace_publish(&t, none, false).unwrap_err();
+                assert_eq!(err, PublishError::NotStructuredCloudEvents(None));
+                assert!(
+                    err.to_string().starts_with("the request has no Content-Type: send"),
+                    "{err}"
+                );
+            }
+            assert_eq!(
+                check_namespace_publish(&t, None, true),
+                Err(PublishError::BinaryModeUnsupported)
+            );
+            for (topic, schema) in [
+                (event_grid_topic(), "EventGridSchema"),
+                (custom_topic(), "CustomEventSchema"),
+            ] {
+                let err = check_namespace_publish(&topic, Some("application/cloudevents+json"), false).unwrap_err();
+                assert!(!err.is_unsupported_media_type());
+                assert_eq!(
+                    err.to_string(),
+                    format!(
+                        "topic \"orders\" takes {schema} events, and :publish takes CloudEvents only: \
+                         publish to it with POST /topics/orders/api/events"
+                    )
+                );
+            }
+        }
+
+        #[test]
+        fn a_namespace_publish_takes_at_most_a_thousand_events() {
+            assert_eq!(PublishLimits::default().for_namespace().max_events, 1_000);
+            let fewer = PublishLimits {
+                max_events: 10,
+                max_event_bytes: 7,
+            };
+            assert_eq!(fewer.for_namespace().max_events, 10);
+            assert_eq!(fewer.for_namespace().max_event_bytes, 7);
+            let limits = PublishLimits::default().for_namespace();
+            let body = Value::Array(vec![cloud_event(); 1_001]).to_string();
+            let err = PublishedBatch::parse(
+                body.as_bytes(),
+                Some("application/cloudevents-batch+json"),
+                &cloud_events_topic(),
+                UnixMillis(0),
+                limits,
+            )
+            .unwrap_err();
+            assert_eq!(
+                err,
+                PublishError::TooManyEvents {
+                    count: 1_001,
+                    max: 1_000
+                }
+            );
         }
 
         #[test]

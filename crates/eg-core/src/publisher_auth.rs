@@ -1,6 +1,13 @@
 //! Publisher authentication (spec §1): does a publish request's credential hold for the
 //! topic? An access key (either of the topic's two), or a SAS token signed with one.
 //!
+//! What a SAS token must be issued for depends on the API ([`Resource`]): a custom
+//! topic's publish path exactly, or, on the namespace data plane, the resource itself or
+//! any path above it at a segment boundary (Event Grid: "a SAS token is valid for all
+//! resources prefixed with the resource URI used in the signature string"). eg has no
+//! namespace object, so a token for the namespace root (`/`) holds when it is signed
+//! with the topic's key, where Event Grid would want the namespace's.
+//!
 //! Pure: the ingress finds the credential in the request and passes the time from its
 //! clock corrected to Redis's, so every ingress copy agrees on when a token expires and
 //! the expiry is tested with an injected time. Keys and signatures are compared in
@@ -27,7 +34,7 @@ pub enum Credential<'a> {
 /// Why a publisher was refused; the messages are what the publisher is told.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
-    #[error("no credential: send the aeg-sas-key header or a SAS token")]
+    #[error("no credential: send the topic's key (aeg-sas-key or Authorization: SharedAccessKey <key>) or a SAS token")]
     Missing,
     #[error("the access key is not valid for this topic")]
     WrongKey,
@@ -41,19 +48,55 @@ pub enum AuthError {
     BadSignature,
 }
 
-/// Checks `credential` against the topic's `keys` at `now`; `resource_path` is the
-/// publish path (`/topics/{topic}/api/events`) a token must be issued for.
+/// The resource a request acts on, and which SAS tokens it takes. Paths are compared
+/// without host, query or trailing `/`, and case-insensitively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource<'a> {
+    /// A custom topic's publish path (`/topics/{topic}/api/events`): a token must name
+    /// exactly it.
+    Exactly(&'a str),
+    /// A namespace data-plane resource (`/topics/{topic}` for publish,
+    /// `/topics/{topic}/eventsubscriptions/{name}` for pull delivery): a token may name it
+    /// or any path above it ([`covers`]), the namespace root `/` included.
+    OrAbove(&'a str),
+}
+
+impl Resource<'_> {
+    /// Whether a token issued for `token_path` holds for this resource.
+    fn taken_by(self, token_path: &str) -> bool {
+        match self {
+            Resource::Exactly(path) => same_path(token_path, path),
+            Resource::OrAbove(path) => covers(token_path, path),
+        }
+    }
+}
+
+/// Checks `credential` against the topic's `keys` at `now`, for a request acting on
+/// `resource`.
 pub fn verify(
     credential: Option<Credential<'_>>,
     keys: &[String; 2],
-    resource_path: &str,
+    resource: Resource<'_>,
     now: UnixMillis,
 ) -> Result<(), AuthError> {
     match credential {
         None => Err(AuthError::Missing),
         Some(Credential::Key(presented)) => verify_key(presented, keys),
-        Some(Credential::SasToken(token)) => verify_token(token, keys, resource_path, now),
+        Some(Credential::SasToken(token)) => verify_token(token, keys, resource, now),
     }
+}
+
+/// Whether a SAS token issued for `token_path` holds for `resource_path` on the
+/// namespace data plane: the paths are the same, or the token's is a prefix of the
+/// resource's that ends at a `/` (so `/topics/ord` does not cover `/topics/orders`).
+/// Both are compared case-insensitively and without a trailing `/`; the root covers
+/// everything.
+pub fn covers(token_path: &str, resource_path: &str) -> bool {
+    let token = token_path.trim_end_matches('/').as_bytes();
+    let resource = resource_path.trim_end_matches('/').as_bytes();
+    resource.len() >= token.len()
+        && resource[..token.len()].eq_ignore_ascii_case(token)
+        && (resource.len() == token.len() || resource[token.len()] == b'/')
 }
 
 /// Both keys are always compared, so the time taken says nothing about which matched.
@@ -65,17 +108,17 @@ fn verify_key(presented: &str, keys: &[String; 2]) -> Result<(), AuthError> {
 }
 
 /// token = `r=<urlenc resource>&e=<urlenc expiry>&s=<urlenc base64(HMAC-SHA256(base64decode(key), "r=…&e=…"))>`
-fn verify_token(token: &str, keys: &[String; 2], resource_path: &str, now: UnixMillis) -> Result<(), AuthError> {
+fn verify_token(token: &str, keys: &[String; 2], resource: Resource<'_>, now: UnixMillis) -> Result<(), AuthError> {
     let SasToken {
         signed,
-        resource,
+        resource: named,
         expires,
         signature,
     } = SasToken::parse(token)?;
     if expires <= now.to_datetime() {
         return Err(AuthError::Expired);
     }
-    if !resource_matches(&resource, resource_path) {
+    if !resource.taken_by(path_of(&named)) {
         return Err(AuthError::WrongResource);
     }
     let signature = BASE64
@@ -153,15 +196,17 @@ fn parse_expiry(raw: &str) -> Option<DateTime<Utc>> {
     raw.parse::<i64>().ok().and_then(|s| DateTime::from_timestamp(s, 0))
 }
 
-/// The token's resource is the topic's endpoint URL (any host; query ignored).
-fn resource_matches(resource: &str, resource_path: &str) -> bool {
+/// The path of a token's resource, a URL (any host; query ignored) or a bare path.
+fn path_of(resource: &str) -> &str {
     let without_query = resource.split('?').next().unwrap_or_default();
-    let path = match without_query.split_once("://") {
+    match without_query.split_once("://") {
         Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
         None => without_query,
-    };
-    path.trim_end_matches('/')
-        .eq_ignore_ascii_case(resource_path.trim_end_matches('/'))
+    }
+}
+
+fn same_path(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/').eq_ignore_ascii_case(b.trim_end_matches('/'))
 }
 
 #[cfg(test)]
@@ -170,7 +215,7 @@ mod tests {
     use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
     use std::time::Duration;
 
-    const PATH: &str = "/topics/orders/api/events";
+    const PATH: Resource<'static> = Resource::Exactly("/topics/orders/api/events");
     const URL: &str = "https://eg.example:8080/topics/orders/api/events?api-version=2018-01-01";
     /// 2027-01-15T08:00:00Z: the injected time every check runs at.
     const NOW: UnixMillis = UnixMillis(1_800_000_000_000);
@@ -294,6 +339,87 @@ mod tests {
         let tampered = good.replacen("orders", "Orders", 1);
         assert_ne!(tampered, good);
         assert_eq!(check(&tampered), Err(AuthError::BadSignature));
+    }
+
+    #[test]
+    fn a_namespace_token_covers_its_resource_and_everything_below_at_segment_boundaries() {
+        let topic = "/topics/orders";
+        let subscription = "/topics/orders/eventsubscriptions/audit";
+        for (token, resource) in [
+            ("/", topic),
+            ("", topic),
+            ("/", subscription),
+            ("/topics/orders", topic),
+            ("/topics/orders/", topic),
+            ("/Topics/ORDERS", topic),
+            ("/topics/orders", subscription),
+            ("/topics/orders/eventSubscriptions/audit", subscription),
+            ("/topics", topic),
+        ] {
+            assert!(covers(token, resource), "{token:?} should cover {resource:?}");
+        }
+        for (token, resource) in [
+            // A prefix that stops inside a segment.
+            ("/topics/ord", topic),
+            ("/topics/orders/eventsubscriptions/aud", subscription),
+            // Another topic or subscription.
+            ("/topics/other", topic),
+            ("/topics/orders-eu", topic),
+            ("/topics/orders/eventsubscriptions/billing", subscription),
+            // Below the resource: a subscription's token does not publish.
+            (subscription, topic),
+            ("/topics/orders/api/events", topic),
+        ] {
+            assert!(!covers(token, resource), "{token:?} should not cover {resource:?}");
+        }
+    }
+
+    #[test]
+    fn namespace_tokens_at_root_topic_and_subscription_scope() {
+        let k = keys();
+        let publish = Resource::OrAbove("/topics/orders");
+        let receive = Resource::OrAbove("/topics/orders/eventsubscriptions/audit");
+        let at = |resource: Resource<'_>, url: &str| {
+            verify(
+                Some(Credential::SasToken(&sas_token(url, NOW.plus(HOUR), &k[0]))),
+                &k,
+                resource,
+                NOW,
+            )
+        };
+        for url in ["https://ns.westeurope-1.eventgrid.azure.net", "http://127.0.0.1:8080/"] {
+            assert_eq!(at(publish, url), Ok(()), "{url}");
+            assert_eq!(at(receive, url), Ok(()), "{url}");
+        }
+        let topic = "https://ns.eventgrid.azure.net/topics/orders";
+        assert_eq!(at(publish, topic), Ok(()));
+        assert_eq!(at(receive, topic), Ok(()));
+        let audit = "https://ns.eventgrid.azure.net/topics/orders/eventsubscriptions/audit";
+        assert_eq!(at(receive, audit), Ok(()));
+        assert_eq!(at(publish, audit), Err(AuthError::WrongResource));
+        let billing = "https://ns.eventgrid.azure.net/topics/orders/eventsubscriptions/billing";
+        assert_eq!(at(receive, billing), Err(AuthError::WrongResource));
+        assert_eq!(
+            at(publish, "https://ns.eventgrid.azure.net/topics/other"),
+            Err(AuthError::WrongResource)
+        );
+        // The custom-topic rule stays exact: the root and the topic do not stand for its publish path.
+        assert_eq!(
+            at(PATH, "https://ns.eventgrid.azure.net/"),
+            Err(AuthError::WrongResource)
+        );
+        assert_eq!(at(PATH, topic), Err(AuthError::WrongResource));
+        assert_eq!(at(PATH, URL), Ok(()));
+        // A namespace-root token signed with another key (Event Grid's namespace key, say) does not hold.
+        let foreign = sas_token(
+            "https://ns.eventgrid.azure.net",
+            NOW.plus(HOUR),
+            &BASE64.encode([9u8; 32]),
+        );
+        assert_eq!(
+            verify(Some(Credential::SasToken(&foreign)), &k, publish, NOW),
+            Err(AuthError::BadSignature)
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `egctl status`: the deployment at a glance, from `GET /admin/status` (the data of
 //! the status page). The sections egctl knows (problems, rates, topics and their
-//! subscriptions, queues) get tables of their own; anything else the server adds is
+//! subscriptions, queues, the running copies of each tier) get tables of their own; anything else the server adds is
 //! shown generically, so a newer server never breaks an older egctl. Under the topics,
 //! a line per topic whose events went nowhere: how many matched no active subscription
 //! in the last hour, and which subscriptions wait for validation and why. Against an
@@ -13,7 +13,7 @@ use crate::output::{cell, decimal, generic, table};
 use serde_json::{Map, Value, json};
 
 /// The top-level fields rendered by their own sections.
-const KNOWN: [&str; 5] = ["generatedAt", "problems", "rates", "topics", "queues"];
+const KNOWN: [&str; 6] = ["generatedAt", "problems", "rates", "topics", "queues", "tiers"];
 
 pub async fn run(ctx: &Ctx) -> Result<String, Failure> {
     match ctx.api.get(&["status"]).await {
@@ -46,6 +46,9 @@ fn render(status: &Value) -> String {
     if let Some(queues) = fields.get("queues").filter(|q| q.is_object()) {
         sections.push(queues::render(queues));
     }
+    if let Some(tiers) = fields.get("tiers").and_then(Value::as_array) {
+        sections.push(tiers_section(tiers));
+    }
     let rest: Map<String, Value> = fields
         .iter()
         .filter(|(k, _)| !KNOWN.contains(&k.as_str()))
@@ -56,6 +59,38 @@ fn render(status: &Value) -> String {
     }
     sections.retain(|s| !s.is_empty());
     sections.join("\n")
+}
+
+/// A row per running copy of each tier (from their heartbeats); a tier with none
+/// running says so, since that is the first thing to look at when nothing moves.
+fn tiers_section(tiers: &[Value]) -> String {
+    let mut rows = Vec::new();
+    for tier in tiers {
+        let copies = tier["copies"].as_array().map(Vec::as_slice).unwrap_or_default();
+        if copies.is_empty() {
+            rows.push(vec![
+                cell(&tier["tier"]),
+                "none running".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ]);
+        }
+        for copy in copies {
+            let up = copy["uptimeSeconds"].as_u64().map_or_else(
+                || "-".to_owned(),
+                |s| humantime::format_duration(std::time::Duration::from_secs(s)).to_string(),
+            );
+            rows.push(vec![
+                cell(&tier["tier"]),
+                cell(&copy["instance"]),
+                cell(&copy["version"]),
+                up,
+                cell(&copy["lastSeen"]),
+            ]);
+        }
+    }
+    table(&["TIER", "COPY", "VERSION", "UP FOR", "LAST HEARD"], rows)
 }
 
 /// One line of counts over the last minute with their rates, then the breakdowns.
@@ -249,6 +284,12 @@ mod tests {
                 {"name": "empty", "publishRate": 0.0, "subscriptions": []},
             ],
             "queues": {"partitions": [], "total": {"ready": 4}},
+            "tiers": [
+                {"tier": "eg-ingress", "copies": []},
+                {"tier": "eg-sender", "copies": [
+                    {"instance": "sender-a", "version": "0.1.0", "uptimeSeconds": 3725, "lastSeen": "2026-01-02T03:04:05Z"},
+                    {"instance": "sender-b", "version": "0.1.0", "uptimeSeconds": 5, "lastSeen": "2026-01-02T03:04:06Z"}]},
+            ],
             "senders": 3,
         });
         let text = render(&status);
@@ -263,6 +304,24 @@ mod tests {
         assert!(text.lines().any(|l| l.starts_with("empty")), "{text}");
         assert!(text.contains("eg-sender      4"), "{text}");
         assert!(text.contains("senders:"), "{text}");
+        let tier_rows: Vec<&str> = text.lines().filter(|l| l.starts_with("eg-")).collect();
+        assert!(
+            tier_rows
+                .iter()
+                .any(|l| l.contains("eg-ingress") && l.contains("none running")),
+            "{text}"
+        );
+        assert!(
+            tier_rows
+                .iter()
+                .any(|l| l.contains("sender-a") && l.contains("1h 2m 5s")),
+            "{text}"
+        );
+        assert!(
+            tier_rows.iter().any(|l| l.contains("sender-b") && l.contains("5s")),
+            "{text}"
+        );
+        assert!(!text.contains("\"copies\""), "no raw JSON: {text}");
         assert!(!text.contains("matched no active subscription"), "all is well: {text}");
     }
 

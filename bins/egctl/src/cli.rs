@@ -134,6 +134,8 @@ impl KeyName {
     }
 }
 
+// Parsed once per run: the size of the create flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum SubscriptionCommand {
     /// Create a subscription, or update one (PUT), from flags or a resource file

@@ -16,6 +16,7 @@ mod egctl;
 mod filtering;
 mod hostile;
 mod management;
+mod namespace_resources;
 mod operations;
 mod outages;
 mod pipeline;

@@ -17,6 +17,7 @@ mod filtering;
 mod hostile;
 mod management;
 mod namespace_publish;
+mod namespace_resources;
 mod operations;
 mod outages;
 mod pipeline;

@@ -240,6 +240,24 @@ async fn a_queue_subscription_is_succeeded_at_once_and_shown_in_namespace_json()
         "{list}"
     );
 
+    // A queue has no endpoint: calls about one say so.
+    for call in ["getFullUrl", "deliveryHealth"] {
+        let path = format!("/topics/{topic}/eventSubscriptions/pullers/{call}");
+        let (status, answer) = if call == "getFullUrl" {
+            system.post(&path, None).await
+        } else {
+            system.get(&path).await
+        };
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{call}: {answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("queue mode"),
+            "{call}: {answer}"
+        );
+    }
+
     // A queue cannot become a webhook under its events, nor the other way round.
     let receiver = Receiver::start(Behaviour::Status(200)).await;
     let push = push_subscription(receiver.url(), json!({}), json!(null));

@@ -236,13 +236,25 @@ pub(crate) async fn find_subscription(app: &App, topic: &str, name: &str) -> Res
         .ok_or_else(|| Refusal::not_found(format!("subscription {name:?} of topic {topic:?} does not exist")))
 }
 
+/// A subscription that delivers by push: a queue subscription has no endpoint, so a call
+/// about its endpoint is refused saying so rather than answering about an empty URL.
+async fn pushed_subscription(app: &App, topic: &str, name: &str, call: &str) -> Result<Subscription, Refusal> {
+    let sub = find_subscription(app, topic, name).await?;
+    if !sub.delivery_mode.is_push() {
+        return Err(Refusal::bad_request(format!(
+            "subscription {name:?} of topic {topic:?} delivers in queue mode: consumers pull its events, so it has no endpoint for {call}"
+        )));
+    }
+    Ok(sub)
+}
+
 async fn get_subscription(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
     let sub = find_subscription(&app, &topic, &name).await?;
     Ok((StatusCode::OK, Json(sub.to_resource(app.clock.now()))))
 }
 
 async fn get_full_url(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
-    let sub = find_subscription(&app, &topic, &name).await?;
+    let sub = pushed_subscription(&app, &topic, &name, "getFullUrl").await?;
     Ok((StatusCode::OK, Json(json!({ "endpointUrl": sub.endpoint_url }))))
 }
 
@@ -395,7 +407,7 @@ fn conflict() -> Refusal {
 
 /// The subscription endpoint's probation record as every sender sees it (the API calls it `deliveryHealth`, as before).
 async fn delivery_health(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
-    let sub = find_subscription(&app, &topic, &name).await?;
+    let sub = pushed_subscription(&app, &topic, &name, "deliveryHealth").await?;
     let record = app.store.probation_record(&EndpointId::of(&sub.endpoint_url)).await?;
     let now = app.clock.now();
     let state = probation::state_of(record.as_ref(), now);

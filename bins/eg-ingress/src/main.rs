@@ -6,6 +6,7 @@
 
 mod admin;
 mod auth;
+mod changes;
 mod errors;
 mod namespace;
 mod operations;

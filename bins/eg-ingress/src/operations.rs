@@ -3,7 +3,7 @@
 //! `admin::deadletters`, `admin::validate`) and the status page's actions both call these, so the two
 //! cannot drift apart; each caller shapes its own answer.
 
-use crate::admin::{change_subscription, topic_name};
+use crate::changes::{change_subscription, topic_name};
 use crate::errors::Refusal;
 use crate::state::App;
 use eg_core::deadletter::RedriveTarget;

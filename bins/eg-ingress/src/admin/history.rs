@@ -1,7 +1,8 @@
 //! `GET /admin/topics/{topic}/events/{eventId}/history[?subscription=…]`: what happened
 //! to an event's deliveries, step by step (kept for `EG__HISTORY__RETENTION`).
 
-use super::{Reply, topic_name};
+use super::Reply;
+use crate::changes::topic_name;
 use crate::errors::Refusal;
 use crate::state::App;
 use axum::Json;

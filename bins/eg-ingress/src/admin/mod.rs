@@ -2,6 +2,7 @@
 //! topics, their keys, and their event subscriptions. Writes go to the Redis catalog
 //! and apply to every publish that starts after the call returns.
 
+use crate::changes::{CHANGE_TRIES, change_subscription, conflict, subscription_name, topic_name};
 use crate::errors::Refusal;
 use crate::state::App;
 use axum::body::Body;
@@ -18,7 +19,7 @@ use eg_core::json::json_type;
 use eg_core::probation::{self, EndpointId, ProbationState};
 use eg_core::subscription::base_url;
 use eg_core::validation::Provisioning;
-use eg_core::{Subscription, SubscriptionName, Topic, TopicName};
+use eg_core::{Subscription, Topic};
 use eg_store::catalog::{KeyName, PutSubscription, PutTopic};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -94,14 +95,6 @@ async fn require_token(State(app): State<Arc<App>>, request: Request, next: Next
         return Err(Refusal::unauthorized("missing or wrong bearer token"));
     }
     Ok(next.run(request).await)
-}
-
-pub(crate) fn topic_name(raw: &str) -> Result<TopicName, Refusal> {
-    TopicName::parse(raw).map_err(|e| Refusal::bad_request(e.problem))
-}
-
-pub(crate) fn subscription_name(raw: &str) -> Result<SubscriptionName, Refusal> {
-    SubscriptionName::parse(raw).map_err(|e| Refusal::bad_request(e.problem))
 }
 
 /// A management request body: strict JSON ([`eg_core::json`]) holding one object whose
@@ -360,49 +353,6 @@ pub async fn manual_validation(
         tracing::info!(topic = %sub.topic, subscription = %sub.name, "endpoint validated by a GET on its validation URL");
     }
     Ok((StatusCode::OK, Json(json!({"provisioningState": "Succeeded"}))))
-}
-
-/// How often a change is decided again after the subscription changed under it.
-const CHANGE_TRIES: usize = 5;
-
-/// Applies a change decided from the subscription as stored (`decide` answers the new
-/// subscription, or `None` to leave it as it is), written only over the record it was
-/// decided from: an update or delete that comes in between wins, and the change is
-/// decided again on what is stored then. Returns the subscription as it now stands and
-/// whether this call changed it.
-pub(crate) async fn change_subscription(
-    app: &App,
-    topic: &str,
-    name: &str,
-    decide: impl Fn(&Subscription) -> Result<Option<Subscription>, Refusal>,
-) -> Result<(Subscription, bool), Refusal> {
-    let (t, n) = (topic_name(topic)?, subscription_name(name)?);
-    let missing = || Refusal::not_found(format!("subscription {name:?} of topic {topic:?} does not exist"));
-    for _ in 0..CHANGE_TRIES {
-        let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(missing)?;
-        let current = basis.previous.as_ref().ok_or_else(missing)?;
-        let Some(changed) = decide(current)? else {
-            return Ok((current.clone(), false));
-        };
-        match app
-            .catalog
-            .put_subscription_over(&changed, app.max_subscriptions_per_topic, &basis)
-            .await?
-        {
-            PutSubscription::Created | PutSubscription::Updated => return Ok((changed, true)),
-            PutSubscription::NoTopic | PutSubscription::LimitReached | PutSubscription::Changed => continue,
-        }
-    }
-    Err(conflict())
-}
-
-/// The answer when a subscription kept changing under a write decided from it.
-fn conflict() -> Refusal {
-    Refusal::new(
-        StatusCode::CONFLICT,
-        "Conflict",
-        "the subscription kept changing while this change was being made; nothing was changed, retry",
-    )
 }
 
 /// The subscription endpoint's probation record as every sender sees it (the API calls it `deliveryHealth`, as before).

@@ -130,7 +130,7 @@ pub struct EventPage {
 }
 
 pub async fn event(app: &App, topic: &str, event_id: &str, subscription: Option<&str>) -> Result<EventPage, Refusal> {
-    let name = crate::admin::topic_name(topic)?;
+    let name = crate::changes::topic_name(topic)?;
     let subscription_key = subscription.map(str::to_ascii_lowercase);
     let steps = app
         .store

@@ -7,6 +7,7 @@ mod admin;
 mod auth;
 mod errors;
 mod publish;
+mod pull;
 mod routes;
 mod state;
 mod status;

@@ -5,7 +5,7 @@
 
 use crate::errors::Refusal;
 use crate::state::App;
-use crate::{admin, publish, status};
+use crate::{admin, publish, pull, status};
 use axum::Router;
 use axum::body::to_bytes;
 use axum::extract::Request;
@@ -28,6 +28,8 @@ const MAX_QUOTED_ERROR_BYTES: usize = 2048;
 pub fn router(app: &Arc<App>, process: &Process) -> Router {
     let mut router = Router::new()
         .route("/topics/{topic}/api/events", post(publish::publish))
+        .route("/topics/{topic}/eventsubscriptions/{name}", post(pull::operate))
+        .route("/topics/{topic}/eventSubscriptions/{name}", post(pull::operate))
         .route(
             "/validation/topics/{topic}/eventSubscriptions/{name}",
             get(admin::manual_validation),

@@ -77,6 +77,14 @@ pub enum TopicCommand {
         /// The schema publishers use (CustomEventSchema needs an inputSchemaMapping: use --file)
         #[arg(long, value_enum)]
         input_schema: Option<InputSchema>,
+        /// A namespace topic (publisherType Custom, CloudEvents only): push and queue
+        /// subscriptions with Event Grid namespaces' delivery rules
+        #[arg(long, conflicts_with = "file")]
+        namespace: bool,
+        /// How long a namespace topic keeps events, in days (1–7, default 1); bounds its
+        /// subscriptions' time-to-live. Makes a namespace topic, as --namespace does
+        #[arg(long, value_name = "DAYS", conflicts_with = "file")]
+        retention_days: Option<u8>,
         /// A topic resource as JSON ({"properties":{…}}), `-` for stdin
         #[arg(long, short, value_name = "FILE")]
         file: Option<PathBuf>,
@@ -126,6 +134,8 @@ impl KeyName {
     }
 }
 
+// Parsed once per run: the size of the create flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum SubscriptionCommand {
     /// Create a subscription, or update one (PUT), from flags or a resource file
@@ -150,11 +160,22 @@ pub struct SubscriptionCreate {
     pub topic: String,
     pub name: String,
     /// The webhook URL deliveries are POSTed to
-    #[arg(long, value_name = "URL", required_unless_present = "file")]
+    #[arg(long, value_name = "URL", required_unless_present_any = ["file", "queue"])]
     pub endpoint: Option<String>,
+    /// Queue mode (namespace topics): consumers receive events with a lock and acknowledge
+    /// them, instead of a webhook
+    #[arg(long, conflicts_with_all = ["endpoint", "max_events_per_batch"])]
+    pub queue: bool,
+    /// Queue mode: how long a received event stays locked to its receiver (60–300 s, default 60)
+    #[arg(long, value_name = "SECONDS")]
+    pub lock_duration: Option<u64>,
     /// Attempts before an event is dead-lettered or dropped (custom topics 1–30, namespace 1–10)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", visible_alias = "max-delivery-count")]
     pub max_attempts: Option<u32>,
+    /// Namespace topics: time-to-live of an event as ISO 8601 (PT10M, P1D), at most the
+    /// topic's retention
+    #[arg(long, value_name = "DURATION", conflicts_with = "ttl_minutes")]
+    pub ttl: Option<String>,
     /// Time-to-live of an event for this subscription, in minutes
     #[arg(long, value_name = "N")]
     pub ttl_minutes: Option<u32>,
@@ -181,6 +202,7 @@ pub struct SubscriptionCreate {
     #[arg(long, short, value_name = "FILE", conflicts_with_all = [
         "endpoint", "max_attempts", "ttl_minutes", "event_types", "subject_begins_with",
         "subject_ends_with", "max_events_per_batch", "dead_letter_container", "delivery_schema", "paused",
+        "queue", "lock_duration", "ttl",
     ])]
     pub file: Option<PathBuf>,
 }

@@ -3,6 +3,9 @@
 //!
 //! A topic is stored in the catalog with serde; every field added after the first
 //! version has a serde default so topics stored before it still load.
+//!
+//! A namespace topic (the `NamespaceTopic` profile) is written and shown in Event Grid's
+//! namespace topic JSON as well; that form lives in [`namespace`].
 
 use crate::api_error::InvalidField;
 use crate::event::custom::InputSchemaMapping;
@@ -12,6 +15,11 @@ use crate::profile::DeliveryProfile;
 use crate::schema::InputSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use std::time::Duration;
+
+mod namespace;
+
+pub use namespace::{DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS, MIN_RETENTION_DAYS};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -23,6 +31,10 @@ pub struct Topic {
     pub input_mapping: Option<InputSchemaMapping>,
     #[serde(default)]
     pub profile: DeliveryProfile,
+    /// Namespace topics' `eventRetentionInDays` (1–7); `None` on custom topics and on
+    /// namespace topics stored before it existed (see [`Topic::event_retention`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_retention_days: Option<u8>,
 }
 
 impl Topic {
@@ -33,10 +45,12 @@ impl Topic {
 
     /// The fields of `properties`; `endpoint` and `provisioningState` are shown by `GET`
     /// and ignored when written.
-    pub const PROPERTIES: [&str; 5] = [
+    pub const PROPERTIES: [&str; 7] = [
         "inputSchema",
         "inputSchemaMapping",
         "deliveryProfile",
+        "publisherType",
+        "eventRetentionInDays",
         "endpoint",
         "provisioningState",
     ];
@@ -45,8 +59,11 @@ impl Topic {
     /// `properties.inputSchema` and `properties.inputSchemaMapping`, and eg's own
     /// `properties.deliveryProfile` (`CustomTopic`, the default, or `NamespaceTopic`).
     ///
-    /// A `NamespaceTopic` takes CloudEvents only: with no `inputSchema` it gets
-    /// `CloudEventSchemaV1_0`, with another one it is refused.
+    /// Event Grid's namespace topic fields (`publisherType: Custom`,
+    /// `eventRetentionInDays`) make a namespace topic, as `deliveryProfile:
+    /// NamespaceTopic` does (the older spelling, kept). A namespace topic takes
+    /// CloudEvents only: with no `inputSchema` it gets `CloudEventSchemaV1_0`, with
+    /// another one it is refused.
     pub fn from_resource(name: TopicName, body: &Value) -> Result<Self, InvalidField> {
         let empty = Map::new();
         let props = match body.get("properties") {
@@ -65,20 +82,32 @@ impl Topic {
                 "not a known topic property",
             ));
         }
-        let profile = match props.get("deliveryProfile") {
-            None | Some(Value::Null) => DeliveryProfile::default(),
-            Some(Value::String(s)) => DeliveryProfile::parse(s).ok_or_else(|| {
+        let given_profile = match props.get("deliveryProfile") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(DeliveryProfile::parse(s).ok_or_else(|| {
                 InvalidField::new(
                     "properties.deliveryProfile",
                     format!("must be \"CustomTopic\" or \"NamespaceTopic\", got {s:?}"),
                 )
-            })?,
+            })?),
             Some(other) => {
                 return Err(InvalidField::new(
                     "properties.deliveryProfile",
                     format!("must be a string, got {}", json_type(other)),
                 ));
             }
+        };
+        let namespace_spelling = namespace::written_as_namespace(props)?;
+        let profile = match (namespace_spelling, given_profile) {
+            (true, Some(DeliveryProfile::CustomTopic)) => {
+                return Err(InvalidField::new(
+                    "properties.deliveryProfile",
+                    "publisherType and eventRetentionInDays describe a namespace topic; leave deliveryProfile \
+                     out or make it NamespaceTopic, not CustomTopic",
+                ));
+            }
+            (true, _) => DeliveryProfile::NamespaceTopic,
+            (false, given) => given.unwrap_or_default(),
         };
         let input_schema = match props.get("inputSchema") {
             None | Some(Value::Null) if profile == DeliveryProfile::NamespaceTopic => InputSchema::CloudEventSchemaV1_0,
@@ -99,13 +128,23 @@ impl Topic {
             }
         };
         if profile == DeliveryProfile::NamespaceTopic && input_schema != InputSchema::CloudEventSchemaV1_0 {
+            // Named after what made it a namespace topic.
+            let field = if namespace_spelling {
+                "properties.inputSchema"
+            } else {
+                "properties.deliveryProfile"
+            };
             return Err(InvalidField::new(
-                "properties.deliveryProfile",
+                field,
                 format!(
-                    "a NamespaceTopic takes CloudEvents only: its inputSchema must be CloudEventSchemaV1_0, not {input_schema}"
+                    "a namespace topic takes CloudEvents only: its inputSchema must be CloudEventSchemaV1_0, not {input_schema}"
                 ),
             ));
         }
+        let event_retention_days = match profile {
+            DeliveryProfile::NamespaceTopic => Some(namespace::retention_days(props)?),
+            DeliveryProfile::CustomTopic => None,
+        };
         let field = "properties.inputSchemaMapping";
         let input_mapping = match (props.get("inputSchemaMapping").filter(|v| !v.is_null()), input_schema) {
             (Some(v), InputSchema::CustomEventSchema) => {
@@ -131,7 +170,21 @@ impl Topic {
             input_schema,
             input_mapping,
             profile,
+            event_retention_days,
         })
+    }
+
+    /// How long a namespace topic keeps events, which bounds its subscriptions'
+    /// `eventTimeToLive`; `None` for custom topics. Namespace topics stored before
+    /// `eventRetentionInDays` existed keep the 7-day bound they were created under.
+    pub fn event_retention(&self) -> Option<Duration> {
+        match self.profile {
+            DeliveryProfile::CustomTopic => None,
+            DeliveryProfile::NamespaceTopic => {
+                let days = self.event_retention_days.unwrap_or(MAX_RETENTION_DAYS);
+                Some(Duration::from_secs(u64::from(days) * 24 * 3600))
+            }
+        }
     }
 
     /// Whether this topic may replace `stored`, the one of the same name written before:
@@ -159,19 +212,29 @@ impl Topic {
         Ok(())
     }
 
+    /// The URL events are published to.
+    fn endpoint(&self, public_base: &str) -> String {
+        format!("{}/topics/{}/api/events", public_base.trim_end_matches('/'), self.name)
+    }
+
     /// The id stamped into each event's `topic` field.
     pub fn id(&self) -> String {
         format!("/topics/{}", self.name)
     }
 
     /// The resource as the management API shows it; `public_base` is the ingress's public URL.
+    /// A namespace topic is shown in Event Grid's namespace topic JSON, with eg's
+    /// `endpoint` and `deliveryProfile` besides.
     pub fn to_resource(&self, public_base: &str) -> Value {
+        if self.profile == DeliveryProfile::NamespaceTopic {
+            return namespace::resource(self, public_base);
+        }
         let mut resource = json!({
             "id": self.id(),
             "name": self.name,
             "type": "Microsoft.EventGrid/topics",
             "properties": {
-                "endpoint": format!("{}/topics/{}/api/events", public_base.trim_end_matches('/'), self.name),
+                "endpoint": self.endpoint(public_base),
                 "inputSchema": self.input_schema,
                 "deliveryProfile": self.profile,
                 "provisioningState": "Succeeded",

@@ -264,16 +264,22 @@ async fn put_subscription(
         let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(no_topic)?;
         let mut sub = Subscription::from_resource(&basis.topic, n.clone(), &body, app.clock.now()).map_err(invalid)?;
         let previous = basis.previous.as_ref();
+        if let Some(previous) = previous {
+            sub.may_replace(previous).map_err(invalid)?;
+        }
         // An update that does not say keeps the subscription paused or running as it was.
         if body["properties"].get("paused").is_none()
             && let Some(previous) = previous
         {
             sub.paused = previous.paused;
         }
-        sub.provisioning = app
-            .validator
-            .provision(&basis.topic, &sub, previous, app.clock.now())
-            .await?;
+        // A queue-mode subscription has no endpoint to ask for consent: consumers pull.
+        if sub.delivery_mode.is_push() {
+            sub.provisioning = app
+                .validator
+                .provision(&basis.topic, &sub, previous, app.clock.now())
+                .await?;
+        }
         let created = match app
             .catalog
             .put_subscription_over(&sub, app.max_subscriptions_per_topic, &basis)

@@ -43,8 +43,14 @@ pub async fn run(command: SubscriptionCommand, ctx: &Ctx) -> Result<String, Fail
 }
 
 async fn create(args: SubscriptionCreate, ctx: &Ctx) -> Result<String, Failure> {
+    if args.lock_duration.is_some() && !args.queue {
+        return Err(Failure::usage(
+            "--lock-duration is the receive lock of a queue subscription: add --queue",
+        ));
+    }
     let body = match &args.file {
         Some(path) => read_resource(path)?,
+        None if args.queue => queue_from_flags(&args),
         None => {
             // Namespace topics name their retry fields differently (spec §10).
             let topic = ctx.api.get(&["topics", &args.topic]).await?;
@@ -100,6 +106,9 @@ fn from_flags(args: &SubscriptionCreate, namespace: bool) -> Value {
         };
         retry.insert(key.into(), json!(n));
     }
+    if let Some(ttl) = &args.ttl {
+        retry.insert("eventTimeToLive".into(), json!(ttl));
+    }
     if let Some(minutes) = args.ttl_minutes {
         if namespace {
             retry.insert("eventTimeToLive".into(), json!(format!("PT{minutes}M")));
@@ -125,6 +134,99 @@ fn from_flags(args: &SubscriptionCreate, namespace: bool) -> Value {
     json!({ "properties": props })
 }
 
+/// The namespace queue subscription the flags describe (`--queue`), in Event Grid's
+/// namespace form. The subject flags become `subject` filters, the namespace spelling.
+fn queue_from_flags(args: &SubscriptionCreate) -> Value {
+    let mut queue = Map::new();
+    if let Some(seconds) = args.lock_duration {
+        queue.insert("receiveLockDurationInSeconds".into(), json!(seconds));
+    }
+    if let Some(n) = args.max_attempts {
+        queue.insert("maxDeliveryCount".into(), json!(n));
+    }
+    if let Some(ttl) = &args.ttl {
+        queue.insert("eventTimeToLive".into(), json!(ttl));
+    } else if let Some(minutes) = args.ttl_minutes {
+        queue.insert("eventTimeToLive".into(), json!(format!("PT{minutes}M")));
+    }
+    if let Some(container) = &args.dead_letter_container {
+        queue.insert(
+            "deadLetterDestinationWithResourceIdentity".into(),
+            json!({"deadLetterDestination": {"endpointType": "StorageBlob", "properties": {"blobContainerName": container}}}),
+        );
+    }
+    let mut props = Map::new();
+    props.insert(
+        "deliveryConfiguration".into(),
+        json!({"deliveryMode": "Queue", "queue": queue}),
+    );
+    let mut filters = Vec::new();
+    if let Some(prefix) = &args.subject_begins_with {
+        filters.push(json!({"operatorType": "StringBeginsWith", "key": "subject", "values": [prefix]}));
+    }
+    if let Some(suffix) = &args.subject_ends_with {
+        filters.push(json!({"operatorType": "StringEndsWith", "key": "subject", "values": [suffix]}));
+    }
+    if !args.event_types.is_empty() || !filters.is_empty() {
+        let types = (!args.event_types.is_empty()).then_some(&args.event_types);
+        props.insert(
+            "filtersConfiguration".into(),
+            json!({"includedEventTypes": types, "filters": filters}),
+        );
+    }
+    if let Some(schema) = &args.delivery_schema {
+        props.insert("eventDeliverySchema".into(), json!(schema));
+    }
+    if args.paused {
+        props.insert("paused".into(), json!(true));
+    }
+    json!({ "properties": props })
+}
+
+/// What egctl shows of a subscription resource, read from either form: the custom-topic
+/// JSON (`destination`, `retryPolicy`, `filter`) or Event Grid's namespace form
+/// (`deliveryConfiguration`, `filtersConfiguration`).
+struct Shown<'a> {
+    /// `Push` or `Queue`.
+    mode: &'a str,
+    /// The webhook destination's properties (null in queue mode).
+    destination: &'a Value,
+    /// Holds the retry limits under their API names.
+    limits: &'a Value,
+    filter: &'a Value,
+    advanced_filters: &'a Value,
+    dead_letter_container: &'a Value,
+}
+
+fn shown(p: &Value) -> Shown<'_> {
+    let config = &p["deliveryConfiguration"];
+    if config.is_null() {
+        return Shown {
+            mode: "Push",
+            destination: &p["destination"]["properties"],
+            limits: &p["retryPolicy"],
+            filter: &p["filter"],
+            advanced_filters: &p["filter"]["advancedFilters"],
+            dead_letter_container: &p["deadLetterDestination"]["properties"]["containerName"],
+        };
+    }
+    let mode = config["deliveryMode"].as_str().unwrap_or("Push");
+    let settings = if mode == "Queue" {
+        &config["queue"]
+    } else {
+        &config["push"]
+    };
+    Shown {
+        mode,
+        destination: &settings["destination"]["properties"],
+        limits: settings,
+        filter: &p["filtersConfiguration"],
+        advanced_filters: &p["filtersConfiguration"]["filters"],
+        dead_letter_container: &settings["deadLetterDestinationWithResourceIdentity"]["deadLetterDestination"]["properties"]
+            ["blobContainerName"],
+    }
+}
+
 async fn switch(ctx: &Ctx, topic: &str, name: &str, action: &str, done: &str) -> Result<String, Failure> {
     let sub = ctx
         .api
@@ -138,19 +240,22 @@ fn subscriptions_table(list: &Value) -> String {
         .iter()
         .map(|s| {
             let p = &s["properties"];
+            let shown = shown(p);
             vec![
                 cell(&s["name"]),
-                cell(&p["destination"]["properties"]["endpointBaseUrl"]),
+                shown.mode.to_owned(),
+                cell(&shown.destination["endpointBaseUrl"]),
                 cell(&p["provisioningState"]),
                 cell(&p["paused"]),
-                cell(&p["filter"]["includedEventTypes"]),
-                cell(&p["deadLetterDestination"]["properties"]["containerName"]),
+                cell(&shown.filter["includedEventTypes"]),
+                cell(shown.dead_letter_container),
             ]
         })
         .collect();
     table(
         &[
             "NAME",
+            "MODE",
             "ENDPOINT",
             "STATE",
             "PAUSED",
@@ -163,12 +268,12 @@ fn subscriptions_table(list: &Value) -> String {
 
 fn subscription_fields(sub: &Value) -> String {
     let p = &sub["properties"];
-    let destination = &p["destination"]["properties"];
-    let filter = &p["filter"];
-    let retry = &p["retryPolicy"];
+    let shown = shown(p);
+    let (destination, filter, retry) = (shown.destination, shown.filter, shown.limits);
     let mut pairs = vec![
         ("name", cell(&sub["name"])),
         ("topic", cell(&p["topic"])),
+        ("deliveryMode", shown.mode.to_owned()),
         ("endpoint", cell(&destination["endpointBaseUrl"])),
         ("provisioningState", cell(&p["provisioningState"])),
         ("paused", cell(&p["paused"])),
@@ -177,8 +282,14 @@ fn subscription_fields(sub: &Value) -> String {
         ("subjectBeginsWith", cell(&filter["subjectBeginsWith"])),
         ("subjectEndsWith", cell(&filter["subjectEndsWith"])),
     ];
-    if filter["advancedFilters"].as_array().is_some_and(|a| !a.is_empty()) {
-        pairs.push(("advancedFilters", cell(&filter["advancedFilters"])));
+    if shown.advanced_filters.as_array().is_some_and(|a| !a.is_empty()) {
+        pairs.push(("advancedFilters", cell(shown.advanced_filters)));
+    }
+    if !retry["receiveLockDurationInSeconds"].is_null() {
+        pairs.push((
+            "receiveLockDurationInSeconds",
+            cell(&retry["receiveLockDurationInSeconds"]),
+        ));
     }
     // Custom topics and namespace topics name their retry limits differently.
     if retry["maxDeliveryCount"].is_null() {
@@ -189,10 +300,7 @@ fn subscription_fields(sub: &Value) -> String {
         pairs.push(("eventTimeToLive", cell(&retry["eventTimeToLive"])));
     }
     pairs.push(("maxEventsPerBatch", cell(&destination["maxEventsPerBatch"])));
-    pairs.push((
-        "deadLetterContainer",
-        cell(&p["deadLetterDestination"]["properties"]["containerName"]),
-    ));
+    pairs.push(("deadLetterContainer", cell(shown.dead_letter_container)));
     if let Some(message) = p["provisioningMessage"].as_str() {
         pairs.push(("provisioningMessage", message.to_owned()));
     }
@@ -278,6 +386,86 @@ mod tests {
         assert_eq!(
             p["retryPolicy"],
             json!({"maxDeliveryCount": 3, "eventTimeToLive": "PT10M"})
+        );
+    }
+
+    #[test]
+    fn queue_flags_build_a_namespace_queue_subscription() {
+        let body = from_queue(&["--queue"]);
+        assert_eq!(
+            body,
+            json!({"properties": {"deliveryConfiguration": {"deliveryMode": "Queue", "queue": {}}}})
+        );
+        let line = [
+            "--queue",
+            "--lock-duration",
+            "90",
+            "--max-delivery-count",
+            "4",
+            "--ttl",
+            "P1D",
+            "--event-types",
+            "A,B",
+            "--subject-begins-with",
+            "orders/",
+            "--dead-letter-container",
+            "dead",
+        ];
+        let p = &from_queue(&line)["properties"];
+        assert_eq!(
+            p["deliveryConfiguration"],
+            json!({"deliveryMode": "Queue", "queue": {
+                "receiveLockDurationInSeconds": 90, "maxDeliveryCount": 4, "eventTimeToLive": "P1D",
+                "deadLetterDestinationWithResourceIdentity": {"deadLetterDestination":
+                    {"endpointType": "StorageBlob", "properties": {"blobContainerName": "dead"}}}}})
+        );
+        assert_eq!(
+            p["filtersConfiguration"],
+            json!({"includedEventTypes": ["A", "B"], "filters": [
+                {"operatorType": "StringBeginsWith", "key": "subject", "values": ["orders/"]}]})
+        );
+        // A queue has no webhook; a lock duration needs a queue.
+        let refused = |line: &[&str]| {
+            Cli::try_parse_from(["egctl", "subscriptions", "create", "t", "s"].iter().chain(line)).is_err()
+        };
+        assert!(refused(&["--queue", "--endpoint", "http://h/x"]));
+        assert!(refused(&["--queue", "--ttl", "P1D", "--ttl-minutes", "5"]));
+        assert!(refused(&[]));
+    }
+
+    fn from_queue(line: &[&str]) -> Value {
+        queue_from_flags(&args(line))
+    }
+
+    #[test]
+    fn show_and_list_read_either_form_with_its_mode() {
+        let queue = json!({"name": "q", "properties": {
+            "provisioningState": "Succeeded", "paused": false,
+            "deliveryConfiguration": {"deliveryMode": "Queue", "queue": {
+                "receiveLockDurationInSeconds": 60, "maxDeliveryCount": 4, "eventTimeToLive": "P1D",
+                "deadLetterDestinationWithResourceIdentity": {"deadLetterDestination":
+                    {"endpointType": "StorageBlob", "properties": {"blobContainerName": "dead"}}}}},
+            "filtersConfiguration": {"includedEventTypes": ["A"], "filters": []}}});
+        let text = subscription_fields(&queue);
+        for expected in [
+            "Queue",
+            "receiveLockDurationInSeconds",
+            "maxDeliveryCount",
+            "P1D",
+            "dead",
+        ] {
+            assert!(text.contains(expected), "{expected}: {text}");
+        }
+        let push = json!({"name": "p", "properties": {
+            "deliveryConfiguration": {"deliveryMode": "Push", "push": {
+                "maxDeliveryCount": 3, "eventTimeToLive": "PT5M",
+                "destination": {"endpointType": "WebHook", "properties": {"endpointBaseUrl": "https://h/x"}}}}}});
+        let text = subscription_fields(&push);
+        assert!(text.contains("https://h/x") && text.contains("PT5M"), "{text}");
+        let table = subscriptions_table(&json!({"value": [queue, push]}));
+        assert!(
+            table.contains("MODE") && table.contains("Queue") && table.contains("Push"),
+            "{table}"
         );
     }
 }

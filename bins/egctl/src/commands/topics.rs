@@ -12,12 +12,21 @@ pub async fn run(command: TopicCommand, ctx: &Ctx) -> Result<String, Failure> {
         TopicCommand::Create {
             name,
             input_schema,
+            namespace,
+            retention_days,
             file,
         } => {
             let mut body = match &file {
                 Some(path) => read_resource(path)?,
                 None => json!({"properties": {}}),
             };
+            if namespace {
+                body["properties"]["publisherType"] = json!("Custom");
+                body["properties"]["inputSchema"] = json!("CloudEventSchemaV1_0");
+            }
+            if let Some(days) = retention_days {
+                body["properties"]["eventRetentionInDays"] = json!(days);
+            }
             if let Some(schema) = input_schema {
                 body["properties"]["inputSchema"] = json!(schema.as_str());
             }
@@ -87,6 +96,9 @@ fn topic_fields(topic: &Value) -> String {
         ("endpoint", cell(&p["endpoint"])),
         ("provisioningState", cell(&p["provisioningState"])),
     ];
+    if !p["eventRetentionInDays"].is_null() {
+        pairs.push(("eventRetentionInDays", cell(&p["eventRetentionInDays"])));
+    }
     if !p["inputSchemaMapping"].is_null() {
         pairs.push(("inputSchemaMapping", cell(&p["inputSchemaMapping"])));
     }

@@ -4,7 +4,8 @@
 //! A subscription value can only exist valid ("parse, don't validate"): `resource`
 //! reads it from Event Grid's resource layout (so existing Event Grid JSON reads
 //! naturally), checking every range of §2 and naming the field of each refusal, and
-//! writes it back. `headers` holds the delivery properties and their rules,
+//! writes it back; `namespace` does the same for Event Grid's namespace subscription
+//! JSON (`deliveryConfiguration`), push or queue. `headers` holds the delivery properties and their rules,
 //! `retry_policy` the retry limits.
 
 use crate::api_error::InvalidField;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 mod headers;
 mod mode;
+mod namespace;
 mod resource;
 mod retry_policy;
 
@@ -67,6 +69,11 @@ pub struct Subscription {
     /// consumers to pull (namespace topics' queue mode; `endpoint_url` is then empty).
     #[serde(default, skip_serializing_if = "DeliveryMode::is_push")]
     pub delivery_mode: DeliveryMode,
+    /// Written in Event Grid's namespace subscription JSON (`deliveryConfiguration`), and
+    /// so shown in it; otherwise in the custom-topic JSON (`destination`). Queue mode
+    /// exists only in the namespace form.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub namespace_form: bool,
 }
 
 impl Subscription {
@@ -81,6 +88,9 @@ impl Subscription {
 #[serde(rename_all = "camelCase")]
 pub struct DeadLetterDestination {
     pub container_name: String,
+    /// Event Grid's storage account id (`resourceId`): kept and shown back, not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_id: Option<String>,
 }
 
 impl DeadLetterDestination {
@@ -107,6 +117,7 @@ impl DeadLetterDestination {
         }
         Ok(Self {
             container_name: container_name.to_owned(),
+            resource_id: None,
         })
     }
 }

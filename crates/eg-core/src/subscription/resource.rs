@@ -44,7 +44,9 @@ impl Subscription {
         "provisioningMessage",
     ];
 
-    /// Reads a `PUT …/eventSubscriptions/{name}` body.
+    /// Reads a `PUT …/eventSubscriptions/{name}` body: the custom-topic JSON
+    /// (`properties.destination`), or on a namespace topic Event Grid's namespace
+    /// subscription JSON (`properties.deliveryConfiguration`, see [`super::namespace`]).
     /// The subscription starts `Succeeded`; whoever runs the validation handshake
     /// replaces `provisioning` with its result before storing it.
     pub fn from_resource(
@@ -54,6 +56,9 @@ impl Subscription {
         now: UnixMillis,
     ) -> Result<Self, InvalidField> {
         let props = object_at(body, "properties")?;
+        if super::namespace::written_as_namespace(props) {
+            return super::namespace::from_resource(topic, name, props, now);
+        }
         let Destination {
             endpoint_url,
             batching,
@@ -68,41 +73,16 @@ impl Subscription {
             delivery_schema(topic, props.get("eventDeliverySchema")).map_err(|e| e.within("properties"))?;
         let retry_policy = match props.get("retryPolicy") {
             None | Some(Value::Null) => RetryPolicy::default_for(topic.profile),
-            Some(v) => retry_policy(v, topic.profile).map_err(|e| e.within("properties.retryPolicy"))?,
+            Some(v) => retry_policy(v, topic.profile)
+                .and_then(|p| p.within_retention(topic.event_retention()))
+                .map_err(|e| e.within("properties.retryPolicy"))?,
         };
         let dead_letter = match props.get("deadLetterDestination") {
             None | Some(Value::Null) => None,
             Some(v) => Some(dead_letter_destination(v).map_err(|e| e.within("properties.deadLetterDestination"))?),
         };
-        let expiration_time = match props.get("expirationTimeUtc") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => {
-                let field = "properties.expirationTimeUtc";
-                let at = DateTime::parse_from_rfc3339(s)
-                    .map_err(|_| InvalidField::new(field, format!("{s:?} is not an RFC 3339 timestamp")))?;
-                let at = UnixMillis(at.timestamp_millis());
-                if at <= now {
-                    return Err(InvalidField::new(field, "must be in the future"));
-                }
-                Some(at)
-            }
-            Some(other) => {
-                return Err(InvalidField::new(
-                    "properties.expirationTimeUtc",
-                    format!("must be a string, got {}", json_type(other)),
-                ));
-            }
-        };
-        let paused = match props.get("paused") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                return Err(InvalidField::new(
-                    "properties.paused",
-                    format!("must be true or false, got {}", json_type(other)),
-                ));
-            }
-        };
+        let expiration_time = expiration_time(props, now)?;
+        let paused = paused(props)?;
         if let Some(key) = props.keys().find(|k| !Self::PROPERTIES.contains(&k.as_str())) {
             return Err(InvalidField::new(
                 format!("properties.{key}"),
@@ -125,12 +105,45 @@ impl Subscription {
             provisioning: Provisioning::Succeeded,
             paused,
             delivery_mode: DeliveryMode::Push,
+            namespace_form: false,
         })
     }
 
     /// The resource as `GET` shows it at `now`: the endpoint's base URL only, no secret
     /// header values, signing secrets as fingerprints only, no validation code.
     pub fn to_resource(&self, now: UnixMillis) -> Value {
+        if self.namespace_form {
+            return super::namespace::to_resource(self, now);
+        }
+        let mut props = json!({
+            "topic": format!("/topics/{}", self.topic),
+            "provisioningState": self.provisioning.state_at(now).as_str(),
+            "destination": {"endpointType": "WebHook", "properties": self.destination_resource()},
+            "filter": self.filter,
+            "eventDeliverySchema": self.delivery_schema,
+            "retryPolicy": retry_policy_resource(self.retry_policy, self.profile),
+            "paused": self.paused,
+        });
+        if let Some(message) = self.provisioning.message(now) {
+            props["provisioningMessage"] = Value::String(message);
+        }
+        if let Some(dl) = &self.dead_letter {
+            props["deadLetterDestination"] =
+                json!({"endpointType": "LocalDirectory", "properties": {"containerName": dl.container_name}});
+        }
+        if let Some(at) = self.expiration_time {
+            props["expirationTimeUtc"] = Value::String(at.to_rfc3339());
+        }
+        json!({
+            "id": format!("/topics/{}/eventSubscriptions/{}", self.topic, self.name),
+            "name": self.name,
+            "type": "Microsoft.EventGrid/eventSubscriptions",
+            "properties": props,
+        })
+    }
+
+    /// The webhook destination's `properties` as `GET` shows them (both forms).
+    pub(super) fn destination_resource(&self) -> Value {
         let headers: Vec<Value> = self
             .delivery_headers
             .iter()
@@ -160,35 +173,44 @@ impl Subscription {
                 .map(|s| Value::String(s.fingerprint()))
                 .collect();
         }
-        let mut props = json!({
-            "topic": format!("/topics/{}", self.topic),
-            "provisioningState": self.provisioning.state_at(now).as_str(),
-            "destination": {"endpointType": "WebHook", "properties": destination_props},
-            "filter": self.filter,
-            "eventDeliverySchema": self.delivery_schema,
-            "retryPolicy": retry_policy_resource(self.retry_policy, self.profile),
-            "paused": self.paused,
-        });
-        if let Some(message) = self.provisioning.message(now) {
-            props["provisioningMessage"] = Value::String(message);
-        }
-        if let Some(dl) = &self.dead_letter {
-            props["deadLetterDestination"] =
-                json!({"endpointType": "LocalDirectory", "properties": {"containerName": dl.container_name}});
-        }
-        if let Some(at) = self.expiration_time {
-            props["expirationTimeUtc"] = Value::String(at.to_rfc3339());
-        }
-        json!({
-            "id": format!("/topics/{}/eventSubscriptions/{}", self.topic, self.name),
-            "name": self.name,
-            "type": "Microsoft.EventGrid/eventSubscriptions",
-            "properties": props,
-        })
+        destination_props
     }
 }
 
-fn object_at<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, InvalidField> {
+/// `properties.expirationTimeUtc`: an RFC 3339 time after `now`, or none.
+pub(super) fn expiration_time(props: &Map<String, Value>, now: UnixMillis) -> Result<Option<UnixMillis>, InvalidField> {
+    let field = "properties.expirationTimeUtc";
+    match props.get("expirationTimeUtc") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => {
+            let at = DateTime::parse_from_rfc3339(s)
+                .map_err(|_| InvalidField::new(field, format!("{s:?} is not an RFC 3339 timestamp")))?;
+            let at = UnixMillis(at.timestamp_millis());
+            if at <= now {
+                return Err(InvalidField::new(field, "must be in the future"));
+            }
+            Ok(Some(at))
+        }
+        Some(other) => Err(InvalidField::new(
+            field,
+            format!("must be a string, got {}", json_type(other)),
+        )),
+    }
+}
+
+/// `properties.paused` (eg's own): false when absent.
+pub(super) fn paused(props: &Map<String, Value>) -> Result<bool, InvalidField> {
+    match props.get("paused") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(InvalidField::new(
+            "properties.paused",
+            format!("must be true or false, got {}", json_type(other)),
+        )),
+    }
+}
+
+pub(super) fn object_at<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, InvalidField> {
     match v.get(field) {
         Some(Value::Object(map)) => Ok(map),
         Some(other) => Err(InvalidField::new(
@@ -200,16 +222,16 @@ fn object_at<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, In
 }
 
 /// What `properties.destination` says.
-struct Destination {
-    endpoint_url: String,
-    batching: BatchSettings,
-    delivery_headers: Vec<DeliveryHeader>,
-    signing_secrets: SigningSecrets,
+pub(super) struct Destination {
+    pub(super) endpoint_url: String,
+    pub(super) batching: BatchSettings,
+    pub(super) delivery_headers: Vec<DeliveryHeader>,
+    pub(super) signing_secrets: SigningSecrets,
 }
 
 /// Refuses keys of `map` not in `known` (a misspelt key would otherwise be ignored
 /// silently), naming the first one under `path`.
-fn only_known(map: &Map<String, Value>, known: &[&str], path: &str) -> Result<(), InvalidField> {
+pub(super) fn only_known(map: &Map<String, Value>, known: &[&str], path: &str) -> Result<(), InvalidField> {
     match map.keys().find(|k| !known.contains(&k.as_str())) {
         Some(key) => Err(InvalidField::new(
             if path.is_empty() {
@@ -223,7 +245,8 @@ fn only_known(map: &Map<String, Value>, known: &[&str], path: &str) -> Result<()
     }
 }
 
-fn destination(props: &Map<String, Value>) -> Result<Destination, InvalidField> {
+/// Reads `destination` of `props` (errors are named from `destination` down).
+pub(super) fn destination(props: &Map<String, Value>) -> Result<Destination, InvalidField> {
     let dest_value = props.get("destination");
     let dest = match dest_value {
         Some(Value::Object(map)) => map,
@@ -340,7 +363,13 @@ fn signing_secrets(v: &Value) -> Result<SigningSecrets, InvalidField> {
     SigningSecrets::new(secrets).map_err(|e| InvalidField::new(field, e.to_string()))
 }
 
-fn ranged_u32(map: &Map<String, Value>, field: &str, min: u32, max: u32, default: u32) -> Result<u32, InvalidField> {
+pub(super) fn ranged_u32(
+    map: &Map<String, Value>,
+    field: &str,
+    min: u32,
+    max: u32,
+    default: u32,
+) -> Result<u32, InvalidField> {
     match map.get(field) {
         None | Some(Value::Null) => Ok(default),
         Some(v) => match v.as_u64() {
@@ -418,7 +447,7 @@ fn retry_policy(v: &Value, profile: DeliveryProfile) -> Result<RetryPolicy, Inva
 
 /// The delivery schema asked for, checked against the topic's input schema (spec §1)
 /// and profile (namespace topics deliver CloudEvents only).
-fn delivery_schema(topic: &Topic, raw: Option<&Value>) -> Result<DeliverySchema, InvalidField> {
+pub(super) fn delivery_schema(topic: &Topic, raw: Option<&Value>) -> Result<DeliverySchema, InvalidField> {
     let field = "eventDeliverySchema";
     let schema = match raw {
         None | Some(Value::Null) => topic.input_schema.default_delivery(),
@@ -455,7 +484,7 @@ fn delivery_schema(topic: &Topic, raw: Option<&Value>) -> Result<DeliverySchema,
     Ok(schema)
 }
 
-fn dead_letter_destination(v: &Value) -> Result<DeadLetterDestination, InvalidField> {
+pub(super) fn dead_letter_destination(v: &Value) -> Result<DeadLetterDestination, InvalidField> {
     match v.get("endpointType") {
         Some(Value::String(t)) if t == "LocalDirectory" || t == "StorageBlob" => {}
         _ => {
@@ -475,17 +504,38 @@ fn dead_letter_destination(v: &Value) -> Result<DeadLetterDestination, InvalidFi
         "properties",
     )?;
     // `blobContainerName` is Event Grid's name for it: resources written for Azure work as they are.
-    match props.get("containerName").or_else(|| props.get("blobContainerName")) {
-        Some(Value::String(name)) => DeadLetterDestination::new(name).map_err(|e| e.within("properties")),
-        _ => Err(InvalidField::new(
-            "properties.containerName",
-            "is required and must be a string",
-        )),
-    }
+    let key = if props.contains_key("containerName") {
+        "containerName"
+    } else {
+        "blobContainerName"
+    };
+    let mut destination = match props.get(key) {
+        // Named as the client wrote it.
+        Some(Value::String(name)) => {
+            DeadLetterDestination::new(name).map_err(|e| InvalidField::new(format!("properties.{key}"), e.problem))?
+        }
+        _ => {
+            return Err(InvalidField::new(
+                "properties.containerName",
+                "is required and must be a string",
+            ));
+        }
+    };
+    destination.resource_id = match props.get("resourceId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id.clone()),
+        Some(other) => {
+            return Err(InvalidField::new(
+                "properties.resourceId",
+                format!("must be a string, got {}", json_type(other)),
+            ));
+        }
+    };
+    Ok(destination)
 }
 
 /// The policy as the API shows it for `profile`.
-fn retry_policy_resource(policy: RetryPolicy, profile: DeliveryProfile) -> Value {
+pub(super) fn retry_policy_resource(policy: RetryPolicy, profile: DeliveryProfile) -> Value {
     match profile {
         DeliveryProfile::CustomTopic => json!({
             "maxDeliveryAttempts": policy.max_delivery_attempts(),

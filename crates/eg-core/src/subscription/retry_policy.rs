@@ -76,6 +76,22 @@ impl RetryPolicy {
         })
     }
 
+    /// This policy, if its time-to-live fits in the topic's event retention (namespace
+    /// topics: `eventTimeToLive` cannot outlast `eventRetentionInDays`).
+    pub fn within_retention(self, retention: Option<Duration>) -> Result<Self, InvalidField> {
+        match retention {
+            Some(retention) if self.event_time_to_live() > retention => Err(InvalidField::new(
+                "eventTimeToLive",
+                format!(
+                    "must not be longer than the topic's eventRetentionInDays ({}), got {}",
+                    iso8601_duration(retention),
+                    iso8601_duration(self.event_time_to_live())
+                ),
+            )),
+            _ => Ok(self),
+        }
+    }
+
     pub fn max_delivery_attempts(&self) -> u32 {
         self.max_delivery_attempts
     }

@@ -62,6 +62,34 @@ pub struct QueueDepth {
     pub oldest_ms: Option<i64>,
 }
 
+/// The settlement that ends `delivery` of `subscription` at its `count`-th delivery for
+/// `reason`: its dead-letter record, or (`None` destination) a drop for the same reason.
+pub fn ending(
+    subscription: &eg_core::Subscription,
+    delivery: &Delivery,
+    count: u32,
+    reason: eg_core::DeadLetterReason,
+    now: eg_core::UnixMillis,
+) -> crate::settlement::Settlement {
+    use eg_core::fate::{Decision, Fate};
+    match Decision::DeadLetter(reason).with_dead_letter_destination(subscription.dead_letter.as_ref()) {
+        Fate::DeadLetter(reason, destination) => {
+            let mut counted = delivery.clone();
+            counted.attempts = count;
+            crate::settlement::Settlement::DeadLetter {
+                entry: eg_core::deadletter::DeadLetterEntry::for_delivery(
+                    &counted,
+                    subscription,
+                    &destination.container_name,
+                    reason,
+                    now,
+                ),
+            }
+        }
+        _ => crate::settlement::Settlement::Done,
+    }
+}
+
 /// The queue settle's check arguments after the items.
 const CHECK_HELD: &str = "held";
 const CHECK_EXPIRED: &str = "expired";

@@ -7,8 +7,6 @@
 
 use super::{Pull, Target};
 use crate::errors::Refusal;
-use eg_core::deadletter::DeadLetterEntry;
-use eg_core::fate::{Decision, Fate};
 use eg_core::pull::answer::BrokerProperties;
 use eg_core::pull::{LockToken, QueueStep, ReceiveAnswer, ReceiveOptions, ReceivedEvent, on_receive};
 use eg_core::render::render;
@@ -114,8 +112,8 @@ pub async fn receive_now(pull: &Pull, key: &str, max: usize) -> Result<Vec<Locke
     Ok(out)
 }
 
-/// The settlement that ends `delivery` at its `count`-th delivery for `reason`: its
-/// dead-letter record, or a drop when the subscription has no dead-letter destination.
+/// The settlement that ends `delivery` at its `count`-th delivery for `reason`
+/// (dead-letter, or drop without a destination), logged.
 pub fn end(
     sub: &Subscription,
     delivery: &Delivery,
@@ -123,19 +121,11 @@ pub fn end(
     reason: eg_core::DeadLetterReason,
     now: eg_core::UnixMillis,
 ) -> Settlement {
-    match Decision::DeadLetter(reason).with_dead_letter_destination(sub.dead_letter.as_ref()) {
-        Fate::DeadLetter(reason, destination) => {
-            let mut counted = delivery.clone();
-            counted.attempts = count;
-            Settlement::DeadLetter {
-                entry: DeadLetterEntry::for_delivery(&counted, sub, &destination.container_name, reason, now),
-            }
-        }
-        _ => {
-            tracing::info!(subscription = %sub.name, event = %delivery.event_id, %reason, "dropped: no dead-letter destination");
-            Settlement::Done
-        }
+    let settlement = eg_store::pull::ending(sub, delivery, count, reason, now);
+    if matches!(settlement, Settlement::Done) {
+        tracing::info!(subscription = %sub.name, event = %delivery.event_id, %reason, "dropped: no dead-letter destination");
     }
+    settlement
 }
 
 /// Settles entries this process holds the lock of (just received), each at its counter.

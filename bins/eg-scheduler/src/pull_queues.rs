@@ -1,0 +1,153 @@
+//! Pull delivery's upkeep (queue-mode subscriptions), per partition, every pass, for
+//! each queue in the partition's queues index:
+//!
+//! - **promote** released-with-delay events that are due back into their queue
+//!   (`promote.lua`), ringing the partition's signal so waiting receivers look;
+//! - **sweep** locks that expired on an event's last allowed delivery, or past its
+//!   time-to-live: dead-lettered (`MaxDeliveryCountExceeded`, `TimeToLiveExceeded`) or
+//!   dropped without a destination, so an abandoned subscription does not keep them
+//!   forever and dead-letter timing does not wait for someone to receive. The settle
+//!   checks each lock is still expired with the counter read, so a receiver that takes
+//!   it meanwhile wins and nothing is ended twice;
+//! - **gauges** per subscription: available, locked, delayed, oldest unacknowledged age.
+//!
+//! Every change is one script on one partition: any number of scheduler copies share it.
+
+use eg_core::pull::on_sweep;
+use eg_runtime::Shutdown;
+use eg_store::{CatalogCache, Clock, LockCheck, Partition, QueueDepth, Retention, Settle, Store, StoreError};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Gauges, labelled `topic` and `subscription` (documented in docs/namespaces-pull.md).
+pub const QUEUE_AVAILABLE_DEPTH: &str = "QueueAvailableDepth";
+pub const QUEUE_LOCKED_DEPTH: &str = "QueueLockedDepth";
+pub const QUEUE_DELAYED_DEPTH: &str = "QueueDelayedDepth";
+pub const QUEUE_OLDEST_UNACKNOWLEDGED_SECONDS: &str = "QueueOldestUnacknowledgedSeconds";
+
+pub async fn queues_loop(
+    store: Store,
+    catalog: Arc<CatalogCache>,
+    clock: Clock,
+    retention: Retention,
+    every: Duration,
+    batch: usize,
+    shutdown: Shutdown,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.requested() => return,
+        }
+        let mut depths: HashMap<String, QueueDepth> = HashMap::new();
+        for partition in store.keys().all_partitions() {
+            if let Err(error) = pass(&store, &catalog, &clock, &retention, &partition, batch, &mut depths).await {
+                tracing::warn!(%error, partition = partition.index, "pull queue upkeep failed; next pass retries");
+            }
+        }
+        publish_gauges(&clock, depths);
+    }
+}
+
+/// Sets each subscription's gauges from its depths summed over the partitions.
+fn publish_gauges(clock: &Clock, depths: HashMap<String, QueueDepth>) {
+    for (key, depth) in depths {
+        let Some((topic, name)) = key.split_once('/') else {
+            continue;
+        };
+        let labels = [("topic", topic.to_owned()), ("subscription", name.to_owned())];
+        metrics::gauge!(QUEUE_AVAILABLE_DEPTH, &labels).set(depth.available as f64);
+        metrics::gauge!(QUEUE_LOCKED_DEPTH, &labels).set(depth.locked as f64);
+        metrics::gauge!(QUEUE_DELAYED_DEPTH, &labels).set(depth.delayed as f64);
+        let age = depth
+            .oldest_ms
+            .map_or(0.0, |ms| (clock.now().0 - ms).max(0) as f64 / 1000.0);
+        metrics::gauge!(QUEUE_OLDEST_UNACKNOWLEDGED_SECONDS, &labels).set(age);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn pass(
+    store: &Store,
+    catalog: &CatalogCache,
+    clock: &Clock,
+    retention: &Retention,
+    partition: &Partition,
+    batch: usize,
+    depths: &mut HashMap<String, QueueDepth>,
+) -> Result<(), StoreError> {
+    let snapshot = catalog.snapshot();
+    for key in store.queue_subscriptions(partition).await? {
+        let Some((topic, name)) = key.split_once('/') else {
+            continue;
+        };
+        let Some(sub) = snapshot
+            .topic(topic)
+            .and_then(|e| e.subscriptions.iter().find(|s| s.name.key() == name))
+        else {
+            // Deleted (or not in this copy's catalog yet): left alone; see the report.
+            continue;
+        };
+        let Some(lock) = sub.delivery_mode.receive_lock() else {
+            continue;
+        };
+        while store.promote_queue(partition, &key, batch).await?.moved >= batch {}
+        sweep(store, clock, retention, partition, &key, sub, lock, batch).await?;
+        let depth = store.queue_depth(partition, &key, lock).await?;
+        let total = depths.entry(key.clone()).or_default();
+        total.available += depth.available;
+        total.locked += depth.locked;
+        total.delayed += depth.delayed;
+        total.oldest_ms = match (total.oldest_ms, depth.oldest_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    Ok(())
+}
+
+/// Ends expired locks whose event may not be delivered again.
+#[allow(clippy::too_many_arguments)]
+async fn sweep(
+    store: &Store,
+    clock: &Clock,
+    retention: &Retention,
+    partition: &Partition,
+    key: &str,
+    sub: &eg_core::Subscription,
+    lock: Duration,
+    batch: usize,
+) -> Result<(), StoreError> {
+    let expired = store.expired_locks(partition, key, lock, batch).await?;
+    if expired.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = expired.iter().map(|(id, _)| id.clone()).collect();
+    let deliveries = store.queue_entries(partition, key, &ids).await?;
+    let now = clock.now();
+    let mut ended = Vec::new();
+    for ((id, counter), delivery) in expired.into_iter().zip(deliveries) {
+        let Some(delivery) = delivery else { continue };
+        let count = delivery.attempts + counter;
+        if let Some(reason) = on_sweep(count, true, delivery.published_at, &sub.retry_policy, now) {
+            let settlement = eg_store::pull::ending(sub, &delivery, count, reason, now);
+            tracing::info!(subscription = %key, event = %delivery.event_id, %reason, "ending a queued event whose lock expired");
+            ended.push((id, delivery, counter, settlement));
+        }
+    }
+    let items: Vec<Settle<'_>> = ended
+        .iter()
+        .map(|(id, delivery, _, settlement)| Settle {
+            entry_id: id,
+            delivery,
+            settlement,
+            history: None,
+        })
+        .collect();
+    let counters: Vec<u32> = ended.iter().map(|(_, _, c, _)| *c).collect();
+    store
+        .settle_queue(partition, key, &items, &counters, lock, LockCheck::Expired, retention)
+        .await?;
+    Ok(())
+}

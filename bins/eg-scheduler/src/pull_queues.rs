@@ -9,13 +9,19 @@
 //!   forever and dead-letter timing does not wait for someone to receive. The settle
 //!   checks each lock is still expired with the counter read, so a receiver that takes
 //!   it meanwhile wins and nothing is ended twice;
+//! - **drop** the queues of deleted subscriptions (their events counted as dropped,
+//!   `SubscriptionDeleted`);
 //! - **gauges** per subscription: available, locked, delayed, oldest unacknowledged age.
 //!
 //! Every change is one script on one partition: any number of scheduler copies share it.
 
+use eg_core::fate::DropReason;
 use eg_core::pull::on_sweep;
 use eg_runtime::Shutdown;
-use eg_store::{CatalogCache, Clock, LockCheck, Partition, QueueDepth, Retention, Settle, Store, StoreError};
+use eg_runtime::metrics as m;
+use eg_store::{
+    CatalogCache, CatalogSnapshot, Clock, LockCheck, Partition, QueueDepth, Retention, Settle, Store, StoreError,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,23 +83,32 @@ async fn pass(
     batch: usize,
     depths: &mut HashMap<String, QueueDepth>,
 ) -> Result<(), StoreError> {
-    let snapshot = catalog.snapshot();
+    let mut snapshot = catalog.snapshot();
     for key in store.queue_subscriptions(partition).await? {
         let Some((topic, name)) = key.split_once('/') else {
             continue;
         };
-        let Some(sub) = snapshot
-            .topic(topic)
-            .and_then(|e| e.subscriptions.iter().find(|s| s.name.key() == name))
-        else {
-            // Deleted (or not in this copy's catalog yet): left alone; see the report.
+        let find = |s: &CatalogSnapshot| {
+            s.topic(topic)
+                .and_then(|e| e.subscriptions.iter().find(|x| x.name.key() == name))
+                .cloned()
+        };
+        let mut found = find(&snapshot);
+        if found.is_none() {
+            // Created a moment ago, after this copy's catalog? Only the current catalog
+            // may say a queue's subscription is gone.
+            snapshot = catalog.refresh().await?;
+            found = find(&snapshot);
+        }
+        let Some(sub) = found else {
+            drop_deleted(store, partition, &key, batch).await?;
             continue;
         };
         let Some(lock) = sub.delivery_mode.receive_lock() else {
             continue;
         };
         while store.promote_queue(partition, &key, batch).await?.moved >= batch {}
-        sweep(store, clock, retention, partition, &key, sub, lock, batch).await?;
+        sweep(store, clock, retention, partition, &key, &sub, lock, batch).await?;
         let depth = store.queue_depth(partition, &key, lock).await?;
         let total = depths.entry(key.clone()).or_default();
         total.available += depth.available;
@@ -105,6 +120,23 @@ async fn pass(
         };
     }
     Ok(())
+}
+
+/// Removes the queue of a deleted subscription, its events counted as dropped with
+/// `SubscriptionDeleted` (as the senders count push deliveries of deleted subscriptions).
+async fn drop_deleted(store: &Store, partition: &Partition, key: &str, batch: usize) -> Result<(), StoreError> {
+    loop {
+        let removed = store.drop_queue(partition, key, batch).await?;
+        if removed > 0 {
+            tracing::info!(subscription = %key, removed, "dropped queued events of a deleted subscription");
+            let (topic, subscription) = key.split_once('/').unwrap_or((key, ""));
+            metrics::counter!(m::DROPPED_EVENT_COUNT, "topic" => topic.to_owned(), "subscription" => subscription.to_owned(), "reason" => DropReason::SubscriptionDeleted.as_str())
+                .increment(removed as u64);
+        }
+        if removed == 0 {
+            return Ok(());
+        }
+    }
 }
 
 /// Ends expired locks whose event may not be delivered again.

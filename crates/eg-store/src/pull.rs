@@ -380,6 +380,50 @@ impl Store {
         Ok(out)
     }
 
+    /// Removes up to `max` queued events of the deleted subscription `subscription` in
+    /// `partition` (each gives up its hold on its event), and the queue once it is
+    /// empty. Returns how many were removed: call again until 0.
+    pub async fn drop_queue(&self, partition: &Partition, subscription: &str, max: usize) -> Result<usize, StoreError> {
+        let stream = partition.queue(subscription);
+        let delayed = partition.queue_delayed(subscription);
+        let mut conn = self.conn().await?;
+        let (entries, members): (redis::streams::StreamRangeReply, Vec<String>) = redis::pipe()
+            .cmd("XRANGE")
+            .arg(&stream)
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(max)
+            .cmd("ZRANGE")
+            .arg(&delayed)
+            .arg(0)
+            .arg(max.saturating_sub(1))
+            .query_async(&mut conn)
+            .await?;
+        // (kind, id or member, event key)
+        let mut items: Vec<(&str, String, String)> = Vec::new();
+        for entry in entries.ids {
+            let event = entry
+                .get::<String>(codec::DELIVERY_FIELD)
+                .and_then(|raw| codec::decode_delivery(&raw).ok())
+                .map(|d| d.event_key)
+                .unwrap_or_default();
+            items.push(("s", entry.id, event));
+        }
+        for member in members {
+            let event = codec::decode_delivery(&member).map(|d| d.event_key).unwrap_or_default();
+            items.push(("z", member, event));
+        }
+        let mut call = scripts::QUEUE_DROP.prepare_invoke();
+        call.key(&stream).key(&delayed).key(partition.queues_index());
+        call.arg(subscription).arg(items.len());
+        for (kind, item, event) in &items {
+            call.key(partition.event(event));
+            call.arg(*kind).arg(item);
+        }
+        Ok(call.invoke_async(&mut conn).await?)
+    }
+
     /// One queue subscription's depths in `partition`, with `lock` its lock duration.
     pub async fn queue_depth(
         &self,

@@ -40,6 +40,7 @@ macro_rules! settle_script {
 settle_script!(SETTLE, "settle.lua");
 settle_script!(QUEUE_SETTLE, "queue_settle.lua");
 script!(QUEUE_RECEIVE, "queue_receive.lua");
+script!(QUEUE_DROP, "queue_drop.lua");
 script!(PROMOTE, "promote.lua");
 script!(ACK_DELETE, "ack_delete.lua");
 script!(RAISE_VERSION, "raise_version.lua");

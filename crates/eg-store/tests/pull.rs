@@ -274,3 +274,31 @@ async fn the_lock_secret_is_created_once() {
     assert_eq!(first, b"first");
     assert_eq!(second, b"first");
 }
+
+#[tokio::test]
+async fn a_deleted_subscriptions_queue_is_dropped_and_its_events_freed() {
+    let h = Harness::start().await;
+    publish_queued(&h, &[event("e1", 1), event("e2", 1), event("e3", 1)]).await;
+    let locked = h.store.receive_queue(&h.p0(), SUB, LOCK, 1).await.unwrap().remove(0);
+    let mut released = locked.delivery.clone();
+    released.attempts = 1;
+    let delay = Settlement::Retry {
+        delivery: released,
+        due: UnixMillis(i64::MAX / 2),
+    };
+    assert!(settle_one(&h.store, &locked, &delay, 1, LockCheck::Held).await);
+    h.store.receive_queue(&h.p0(), SUB, LOCK, 1).await.unwrap(); // one locked, one never received
+    // Up to 1 stream entry and 1 delayed member per call.
+    assert_eq!(h.store.drop_queue(&h.p0(), SUB, 1).await.unwrap(), 2);
+    let mut redis = h.redis();
+    assert!(exists(&mut redis, &h.p0().queue(SUB)), "not empty yet");
+    assert_eq!(h.store.drop_queue(&h.p0(), SUB, 1).await.unwrap(), 1);
+    assert_eq!(h.store.drop_queue(&h.p0(), SUB, 1).await.unwrap(), 0);
+    for e in ["e1", "e2", "e3"] {
+        assert!(!exists(&mut redis, &h.p0().event(e)), "{e} freed");
+    }
+    assert!(!exists(&mut redis, &h.p0().queue(SUB)));
+    assert!(!exists(&mut redis, &h.p0().queue_delayed(SUB)));
+    let members: Vec<String> = query(&mut redis, &["SMEMBERS", &h.p0().queues_index()]);
+    assert!(members.is_empty());
+}

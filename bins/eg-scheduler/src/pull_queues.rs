@@ -4,7 +4,7 @@
 //! - **promote** released-with-delay events that are due back into their queue
 //!   (`promote.lua`), ringing the partition's signal so waiting receivers look;
 //! - **sweep** locks that expired on an event's last allowed delivery, or past its
-//!   time-to-live: dead-lettered (`MaxDeliveryCountExceeded`, `TimeToLiveExceeded`) or
+//!   time-to-live, and never-received events past their time-to-live: dead-lettered (`MaxDeliveryCountExceeded`, `TimeToLiveExceeded`) or
 //!   dropped without a destination, so an abandoned subscription does not keep them
 //!   forever and dead-letter timing does not wait for someone to receive. The settle
 //!   checks each lock is still expired with the counter read, so a receiver that takes
@@ -15,12 +15,14 @@
 //!
 //! Every change is one script on one partition: any number of scheduler copies share it.
 
+use eg_core::DeadLetterReason;
 use eg_core::fate::DropReason;
 use eg_core::pull::on_sweep;
 use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
 use eg_store::{
-    CatalogCache, CatalogSnapshot, Clock, LockCheck, Partition, QueueDepth, Retention, Settle, Store, StoreError,
+    CatalogCache, CatalogSnapshot, Clock, LockCheck, Partition, QueueDepth, Retention, Settle, Settlement, Store,
+    StoreError,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -109,6 +111,7 @@ async fn pass(
         };
         while store.promote_queue(partition, &key, batch).await?.moved >= batch {}
         sweep(store, clock, retention, partition, &key, &sub, lock, batch).await?;
+        end_unread_past_ttl(store, clock, retention, partition, &key, &sub, lock, batch).await?;
         let depth = store.queue_depth(partition, &key, lock).await?;
         let total = depths.entry(key.clone()).or_default();
         total.available += depth.available;
@@ -137,6 +140,59 @@ async fn drop_deleted(store: &Store, partition: &Partition, key: &str, batch: us
             return Ok(());
         }
     }
+}
+
+/// Ends never-received events past their time-to-live at the head of the queue (the
+/// queue is in publish order, so the scan stops at the first one still alive). They are
+/// locked first, so no receiver gets them meanwhile; any that turn out alive after all
+/// (a receiver took the expired ones first) go back uncharged.
+#[allow(clippy::too_many_arguments)]
+async fn end_unread_past_ttl(
+    store: &Store,
+    clock: &Clock,
+    retention: &Retention,
+    partition: &Partition,
+    key: &str,
+    sub: &eg_core::Subscription,
+    lock: Duration,
+    batch: usize,
+) -> Result<(), StoreError> {
+    let now = clock.now();
+    let past_ttl = |d: &eg_core::Delivery| on_sweep(0, false, d.published_at, &sub.retry_policy, now).is_some();
+    let head = store.unread_head(partition, key, batch).await?;
+    let expired = head.iter().take_while(|(_, d)| past_ttl(d)).count();
+    if expired == 0 {
+        return Ok(());
+    }
+    let locked = store.lock_unread(partition, key, expired).await?;
+    let settlements: Vec<Settlement> = locked
+        .iter()
+        .map(|e| {
+            if past_ttl(&e.delivery) {
+                tracing::info!(subscription = %key, event = %e.delivery.event_id, "ending a queued event past its time-to-live");
+                eg_store::pull::ending(sub, &e.delivery, e.delivery.attempts, DeadLetterReason::TimeToLiveExceeded, now)
+            } else {
+                Settlement::Requeue {
+                    delivery: e.delivery.clone(),
+                }
+            }
+        })
+        .collect();
+    let items: Vec<Settle<'_>> = locked
+        .iter()
+        .zip(&settlements)
+        .map(|(e, settlement)| Settle {
+            entry_id: &e.entry_id,
+            delivery: &e.delivery,
+            settlement,
+            history: None,
+        })
+        .collect();
+    let counters = vec![1; items.len()];
+    store
+        .settle_queue(partition, key, &items, &counters, lock, LockCheck::Held, retention)
+        .await?;
+    Ok(())
 }
 
 /// Ends expired locks whose event may not be delivered again.

@@ -424,6 +424,87 @@ impl Store {
         Ok(call.invoke_async(&mut conn).await?)
     }
 
+    /// The oldest `count` entries of `subscription`'s queue that no receive has locked
+    /// yet, oldest first (what the scheduler checks for ended time-to-lives).
+    pub async fn unread_head(
+        &self,
+        partition: &Partition,
+        subscription: &str,
+        count: usize,
+    ) -> Result<Vec<(String, Delivery)>, StoreError> {
+        let stream = partition.queue(subscription);
+        let mut conn = self.conn().await?;
+        let groups: Vec<std::collections::HashMap<String, redis::Value>> = match redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg(&stream)
+            .query_async(&mut conn)
+            .await
+        {
+            Ok(groups) => groups,
+            // No queue yet ("no such key").
+            Err(e) if e.code() == Some("ERR") => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let last = groups
+            .iter()
+            .find(|g| {
+                g.get("name")
+                    .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+                    .is_some_and(|n| n == RECEIVERS_GROUP)
+            })
+            .and_then(|g| g.get("last-delivered-id"))
+            .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+            .unwrap_or_else(|| "0-0".to_owned());
+        let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg(&stream)
+            .arg(format!("({last}"))
+            .arg("+")
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut conn)
+            .await?;
+        Ok(reply
+            .ids
+            .into_iter()
+            .filter_map(|e| {
+                let raw: String = e.get(codec::DELIVERY_FIELD)?;
+                Some((e.id, codec::decode_delivery(&raw).ok()?))
+            })
+            .collect())
+    }
+
+    /// Locks the oldest `count` never-received entries of `subscription` (for the
+    /// scheduler, which then ends those past their time-to-live and hands the others
+    /// back uncharged).
+    pub async fn lock_unread(
+        &self,
+        partition: &Partition,
+        subscription: &str,
+        count: usize,
+    ) -> Result<Vec<QueueEntry>, StoreError> {
+        let stream = partition.queue(subscription);
+        let opts = redis::streams::StreamReadOptions::default()
+            .group(RECEIVERS_GROUP, LOCKS_CONSUMER)
+            .count(count);
+        let mut conn = self.conn().await?;
+        let reply: Option<redis::streams::StreamReadReply> =
+            redis::AsyncCommands::xread_options(&mut conn, &[&stream], &[">"], &opts).await?;
+        Ok(reply
+            .into_iter()
+            .flat_map(|r| r.keys)
+            .flat_map(|k| k.ids)
+            .filter_map(|e| {
+                let raw: String = e.get(codec::DELIVERY_FIELD)?;
+                Some(QueueEntry {
+                    partition: partition.index,
+                    entry_id: e.id,
+                    delivery: codec::decode_delivery(&raw).ok()?,
+                    counter: 1,
+                })
+            })
+            .collect())
+    }
+
     /// One queue subscription's depths in `partition`, with `lock` its lock duration.
     pub async fn queue_depth(
         &self,

@@ -302,3 +302,24 @@ async fn a_deleted_subscriptions_queue_is_dropped_and_its_events_freed() {
     let members: Vec<String> = query(&mut redis, &["SMEMBERS", &h.p0().queues_index()]);
     assert!(members.is_empty());
 }
+
+#[tokio::test]
+async fn the_unread_head_is_what_no_receive_has_locked_yet() {
+    let h = Harness::start().await;
+    assert!(
+        h.store.unread_head(&h.p0(), SUB, 10).await.unwrap().is_empty(),
+        "no queue yet"
+    );
+    publish_queued(&h, &[event("e1", 1), event("e2", 1), event("e3", 1)]).await;
+    let first = h.store.receive_queue(&h.p0(), SUB, LOCK, 1).await.unwrap().remove(0);
+    let head = h.store.unread_head(&h.p0(), SUB, 10).await.unwrap();
+    let events: Vec<&str> = head.iter().map(|(_, d)| d.event_key.as_str()).collect();
+    assert_eq!(events, ["e2", "e3"]);
+    assert!(head.iter().all(|(id, _)| *id != first.entry_id));
+    let locked = h.store.lock_unread(&h.p0(), SUB, 1).await.unwrap();
+    assert_eq!(locked.len(), 1);
+    assert_eq!(locked[0].delivery.event_key, "e2");
+    assert_eq!(locked[0].delivery_count(), 1);
+    let head = h.store.unread_head(&h.p0(), SUB, 10).await.unwrap();
+    assert_eq!(head.len(), 1);
+}

@@ -189,10 +189,30 @@ async fn end_unread_past_ttl(
         })
         .collect();
     let counters = vec![1; items.len()];
-    store
+    let results = store
         .settle_queue(partition, key, &items, &counters, lock, LockCheck::Held, retention)
         .await?;
+    for ((took_effect, e), settlement) in results.into_iter().zip(&locked).zip(&settlements) {
+        if took_effect && !matches!(settlement, Settlement::Requeue { .. }) {
+            count_ended(key, sub, DeadLetterReason::TimeToLiveExceeded);
+        } else if !took_effect {
+            tracing::debug!(subscription = %key, entry = %e.entry_id, "a queued event changed hands during the sweep");
+        }
+    }
     Ok(())
+}
+
+/// Counts an event ended by the sweep (as the ingress counts those it ends).
+fn count_ended(key: &str, sub: &eg_core::Subscription, reason: DeadLetterReason) {
+    let (topic, subscription) = key.split_once('/').unwrap_or((key, ""));
+    let (topic, subscription) = (topic.to_owned(), subscription.to_owned());
+    if sub.dead_letter.is_some() {
+        metrics::counter!(m::DEAD_LETTERED_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.as_str())
+            .increment(1);
+    } else {
+        metrics::counter!(m::DROPPED_EVENT_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.as_str())
+            .increment(1);
+    }
 }
 
 /// Ends expired locks whose event may not be delivered again.
@@ -221,21 +241,26 @@ async fn sweep(
         if let Some(reason) = on_sweep(count, true, delivery.published_at, &sub.retry_policy, now) {
             let settlement = eg_store::pull::ending(sub, &delivery, count, reason, now);
             tracing::info!(subscription = %key, event = %delivery.event_id, %reason, "ending a queued event whose lock expired");
-            ended.push((id, delivery, counter, settlement));
+            ended.push((id, delivery, counter, settlement, reason));
         }
     }
     let items: Vec<Settle<'_>> = ended
         .iter()
-        .map(|(id, delivery, _, settlement)| Settle {
+        .map(|(id, delivery, _, settlement, _)| Settle {
             entry_id: id,
             delivery,
             settlement,
             history: None,
         })
         .collect();
-    let counters: Vec<u32> = ended.iter().map(|(_, _, c, _)| *c).collect();
-    store
+    let counters: Vec<u32> = ended.iter().map(|(_, _, c, _, _)| *c).collect();
+    let results = store
         .settle_queue(partition, key, &items, &counters, lock, LockCheck::Expired, retention)
         .await?;
+    for (took_effect, (.., reason)) in results.into_iter().zip(&ended) {
+        if took_effect {
+            count_ended(key, sub, *reason);
+        }
+    }
     Ok(())
 }

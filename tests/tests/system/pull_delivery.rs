@@ -3,7 +3,7 @@
 //! lock and acknowledge, release (now or after a delay), reject or renew, through
 //! `POST /topics/{t}/eventsubscriptions/{s}:{action}` on one or several ingress copies.
 
-use eg_system_tests::{DEADLINE, Options, System, eventually, json_reply};
+use eg_system_tests::{DEADLINE, Options, System, eventually, json_reply, metric};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -239,6 +239,12 @@ async fn release_now_and_renew_and_reject_to_dead_letter() {
     assert_eq!(succeeded(&answer), [token(&second)]);
     let answer = lock_op(&system, "orders", &key, "audit", "reject", "", &[token(&second)]).await;
     assert_eq!(succeeded(&answer), [token(&second)]);
+    let counted = metric(
+        &system.ingress_metrics().await,
+        "DeadLetteredCount",
+        &[("topic", "orders"), ("subscription", "audit"), ("reason", "Rejected")],
+    );
+    assert_eq!(counted, 1.0, "the reject is counted once");
 
     let records = system.wait_dead_letters(1, DEADLINE).await;
     let record = &records[0].record;

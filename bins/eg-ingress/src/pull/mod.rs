@@ -15,6 +15,7 @@
 mod hub;
 mod receive;
 mod settle;
+mod tally;
 
 pub use hub::ReceiveHub;
 

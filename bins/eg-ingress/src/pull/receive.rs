@@ -5,6 +5,7 @@
 //! whose time-to-live ended are not handed out: they are dead-lettered (or dropped)
 //! under the lock this receive just got, so no other receiver can see them meanwhile.
 
+use super::tally::Tally;
 use super::{Pull, Target};
 use crate::errors::Refusal;
 use eg_core::pull::answer::BrokerProperties;
@@ -88,6 +89,7 @@ pub async fn receive_now(pull: &Pull, key: &str, max: usize) -> Result<Vec<Locke
         let bodies = pull.store.event_bodies(&partition, &event_keys).await?;
         let now = pull.clock.now();
         let mut ended: Vec<(QueueEntry, Settlement)> = Vec::new();
+        let mut tallies = Vec::new();
         for (entry, body) in entries.into_iter().zip(bodies) {
             let count = entry.delivery_count();
             let step = on_receive(count, entry.delivery.published_at, &sub.retry_policy, now);
@@ -99,15 +101,22 @@ pub async fn receive_now(pull: &Pull, key: &str, max: usize) -> Result<Vec<Locke
                 (QueueStep::DeadLetter(reason), _) => {
                     let settlement = end(&sub, &entry.delivery, count, reason, now);
                     ended.push((entry, settlement));
+                    tallies.push(Tally::ended(&sub, reason));
                 }
                 (QueueStep::Deliver, None | Some(Err(_))) => {
                     // Its body is gone or cannot be shown: nobody could ever receive it.
                     tracing::warn!(subscription = %key, event = %entry.delivery.event_id, "dropping a queued event whose stored body is missing or unrenderable");
                     ended.push((entry, Settlement::Done));
+                    tallies.push(Tally::Nothing);
                 }
             }
         }
-        settle_held(pull, &partition, key, lock, &ended).await?;
+        let results = settle_held(pull, &partition, key, lock, &ended).await?;
+        for (took_effect, tally) in results.into_iter().zip(tallies) {
+            if took_effect {
+                tally.record(key);
+            }
+        }
     }
     Ok(out)
 }
@@ -135,9 +144,9 @@ pub async fn settle_held(
     key: &str,
     lock: std::time::Duration,
     items: &[(QueueEntry, Settlement)],
-) -> Result<(), StoreError> {
+) -> Result<Vec<bool>, StoreError> {
     if items.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let settles: Vec<Settle<'_>> = items
         .iter()
@@ -159,8 +168,7 @@ pub async fn settle_held(
             LockCheck::Held,
             &pull.retention,
         )
-        .await?;
-    Ok(())
+        .await
 }
 
 /// Gives locked events back uncharged (their receiver went away before it got them):

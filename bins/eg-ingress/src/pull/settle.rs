@@ -10,6 +10,7 @@
 //! fails the others, and the answer is `200` whatever happened.
 
 use super::receive::end;
+use super::tally::Tally;
 use super::{Pull, Target};
 use crate::errors::Refusal;
 use eg_core::pull::{Action, LockOutcome, LockToken, ReleaseDelay, ReleaseStep, SettleAnswer, on_reject, on_release};
@@ -48,27 +49,37 @@ pub async fn settle(
         let mut held = Vec::new();
         let mut settlements = Vec::new();
         let mut counters = Vec::new();
+        let mut tallies = Vec::new();
         for ((at, token), delivery) in locks.into_iter().zip(deliveries) {
             let Some(delivery) = delivery else { continue };
             let count = delivery.attempts + token.count;
-            let settlement = match action {
-                Action::Acknowledge => Settlement::Done,
-                Action::RenewLock => Settlement::RenewLock,
-                Action::Reject => end(sub, &delivery, count, on_reject(), now),
+            let (settlement, tally) = match action {
+                Action::Acknowledge => (Settlement::Done, Tally::Acknowledged),
+                Action::RenewLock => (Settlement::RenewLock, Tally::Nothing),
+                Action::Reject => (
+                    end(sub, &delivery, count, on_reject(), now),
+                    Tally::ended(sub, on_reject()),
+                ),
                 Action::Release => {
                     let mut released = delivery.clone();
                     released.attempts = count;
                     match on_release(count, delivery.published_at, &sub.retry_policy, delay.duration(), now) {
-                        ReleaseStep::Requeue => Settlement::Requeue { delivery: released },
-                        ReleaseStep::DelayUntil(due) => Settlement::Retry {
-                            delivery: released,
-                            due,
-                        },
-                        ReleaseStep::DeadLetter(reason) => end(sub, &delivery, count, reason, now),
+                        ReleaseStep::Requeue => (Settlement::Requeue { delivery: released }, Tally::Nothing),
+                        ReleaseStep::DelayUntil(due) => (
+                            Settlement::Retry {
+                                delivery: released,
+                                due,
+                            },
+                            Tally::Nothing,
+                        ),
+                        ReleaseStep::DeadLetter(reason) => {
+                            (end(sub, &delivery, count, reason, now), Tally::ended(sub, reason))
+                        }
                     }
                 }
                 Action::Receive => continue,
             };
+            tallies.push(tally);
             positions.push(at);
             entry_ids.push(token.entry_id());
             held.push(delivery);
@@ -95,9 +106,10 @@ pub async fn settle(
                 &pull.retention,
             )
             .await?;
-        for (at, took_effect) in positions.into_iter().zip(results) {
+        for ((at, took_effect), tally) in positions.into_iter().zip(results).zip(tallies) {
             if took_effect {
                 outcomes[at] = LockOutcome::Succeeded;
+                tally.record(&target.key);
             }
         }
         if matches!(action, Action::Release) && settlements.iter().any(|s| matches!(s, Settlement::Requeue { .. })) {

@@ -25,16 +25,19 @@ const MAX_QUOTED_ERROR_BYTES: usize = 2048;
 
 /// The publish API, the management API (only with an admin token configured), the
 /// status page and the ops endpoints, all over one shared [`App`].
-pub fn router(app: &Arc<App>, process: &Process) -> Router {
-    let mut router = Router::new()
-        .route("/topics/{topic}/api/events", post(publish::publish))
+pub fn router(app: &Arc<App>, pull: &Arc<pull::Pull>, process: &Process) -> Router {
+    let pull_routes = Router::new()
         .route("/topics/{topic}/eventsubscriptions/{name}", post(pull::operate))
         .route("/topics/{topic}/eventSubscriptions/{name}", post(pull::operate))
+        .with_state((app.clone(), pull.clone()));
+    let mut router = Router::new()
+        .route("/topics/{topic}/api/events", post(publish::publish))
         .route(
             "/validation/topics/{topic}/eventSubscriptions/{name}",
             get(admin::manual_validation),
         )
-        .with_state(app.clone());
+        .with_state(app.clone())
+        .merge(pull_routes);
     if app.admin_token.is_some() {
         router = router.nest("/admin", admin::router(app.clone()));
     }

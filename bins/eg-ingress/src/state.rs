@@ -30,8 +30,6 @@ pub struct App {
     pub public_url: String,
     pub admin_token: Option<String>,
     pub validator: Validator,
-    /// Pull delivery (queue-mode subscriptions): tokens, waiting receivers.
-    pub pull: Arc<crate::pull::Pull>,
 }
 
 impl App {
@@ -45,16 +43,6 @@ impl App {
         })
         .await?;
         let cache = Arc::new(cache);
-        let pull = eg_runtime::startup::until_ready("read the lock secret", &process.shutdown, || {
-            crate::pull::Pull::start(
-                process.store.clone(),
-                cache.clone(),
-                process.clock.clone(),
-                s.retention(),
-                crate::pull::RECEIVE_RECHECK,
-            )
-        })
-        .await?;
         let public_url = s
             .ingress
             .public_url
@@ -79,7 +67,6 @@ impl App {
             validator: Validator::new(s, &public_url)?,
             public_url,
             admin_token: s.admin.token.clone().filter(|t| !t.is_empty()),
-            pull,
         }))
     }
 

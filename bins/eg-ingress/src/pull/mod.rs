@@ -74,9 +74,29 @@ impl Pull {
     }
 }
 
+impl Pull {
+    /// [`Pull::start`] for the ingress's process, retrying until Redis answers.
+    pub async fn start_for(process: &eg_runtime::Process, cache: Arc<CatalogCache>) -> anyhow::Result<Arc<Self>> {
+        let retention = process.settings.retention();
+        eg_runtime::startup::until_ready("read the lock secret", &process.shutdown, || {
+            Self::start(
+                process.store.clone(),
+                cache.clone(),
+                process.clock.clone(),
+                retention,
+                RECEIVE_RECHECK,
+            )
+        })
+        .await
+    }
+}
+
+/// The state the handler is routed with: the ingress's shared state and pull delivery's.
+pub type PullState = (Arc<App>, Arc<Pull>);
+
 /// The `POST /topics/{topic}/eventsubscriptions/{segment}` handler.
 pub async fn operate(
-    State(app): State<Arc<App>>,
+    State((app, pull)): State<PullState>,
     Path((topic, segment)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
@@ -94,7 +114,7 @@ pub async fn operate(
                 query.get("maxWaitTime").map(String::as_str),
             )
             .map_err(|e| Refusal::bad_request(e.to_string()))?;
-            let answer = receive::receive(&app.pull, &target, options).await?;
+            let answer = receive::receive(&pull, &target, options).await?;
             Ok(Json(answer).into_response())
         }
         _ => {
@@ -102,7 +122,7 @@ pub async fn operate(
                 .map_err(|e| Refusal::bad_request(e.to_string()))?;
             let bytes = app.read_body(&headers, body).await?;
             let tokens = core_pull::lock_tokens(&bytes).map_err(|e| Refusal::bad_request(e.to_string()))?;
-            let answer = settle::settle(&app.pull, &target, action, delay, tokens).await?;
+            let answer = settle::settle(&pull, &target, action, delay, tokens).await?;
             Ok(Json(answer).into_response())
         }
     }

@@ -118,6 +118,11 @@ impl Partition {
     pub fn queue_delayed(&self, subscription: &str) -> String {
         format!("{}:queue:{subscription}:delayed", self.tag)
     }
+    /// Where the next receive's scan for expired locks of one queue goes on from (an
+    /// entry id; absent: from the start).
+    pub fn queue_cursor(&self, subscription: &str) -> String {
+        format!("{}:queue:{subscription}:cursor", self.tag)
+    }
     /// The subscriptions (`<topic>/<subscription>`) with a queue in this partition.
     pub fn queues_index(&self) -> String {
         format!("{}:queues", self.tag)
@@ -262,6 +267,7 @@ mod tests {
             p.archive("orders/billing").records,
             p.queue("orders/billing"),
             p.queue_delayed("orders/billing"),
+            p.queue_cursor("orders/billing"),
             p.queues_index(),
             p.queue_signal(),
         ] {

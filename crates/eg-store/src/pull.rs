@@ -129,6 +129,7 @@ impl Store {
         let mut conn = self.conn().await?;
         let flat: Vec<redis::Value> = scripts::QUEUE_RECEIVE
             .key(&stream)
+            .key(partition.queue_cursor(subscription))
             .arg(RECEIVERS_GROUP)
             .arg(LOCKS_CONSUMER)
             .arg(lock.as_millis() as u64)
@@ -415,7 +416,10 @@ impl Store {
             items.push(("z", member, event));
         }
         let mut call = scripts::QUEUE_DROP.prepare_invoke();
-        call.key(&stream).key(&delayed).key(partition.queues_index());
+        call.key(&stream)
+            .key(&delayed)
+            .key(partition.queues_index())
+            .key(partition.queue_cursor(subscription));
         call.arg(subscription).arg(items.len());
         for (kind, item, event) in &items {
             call.key(partition.event(event));

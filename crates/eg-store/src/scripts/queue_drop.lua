@@ -5,7 +5,8 @@
 -- at once never count an event twice.
 --
 -- KEYS[1]  the queue stream   KEYS[2]  its delayed set   KEYS[3]  the queues index
--- KEYS[3+i]  item i's event hash
+-- KEYS[4]  its expired-lock scan cursor
+-- KEYS[4+i]  item i's event hash
 -- ARGV[1]  the subscription (`<topic>/<subscription>`, the index member)
 -- ARGV[2]  N, then per item i: ARGV[2+2i-1] kind (s = stream entry id, z = delayed
 --          member), ARGV[2+2i] the id or member
@@ -22,13 +23,13 @@ for i = 1, n do
   end
   if gone == 1 then
     removed = removed + 1
-    if redis.call('HINCRBY', KEYS[3 + i], 'r', -1) <= 0 then
-      redis.call('DEL', KEYS[3 + i])
+    if redis.call('HINCRBY', KEYS[4 + i], 'r', -1) <= 0 then
+      redis.call('DEL', KEYS[4 + i])
     end
   end
 end
 if redis.call('XLEN', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[2]) == 0 then
-  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[4])
   redis.call('SREM', KEYS[3], ARGV[1])
 end
 return removed

@@ -6,6 +6,9 @@
 -- group's pending list; it expires when the entry has been idle for the lock duration.
 --
 -- KEYS[1]  the queue stream (group `receivers`)
+-- KEYS[2]  where the expired-lock scan goes on from (string; absent = from the start):
+--          one XAUTOCLAIM looks at about ten times COUNT pending entries, and expired
+--          locks may sit behind many live (renewed) ones
 -- ARGV[1]  consumer group   ARGV[2]  consumer   ARGV[3]  lock duration, ms
 -- ARGV[4]  most entries to lock
 -- Returns a flat list: entry id, delivery record, the entry's delivery counter, … per
@@ -25,7 +28,13 @@ local function record_of(fields)
   end
   return ''
 end
-local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, ARGV[3], '0-0', 'COUNT', want)
+local cursor = redis.call('GET', KEYS[2]) or '0-0'
+local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, ARGV[3], cursor, 'COUNT', want)
+if claimed[1] == '0-0' then
+  redis.call('DEL', KEYS[2])
+else
+  redis.call('SET', KEYS[2], claimed[1])
+end
 for _, entry in ipairs(claimed[2]) do
   if entry[2] then
     local pending = redis.call('XPENDING', stream, group, entry[1], entry[1], 1)

@@ -11,6 +11,7 @@ mod errors;
 mod namespace;
 mod operations;
 mod publish;
+mod pull;
 mod routes;
 mod state;
 mod status;
@@ -30,6 +31,7 @@ async fn main() -> anyhow::Result<()> {
     // chose, when `listen` asks for port 0).
     let app = state::App::build(&process, process.address).await?;
     process.keep_catalog_fresh(app.cache.clone());
-    let router = routes::router(&app, &process);
+    let pull = pull::Pull::start_for(&process, app.cache.clone()).await?;
+    let router = routes::router(&app, &pull, &process);
     process.serve(router).await
 }

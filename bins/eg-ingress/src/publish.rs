@@ -262,7 +262,12 @@ async fn store(
             metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key()).increment(count as u64);
             return Ok(count);
         }
-        match app.store.publish(&partition, snapshot.version, &to_store).await? {
+        let queued = queue_subscriptions(entry);
+        match app
+            .store
+            .publish_routed(&partition, snapshot.version, &to_store, &queued)
+            .await?
+        {
             PublishOutcome::Stored => {
                 let matched: usize = to_store.iter().map(|e| e.deliveries.len()).sum();
                 metrics::counter!(m::MATCHED_EVENT_COUNT, "topic" => name.key()).increment(matched as u64);
@@ -290,6 +295,17 @@ fn topic_entry<'a>(snapshot: &'a CatalogSnapshot, name: &TopicName) -> Result<&'
     snapshot
         .topic(&name.key())
         .ok_or_else(|| Refusal::not_found(format!("topic {:?} does not exist", name.as_str())))
+}
+
+/// The `<topic>/<subscription>` keys of the topic's queue-mode subscriptions: their
+/// deliveries go into their queue for pull receivers, not to the senders.
+fn queue_subscriptions(entry: &TopicEntry) -> std::collections::HashSet<String> {
+    entry
+        .subscriptions
+        .iter()
+        .filter(|s| !s.delivery_mode.is_push())
+        .map(|s| format!("{}/{}", entry.topic.name.key(), s.name.key()))
+        .collect()
 }
 
 /// One stored event per event that matched something, with one delivery per match

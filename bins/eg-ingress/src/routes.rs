@@ -1,11 +1,11 @@
 //! Every route of the ingress, and the rule every answer follows: a refusal (including
 //! axum's own, for an unknown route or a malformed path) carries Event Grid's error body.
-//! The handlers live with their API (`publish`, `namespace`, `admin`, `status`); this is
+//! The handlers live with their API (`publish`, `namespace`, `pull`, `admin`, `status`); this is
 //! the one place that names them all.
 
 use crate::errors::Refusal;
 use crate::state::App;
-use crate::{admin, namespace, publish, status};
+use crate::{admin, namespace, publish, pull, status};
 use axum::Router;
 use axum::body::to_bytes;
 use axum::extract::Request;
@@ -23,10 +23,15 @@ use tower_http::trace::TraceLayer;
 /// Grid error body replacing it (they are short texts such as "Invalid URL: …").
 const MAX_QUOTED_ERROR_BYTES: usize = 2048;
 
-/// The publish APIs (Event Grid's custom-topic one and its namespace data plane), the
-/// management API (only with an admin token configured), the status page and the ops
-/// endpoints, all over one shared [`App`].
-pub fn router(app: &Arc<App>, process: &Process) -> Router {
+/// The publish APIs (Event Grid's custom-topic one and its namespace data plane), pull
+/// delivery's operations, the management API (only with an admin token configured), the
+/// status page and the ops endpoints, all over one shared [`App`].
+pub fn router(app: &Arc<App>, pull: &Arc<pull::Pull>, process: &Process) -> Router {
+    // `{name}` is the whole segment `<subscription>:<action>`, split by the handler.
+    let pull_routes = Router::new()
+        .route("/topics/{topic}/eventsubscriptions/{name}", post(pull::operate))
+        .route("/topics/{topic}/eventSubscriptions/{name}", post(pull::operate))
+        .with_state((app.clone(), pull.clone()));
     let mut router = Router::new()
         .route("/topics/{topic}/api/events", post(publish::publish))
         // `{topic}` is the whole segment `<topic>:publish`: axum routes no suffix after a
@@ -36,7 +41,8 @@ pub fn router(app: &Arc<App>, process: &Process) -> Router {
             "/validation/topics/{topic}/eventSubscriptions/{name}",
             get(admin::manual_validation),
         )
-        .with_state(app.clone());
+        .with_state(app.clone())
+        .merge(pull_routes);
     if app.admin_token.is_some() {
         router = router.nest("/admin", admin::router(app.clone()));
     }

@@ -1,12 +1,14 @@
 //! eg-scheduler: moves due retries into the ready streams, takes back deliveries whose
 //! holder vanished (after the visibility timeout), hands back deliveries of resumed
 //! (or expiring) paused subscriptions and publishes queue depths and endpoint probation
-//! gauges. Every step is an atomic script, so any number of copies run with no leader.
+//! gauges, and keeps pull delivery's queues (delayed releases promoted, expired last
+//! locks and time-to-lives ended, queue gauges). Every step is an atomic script, so any number of copies run with no leader.
 
 mod depth;
 mod paused;
 mod probation;
 mod promote;
+mod pull_queues;
 mod reclaim;
 
 use eg_runtime::{Process, Startup};
@@ -66,10 +68,19 @@ fn partition_loops(process: &Process, partition: Partition) -> [JoinHandle<()>; 
 }
 
 /// The loops that read the catalog, sharing one copy: paused deliveries handed back
-/// (every partition), endpoint probation published per subscription.
-fn catalog_loops(process: &Process, catalog: Arc<CatalogCache>) -> [JoinHandle<()>; 2] {
+/// (every partition), pull queues kept, endpoint probation published per subscription.
+fn catalog_loops(process: &Process, catalog: Arc<CatalogCache>) -> [JoinHandle<()>; 3] {
     let s = &process.settings.scheduler;
     [
+        tokio::spawn(pull_queues::queues_loop(
+            process.store.clone(),
+            catalog.clone(),
+            process.clock.clone(),
+            process.settings.retention(),
+            s.interval,
+            s.batch,
+            process.shutdown.clone(),
+        )),
         tokio::spawn(paused::unpark_loop(
             process.store.clone(),
             catalog.clone(),

@@ -22,6 +22,12 @@ pub enum DeadLetterReason {
     /// The endpoint's answer is not worth retrying (a 400, say), or the endpoint never
     /// consented to receive events.
     NonRetriableFailure,
+    /// Pull delivery: the event was received as often as the queue subscription's
+    /// `maxDeliveryCount` allows and its last lock ended (expired or released) without
+    /// an acknowledgement.
+    MaxDeliveryCountExceeded,
+    /// Pull delivery: a consumer rejected the event.
+    Rejected,
 }
 
 impl DeadLetterReason {
@@ -31,6 +37,8 @@ impl DeadLetterReason {
             Self::MaxDeliveryAttemptsExceeded => "MaxDeliveryAttemptsExceeded",
             Self::TimeToLiveExceeded => "TimeToLiveExceeded",
             Self::NonRetriableFailure => "NonRetriableFailure",
+            Self::MaxDeliveryCountExceeded => "MaxDeliveryCountExceeded",
+            Self::Rejected => "Rejected",
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod probation;
 pub mod profile;
 pub mod publish;
 pub mod publisher_auth;
+pub mod pull;
 pub mod render;
 pub mod retry;
 pub mod routing;

@@ -22,6 +22,11 @@ pub const QUEUE_READY_DEPTH: &str = "QueueReadyDepth";
 pub const QUEUE_IN_FLIGHT_DEPTH: &str = "QueueInFlightDepth";
 pub const QUEUE_RETRY_DEPTH: &str = "QueueRetryDepth";
 pub const QUEUE_PAUSED_DEPTH: &str = "QueuePausedDepth";
+/// Pull delivery's queues (labels `topic`, `subscription`).
+pub const QUEUE_AVAILABLE_DEPTH: &str = "QueueAvailableDepth";
+pub const QUEUE_LOCKED_DEPTH: &str = "QueueLockedDepth";
+pub const QUEUE_DELAYED_DEPTH: &str = "QueueDelayedDepth";
+pub const QUEUE_OLDEST_UNACKNOWLEDGED_SECONDS: &str = "QueueOldestUnacknowledgedSeconds";
 pub const DEAD_LETTER_BACKLOG_DEPTH: &str = "DeadLetterBacklogDepth";
 pub const ENDPOINT_PROBATION_COUNT: &str = "EndpointProbationCount";
 pub const DELIVERY_DELAYED_COUNT: &str = "DeliveryDelayedCount";
@@ -139,6 +144,22 @@ fn describe() {
         "Deliveries set aside for paused subscriptions, by partition"
     );
     describe_gauge!(QUEUE_READY_DEPTH, "Deliveries waiting to be sent, by partition");
+    describe_gauge!(
+        QUEUE_AVAILABLE_DEPTH,
+        "Events of a queue-mode subscription a receive can get now (never received, or their lock expired)"
+    );
+    describe_gauge!(
+        QUEUE_LOCKED_DEPTH,
+        "Events of a queue-mode subscription locked to a receiver"
+    );
+    describe_gauge!(
+        QUEUE_DELAYED_DEPTH,
+        "Events of a queue-mode subscription released with a delay that has not passed yet"
+    );
+    describe_gauge!(
+        QUEUE_OLDEST_UNACKNOWLEDGED_SECONDS,
+        "Age of the oldest unacknowledged event of a queue-mode subscription"
+    );
     describe_gauge!(QUEUE_IN_FLIGHT_DEPTH, "Deliveries held by a sender, by partition");
     describe_gauge!(QUEUE_RETRY_DEPTH, "Deliveries waiting for a retry, by partition");
     describe_gauge!(

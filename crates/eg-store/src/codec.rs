@@ -176,6 +176,7 @@ fn settle_action(settlement: &Settlement) -> &'static str {
         Settlement::Requeue { .. } => "requeue",
         Settlement::DeadLetter { .. } => "deadletter",
         Settlement::Park { .. } => "park",
+        Settlement::RenewLock => "renew",
     }
 }
 
@@ -191,18 +192,38 @@ impl SettleCall {
     /// Settles `items` of `partition` within `retention`. Each push below is one line
     /// of the script's header.
     pub fn new(partition: &Partition, items: &[Settle<'_>], retention: &Retention) -> Result<Self, StoreError> {
-        let keep_history = !retention.history_for.is_zero() && retention.histories_per_partition > 0;
-        let mut keys = Vec::with_capacity(SETTLE_FIXED_KEYS + SETTLE_KEYS_PER_ITEM * items.len());
-        let mut args = Vec::with_capacity(SETTLE_FIXED_ARGS + SETTLE_ARGS_PER_ITEM * items.len());
-        keys.extend([
+        if items.iter().any(|i| matches!(i.settlement, Settlement::RenewLock)) {
+            return Err(StoreError::corrupt(
+                partition.ready(),
+                "a lock renewal is for queue streams only",
+            ));
+        }
+        let fixed = [
             partition.ready(),
             partition.retry(),
             partition.deadletter_delay(),
             partition.history_index(),
             partition.paused_index(),
-        ]);
+        ];
+        Self::on_stream(partition, fixed, SENDERS_GROUP, items, retention)
+    }
+
+    /// The same layout for holds on another stream: `fixed` are KEYS[1..5] (the stream,
+    /// the set a retry goes into, the dead-letter delay set, the history index, the
+    /// paused index or what stands in its place), `group` ARGV[1].
+    pub fn on_stream(
+        partition: &Partition,
+        fixed: [String; SETTLE_FIXED_KEYS],
+        group: &str,
+        items: &[Settle<'_>],
+        retention: &Retention,
+    ) -> Result<Self, StoreError> {
+        let keep_history = !retention.history_for.is_zero() && retention.histories_per_partition > 0;
+        let mut keys = Vec::with_capacity(SETTLE_FIXED_KEYS + SETTLE_KEYS_PER_ITEM * items.len());
+        let mut args = Vec::with_capacity(SETTLE_FIXED_ARGS + SETTLE_ARGS_PER_ITEM * items.len());
+        keys.extend(fixed);
         args.extend([
-            SENDERS_GROUP.to_owned(),
+            group.to_owned(),
             (retention.history_for.as_millis().max(1) as u64).to_string(),
             retention.histories_per_partition.to_string(),
             retention.steps_per_history.max(1).to_string(),
@@ -213,7 +234,7 @@ impl SettleCall {
             let delivery = item.delivery;
             let subscription = format!("{}/{}", delivery.topic, delivery.subscription);
             let (record, time) = match item.settlement {
-                Settlement::Done => (String::new(), 0),
+                Settlement::Done | Settlement::RenewLock => (String::new(), 0),
                 Settlement::Retry { delivery, due } => (encode_delivery(delivery), due.0),
                 Settlement::Requeue { delivery } => (encode_delivery(delivery), 0),
                 Settlement::Park { delivery, until } => (encode_delivery(delivery), until.0),
@@ -255,7 +276,12 @@ impl SettleCall {
 
     /// The script call, ready to send.
     pub fn invocation(&self) -> redis::ScriptInvocation<'static> {
-        let mut call = scripts::SETTLE.prepare_invoke();
+        self.invocation_of(&scripts::SETTLE)
+    }
+
+    /// The call of `script`, which reads this layout.
+    pub fn invocation_of(&self, script: &'static redis::Script) -> redis::ScriptInvocation<'static> {
+        let mut call = script.prepare_invoke();
         for key in &self.keys {
             call.key(key);
         }

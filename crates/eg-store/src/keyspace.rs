@@ -8,6 +8,11 @@
 pub const SENDERS_GROUP: &str = "senders";
 /// Consumer group of the dead-letter workers on every dead-letter stream.
 pub const DEADLETTER_GROUP: &str = "deadletter";
+/// Consumer group on every queue stream (pull delivery): its pending list holds the locks.
+pub const RECEIVERS_GROUP: &str = "receivers";
+/// The one consumer of [`RECEIVERS_GROUP`]: a lock belongs to its token, not to a
+/// process, so every ingress copy claims under the same name.
+pub const LOCKS_CONSUMER: &str = "locks";
 
 /// Redis Cluster's hash slots.
 pub const SLOTS: u16 = 16384;
@@ -102,6 +107,31 @@ impl Partition {
     pub fn paused_index(&self) -> String {
         format!("{}:paused", self.tag)
     }
+    /// The queue of one queue-mode subscription (`<topic>/<subscription>`) in this
+    /// partition: a stream (field `d` = delivery record) with group `receivers`, whose
+    /// pending entries are the locks held.
+    pub fn queue(&self, subscription: &str) -> String {
+        format!("{}:queue:{subscription}", self.tag)
+    }
+    /// Released-with-delay deliveries of one queue subscription, scored by when they
+    /// become receivable again (ms).
+    pub fn queue_delayed(&self, subscription: &str) -> String {
+        format!("{}:queue:{subscription}:delayed", self.tag)
+    }
+    /// Where the next receive's scan for expired locks of one queue goes on from (an
+    /// entry id; absent: from the start).
+    pub fn queue_cursor(&self, subscription: &str) -> String {
+        format!("{}:queue:{subscription}:cursor", self.tag)
+    }
+    /// The subscriptions (`<topic>/<subscription>`) with a queue in this partition.
+    pub fn queues_index(&self) -> String {
+        format!("{}:queues", self.tag)
+    }
+    /// Wake-up hints for waiting receivers: one entry per publish or promotion naming
+    /// the subscriptions that got events (capped; losing a hint costs latency only).
+    pub fn queue_signal(&self) -> String {
+        format!("{}:queue-signal", self.tag)
+    }
     /// The dead-letter archive of one subscription (`<topic>/<subscription>`).
     pub fn archive(&self, subscription: &str) -> Archive {
         Archive {
@@ -189,6 +219,10 @@ impl Keyspace {
     pub fn layout(&self) -> String {
         self.catalog("partitions")
     }
+    /// The secret lock tokens are signed with (pull delivery), created once.
+    pub fn lock_secret(&self) -> String {
+        self.catalog("lock-secret")
+    }
     /// The status page's counts of one time bucket (numbered `<unix seconds / 10>`):
     /// field `<kind>|<label>` -> count. All stats keys share one hash tag.
     pub fn stats_bucket(&self, bucket: u64) -> String {
@@ -231,6 +265,11 @@ mod tests {
             p.archive("orders/billing").all,
             p.archive("orders/billing").waiting,
             p.archive("orders/billing").records,
+            p.queue("orders/billing"),
+            p.queue_delayed("orders/billing"),
+            p.queue_cursor("orders/billing"),
+            p.queues_index(),
+            p.queue_signal(),
         ] {
             assert!(key.starts_with("{eg:p3."), "{key}");
             assert_eq!(slot(&key), slot(&p.ready()), "{key}");

@@ -10,8 +10,9 @@
 //! - the connections (`connection`) and the Redis-corrected clock (`clock`) that every
 //!   stored time is read from, so all processes agree with the scripts;
 //! - what is stored: the topic/subscription catalog (`catalog`, `snapshot`, `cache`),
-//!   the delivery queues (`queue`, `settlement`), paused subscriptions' deliveries
-//!   (`paused`), delivery history (`history`; a subscription's recent deliveries read from it, `recent`), the dead-letter archive (`archive`),
+//!   the delivery queues (`queue`, `settlement`), pull delivery's queues and locks
+//!   (`pull`), paused subscriptions' deliveries (`paused`), delivery history (`history`;
+//!   a subscription's recent deliveries read from it, `recent`), the dead-letter archive (`archive`),
 //!   per-endpoint probation records (`probation`), the status page's counts
 //!   (`stats`) and the running processes' heartbeats (`heartbeat`).
 //!
@@ -32,6 +33,7 @@ pub mod history;
 pub mod keyspace;
 pub mod paused;
 pub mod probation;
+pub mod pull;
 pub mod queue;
 pub mod recent;
 mod scripts;
@@ -46,6 +48,7 @@ pub use clock::Clock;
 pub use connection::{RedisSettings, Store};
 pub use error::StoreError;
 pub use keyspace::{Keyspace, Partition};
+pub use pull::{LockCheck, QueueDepth, QueueEntry};
 pub use queue::{DeadLetterItem, Depths, Promoted, PublishOutcome, ReadyDelivery};
 pub use settlement::{OwnedSettle, Retention, Settle, Settled, Settlement};
 pub use snapshot::{CatalogSnapshot, TopicEntry};

@@ -12,6 +12,7 @@ use eg_core::Delivery;
 use eg_core::deadletter::DeadLetterEntry;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::time::Duration;
 
 /// One event of a publish request, ready to store: its body and its deliveries.
@@ -74,14 +75,56 @@ impl Store {
         catalog_version: u64,
         events: &[EventToStore],
     ) -> Result<PublishOutcome, StoreError> {
+        self.publish_routed(partition, catalog_version, events, &HashSet::new())
+            .await
+    }
+
+    /// [`Store::publish`], with the deliveries of the subscriptions in `queued`
+    /// (`<topic>/<subscription>` keys of queue-mode subscriptions) put into their
+    /// subscription's queue stream for pull receivers instead of the ready stream.
+    pub async fn publish_routed(
+        &self,
+        partition: &Partition,
+        catalog_version: u64,
+        events: &[EventToStore],
+        queued: &HashSet<String>,
+    ) -> Result<PublishOutcome, StoreError> {
+        // The queue streams written to, numbered from 1 in the order first met.
+        let mut queues: Vec<String> = Vec::new();
+        let mut target_of = |d: &Delivery| -> usize {
+            let key = format!("{}/{}", d.topic, d.subscription);
+            if !queued.contains(&key) {
+                return 0;
+            }
+            match queues.iter().position(|q| *q == key) {
+                Some(at) => at + 1,
+                None => {
+                    queues.push(key);
+                    queues.len()
+                }
+            }
+        };
+        let mut routed: Vec<Cow<str>> = Vec::new();
+        for e in events {
+            routed.push(e.body.as_str().into());
+            routed.push(e.deliveries.len().to_string().into());
+            for d in &e.deliveries {
+                routed.push(target_of(d).to_string().into());
+                routed.push(codec::encode_delivery(d).into());
+            }
+        }
         let mut keys = vec![partition.catalog_version(), partition.ready()];
         keys.extend(events.iter().map(|e| partition.event(&e.event_key)));
-        let mut args: Vec<Cow<str>> = vec![catalog_version.to_string().into(), events.len().to_string().into()];
-        for e in events {
-            args.push(e.body.as_str().into());
-            args.push(e.deliveries.len().to_string().into());
-            args.extend(e.deliveries.iter().map(|d| codec::encode_delivery(d).into()));
-        }
+        keys.push(partition.queues_index());
+        keys.push(partition.queue_signal());
+        keys.extend(queues.iter().map(|q| partition.queue(q)));
+        let mut args: Vec<Cow<str>> = vec![
+            catalog_version.to_string().into(),
+            events.len().to_string().into(),
+            queues.len().to_string().into(),
+        ];
+        args.extend(routed);
+        args.extend(queues.iter().map(|q| Cow::Owned(q.clone())));
         let mut conn = self.conn().await?;
         let reply: Vec<String> = if self.replica_acks == 0 {
             let mut invocation = scripts::PUBLISH.prepare_invoke();

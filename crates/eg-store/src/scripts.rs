@@ -25,7 +25,22 @@ macro_rules! catalog_script {
 script!(PUBLISH, "publish.lua");
 /// The publish script's text, for sending it with `EVAL` in one pipeline with `WAIT`.
 pub const PUBLISH_SOURCE: &str = include_str!("scripts/publish.lua");
-script!(SETTLE, "settle.lua");
+/// A script that settles holds: `settle_steps.lua` (the steps every settle shares) goes first.
+macro_rules! settle_script {
+    ($name:ident, $file:literal) => {
+        pub static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("scripts/settle_steps.lua"),
+                include_str!(concat!("scripts/", $file))
+            ))
+        });
+    };
+}
+
+settle_script!(SETTLE, "settle.lua");
+settle_script!(QUEUE_SETTLE, "queue_settle.lua");
+script!(QUEUE_RECEIVE, "queue_receive.lua");
+script!(QUEUE_DROP, "queue_drop.lua");
 script!(PROMOTE, "promote.lua");
 script!(ACK_DELETE, "ack_delete.lua");
 script!(RAISE_VERSION, "raise_version.lua");

@@ -25,6 +25,9 @@ pub enum Settlement {
     /// The subscription is paused: set aside, uncharged, until it is resumed or until
     /// `until` (the end of its time-to-live), whichever comes first.
     Park { delivery: Delivery, until: UnixMillis },
+    /// Pull delivery only (`queue_settle.lua`): the lock is renewed for another full
+    /// lock duration; the delivery stays where it is.
+    RenewLock,
 }
 
 /// How much delivery history and dead-letter archive each partition keeps (bounded, so

@@ -70,6 +70,65 @@ async fn the_store_runs_unchanged_on_a_three_primary_cluster() {
     assert!(catalog.put_subscription(&sub, 5).await.is_ok());
 }
 
+/// Pull delivery's scripts (publish into a queue, receive, settle each way, promote) on
+/// every partition of a cluster: each touches one hash tag only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_delivery_scripts_run_on_a_three_primary_cluster() {
+    use eg_store::{LockCheck, Retention, Settle, Settlement};
+    let cluster = RedisCluster::start(3, 0);
+    let store = connect_to(&cluster, 6, 0).await;
+    let catalog = Catalog::new(store.clone());
+    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
+    let version = catalog.version().await.unwrap();
+    let queued = std::collections::HashSet::from(["orders/billing".to_owned()]);
+    let lock = Duration::from_secs(60);
+    assert!(!store.lock_secret(b"secret").await.unwrap().is_empty());
+    for p in store.keys().all_partitions() {
+        let events = [event(&format!("e{}", p.index), 1), event(&format!("f{}", p.index), 1)];
+        let outcome = store.publish_routed(&p, version, &events, &queued).await.unwrap();
+        assert_eq!(outcome, PublishOutcome::Stored);
+        let got = store.receive_queue(&p, "orders/billing", lock, 10).await.unwrap();
+        assert_eq!(got.len(), 2, "partition {}", p.index);
+        let mut released = got[1].delivery.clone();
+        released.attempts = got[1].delivery_count();
+        let settlements = [
+            Settlement::Done,
+            Settlement::Retry {
+                delivery: released,
+                due: eg_core::UnixMillis(1),
+            },
+        ];
+        let items: Vec<Settle<'_>> = got
+            .iter()
+            .zip(&settlements)
+            .map(|(e, settlement)| Settle {
+                entry_id: &e.entry_id,
+                delivery: &e.delivery,
+                settlement,
+                history: None,
+            })
+            .collect();
+        let settled = store
+            .settle_queue(
+                &p,
+                "orders/billing",
+                &items,
+                &[1, 1],
+                lock,
+                LockCheck::Held,
+                &Retention::NONE,
+            )
+            .await
+            .unwrap();
+        assert_eq!(settled, [true, true]);
+        assert_eq!(store.promote_queue(&p, "orders/billing", 10).await.unwrap().moved, 1);
+        let again = store.receive_queue(&p, "orders/billing", lock, 10).await.unwrap();
+        assert_eq!(again[0].delivery_count(), 2);
+        let (_, named) = store.read_signals(&p, "0-0", Duration::from_millis(10)).await.unwrap();
+        assert!(named.iter().any(|n| n == "orders/billing"));
+    }
+}
+
 /// What a primary's failover did to the publishes answered as stored.
 struct Failover {
     /// Answered as stored while the replica was in sync (before it was frozen).

@@ -22,6 +22,7 @@ mod operations;
 mod outages;
 mod pipeline;
 mod protection;
+mod pull_delivery;
 mod resilience;
 mod schemas;
 mod signing;

@@ -1,12 +1,18 @@
--- Stores the events of one publish request and enqueues their deliveries, all or nothing.
+-- Stores the events of one publish request and enqueues their deliveries, all or nothing:
+-- push deliveries into the ready stream (for the senders), queue-mode deliveries into
+-- their subscription's queue stream (for pull receivers; a sender never sees them).
 -- All keys share the partition's hash tag.
 --
 -- KEYS[1]  catalog version seen by this partition (string)
 -- KEYS[2]  ready stream of the partition
 -- KEYS[3..2+N]  one event hash per event (fields: b = body, r = deliveries outstanding)
+-- KEYS[3+N]  the partition's queues index (set)   KEYS[4+N]  the queue signal stream
+-- KEYS[5+N..4+N+Q]  one queue stream per queue-mode subscription written to
 -- ARGV[1]  catalog version the caller matched against
--- ARGV[2]  N, the number of events
--- then, per event in KEYS order: body, M (its number of deliveries), M delivery records
+-- ARGV[2]  N, the number of events     ARGV[3]  Q, the number of queue streams
+-- then, per event in KEYS order: body, M (its number of deliveries), and M pairs of
+-- (target, delivery record): target 0 = the ready stream, q = the q-th queue stream
+-- then Q subscription names (`<topic>/<subscription>`), in queue stream order
 --
 -- Returns {"OK"} or {"STALE", version} when the catalog changed after the caller's
 -- snapshot (or vanished); nothing is written then, and the caller re-matches with a fresh catalog.
@@ -22,15 +28,37 @@ if seen > cached then
   return {'STALE', raw}
 end
 local n = tonumber(ARGV[2])
-local at = 3
+local q = tonumber(ARGV[3])
+-- A queue stream is created with its group (from id 0: nothing before it is skipped);
+-- it is recreated the same way if it vanished (Redis lost data).
+for i = 1, q do
+  local stream = KEYS[4 + n + i]
+  if redis.call('EXISTS', stream) == 0 then
+    redis.call('XGROUP', 'CREATE', stream, 'receivers', '0', 'MKSTREAM')
+  end
+end
+local at = 4
 for i = 1, n do
   local body = ARGV[at]
   local m = tonumber(ARGV[at + 1])
   at = at + 2
   redis.call('HSET', KEYS[2 + i], 'b', body, 'r', m)
   for _ = 1, m do
-    redis.call('XADD', KEYS[2], '*', 'd', ARGV[at])
-    at = at + 1
+    local target = tonumber(ARGV[at])
+    if target == 0 then
+      redis.call('XADD', KEYS[2], '*', 'd', ARGV[at + 1])
+    else
+      redis.call('XADD', KEYS[4 + n + target], '*', 'd', ARGV[at + 1])
+    end
+    at = at + 2
   end
+end
+if q > 0 then
+  local names = {}
+  for i = 1, q do
+    names[i] = ARGV[at + i - 1]
+  end
+  redis.call('SADD', KEYS[3 + n], unpack(names))
+  redis.call('XADD', KEYS[4 + n], 'MAXLEN', '~', '10000', '*', 's', table.concat(names, ' '))
 end
 return {'OK'}

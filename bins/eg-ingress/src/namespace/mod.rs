@@ -25,23 +25,11 @@ pub fn split_action(segment: &str) -> Option<(&str, &str)> {
 }
 
 /// Refuses a request without an `api-version` of the form `YYYY-MM-DD` or
-/// `YYYY-MM-DD-preview`. Any such version is taken, so a newer SDK's default works.
+/// `YYYY-MM-DD-preview` (eg-core's rule, shared with pull delivery). Any such version is
+/// taken, so a newer SDK's default works.
 pub fn require_api_version(query: &HashMap<String, String>) -> Result<(), Refusal> {
-    match query.get("api-version") {
-        None => Err(Refusal::bad_request(
-            "api-version: is required, as a query parameter (e.g. ?api-version=2024-06-01)",
-        )),
-        Some(version) if is_api_version(version) => Ok(()),
-        Some(version) => Err(Refusal::bad_request(format!(
-            "api-version: {version:?} is not an API version; use the form YYYY-MM-DD or \
-             YYYY-MM-DD-preview (e.g. 2024-06-01)"
-        ))),
-    }
-}
-
-fn is_api_version(version: &str) -> bool {
-    let date = version.strip_suffix("-preview").unwrap_or(version);
-    date.len() == 10 && chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").is_ok()
+    eg_core::pull::require_api_version(query.get("api-version").map(String::as_str))
+        .map_err(|e| Refusal::bad_request(e.to_string()))
 }
 
 /// The answer to a data-plane request: a refusal also names its error code in

@@ -102,10 +102,22 @@ pub async fn operate(
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
     body: Body,
+) -> Response {
+    // Refusals carry `x-ms-error-code` beside the error body, as on the publish route.
+    crate::namespace::answer(operation(app, pull, topic, segment, query, headers, body).await)
+}
+
+async fn operation(
+    app: Arc<App>,
+    pull: Arc<Pull>,
+    topic: String,
+    segment: String,
+    query: HashMap<String, String>,
+    headers: HeaderMap,
+    body: Body,
 ) -> Result<Response, Refusal> {
     let (subscription, action) = core_pull::parse_action(&segment).map_err(Refusal::not_found)?;
-    core_pull::require_api_version(query.get("api-version").map(String::as_str))
-        .map_err(|e| Refusal::bad_request(e.to_string()))?;
+    crate::namespace::require_api_version(&query)?;
     let target = find(&app, &topic, subscription, &query, &headers).await?;
     match action {
         Action::Receive => {

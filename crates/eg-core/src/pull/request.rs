@@ -61,23 +61,16 @@ pub fn require_api_version(value: Option<&str>) -> Result<(), InvalidField> {
     let Some(value) = value else {
         return Err(InvalidField::new(
             "api-version",
-            "is required (e.g. api-version=2024-06-01)",
+            "is required, as a query parameter (e.g. ?api-version=2024-06-01)",
         ));
     };
     let date = value.strip_suffix("-preview").unwrap_or(value);
-    let b = date.as_bytes();
-    let shaped = b.len() == 10
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
-    if shaped {
+    if date.len() == 10 && chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").is_ok() {
         Ok(())
     } else {
         Err(InvalidField::new(
             "api-version",
-            format!("{value:?} is not an api-version: use YYYY-MM-DD, e.g. 2024-06-01"),
+            format!("{value:?} is not an API version; use the form YYYY-MM-DD or YYYY-MM-DD-preview (e.g. 2024-06-01)"),
         ))
     }
 }
@@ -279,7 +272,15 @@ mod tests {
             require_api_version(Some(ok)).unwrap();
         }
         assert_eq!(require_api_version(None).unwrap_err().field, "api-version");
-        for bad in ["", "latest", "2024-6-1", "2024-06-01-beta"] {
+        for bad in [
+            "",
+            "latest",
+            "2024-6-1",
+            "2024-13-01",
+            "2024-02-30",
+            "2024-06-01-beta",
+            "2024-06-01preview",
+        ] {
             assert_eq!(require_api_version(Some(bad)).unwrap_err().field, "api-version");
         }
     }

@@ -1,9 +1,11 @@
 //! Queue depths per partition and in total: what waits for each tier. Ready and in
 //! flight are the senders' work, retry and paused the scheduler's, the dead-letter
-//! backlog the dead-letter workers'.
+//! backlog the dead-letter workers'. Then each queue-mode subscription's queue (pull
+//! delivery), summed over the partitions: what waits for its consumers.
 
 use super::Reply;
 use crate::state::App;
+use crate::status::queue_figures;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -28,8 +30,41 @@ pub async fn queues(State(app): State<Arc<App>>) -> Reply {
     }
     Ok((
         StatusCode::OK,
-        Json(json!({ "partitions": partitions, "total": depths(&total) })),
+        Json(json!({
+            "partitions": partitions,
+            "total": depths(&total),
+            "subscriptionQueues": subscription_queues(&app).await?,
+        })),
     ))
+}
+
+/// Every queue-mode subscription's queue, by topic and subscription name.
+async fn subscription_queues(app: &App) -> Result<Vec<Value>, eg_store::StoreError> {
+    // A subscription created a moment ago is listed: the catalog is read fresh.
+    let catalog = app.cache.refresh().await?;
+    let mut subscriptions: Vec<_> = catalog
+        .topics
+        .values()
+        .flat_map(|entry| entry.subscriptions.iter())
+        .filter(|s| !s.delivery_mode.is_push())
+        .collect();
+    subscriptions.sort_by_key(|s| (s.topic.key(), s.name.key()));
+    let now = app.clock.now();
+    let mut rows = Vec::with_capacity(subscriptions.len());
+    for sub in subscriptions {
+        let Some(q) = queue_figures(app, sub, now).await? else {
+            continue;
+        };
+        rows.push(json!({
+            "topic": sub.topic.as_str(),
+            "subscription": sub.name.as_str(),
+            "available": q.available,
+            "locked": q.locked,
+            "delayed": q.delayed,
+            "oldestUnacknowledgedSeconds": q.oldest_unacknowledged_seconds,
+        }));
+    }
+    Ok(rows)
 }
 
 fn depths(d: &Depths) -> Value {

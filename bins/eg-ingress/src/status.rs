@@ -24,7 +24,7 @@ mod session;
 mod subscription;
 mod tiers;
 
-pub use model::queue_figures;
+pub use model::queues_figures;
 
 use crate::errors::Refusal;
 use crate::operations;

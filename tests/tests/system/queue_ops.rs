@@ -107,7 +107,7 @@ async fn egctl_status_shows_a_queue_subscriptions_available_and_locked_counts() 
     assert_eq!(status, StatusCode::OK, "{body}");
     let sub = subscription_in(&body, "jobs", "workers");
     assert_eq!(sub["deliveryMode"], "Queue", "{sub}");
-    assert_eq!(sub["queue"]["available"], 3, "{sub}");
+    assert_eq!(sub["queue"]["available"], 3, "{sub} problems: {}", body["problems"]);
     assert_eq!(sub["queue"]["locked"], 2, "{sub}");
     assert_eq!(sub["queue"]["delayed"], 0, "{sub}");
     assert!(sub["queue"]["oldestUnacknowledgedSeconds"].is_u64(), "{sub}");

@@ -4,11 +4,13 @@
 //! delivery), summed over the partitions: what waits for its consumers.
 
 use super::Reply;
+use crate::operations::subscription_key;
 use crate::state::App;
-use crate::status::queue_figures;
+use crate::status::queues_figures;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use eg_core::Subscription;
 use eg_store::Depths;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -49,12 +51,11 @@ async fn subscription_queues(app: &App) -> Result<Vec<Value>, eg_store::StoreErr
         .filter(|s| !s.delivery_mode.is_push())
         .collect();
     subscriptions.sort_by_key(|s| (s.topic.key(), s.name.key()));
-    let now = app.clock.now();
+    let plain: Vec<&Subscription> = subscriptions.iter().map(|s| s.as_ref()).collect();
+    let mut figures = queues_figures(app, &plain, app.clock.now()).await?;
     let mut rows = Vec::with_capacity(subscriptions.len());
-    for sub in subscriptions {
-        let Some(q) = queue_figures(app, sub, now).await? else {
-            continue;
-        };
+    for sub in plain {
+        let q = figures.remove(&subscription_key(sub)).unwrap_or_default();
         rows.push(json!({
             "topic": sub.topic.as_str(),
             "subscription": sub.name.as_str(),

@@ -9,6 +9,7 @@
 
 use super::hour::LastHour;
 use super::tiers::{TierStatus, tiers_of};
+use crate::operations::subscription_key;
 use crate::state::App;
 use eg_core::Subscription;
 use eg_core::UnixMillis;
@@ -18,7 +19,8 @@ use eg_core::subscription::base_url;
 use eg_runtime::stats::{Kind, Stats, Window, subscription_label};
 use eg_store::{DeadLetterCounts, Depths, QueueDepth, StoreError};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -112,15 +114,44 @@ impl QueueFigures {
 
 /// Reads a queue subscription's depths in every partition: `None` for push.
 pub async fn queue_figures(app: &App, sub: &Subscription, now: UnixMillis) -> Result<Option<QueueFigures>, StoreError> {
-    let Some(lock) = sub.delivery_mode.receive_lock() else {
+    if sub.delivery_mode.is_push() {
         return Ok(None);
-    };
-    let key = crate::operations::subscription_key(sub);
-    let mut depths = Vec::new();
-    for partition in app.store.keys().all_partitions() {
-        depths.push(app.store.queue_depth(&partition, &key, lock).await?);
     }
-    Ok(Some(QueueFigures::of(&depths, now)))
+    let mut figures = queues_figures(app, &[sub], now).await?;
+    Ok(Some(figures.remove(&subscription_key(sub)).unwrap_or_default()))
+}
+
+/// The queues of the queue-mode subscriptions among `subs`, by subscription key: in each
+/// partition, those its queues index lists (a partition no event of a subscription
+/// reached has no queue for it). A queue subscription with no queue yet is empty.
+pub async fn queues_figures(
+    app: &App,
+    subs: &[&Subscription],
+    now: UnixMillis,
+) -> Result<HashMap<String, QueueFigures>, StoreError> {
+    let locks: HashMap<String, Duration> = subs
+        .iter()
+        .filter_map(|s| Some((subscription_key(s), s.delivery_mode.receive_lock()?)))
+        .collect();
+    let mut depths: HashMap<String, Vec<QueueDepth>> = HashMap::new();
+    if locks.is_empty() {
+        return Ok(HashMap::new());
+    }
+    for partition in app.store.keys().all_partitions() {
+        for key in app.store.queue_subscriptions(&partition).await? {
+            if let Some(lock) = locks.get(&key) {
+                let depth = app.store.queue_depth(&partition, &key, *lock).await?;
+                depths.entry(key).or_default().push(depth);
+            }
+        }
+    }
+    Ok(locks
+        .into_keys()
+        .map(|key| {
+            let figures = QueueFigures::of(depths.get(&key).map_or(&[][..], Vec::as_slice), now);
+            (key, figures)
+        })
+        .collect())
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -358,22 +389,19 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
     if let Some(e) = dead_letters_failed {
         problems.push(format!("dead-letter counts unavailable: {e}"));
     }
-    let mut queue_figures_of = Vec::with_capacity(subscriptions.len());
-    let mut queues_failed = None;
-    for sub in &subscriptions {
-        let figures = if queues_failed.is_some() {
-            None
-        } else {
-            queue_figures(app, sub, now).await.unwrap_or_else(|e| {
-                queues_failed = Some(e.to_string());
-                None
-            })
-        };
-        queue_figures_of.push(figures);
-    }
-    if let Some(e) = queues_failed {
+    let plain: Vec<&Subscription> = subscriptions.iter().map(|s| s.as_ref()).collect();
+    let mut queues_of = queues_figures(app, &plain, now).await.unwrap_or_else(|e| {
         problems.push(format!("queue subscriptions' depths unavailable: {e}"));
-    }
+        HashMap::new()
+    });
+    let queue_figures_of: Vec<Option<QueueFigures>> = subscriptions
+        .iter()
+        .map(|s| {
+            let figures = queues_of.remove(&subscription_key(s));
+            // Unread (the problem is named): zeros, still shown as a queue.
+            figures.or_else(|| (!s.delivery_mode.is_push()).then(QueueFigures::default))
+        })
+        .collect();
 
     let mut by_topic: BTreeMap<String, Vec<SubscriptionStatus>> = BTreeMap::new();
     for (((sub, record), counts), queue) in subscriptions

@@ -48,8 +48,20 @@ pub async fn resume(app: &App, topic: &str, name: &str) -> Result<(Subscription,
     Ok((sub, moved))
 }
 
+/// Pausing holds back what the senders push; a queue subscription's consumers receive
+/// when they choose to, so there is nothing to hold back.
+fn queue_not_pausable(topic: &str, name: &str) -> Refusal {
+    Refusal::bad_request(format!(
+        "subscription {name:?} of topic {topic:?} is a queue subscription: pause holds back push deliveries \
+         only; stop its consumers instead (its events wait in its queue, their time-to-live still counting)"
+    ))
+}
+
 async fn set_paused(app: &App, topic: &str, name: &str, paused: bool) -> Result<Subscription, Refusal> {
     let (sub, _) = change_subscription(app, topic, name, |sub| {
+        if paused && !sub.delivery_mode.is_push() {
+            return Err(queue_not_pausable(topic, name));
+        }
         Ok((sub.paused != paused).then(|| Subscription { paused, ..sub.clone() }))
     })
     .await?;

@@ -24,6 +24,8 @@ mod session;
 mod subscription;
 mod tiers;
 
+pub use model::queues_figures;
+
 use crate::errors::Refusal;
 use crate::operations;
 use crate::state::App;

@@ -23,6 +23,7 @@ mod outages;
 mod pipeline;
 mod protection;
 mod pull_delivery;
+mod queue_ops;
 mod resilience;
 mod schemas;
 mod signing;

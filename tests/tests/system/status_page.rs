@@ -7,6 +7,10 @@
 //! and its topic's unmatched events, a click through to a subscription's page (settings,
 //! recent deliveries, an event's history), pause, redrive with its confirmation, resume,
 //! validate again, and actions refused without the form token or from another site.
+//! The third is a namespace topic with a queue subscription whose consumers hold locks:
+//! the overview marks the topic and shows available and locked events instead of an
+//! endpoint, and the subscription's page shows its queue settings without pause or
+//! validate.
 //!
 //! Needs `chromium` and `chromedriver` (Debian: `apt-get install chromium chromium-driver`;
 //! CI installs them). Without them the test fails and says so: it never skips.
@@ -866,5 +870,84 @@ async fn an_operator_pauses_redrives_resumes_and_validates_from_the_status_page(
         .unwrap();
     assert_eq!(class.as_deref(), Some("flash bad"));
     assert!(silent.validations().len() > before, "the handshake did not run again");
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_subscription_shows_its_queue_on_the_status_page() {
+    use crate::queue_ops::{namespace_topic, publish, queue_subscription, receive_locked};
+    let driver = Driver::start().await;
+    let system = System::start(Options::default()).await;
+    let key = namespace_topic(&system, "jobs").await;
+    queue_subscription(&system, "jobs", "workers").await;
+    publish(&system, "jobs", &key, 6).await;
+    // Two consumers' receives, holding their locks.
+    receive_locked(&system, "jobs", &key, "workers", 2).await;
+    receive_locked(&system, "jobs", &key, "workers", 2).await;
+
+    let browser = driver.browser().await;
+    let ingress = system.ingress_url();
+    browser
+        .goto(&format!("{ingress}/status?token={ADMIN_TOKEN}"))
+        .await
+        .unwrap();
+    let topic = wait_text(
+        &browser,
+        "tbody[data-topic=\"jobs\"] [data-field=\"kind\"]",
+        "the topic's kind",
+        |t| t == "Namespace topic",
+    )
+    .await;
+    assert_eq!(topic, "Namespace topic");
+    let row = "tr[data-subscription=\"workers\"][data-mode=\"Queue\"]";
+    wait_text(
+        &browser,
+        &format!("{row} [data-field=\"available\"]"),
+        "available events",
+        |t| number(t) == 2,
+    )
+    .await;
+    let locked = text(&browser, &format!("{row} [data-field=\"locked\"]")).await.unwrap();
+    assert_eq!(number(&locked), 4, "locked events");
+    let mode = text(&browser, &format!("{row} [data-field=\"mode\"]")).await.unwrap();
+    assert!(mode.starts_with("Queue"), "{mode}");
+    assert!(
+        browser
+            .find(Locator::Css(&format!("{row} [data-field=\"endpoint\"]")))
+            .await
+            .is_err(),
+        "a queue subscription has no endpoint to show"
+    );
+
+    // Its page: the queue settings and figures; no pause, no validate.
+    click_to(
+        &browser,
+        &format!("{row} a.subname"),
+        "/status/topics/jobs/subscriptions/workers",
+    )
+    .await;
+    let lock = wait_text(
+        &browser,
+        "tr[data-setting=\"receive-lock\"] td",
+        "the receive lock",
+        |t| !t.is_empty(),
+    )
+    .await;
+    assert_eq!(lock, "90 s");
+    assert_eq!(
+        text(&browser, "tr[data-setting=\"max-delivery-count\"] td")
+            .await
+            .as_deref(),
+        Some("4")
+    );
+    assert_eq!(
+        text(&browser, "tr[data-setting=\"ttl\"] td").await.as_deref(),
+        Some("PT2H")
+    );
+    let available = text(&browser, "#state [data-field=\"available\"]").await.unwrap();
+    let locked = text(&browser, "#state [data-field=\"locked\"]").await.unwrap();
+    assert_eq!((number(&available), number(&locked)), (2, 4));
+    let actions = text(&browser, "#actions").await.unwrap_or_default();
+    assert!(!actions.contains("Pause") && !actions.contains("Validate"), "{actions}");
     browser.close().await.unwrap();
 }

@@ -1,12 +1,16 @@
 //! Queue depths per partition and in total: what waits for each tier. Ready and in
 //! flight are the senders' work, retry and paused the scheduler's, the dead-letter
-//! backlog the dead-letter workers'.
+//! backlog the dead-letter workers'. Then each queue-mode subscription's queue (pull
+//! delivery), summed over the partitions: what waits for its consumers.
 
 use super::Reply;
+use crate::operations::subscription_key;
 use crate::state::App;
+use crate::status::queues_figures;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use eg_core::Subscription;
 use eg_store::Depths;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -28,8 +32,40 @@ pub async fn queues(State(app): State<Arc<App>>) -> Reply {
     }
     Ok((
         StatusCode::OK,
-        Json(json!({ "partitions": partitions, "total": depths(&total) })),
+        Json(json!({
+            "partitions": partitions,
+            "total": depths(&total),
+            "subscriptionQueues": subscription_queues(&app).await?,
+        })),
     ))
+}
+
+/// Every queue-mode subscription's queue, by topic and subscription name.
+async fn subscription_queues(app: &App) -> Result<Vec<Value>, eg_store::StoreError> {
+    // A subscription created a moment ago is listed: the catalog is read fresh.
+    let catalog = app.cache.refresh().await?;
+    let mut subscriptions: Vec<_> = catalog
+        .topics
+        .values()
+        .flat_map(|entry| entry.subscriptions.iter())
+        .filter(|s| !s.delivery_mode.is_push())
+        .collect();
+    subscriptions.sort_by_key(|s| (s.topic.key(), s.name.key()));
+    let plain: Vec<&Subscription> = subscriptions.iter().map(|s| s.as_ref()).collect();
+    let mut figures = queues_figures(app, &plain, app.clock.now()).await?;
+    let mut rows = Vec::with_capacity(subscriptions.len());
+    for sub in plain {
+        let q = figures.remove(&subscription_key(sub)).unwrap_or_default();
+        rows.push(json!({
+            "topic": sub.topic.as_str(),
+            "subscription": sub.name.as_str(),
+            "available": q.available,
+            "locked": q.locked,
+            "delayed": q.delayed,
+            "oldestUnacknowledgedSeconds": q.oldest_unacknowledged_seconds,
+        }));
+    }
+    Ok(rows)
 }
 
 fn depths(d: &Depths) -> Value {

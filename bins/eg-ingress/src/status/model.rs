@@ -1,5 +1,6 @@
 //! What the status page shows, gathered from Redis in one pass: the catalog (topics and
-//! subscriptions), endpoint probation, dead-letter counts, queue depths and the
+//! subscriptions), endpoint probation, dead-letter counts, queue depths (the senders'
+//! partitions, and each queue-mode subscription's queue) and the
 //! deployment's rates over the last minute (`eg_runtime::stats`). The HTML page and
 //! `GET /admin/status` are two renderings of this one value.
 //!
@@ -8,15 +9,18 @@
 
 use super::hour::LastHour;
 use super::tiers::{TierStatus, tiers_of};
+use crate::operations::subscription_key;
 use crate::state::App;
 use eg_core::Subscription;
 use eg_core::UnixMillis;
 use eg_core::probation::{self, EndpointId, ProbationState};
+use eg_core::profile::DeliveryProfile;
 use eg_core::subscription::base_url;
 use eg_runtime::stats::{Kind, Stats, Window, subscription_label};
-use eg_store::{DeadLetterCounts, Depths};
+use eg_store::{DeadLetterCounts, Depths, QueueDepth, StoreError};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -39,6 +43,9 @@ pub struct Status {
 pub struct TopicStatus {
     pub name: String,
     pub input_schema: String,
+    /// A namespace topic (Event Grid's namespace topic form, push and queue
+    /// subscriptions); otherwise a custom topic.
+    pub namespace_topic: bool,
     /// Events accepted per second over the last minute.
     pub publish_rate: f64,
     /// Events that matched no active subscription in the last hour (Event Grid's
@@ -52,8 +59,13 @@ pub struct TopicStatus {
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionStatus {
     pub name: String,
-    /// The endpoint without its query string (which may hold a secret).
+    /// `Push` (the senders deliver to its endpoint) or `Queue` (consumers pull).
+    pub delivery_mode: &'static str,
+    /// The endpoint without its query string (which may hold a secret); empty for a
+    /// queue subscription.
     pub endpoint_base_url: String,
+    /// A queue subscription's queue, summed over the partitions; `null` for push.
+    pub queue: Option<QueueFigures>,
     pub paused: bool,
     pub provisioning_state: String,
     /// Why the subscription is not `Succeeded`; `null` when it is.
@@ -70,6 +82,76 @@ pub struct SubscriptionStatus {
     pub dead_letters: u64,
     /// Of those, not redriven yet.
     pub dead_letters_not_redriven: u64,
+}
+
+/// A queue subscription's events now, every partition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueFigures {
+    /// Receivable now: never received, or whose lock expired.
+    pub available: u64,
+    /// Received and locked to a consumer, the lock not expired.
+    pub locked: u64,
+    /// Released with a delay, not receivable yet.
+    pub delayed: u64,
+    /// Age of the oldest event still in the queue (not acknowledged, rejected or
+    /// ended); `null` when the queue is empty.
+    pub oldest_unacknowledged_seconds: Option<u64>,
+}
+
+impl QueueFigures {
+    /// The figures of depths summed over partitions, aged at `now`.
+    pub fn of(depths: &[QueueDepth], now: UnixMillis) -> Self {
+        let oldest = depths.iter().filter_map(|d| d.oldest_ms).min();
+        Self {
+            available: depths.iter().map(|d| d.available).sum(),
+            locked: depths.iter().map(|d| d.locked).sum(),
+            delayed: depths.iter().map(|d| d.delayed).sum(),
+            oldest_unacknowledged_seconds: oldest.map(|ms| u64::try_from((now.0 - ms).max(0) / 1000).unwrap_or(0)),
+        }
+    }
+}
+
+/// Reads a queue subscription's depths in every partition: `None` for push.
+pub async fn queue_figures(app: &App, sub: &Subscription, now: UnixMillis) -> Result<Option<QueueFigures>, StoreError> {
+    if sub.delivery_mode.is_push() {
+        return Ok(None);
+    }
+    let mut figures = queues_figures(app, &[sub], now).await?;
+    Ok(Some(figures.remove(&subscription_key(sub)).unwrap_or_default()))
+}
+
+/// The queues of the queue-mode subscriptions among `subs`, by subscription key: in each
+/// partition, those its queues index lists (a partition no event of a subscription
+/// reached has no queue for it). A queue subscription with no queue yet is empty.
+pub async fn queues_figures(
+    app: &App,
+    subs: &[&Subscription],
+    now: UnixMillis,
+) -> Result<HashMap<String, QueueFigures>, StoreError> {
+    let locks: HashMap<String, Duration> = subs
+        .iter()
+        .filter_map(|s| Some((subscription_key(s), s.delivery_mode.receive_lock()?)))
+        .collect();
+    let mut depths: HashMap<String, Vec<QueueDepth>> = HashMap::new();
+    if locks.is_empty() {
+        return Ok(HashMap::new());
+    }
+    for partition in app.store.keys().all_partitions() {
+        for key in app.store.queue_subscriptions(&partition).await? {
+            if let Some(lock) = locks.get(&key) {
+                let depth = app.store.queue_depth(&partition, &key, *lock).await?;
+                depths.entry(key).or_default().push(depth);
+            }
+        }
+    }
+    Ok(locks
+        .into_keys()
+        .map(|key| {
+            let figures = QueueFigures::of(depths.get(&key).map_or(&[][..], Vec::as_slice), now);
+            (key, figures)
+        })
+        .collect())
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -222,13 +304,16 @@ pub fn subscription_status(
     sub: &Subscription,
     record: Option<&probation::ProbationRecord>,
     counts: DeadLetterCounts,
+    queue: Option<QueueFigures>,
     window: &Window,
     now: UnixMillis,
 ) -> SubscriptionStatus {
     let label = subscription_label(&sub.topic.key(), &sub.name.key());
     SubscriptionStatus {
         name: sub.name.as_str().to_owned(),
+        delivery_mode: sub.delivery_mode.as_str(),
         endpoint_base_url: base_url(&sub.endpoint_url),
+        queue,
         paused: sub.paused,
         provisioning_state: sub.provisioning.state_at(now).as_str().to_owned(),
         provisioning_message: sub.provisioning.message(now),
@@ -304,13 +389,32 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
     if let Some(e) = dead_letters_failed {
         problems.push(format!("dead-letter counts unavailable: {e}"));
     }
+    let plain: Vec<&Subscription> = subscriptions.iter().map(|s| s.as_ref()).collect();
+    let mut queues_of = queues_figures(app, &plain, now).await.unwrap_or_else(|e| {
+        problems.push(format!("queue subscriptions' depths unavailable: {e}"));
+        HashMap::new()
+    });
+    let queue_figures_of: Vec<Option<QueueFigures>> = subscriptions
+        .iter()
+        .map(|s| {
+            let figures = queues_of.remove(&subscription_key(s));
+            // Unread (the problem is named): zeros, still shown as a queue.
+            figures.or_else(|| (!s.delivery_mode.is_push()).then(QueueFigures::default))
+        })
+        .collect();
 
     let mut by_topic: BTreeMap<String, Vec<SubscriptionStatus>> = BTreeMap::new();
-    for ((sub, record), counts) in subscriptions.iter().zip(&records).zip(&dead_letters) {
+    for (((sub, record), counts), queue) in subscriptions
+        .iter()
+        .zip(&records)
+        .zip(&dead_letters)
+        .zip(&queue_figures_of)
+    {
         by_topic.entry(sub.topic.key()).or_default().push(subscription_status(
             sub,
             record.as_ref(),
             *counts,
+            *queue,
             &window,
             now,
         ));
@@ -320,6 +424,7 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
         .map(|(key, entry)| TopicStatus {
             name: entry.topic.name.as_str().to_owned(),
             input_schema: entry.topic.input_schema.to_string(),
+            namespace_topic: entry.topic.profile == DeliveryProfile::NamespaceTopic,
             publish_rate: window.rate(Kind::Published, key),
             unmatched_last_hour: unmatched.get(*key).copied().unwrap_or(0),
             subscriptions: by_topic.remove(*key).unwrap_or_default(),

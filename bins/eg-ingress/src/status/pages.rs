@@ -3,8 +3,8 @@
 //! refresh): an action reloads them, and so does the browser's reload.
 
 use super::html::{
-    Referrer, clock_time, count, dead_letter_cell, esc, flash, head, health_badge, num_class, provisioning_badge, rate,
-    segment, state_badge, subscription_path, top_bar,
+    Referrer, clock_time, count, dead_letter_cell, esc, flash, head, health_badge, num_class, provisioning_badge,
+    queue_figures, rate, segment, state_badge, subscription_path, top_bar,
 };
 use super::session::{FORM_TOKEN_FIELD, Flash};
 use super::subscription::{Activity, EventPage, SubscriptionPage};
@@ -87,7 +87,7 @@ fn object_lines(value: &Value, none_text: &str) -> String {
 
 pub fn subscription(page: &SubscriptionPage, form_token: &str, shown: Option<&Flash>) -> String {
     let sub = &page.status;
-    let p = &page.properties;
+    let queue = (sub.delivery_mode == "Queue").then(|| sub.queue.unwrap_or_default());
     let path = subscription_path(&page.topic, &sub.name);
     let mut out = String::with_capacity(16 * 1024);
     head(
@@ -118,14 +118,23 @@ pub fn subscription(page: &SubscriptionPage, form_token: &str, shown: Option<&Fl
         "<section class=\"card\" id=\"state\"><h1>{} <span class=\"muted\">/</span> {}</h1>\
          <div class=\"facts\"><div><div class=\"label\">State</div><div data-field=\"state\">{}</div></div>\
          <div><div class=\"label\">Provisioning</div><div data-field=\"provisioning\">{}</div></div>\
-         <div><div class=\"label\">Endpoint health</div><div data-field=\"probation\">{}</div></div>\
+         {third}\
          <div><div class=\"label\">Dead letters</div><div class=\"num-left\" data-field=\"dead-letters\">{}</div></div></div>",
         esc(&page.topic),
         esc(&sub.name),
         state_badge(sub.paused),
         provisioning_badge(sub),
-        health_badge(sub),
         dead_letter_cell(sub),
+        third = match &queue {
+            Some(q) => format!(
+                "<div><div class=\"label\">Queue</div><div class=\"queue\" data-field=\"queue\">{}</div></div>",
+                queue_figures(q)
+            ),
+            None => format!(
+                "<div><div class=\"label\">Endpoint health</div><div data-field=\"probation\">{}</div></div>",
+                health_badge(sub)
+            ),
+        },
     );
     if let Some(message) = &sub.provisioning_message {
         let _ = write!(
@@ -144,10 +153,11 @@ pub fn subscription(page: &SubscriptionPage, form_token: &str, shown: Option<&Fl
             "primary",
             &[],
         );
-    } else {
+    } else if queue.is_none() {
+        // A queue subscription cannot be paused (the management API refuses it).
         action_form(&mut out, &format!("{path}/pause"), form_token, "Pause", "", &[]);
     }
-    if sub.provisioning_state != "Succeeded" {
+    if queue.is_none() && sub.provisioning_state != "Succeeded" {
         action_form(
             &mut out,
             &format!("{path}/validate"),
@@ -164,57 +174,21 @@ pub fn subscription(page: &SubscriptionPage, form_token: &str, shown: Option<&Fl
             esc(&path)
         );
     }
-    out.push_str(
+    out.push_str(if queue.is_some() {
+        "</div><p class=\"note\">Consumers receive this subscription's events when they ask, so it cannot be paused: \
+         stop its consumers to hold events back (their time-to-live still counts). Available: receivable now; locked: \
+         received and not yet acknowledged, released or rejected, the lock not expired; delayed: released with a delay.</p></section>\n"
+    } else {
         "</div><p class=\"note\">Paused, events still match and wait (their time-to-live still counts); resuming hands \
-         them to the senders at once.</p></section>\n",
-    );
+         them to the senders at once.</p></section>\n"
+    });
 
     // Settings, as the management API writes them.
-    let destination = &p["destination"]["properties"];
-    out.push_str("<div class=\"cols\"><section class=\"card\" id=\"settings\"><h2>Settings</h2><table class=\"settings\"><tbody>");
-    setting(
-        &mut out,
-        "endpoint",
-        "Endpoint",
-        &format!("<code>{}</code>", esc(&sub.endpoint_base_url)),
-    );
-    setting(
-        &mut out,
-        "schema",
-        "Delivery schema",
-        &esc(&plain(&p["eventDeliverySchema"])),
-    );
-    setting(&mut out, "filter", "Filter", &object_lines(&p["filter"], "every event"));
-    setting(
-        &mut out,
-        "retry-policy",
-        "Retry policy",
-        &object_lines(&p["retryPolicy"], "default"),
-    );
-    let batching = match destination["maxEventsPerBatch"].as_u64() {
-        Some(1) | None => "one event per request".to_owned(),
-        Some(n) => format!(
-            "up to {n} events per request, {} KB preferred",
-            esc(&plain(&destination["preferredBatchSizeInKilobytes"]))
-        ),
-    };
-    setting(&mut out, "batching", "Batching", &batching);
-    let dead_letter = match p["deadLetterDestination"]["properties"]["containerName"].as_str() {
-        Some(container) => format!("directory container <code>{}</code>", esc(container)),
-        None => "<span class=\"muted\">none: dead letters are kept in the archive only</span>".into(),
-    };
-    setting(
-        &mut out,
-        "dead-letter-destination",
-        "Dead-letter destination",
-        &dead_letter,
-    );
-    setting(&mut out, "paused", "Paused", if sub.paused { "yes" } else { "no" });
-    setting(&mut out, "provisioning", "Provisioning", &esc(&sub.provisioning_state));
-    if let Some(at) = p["expirationTimeUtc"].as_str() {
-        setting(&mut out, "expiration", "Expires", &esc(at));
+    if queue.is_some() {
+        queue_settings(&mut out, page);
+    } else {
+        push_settings(&mut out, page);
     }
-    out.push_str("</tbody></table></section>\n");
 
     // What it did.
     out.push_str(
@@ -294,6 +268,117 @@ pub fn subscription(page: &SubscriptionPage, form_token: &str, shown: Option<&Fl
     out.push_str("</section>\n");
     end(&mut out);
     out
+}
+
+/// A push subscription's settings: where it delivers and how.
+fn push_settings(out: &mut String, page: &SubscriptionPage) {
+    let sub = &page.status;
+    let p = &page.properties;
+    out.push_str("<div class=\"cols\"><section class=\"card\" id=\"settings\"><h2>Settings</h2><table class=\"settings\"><tbody>");
+    let destination = &p["destination"]["properties"];
+    setting(
+        out,
+        "endpoint",
+        "Endpoint",
+        &format!("<code>{}</code>", esc(&sub.endpoint_base_url)),
+    );
+    setting(
+        out,
+        "schema",
+        "Delivery schema",
+        &esc(&plain(&p["eventDeliverySchema"])),
+    );
+    setting(out, "filter", "Filter", &object_lines(&p["filter"], "every event"));
+    setting(
+        out,
+        "retry-policy",
+        "Retry policy",
+        &object_lines(&p["retryPolicy"], "default"),
+    );
+    let batching = match destination["maxEventsPerBatch"].as_u64() {
+        Some(1) | None => "one event per request".to_owned(),
+        Some(n) => format!(
+            "up to {n} events per request, {} KB preferred",
+            esc(&plain(&destination["preferredBatchSizeInKilobytes"]))
+        ),
+    };
+    setting(out, "batching", "Batching", &batching);
+    let dead_letter = match p["deadLetterDestination"]["properties"]["containerName"].as_str() {
+        Some(container) => format!("directory container <code>{}</code>", esc(container)),
+        None => "<span class=\"muted\">none: dead letters are kept in the archive only</span>".into(),
+    };
+    setting(out, "dead-letter-destination", "Dead-letter destination", &dead_letter);
+    setting(out, "paused", "Paused", if sub.paused { "yes" } else { "no" });
+    setting(out, "provisioning", "Provisioning", &esc(&sub.provisioning_state));
+    if let Some(at) = p["expirationTimeUtc"].as_str() {
+        setting(out, "expiration", "Expires", &esc(at));
+    }
+    out.push_str("</tbody></table></section>\n");
+}
+
+/// An object without its null and empty members (a filter nobody set shows as none).
+fn given(value: &Value) -> Value {
+    let Some(map) = value.as_object() else {
+        return Value::Null;
+    };
+    let empty = |v: &Value| v.is_null() || v.as_array().is_some_and(Vec::is_empty);
+    Value::Object(
+        map.iter()
+            .filter(|(_, v)| !empty(v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    )
+}
+
+/// A queue subscription's settings, in the namespace form's terms.
+fn queue_settings(out: &mut String, page: &SubscriptionPage) {
+    let sub = &page.status;
+    let p = &page.properties;
+    let q = &p["deliveryConfiguration"]["queue"];
+    out.push_str("<div class=\"cols\"><section class=\"card\" id=\"settings\"><h2>Settings</h2><table class=\"settings\"><tbody>");
+    setting(
+        out,
+        "mode",
+        "Delivery mode",
+        "Queue: consumers receive, acknowledge, release or reject",
+    );
+    setting(
+        out,
+        "receive-lock",
+        "Receive lock",
+        &format!("{} s", esc(&plain(&q["receiveLockDurationInSeconds"]))),
+    );
+    setting(
+        out,
+        "max-delivery-count",
+        "Max delivery count",
+        &esc(&plain(&q["maxDeliveryCount"])),
+    );
+    setting(out, "ttl", "Event time-to-live", &esc(&plain(&q["eventTimeToLive"])));
+    setting(
+        out,
+        "schema",
+        "Delivery schema",
+        &esc(&plain(&p["eventDeliverySchema"])),
+    );
+    setting(
+        out,
+        "filter",
+        "Filter",
+        &object_lines(&given(&p["filtersConfiguration"]), "every event"),
+    );
+    let container =
+        &q["deadLetterDestinationWithResourceIdentity"]["deadLetterDestination"]["properties"]["blobContainerName"];
+    let dead_letter = match container.as_str() {
+        Some(container) => format!("directory container <code>{}</code>", esc(container)),
+        None => "<span class=\"muted\">none: events that end are dropped</span>".into(),
+    };
+    setting(out, "dead-letter-destination", "Dead-letter destination", &dead_letter);
+    setting(out, "provisioning", "Provisioning", &esc(&sub.provisioning_state));
+    if let Some(at) = p["expirationTimeUtc"].as_str() {
+        setting(out, "expiration", "Expires", &esc(at));
+    }
+    out.push_str("</tbody></table></section>\n");
 }
 
 /// What comes next for a step, or why it ended: a retry's time, a reason.
@@ -445,7 +530,7 @@ pub fn problem(title: &str, message: &str, back: Option<&str>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::model::SubscriptionStatus;
+    use super::super::model::{QueueFigures, SubscriptionStatus};
     use super::*;
     use eg_core::UnixMillis;
     use serde_json::json;
@@ -461,6 +546,8 @@ mod tests {
             }),
             status: SubscriptionStatus {
                 name: "audit".into(),
+                delivery_mode: "Push",
+                queue: None,
                 endpoint_base_url: "https://example.test/hook".into(),
                 paused,
                 provisioning_state: provisioning.into(),
@@ -499,6 +586,51 @@ mod tests {
         assert!(waiting.contains("href=\"/status/topics/orders/subscriptions/audit/redrive\""));
         assert!(waiting.contains("it answered &lt;nothing&gt;"));
         assert!(waiting.contains("<div class=\"flash ok\" id=\"flash\" role=\"status\">Paused &lt;x&gt;</div>"));
+    }
+
+    fn queue_page(paused: bool) -> SubscriptionPage {
+        let mut p = page(paused, "Succeeded", 0);
+        p.properties = json!({
+            "eventDeliverySchema": "CloudEventSchemaV1_0",
+            "deliveryConfiguration": {"deliveryMode": "Queue", "queue": {
+                "receiveLockDurationInSeconds": 90, "maxDeliveryCount": 4, "eventTimeToLive": "PT2H",
+            }},
+            "filtersConfiguration": {"includedEventTypes": ["orders.created"], "filters": []},
+        });
+        p.status.delivery_mode = "Queue";
+        p.status.endpoint_base_url = String::new();
+        p.status.queue = Some(QueueFigures {
+            available: 7,
+            locked: 2,
+            delayed: 1,
+            oldest_unacknowledged_seconds: Some(42),
+        });
+        p
+    }
+
+    #[test]
+    fn a_queue_subscription_shows_its_queue_settings_and_figures_and_cannot_be_paused() {
+        let html = subscription(&queue_page(false), "tok3n", None);
+        for needle in [
+            "<tr data-setting=\"mode\"><th>Delivery mode</th><td>Queue:",
+            "<tr data-setting=\"receive-lock\"><th>Receive lock</th><td>90 s</td></tr>",
+            "<tr data-setting=\"max-delivery-count\"><th>Max delivery count</th><td>4</td></tr>",
+            "<tr data-setting=\"ttl\"><th>Event time-to-live</th><td>PT2H</td></tr>",
+            "<code>[&quot;orders.created&quot;]</code>",
+            "data-field=\"available\">7</span>",
+            "data-field=\"locked\">2</span>",
+            "data-field=\"delayed\">1</span>",
+            "data-field=\"oldest\">42 s</span>",
+        ] {
+            assert!(html.contains(needle), "missing {needle:?} in\n{html}");
+        }
+        assert!(!html.contains("filters"), "an empty filter list is not shown: {html}");
+        assert!(!html.contains("/pause\""), "{html}");
+        assert!(!html.contains("/validate\""), "{html}");
+        assert!(!html.contains("data-setting=\"endpoint\""), "{html}");
+        assert!(!html.contains("data-field=\"probation\""), "{html}");
+        // One paused before it could not be (a PUT with paused) can still be resumed.
+        assert!(subscription(&queue_page(true), "tok3n", None).contains("/resume\""));
     }
 
     #[test]

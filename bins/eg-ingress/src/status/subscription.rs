@@ -4,7 +4,7 @@
 //! event's history, one click away from a recent delivery.
 
 use super::hour::LastHour;
-use super::model::{SubscriptionStatus, subscription_status};
+use super::model::{SubscriptionStatus, queue_figures, subscription_status};
 use crate::admin::find_subscription;
 use crate::errors::Refusal;
 use crate::state::App;
@@ -105,13 +105,17 @@ pub async fn gather(
             problem("recent deliveries", &e);
             Vec::new()
         });
+    let queue = queue_figures(app, &sub, now).await.unwrap_or_else(|e| {
+        problem("queue depths", &e);
+        None
+    });
     let label = subscription_label(&topic_key, &subscription_key);
     let last_minute = Activity::of(&window, &label);
     Ok(SubscriptionPage {
         generated_at_ms: now,
         topic: sub.topic.as_str().to_owned(),
         properties: sub.to_resource(now)["properties"].clone(),
-        status: subscription_status(&sub, record.as_ref(), counts, &window, now),
+        status: subscription_status(&sub, record.as_ref(), counts, queue, &window, now),
         last_minute,
         last_hour: last_minute.plus(Activity::of(&older, &label)),
         recent,

@@ -3,7 +3,8 @@
 //! subscriptions, queues, the running copies of each tier) get tables of their own; anything else the server adds is
 //! shown generically, so a newer server never breaks an older egctl. Under the topics,
 //! a line per topic whose events went nowhere: how many matched no active subscription
-//! in the last hour, and which subscriptions wait for validation and why. Against an
+//! in the last hour, and which subscriptions wait for validation and why. Then the
+//! queue-mode subscriptions' queues (pull delivery). Against an
 //! eg-ingress without that endpoint it falls back to the queues and the catalog.
 
 use super::topics::items;
@@ -42,6 +43,7 @@ fn render(status: &Value) -> String {
     if let Some(topics) = fields.get("topics").and_then(Value::as_array) {
         sections.push(topics_section(topics));
         sections.push(topics.iter().filter_map(unmatched_line).collect());
+        sections.push(queue_subscriptions_section(topics));
     }
     if let Some(queues) = fields.get("queues").filter(|q| q.is_object()) {
         sections.push(queues::render(queues));
@@ -133,7 +135,10 @@ fn rates_section(rates: &Value) -> String {
 fn topics_section(topics: &[Value]) -> String {
     let mut rows = Vec::new();
     for topic in topics {
-        let name = cell(&topic["name"]);
+        let name = match topic["namespaceTopic"].as_bool() {
+            Some(true) => format!("{} (namespace)", cell(&topic["name"])),
+            _ => cell(&topic["name"]),
+        };
         let publish = topic["publishRate"].as_f64().map_or_else(|| "-".to_owned(), decimal);
         let subs = topic["subscriptions"].as_array().map_or(&[][..], Vec::as_slice);
         if subs.is_empty() {
@@ -149,10 +154,14 @@ fn topics_section(topics: &[Value]) -> String {
                     None => cell(&p["state"]),
                 },
             };
+            let sub_name = match sub["deliveryMode"].as_str() {
+                Some("Queue") => format!("{} (queue)", cell(&sub["name"])),
+                _ => cell(&sub["name"]),
+            };
             rows.push(vec![
                 name.clone(),
                 publish.clone(),
-                cell(&sub["name"]),
+                sub_name,
                 cell(&sub["provisioningState"]),
                 cell(&sub["paused"]),
                 cell(&sub["deliveryRate"]),
@@ -178,6 +187,19 @@ fn topics_section(topics: &[Value]) -> String {
         ],
         rows,
     )
+}
+
+/// The queue-mode subscriptions with their queues (available, locked, delayed, oldest
+/// unacknowledged age); nothing when there is none.
+fn queue_subscriptions_section(topics: &[Value]) -> String {
+    queues::subscription_queues(topics.iter().flat_map(|topic| {
+        topic["subscriptions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|sub| sub["deliveryMode"] == "Queue")
+            .map(move |sub| (cell(&topic["name"]), cell(&sub["name"]), &sub["queue"]))
+    }))
 }
 
 /// For a topic with events that went nowhere, or subscriptions that get none: how many
@@ -323,6 +345,31 @@ mod tests {
         );
         assert!(!text.contains("\"copies\""), "no raw JSON: {text}");
         assert!(!text.contains("matched no active subscription"), "all is well: {text}");
+    }
+
+    #[test]
+    fn queue_subscriptions_show_their_queue() {
+        let status = json!({
+            "topics": [
+                {"name": "orders", "namespaceTopic": true, "publishRate": 0.5, "subscriptions": [
+                    {"name": "workers", "deliveryMode": "Queue", "provisioningState": "Succeeded", "paused": false,
+                     "queue": {"available": 7, "locked": 2, "delayed": 0, "oldestUnacknowledgedSeconds": 42}},
+                    {"name": "hook", "deliveryMode": "Push", "provisioningState": "Succeeded", "paused": false,
+                     "queue": null}]},
+                {"name": "plain", "publishRate": 0.0, "subscriptions": []},
+            ],
+        });
+        let text = render(&status);
+        assert!(text.contains("orders (namespace)"), "{text}");
+        assert!(text.contains("workers (queue)"), "{text}");
+        assert!(!text.contains("plain (namespace)"), "{text}");
+        let queue_rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip_while(|l| !l.contains("QUEUE SUBSCRIPTION"))
+            .skip(1)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(queue_rows, [["orders", "workers", "7", "2", "0", "42s"]], "{text}");
     }
 
     #[test]

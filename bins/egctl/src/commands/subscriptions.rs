@@ -20,7 +20,22 @@ pub async fn run(command: SubscriptionCommand, ctx: &Ctx) -> Result<String, Fail
         }
         SubscriptionCommand::Show { topic, name } => {
             let sub = ctx.api.get(&["topics", &topic, "eventSubscriptions", &name]).await?;
-            Ok(ctx.show(&sub, subscription_fields))
+            let mut shown = ctx.show(&sub, subscription_fields);
+            if !ctx.json && self::shown(&sub["properties"]).mode == "Queue" {
+                // Its queue now, from the same read `egctl queues` shows.
+                let queue = ctx.api.get(&["queues"]).await.map(|q| {
+                    q["subscriptionQueues"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .find(|row| same_name(&row["topic"], &topic) && same_name(&row["subscription"], &name))
+                        .cloned()
+                });
+                shown.push_str(&queue_now(
+                    queue.as_ref().map(Option::as_ref).map_err(ToString::to_string),
+                ));
+            }
+            Ok(shown)
         }
         SubscriptionCommand::Delete { topic, name } => {
             let path = ["topics", &topic, "eventSubscriptions", &name];
@@ -339,6 +354,31 @@ fn subscription_fields(sub: &Value) -> String {
     fields(pairs)
 }
 
+/// Names of topics and subscriptions compare without case, as the API's do.
+fn same_name(value: &Value, name: &str) -> bool {
+    value.as_str().is_some_and(|v| v.eq_ignore_ascii_case(name))
+}
+
+/// A queue subscription's queue now, under its settings; or why it cannot be shown.
+fn queue_now(queue: Result<Option<&Value>, String>) -> String {
+    match queue {
+        Ok(Some(q)) => {
+            let oldest = q["oldestUnacknowledgedSeconds"].as_u64().map_or_else(
+                || "-".to_owned(),
+                |s| humantime::format_duration(std::time::Duration::from_secs(s)).to_string(),
+            );
+            fields(vec![
+                ("available", cell(&q["available"])),
+                ("locked", cell(&q["locked"])),
+                ("delayed", cell(&q["delayed"])),
+                ("oldestUnacknowledged", oldest),
+            ])
+        }
+        Ok(None) => "queue: not listed by GET /admin/queues yet; see egctl status\n".to_owned(),
+        Err(e) => format!("queue: cannot be read now ({e}); see egctl status\n"),
+    }
+}
+
 fn health_fields(health: &Value) -> String {
     let pairs = [
         "endpointBaseUrl",
@@ -393,6 +433,27 @@ mod tests {
             message.contains("is Failed") && message.contains("no reason"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn a_queue_subscriptions_queue_is_shown_under_its_settings() {
+        let q = json!({"topic": "orders", "subscription": "workers", "available": 5, "locked": 2, "delayed": 0,
+                       "oldestUnacknowledgedSeconds": 61});
+        let text = queue_now(Ok(Some(&q)));
+        let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(
+            lines,
+            [
+                vec!["available:", "5"],
+                vec!["locked:", "2"],
+                vec!["delayed:", "0"],
+                vec!["oldestUnacknowledged:", "1m", "1s"]
+            ],
+            "{text}"
+        );
+        assert!(queue_now(Err("connection refused".into())).contains("(connection refused); see egctl status"));
+        assert!(same_name(&json!("Orders"), "orders"));
+        assert!(!same_name(&json!(null), "orders"));
     }
 
     #[test]

@@ -517,6 +517,13 @@ impl Store {
         lock: Duration,
     ) -> Result<QueueDepth, StoreError> {
         let stream = partition.queue(subscription);
+        let mut conn = self.conn().await?;
+        // A partition this subscription never got an event in has no queue (and no group:
+        // the pipeline's XPENDING would fail as a whole).
+        let exists: bool = redis::cmd("EXISTS").arg(&stream).query_async(&mut conn).await?;
+        if !exists {
+            return Ok(QueueDepth::default());
+        }
         let mut pipe = redis::pipe();
         pipe.xlen(&stream)
             .cmd("XPENDING")
@@ -534,7 +541,6 @@ impl Store {
             .arg("+")
             .arg("COUNT")
             .arg(1);
-        let mut conn = self.conn().await?;
         let (length, expired, delayed, first): (u64, redis::Value, u64, redis::streams::StreamRangeReply) =
             match pipe.query_async(&mut conn).await {
                 Ok(reply) => reply,

@@ -246,6 +246,13 @@ async fn the_sweep_ends_only_expired_locks() {
         .unwrap();
     assert_eq!(ended, [true]);
     assert_eq!(h.store.queue_depth(&h.p0(), SUB, short).await.unwrap().available, 0);
+    let elsewhere = h.store.keys().partition(1);
+    let none = h.store.queue_depth(&elsewhere, SUB, short).await.unwrap();
+    assert_eq!(
+        (none.available, none.locked, none.delayed, none.oldest_ms),
+        (0, 0, 0, None),
+        "a partition the subscription has no queue in reads as empty, not as an error"
+    );
 }
 
 #[tokio::test]

@@ -118,6 +118,14 @@ pub(super) fn from_resource(
         delivery_headers: Vec::new(),
         signing_secrets: SigningSecrets::default(),
     });
+    let paused = paused(props)?;
+    if paused && !delivery.mode.is_push() {
+        // Receive does not look at `paused`: a paused queue would hand out events anyway.
+        return Err(InvalidField::new(
+            "properties.paused",
+            "a queue-mode subscription cannot be paused (its consumers pull when they choose); stop its consumers instead",
+        ));
+    }
     Ok(Subscription {
         name,
         topic: topic.name.clone(),
@@ -132,7 +140,7 @@ pub(super) fn from_resource(
         delivery_schema,
         profile: topic.profile,
         provisioning: Provisioning::Succeeded,
-        paused: paused(props)?,
+        paused,
         delivery_mode: delivery.mode,
         namespace_form: true,
     })
@@ -558,6 +566,23 @@ mod tests {
         assert_eq!(s.delivery_headers.len(), 1);
         assert_eq!(s.dead_letter.as_ref().unwrap().container_name, "dead-letters");
         assert_eq!(s.filter, EventFilter::default());
+    }
+
+    #[test]
+    fn a_queue_cannot_be_paused_but_a_push_subscription_can() {
+        let e = parse(&with(queue_example(), "/properties/paused", json!(true))).unwrap_err();
+        assert_eq!(e.field, "properties.paused");
+        assert!(e.problem.contains("stop its consumers"), "{e}");
+        assert!(
+            !parse(&with(queue_example(), "/properties/paused", json!(false)))
+                .unwrap()
+                .paused
+        );
+        assert!(
+            parse(&with(push_example(), "/properties/paused", json!(true)))
+                .unwrap()
+                .paused
+        );
     }
 
     #[test]

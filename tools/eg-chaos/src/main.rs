@@ -405,7 +405,8 @@ async fn exercise(
         })
         .collect();
     println!(
-        "eg-chaos: pull delivery — {} owed; consumers received {} events, acknowledged {}, released {}, rejected {},          crashed {} batches ({} events), {} acknowledgements TokenLost; {}; {} lost",
+        "eg-chaos: pull delivery — {} owed; consumers received {} events, acknowledged {}, released {}, rejected {}, \
+         crashed {} batches ({} events), {} acknowledgements TokenLost; {}; {} lost",
         verdict.queue_owed,
         consumed["events_received"],
         consumed["acknowledged"],

@@ -40,7 +40,8 @@ usage: eg-chaos [options]
                         0…1 (default 0.35; some subscriptions double it)
   --max-examples N      example ids listed per violation kind (default 10)
   --sabotage N          checks the checker: when the faults stop, deletes N queued
-                        deliveries straight from Redis; the run must then fail
+                        deliveries and up to N queue-subscription entries straight
+                        from Redis; the run must then fail
   -h, --help            this text
 ";
 

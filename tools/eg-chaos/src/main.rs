@@ -239,8 +239,10 @@ async fn exercise(
 
     if args.sabotage > 0 {
         let deleted = sabotage(&deployment.redis_url(), args.sabotage).await?;
+        let from_queues = sabotage_queues(&deployment.redis_url(), scenario, args.sabotage).await?;
         journal.phase(&format!(
-            "sabotage: deleted {deleted} queued deliveries from Redis; the oracle must find them lost"
+            "sabotage: deleted {deleted} queued deliveries and {from_queues} queue-subscription entries \
+             from Redis; the oracle must find them lost"
         ));
     }
 
@@ -631,6 +633,41 @@ async fn sabotage(url: &str, count: usize) -> anyhow::Result<usize> {
         }
         if deleted >= count {
             break;
+        }
+    }
+    Ok(deleted)
+}
+
+/// Deletes up to `count` entries of the queue subscriptions' streams (received or not)
+/// behind the tiers' backs: their events can never be received or acknowledged again.
+async fn sabotage_queues(url: &str, scenario: &Scenario, count: usize) -> anyhow::Result<usize> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let mut deleted = 0;
+    for partition in Keyspace::new(deployment::PREFIX, deployment::PARTITIONS).all_partitions() {
+        for queue in &scenario.queues {
+            if deleted >= count {
+                return Ok(deleted);
+            }
+            let stream = partition.queue(&format!("{}/{}", scenario.topics[queue.topic].name, queue.name));
+            let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+                .arg(&stream)
+                .arg("-")
+                .arg("+")
+                .arg("COUNT")
+                .arg(count - deleted)
+                .query_async(&mut conn)
+                .await?;
+            for (id, _) in entries {
+                let _: i64 = redis::cmd("XACK")
+                    .arg(&stream)
+                    .arg(keyspace::RECEIVERS_GROUP)
+                    .arg(&id)
+                    .query_async(&mut conn)
+                    .await?;
+                let _: i64 = redis::cmd("XDEL").arg(&stream).arg(&id).query_async(&mut conn).await?;
+                deleted += 1;
+            }
         }
     }
     Ok(deleted)

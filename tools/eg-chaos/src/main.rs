@@ -5,8 +5,11 @@
 //! rate while SIGKILLing tier processes and Redis at random, then stops the faults, lets
 //! the receivers behave and the system drain, and asks the oracle whether every event
 //! answered `200` reached every subscription it matches or was dead-lettered for it with a
-//! fitting reason. It writes a JSON report and exits non-zero on any violation, or when
-//! the system does not drain in time.
+//! fitting reason. A namespace topic's queue-mode subscriptions are served by pull
+//! consumers that crash mid-batch, acknowledge late, release and reject; for them the
+//! oracle asks whether every such event was acknowledged, dead-lettered or dropped with a
+//! reason. It writes a JSON report and exits non-zero on any violation, or when the
+//! system does not drain in time.
 
 mod args;
 mod churn;

@@ -11,6 +11,9 @@
 //! * `TimeToLiveExceeded` — only if the file was written after publish time + TTL.
 //!
 //! Any other reason is a violation.
+//!
+//! Queue-mode (pull) subscriptions are judged in [`crate::oracle_queues`], from the
+//! consumers' log and the namespace dead-letter records read here.
 
 use crate::consumer::Consumers;
 use crate::oracle_queues as queues;

@@ -8,7 +8,9 @@ use std::time::Duration;
 pub const USAGE: &str = "\
 eg-chaos: runs eg's tiers as real processes around a real Redis, publishes continuously
 while killing processes and Redis at random, then checks that every event answered 200
-reached every subscription it matches or was dead-lettered with a fitting reason.
+reached every subscription it matches or was dead-lettered with a fitting reason, and that
+pull consumers (which crash mid-batch, acknowledge late, release and reject) got every
+event of the queue subscriptions acknowledged, dead-lettered or dropped with a reason.
 
 usage: eg-chaos [options]
 
@@ -22,7 +24,9 @@ usage: eg-chaos [options]
                         (default 3s; 0s = none)
   --redis-restarts N    SIGKILL + restart of redis-server during the run (default 2)
   --redis-freezes N     SIGSTOP of redis-server for 1–6 s during the run (default 1)
-  --drain-timeout D     how long the system may take to drain afterwards (default 60s)
+  --drain-timeout D     how long the system may take to drain afterwards (default 150s:
+                        a crashed pull consumer's events come back only after their
+                        60 s locks expire)
   --json PATH           also write the JSON report to PATH
   --keep                keep the run directory (logs, dead letters, Redis AOF); it is
                         kept anyway when the oracle finds a violation
@@ -36,7 +40,8 @@ usage: eg-chaos [options]
                         0…1 (default 0.35; some subscriptions double it)
   --max-examples N      example ids listed per violation kind (default 10)
   --sabotage N          checks the checker: when the faults stop, deletes N queued
-                        deliveries straight from Redis; the run must then fail
+                        deliveries and up to N queue-subscription entries straight
+                        from Redis; the run must then fail
   -h, --help            this text
 ";
 
@@ -73,7 +78,7 @@ impl Default for Args {
             churn_every: Duration::from_secs(3),
             redis_restarts: 2,
             redis_freezes: 1,
-            drain_timeout: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(150),
             json: None,
             keep: false,
             run_dir: None,

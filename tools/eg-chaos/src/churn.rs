@@ -52,7 +52,9 @@ impl Churn {
                         }
                     }
                     None => {
-                        let topic = &self.scenario.topics[rand::random_range(0..self.scenario.topics.len())];
+                        // Custom topics only: a throwaway in the custom-topic form.
+                        let custom: Vec<_> = self.scenario.topics.iter().filter(|t| !t.namespace).collect();
+                        let topic = custom[rand::random_range(0..custom.len())];
                         let name = format!("churn-{created}");
                         created += 1;
                         let body = json!({"properties": {

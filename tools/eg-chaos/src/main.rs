@@ -5,21 +5,27 @@
 //! rate while SIGKILLing tier processes and Redis at random, then stops the faults, lets
 //! the receivers behave and the system drain, and asks the oracle whether every event
 //! answered `200` reached every subscription it matches or was dead-lettered for it with a
-//! fitting reason. It writes a JSON report and exits non-zero on any violation, or when
-//! the system does not drain in time.
+//! fitting reason. A namespace topic's queue-mode subscriptions are served by pull
+//! consumers that crash mid-batch, acknowledge late, release and reject; for them the
+//! oracle asks whether every such event was acknowledged, dead-lettered or dropped with a
+//! reason. It writes a JSON report and exits non-zero on any violation, or when the
+//! system does not drain in time.
 
 mod args;
 mod churn;
+mod consumer;
 mod deployment;
 mod faults;
 mod journal;
 mod oracle;
+mod oracle_queues;
 mod publisher;
 mod receiver;
 mod scenario;
 
 use anyhow::{Context, bail};
 use args::Args;
+use consumer::Consumers;
 use deployment::{ADMIN_TOKEN, DELIVERY_TIMEOUT, Deployment, Role};
 use eg_store::keyspace::{self, Keyspace, Partition};
 use faults::Faults;
@@ -34,6 +40,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// Pull consumers per queue subscription.
+const CONSUMERS_PER_QUEUE: usize = 2;
+/// Share of received batches a consumer crashes on (drops unsettled) while faults run.
+const CRASH_RATE: f64 = 0.05;
 
 /// After everything resolved, how long to keep watching for late duplicates and
 /// deliveries that should not happen.
@@ -156,6 +167,19 @@ async fn exercise(
     let redis_down = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let stop_at = started + args.duration;
+    let consumers = Arc::new(Consumers {
+        scenario: scenario.clone(),
+        keys: keys.clone(),
+        deployment: deployment.clone(),
+        http: http.clone(),
+        journal: journal.clone(),
+        logs: scenario.queues.iter().map(|_| Default::default()).collect(),
+        figures: Default::default(),
+        calm: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+        crash_rate: CRASH_RATE,
+    });
+    let consuming = consumers.start(CONSUMERS_PER_QUEUE);
     let publisher = Arc::new(Publisher {
         scenario: scenario.clone(),
         keys,
@@ -218,14 +242,17 @@ async fn exercise(
 
     if args.sabotage > 0 {
         let deleted = sabotage(&deployment.redis_url(), args.sabotage).await?;
+        let from_queues = sabotage_queues(&deployment.redis_url(), scenario, args.sabotage).await?;
         journal.phase(&format!(
-            "sabotage: deleted {deleted} queued deliveries from Redis; the oracle must find them lost"
+            "sabotage: deleted {deleted} queued deliveries and {from_queues} queue-subscription entries \
+             from Redis; the oracle must find them lost"
         ));
     }
 
     // ----- drain -----
     deployment.restart_all()?;
     receivers.calm_down();
+    consumers.calm_down();
     let drain_started = Instant::now();
     journal.phase("faults stopped, receivers calm; draining");
     if let Err(e) = deployment.wait_healthy(Duration::from_secs(30)).await {
@@ -235,14 +262,23 @@ async fn exercise(
         scenario.clone(),
         ledger.clone(),
         receivers.clone(),
+        consumers.clone(),
         &deployment.dead_letter_dir,
     );
     let drain_deadline = drain_started + args.drain_timeout;
     let mut last_report = Instant::now();
     let mut drained_after = None;
+    let redis_url = deployment.redis_url();
     loop {
         let open = oracle.unresolved();
-        if open == 0 {
+        // Crashed consumers' events come back only when their locks expire: the drain
+        // ends when nothing is queued, locked or delayed any more.
+        let queued = if open == 0 {
+            queue_depth(&redis_url, scenario).await.unwrap_or(u64::MAX)
+        } else {
+            u64::MAX
+        };
+        if open == 0 && queued == 0 {
             drained_after = Some(drain_started.elapsed());
             break;
         }
@@ -267,6 +303,10 @@ async fn exercise(
     }
     tokio::time::sleep(QUIET_PERIOD).await;
     watcher.abort();
+    consumers.stop.store(true, Ordering::Relaxed);
+    for task in consuming {
+        task.abort();
+    }
 
     // ----- verdict -----
     let verdict = oracle.verdict(args.max_examples);
@@ -314,6 +354,9 @@ async fn exercise(
             "bound_s": args.drain_timeout.as_secs_f64(),
         },
         "redis_after_drain": queues,
+        "queue_subscriptions_after_drain": queue_depth(&deployment.redis_url(), scenario)
+            .await
+            .map_or_else(|e| json!({"error": e.to_string()}), |n| json!({"queued_locked_or_delayed": n})),
         "tier_settings": deployment.settings(),
     });
     let text = serde_json::to_string_pretty(&report)?;
@@ -352,6 +395,33 @@ async fn exercise(
         },
         queues["leftovers"],
         verdict.violations,
+    );
+    let consumed = &verdict.json["queues"]["consumers"];
+    let ends: Vec<String> = scenario
+        .queues
+        .iter()
+        .map(|q| {
+            let ends = &verdict.json["queues"]["subscriptions"][q.name.as_str()]["ends"];
+            let listed: Vec<String> = ends
+                .as_object()
+                .map(|m| m.iter().map(|(end, n)| format!("{n} {end}")).collect())
+                .unwrap_or_default();
+            format!("{}: {}", q.name, listed.join(", "))
+        })
+        .collect();
+    println!(
+        "eg-chaos: pull delivery — {} owed; consumers received {} events, acknowledged {}, released {}, rejected {}, \
+         crashed {} batches ({} events), {} acknowledgements TokenLost; {}; {} lost",
+        verdict.queue_owed,
+        consumed["events_received"],
+        consumed["acknowledged"],
+        consumed["released"],
+        consumed["rejected"],
+        consumed["crashed_batches"],
+        consumed["events_in_crashed_batches"],
+        consumed["token_lost_acknowledgements"],
+        ends.join("; "),
+        verdict.queue_lost,
     );
     Ok(ok)
 }
@@ -415,7 +485,38 @@ async fn provision(
             );
         }
     }
+    for queue in &scenario.queues {
+        let topic = &scenario.topics[queue.topic].name;
+        let path = format!("/topics/{topic}/eventSubscriptions/{}", queue.name);
+        let (status, answer) = admin(reqwest::Method::PUT, path, Some(scenario.queue_body(queue))).await?;
+        if !status.is_success() {
+            bail!("PUT queue subscription {topic}/{}: {status} {answer}", queue.name);
+        }
+    }
     Ok(keys)
+}
+
+/// Deliveries still queued, locked or delayed on the queue subscriptions, over every
+/// partition.
+async fn queue_depth(url: &str, scenario: &Scenario) -> anyhow::Result<u64> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let mut depth = 0u64;
+    for partition in Keyspace::new(deployment::PREFIX, deployment::PARTITIONS).all_partitions() {
+        for queue in &scenario.queues {
+            let name = format!("{}/{}", scenario.topics[queue.topic].name, queue.name);
+            let queued: u64 = redis::cmd("XLEN")
+                .arg(partition.queue(&name))
+                .query_async(&mut conn)
+                .await?;
+            let delayed: u64 = redis::cmd("ZCARD")
+                .arg(partition.queue_delayed(&name))
+                .query_async(&mut conn)
+                .await?;
+            depth += queued + delayed;
+        }
+    }
+    Ok(depth)
 }
 
 /// The partitions' keys, named by eg-store's keyspace (the one thing this program takes
@@ -535,6 +636,41 @@ async fn sabotage(url: &str, count: usize) -> anyhow::Result<usize> {
         }
         if deleted >= count {
             break;
+        }
+    }
+    Ok(deleted)
+}
+
+/// Deletes up to `count` entries of the queue subscriptions' streams (received or not)
+/// behind the tiers' backs: their events can never be received or acknowledged again.
+async fn sabotage_queues(url: &str, scenario: &Scenario, count: usize) -> anyhow::Result<usize> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let mut deleted = 0;
+    for partition in Keyspace::new(deployment::PREFIX, deployment::PARTITIONS).all_partitions() {
+        for queue in &scenario.queues {
+            if deleted >= count {
+                return Ok(deleted);
+            }
+            let stream = partition.queue(&format!("{}/{}", scenario.topics[queue.topic].name, queue.name));
+            let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+                .arg(&stream)
+                .arg("-")
+                .arg("+")
+                .arg("COUNT")
+                .arg(count - deleted)
+                .query_async(&mut conn)
+                .await?;
+            for (id, _) in entries {
+                let _: i64 = redis::cmd("XACK")
+                    .arg(&stream)
+                    .arg(keyspace::RECEIVERS_GROUP)
+                    .arg(&id)
+                    .query_async(&mut conn)
+                    .await?;
+                let _: i64 = redis::cmd("XDEL").arg(&stream).arg(&id).query_async(&mut conn).await?;
+                deleted += 1;
+            }
         }
     }
     Ok(deleted)

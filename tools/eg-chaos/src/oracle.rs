@@ -11,7 +11,12 @@
 //! * `TimeToLiveExceeded` — only if the file was written after publish time + TTL.
 //!
 //! Any other reason is a violation.
+//!
+//! Queue-mode (pull) subscriptions are judged in [`crate::oracle_queues`], from the
+//! consumers' log and the namespace dead-letter records read here.
 
+use crate::consumer::Consumers;
+use crate::oracle_queues as queues;
 use crate::publisher::{Fate, Ledger, Published, refusal_name};
 use crate::receiver::{Receivers, Seen, lock};
 use crate::scenario::{Scenario, event_seq};
@@ -40,6 +45,9 @@ struct DeadRecord {
 
 pub struct Oracle {
     scenario: Arc<Scenario>,
+    consumers: Arc<Consumers>,
+    /// Dead-letter records of queue subscriptions (`sub` indexes the scenario's queues).
+    queue_records: Vec<DeadRecord>,
     ledger: Arc<Ledger>,
     receivers: Arc<Receivers>,
     root: PathBuf,
@@ -101,12 +109,24 @@ pub struct Verdict {
     pub dead_lettered: u64,
     pub lost: u64,
     pub duplicates: u64,
+    /// (event, queue subscription) pairs owed, and of them neither acknowledged,
+    /// dead-lettered nor dropped with a reason.
+    pub queue_owed: u64,
+    pub queue_lost: u64,
 }
 
 impl Oracle {
-    pub fn new(scenario: Arc<Scenario>, ledger: Arc<Ledger>, receivers: Arc<Receivers>, root: &Path) -> Self {
+    pub fn new(
+        scenario: Arc<Scenario>,
+        ledger: Arc<Ledger>,
+        receivers: Arc<Receivers>,
+        consumers: Arc<Consumers>,
+        root: &Path,
+    ) -> Self {
         Self {
             scenario,
+            consumers,
+            queue_records: Vec::new(),
             ledger,
             receivers,
             root: root.to_path_buf(),
@@ -154,6 +174,10 @@ impl Oracle {
             .components()
             .map(|c| c.as_os_str().to_string_lossy().into_owned());
         let (container, folder) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+        if let Some(queue) = self.scenario.queue_by_folder(&container, &folder) {
+            self.read_queue_records(queue, &relative, items, written_at);
+            return Ok(());
+        }
         let Some(sub) = self.scenario.subscription_by_folder(&container, &folder) else {
             self.file_problems
                 .push(("dead_letter_in_unknown_folder", relative.display().to_string()));
@@ -205,6 +229,55 @@ impl Oracle {
         Ok(())
     }
 
+    /// Namespace dead-letter records (`{"deadLetterProperties": {…}, "event": {…}}`) of
+    /// queue subscription `queue`.
+    fn read_queue_records(&mut self, queue: usize, relative: &Path, items: &[Value], written_at: SystemTime) {
+        for record in items {
+            let properties = &record["deadLetterProperties"];
+            let event = &record["event"];
+            let Some(seq) = event["id"].as_str().and_then(event_seq) else {
+                self.file_problems.push((
+                    "queue_dead_letter_record_without_one_of_our_events",
+                    format!("{}: {}", relative.display(), truncate(&record.to_string())),
+                ));
+                continue;
+            };
+            if event["data"]["seq"].as_u64() != Some(seq) {
+                self.file_problems.push((
+                    "dead_letter_record_with_another_events_body",
+                    format!("{}: {}", relative.display(), truncate(&record.to_string())),
+                ));
+            }
+            self.queue_records.push(DeadRecord {
+                path: relative.to_path_buf(),
+                sub: queue,
+                seq,
+                reason: properties["deadletterreason"].as_str().unwrap_or("(none)").to_owned(),
+                attempts: properties["deliveryattempts"].as_u64(),
+                last_status: None,
+                publish_time: None,
+                written_at,
+            });
+        }
+    }
+
+    /// The queue subscriptions' side, judged now.
+    fn queue_verdict(&self) -> queues::QueueVerdict {
+        let events = lock(&self.ledger.events).clone();
+        let records: Vec<queues::DeadLetter> = self
+            .queue_records
+            .iter()
+            .map(|r| queues::DeadLetter {
+                queue: r.sub,
+                seq: r.seq,
+                reason: r.reason.clone(),
+                attempts: r.attempts,
+                path: r.path.display().to_string(),
+            })
+            .collect();
+        queues::judge(&self.scenario, &events, &self.consumers, &records)
+    }
+
     /// Acknowledged (event, subscription) pairs that have neither been accepted by the
     /// receiver nor dead-lettered yet.
     pub fn unresolved(&mut self) -> u64 {
@@ -230,7 +303,7 @@ impl Oracle {
                 }
             }
         }
-        open
+        open + self.queue_verdict().open
     }
 
     /// Checks everything; `max_examples` ids are listed per violation kind.
@@ -460,7 +533,12 @@ impl Oracle {
                 )
             })
             .collect();
+        let queues = self.queue_verdict();
+        for (kind, example) in &queues.violations {
+            violations.add(kind, || example.clone());
+        }
         let json = json!({
+            "queues": queues.json,
             "acknowledged": acknowledged,
             "not_acknowledged": not_acknowledged,
             "owed_deliveries": owed,
@@ -506,6 +584,8 @@ impl Oracle {
             dead_lettered,
             lost,
             duplicates,
+            queue_owed: queues.owed,
+            queue_lost: queues.lost,
         }
     }
 }

@@ -128,33 +128,54 @@ pub struct SubscriptionSpec {
 pub struct TopicSpec {
     pub name: String,
     pub schema: Schema,
+    /// An Event Grid namespace topic (CloudEvents): it has only queue subscriptions.
+    pub namespace: bool,
+}
+
+/// A queue-mode (pull delivery) subscription of a namespace topic; every event published
+/// to its topic is owed to it (no filter).
+#[derive(Debug, Clone)]
+pub struct QueueSpec {
+    /// Unique over the whole run (dead-letter folders are named after it).
+    pub name: String,
+    pub topic: usize,
+    pub max_delivery_count: u32,
+    pub lock_seconds: u32,
+    /// The dead-letter container; `None`: what ends unacknowledged is dropped.
+    pub container: Option<String>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Scenario {
     pub topics: Vec<TopicSpec>,
     pub subscriptions: Vec<SubscriptionSpec>,
+    pub queues: Vec<QueueSpec>,
 }
 
 impl Scenario {
-    /// Two Event Grid schema topics and two CloudEvents topics, 16 subscriptions.
+    /// Two Event Grid schema topics and two CloudEvents topics, 16 subscriptions; one
+    /// namespace topic with two queue subscriptions.
     pub fn standard() -> Self {
-        let topics = vec![
+        let mut topics = vec![
             TopicSpec {
                 name: "chaos-eg-a".into(),
                 schema: Schema::EventGrid,
+                namespace: false,
             },
             TopicSpec {
                 name: "chaos-eg-b".into(),
                 schema: Schema::EventGrid,
+                namespace: false,
             },
             TopicSpec {
                 name: "chaos-ce-a".into(),
                 schema: Schema::CloudEvents,
+                namespace: false,
             },
             TopicSpec {
                 name: "chaos-ce-b".into(),
                 schema: Schema::CloudEvents,
+                namespace: false,
             },
         ];
         let mut subscriptions = Vec::new();
@@ -239,7 +260,60 @@ impl Scenario {
                 }
             }
         }
-        Self { topics, subscriptions }
+        // Pull delivery: a short max delivery count with a dead-letter destination (so
+        // max-count and reject dead-letters happen), and the default count without one
+        // (so rejects are dropped). The lock is Event Grid's minimum, 60 s.
+        let namespace = topics.len();
+        topics.push(TopicSpec {
+            name: "chaos-ns".into(),
+            schema: Schema::CloudEvents,
+            namespace: true,
+        });
+        let queues = vec![
+            QueueSpec {
+                name: "ns-q-dl".into(),
+                topic: namespace,
+                max_delivery_count: 2,
+                lock_seconds: 60,
+                container: Some("dl-ns".into()),
+            },
+            QueueSpec {
+                name: "ns-q-drop".into(),
+                topic: namespace,
+                max_delivery_count: 10,
+                lock_seconds: 60,
+                container: None,
+            },
+        ];
+        Self {
+            topics,
+            subscriptions,
+            queues,
+        }
+    }
+
+    /// The namespace subscription resource of a queue subscription.
+    pub fn queue_body(&self, queue: &QueueSpec) -> Value {
+        let mut settings = json!({
+            "receiveLockDurationInSeconds": queue.lock_seconds,
+            "maxDeliveryCount": queue.max_delivery_count,
+            "eventTimeToLive": "P1D",
+        });
+        if let Some(container) = &queue.container {
+            settings["deadLetterDestinationWithResourceIdentity"] = json!({"deadLetterDestination": {
+                "endpointType": "StorageBlob", "properties": {"blobContainerName": container}}});
+        }
+        json!({"properties": {
+            "deliveryConfiguration": {"deliveryMode": "Queue", "queue": settings},
+            "eventDeliverySchema": "CloudEventSchemaV1_0",
+        }})
+    }
+
+    /// The queue subscription whose dead-letter folder is `<container>/<FOLDER>`.
+    pub fn queue_by_folder(&self, container: &str, folder: &str) -> Option<usize> {
+        self.queues
+            .iter()
+            .position(|q| q.container.as_deref() == Some(container) && q.name.eq_ignore_ascii_case(folder))
     }
 
     /// The subscription resource for `PUT …/eventSubscriptions/{name}`.
@@ -261,6 +335,10 @@ impl Scenario {
     }
 
     pub fn topic_body(&self, topic: &TopicSpec) -> Value {
+        if topic.namespace {
+            return json!({"properties": {"publisherType": "Custom", "inputSchema": "CloudEventSchemaV1_0",
+                "eventRetentionInDays": 1}});
+        }
         json!({"properties": {"inputSchema": schema_name(topic.schema)}})
     }
 

@@ -17,6 +17,15 @@ pub(crate) fn subscription_name(raw: &str) -> Result<SubscriptionName, Refusal> 
     SubscriptionName::parse(raw).map_err(|e| Refusal::bad_request(e.problem))
 }
 
+/// The subscription a path names, or `404` saying which is missing.
+pub(crate) async fn find_subscription(app: &App, topic: &str, name: &str) -> Result<Subscription, Refusal> {
+    let (t, n) = (topic_name(topic)?, subscription_name(name)?);
+    app.catalog
+        .get_subscription(&t, &n)
+        .await?
+        .ok_or_else(|| Refusal::not_found(format!("subscription {name:?} of topic {topic:?} does not exist")))
+}
+
 /// How often a change is decided again after the subscription changed under it.
 pub(crate) const CHANGE_TRIES: usize = 5;
 

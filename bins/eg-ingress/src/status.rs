@@ -403,7 +403,7 @@ async fn act_redrive(
         Err(refused) => return *refused,
     };
     let redriven = async {
-        let sub = crate::admin::find_subscription(&state.app, &a.topic, &a.name).await?;
+        let sub = crate::changes::find_subscription(&state.app, &a.topic, &a.name).await?;
         operations::redrive(&state.app, &sub, &operations::everything(), REDRIVE_CHUNK).await
     };
     let flash = match redriven.await {

@@ -2,7 +2,7 @@
 //! topics, their keys, and their event subscriptions. Writes go to the Redis catalog
 //! and apply to every publish that starts after the call returns.
 
-use crate::changes::{CHANGE_TRIES, change_subscription, conflict, subscription_name, topic_name};
+use crate::changes::{CHANGE_TRIES, change_subscription, conflict, find_subscription, subscription_name, topic_name};
 use crate::errors::Refusal;
 use crate::state::App;
 use axum::body::Body;
@@ -219,14 +219,6 @@ async fn list_subscriptions(State(app): State<Arc<App>>, Path(topic): Path<Strin
     let now = app.clock.now();
     let value: Vec<Value> = subs.iter().map(|s| s.to_resource(now)).collect();
     Ok((StatusCode::OK, Json(json!({ "value": value }))))
-}
-
-pub(crate) async fn find_subscription(app: &App, topic: &str, name: &str) -> Result<Subscription, Refusal> {
-    let (t, n) = (topic_name(topic)?, subscription_name(name)?);
-    app.catalog
-        .get_subscription(&t, &n)
-        .await?
-        .ok_or_else(|| Refusal::not_found(format!("subscription {name:?} of topic {topic:?} does not exist")))
 }
 
 /// A subscription that delivers by push: a queue subscription has no endpoint, so a call

@@ -5,7 +5,7 @@
 
 use super::hour::LastHour;
 use super::model::{SubscriptionStatus, queue_figures, subscription_status};
-use crate::admin::find_subscription;
+use crate::changes::find_subscription;
 use crate::errors::Refusal;
 use crate::state::App;
 use eg_core::UnixMillis;

@@ -24,10 +24,12 @@ mod machine;
 mod markdown;
 mod measure;
 mod memory;
+mod pull_api;
 mod receiver;
 mod redis_stats;
 mod report;
 mod scenarios;
+mod stream_ceiling;
 
 use anyhow::Context;
 use ctx::Ctx;

@@ -41,7 +41,7 @@ many clients as consumers) is measured on the same Redis.
 
 usage: eg-bench pull [options]
 
-  --events N             events to publish and drain (default 50000; quick 5000)
+  --events N             events to publish and drain (default 200000; quick 10000)
   --consumers N          consumers (and ceiling clients) at once (default 4)
   --samples N            waiting receives timed (default 200; quick 30)
 
@@ -60,7 +60,7 @@ const SETTLE: Duration = Duration::from_millis(50);
 
 fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
     Box::pin(async move {
-        let events: u64 = flags.number("events", ctx.sized(50_000, 5_000))?;
+        let events: u64 = flags.number("events", ctx.sized(200_000, 10_000))?;
         let consumers: usize = flags.number("consumers", 4)?;
         let samples: u64 = flags.number("samples", ctx.sized(200, 30))?;
         flags.finish()?;

@@ -130,3 +130,14 @@ bench *ARGS:
     doc=docs/benchmarks.md
     for arg in "$@"; do if [ "$arg" = "--quick" ]; then doc=target/bench/benchmarks-quick.md; fi; done
     exec target/release/eg-bench all --doc "$doc" "$@"
+
+# One benchmark scenario alone, release build (e.g. `just bench-one pull --consumers 8`); prints its table and writes target/bench/<scenario>.json, not docs/benchmarks.md.
+[positional-arguments]
+bench-one SCENARIO *ARGS:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    deploy/local/ensure-redis.sh
+    cargo build --release -p eg-bench -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter
+    scenario="$1"
+    shift
+    exec target/release/eg-bench "$scenario" "$@"

@@ -24,6 +24,7 @@ pub struct Histogram {
 pub struct Latency {
     pub count: u64,
     pub p50_ms: f64,
+    pub p90_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
     pub mean_ms: f64,
@@ -32,7 +33,7 @@ pub struct Latency {
 impl Latency {
     pub fn to_json(self) -> serde_json::Value {
         serde_json::json!({
-            "count": self.count, "p50Ms": round(self.p50_ms), "p99Ms": round(self.p99_ms),
+            "count": self.count, "p50Ms": round(self.p50_ms), "p90Ms": round(self.p90_ms), "p99Ms": round(self.p99_ms),
             "maxMs": round(self.max_ms), "meanMs": round(self.mean_ms),
         })
     }
@@ -119,6 +120,7 @@ impl Histogram {
         Latency {
             count,
             p50_ms: at(0.50) / 1000.0,
+            p90_ms: at(0.90) / 1000.0,
             p99_ms: at(0.99) / 1000.0,
             max_ms: max / 1000.0,
             mean_ms: self.sum.load(Ordering::Relaxed) as f64 / count as f64 / 1000.0,
@@ -167,6 +169,7 @@ mod tests {
         let l = h.latency();
         assert_eq!(l.count, 10_000);
         assert!((l.p50_ms - 5.0).abs() < 0.1, "{l:?}");
+        assert!((l.p90_ms - 9.0).abs() < 0.2, "{l:?}");
         assert!((l.p99_ms - 9.9).abs() < 0.2, "{l:?}");
         assert!((l.max_ms - 10.0).abs() < 1e-9, "{l:?}");
         h.reset();

@@ -10,6 +10,7 @@
 //! cargo build --release -p eg-bench -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter
 //! target/release/eg-bench all --quick
 //! target/release/eg-bench end-to-end --duration 30s
+//! target/release/eg-bench pull --consumers 8     # or: just bench-one pull --consumers 8
 //! ```
 
 mod args;
@@ -24,10 +25,12 @@ mod machine;
 mod markdown;
 mod measure;
 mod memory;
+mod pull_api;
 mod receiver;
 mod redis_stats;
 mod report;
 mod scenarios;
+mod stream_ceiling;
 
 use anyhow::Context;
 use ctx::Ctx;

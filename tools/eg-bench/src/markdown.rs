@@ -202,18 +202,23 @@ const HOW_TO_READ: &str = "\
   deliveries are outstanding (published × matching subscriptions − received), so the
   publish rate settles at the rate eg delivers and the backlog stays bounded; that bound
   is listed under each scenario, and latency under saturation is mostly the time spent
-  waiting in it.
+  waiting in it. For pull delivery, events received (`maxEvents=100`) and acknowledged
+  per second, from the first receive to the last acknowledgement of a queue filled
+  beforehand, each event counted as acknowledged exactly once.
 - **p50 / p99 / max** are publish→receipt: the load generator writes the send time (µs)
   into each event's `data`, the receiver subtracts it from the time the request reached
   it. Where a row says otherwise (ingress: the publish request's round trip; scheduling:
-  how late a retry was moved), the latency columns say what they hold.
+  how late a retry was moved; pull: from the publish's `200` to the `200` of a receive
+  that was waiting for it), the latency columns say what they hold.
 - **CPU s per process** is user + system time from `/proc/<pid>/stat` over the window
   (of its length in seconds); 2 cores give at most 2 CPU seconds per second in total.
 - **ceiling** is what the same machine does with nothing of eg in between, measured in
   this run: Redis (`redis-benchmark` XADD of a 1 KB field, 50 connections, with and
   without `-P 100` pipelining, against a fresh `redis-server` with the same
   `appendfsync`) and HTTP (the bench's own client posting to the bench's own receiver,
-  64 connections, 16 for 100-event requests). **of ceiling** is the rate divided by the ceiling named under the
+  64 connections, 16 for 100-event requests); for pull delivery, as many Redis clients as
+  consumers looping `XREADGROUP COUNT 100` → `XACK` + `XDEL` (pipelined) over the same
+  number of 1 KB entries in one stream, on the deployment's own Redis. **of ceiling** is the rate divided by the ceiling named under the
   scenario: how much of what the machine allows eg turns into delivered work.
 - **targets** are the goals of issue 6 on this 2-core machine. Benchmarks assert
   nothing; a missed target is reported as measured, with where the time or memory goes.

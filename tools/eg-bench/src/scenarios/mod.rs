@@ -17,6 +17,7 @@ mod end_to_end;
 mod fan_out;
 mod ingress;
 mod latency;
+mod pull;
 mod redis_memory;
 mod retry_storm;
 mod scheduling;
@@ -46,6 +47,7 @@ pub const ALL: &[Scenario] = &[
     scheduling::SCENARIO,
     redis_memory::SCENARIO,
     sender_memory::SCENARIO,
+    pull::SCENARIO,
     all::SCENARIO,
 ];
 

@@ -87,6 +87,7 @@ scale TIER N:
 # Run the whole test suite: unit, property, Redis integration and end-to-end tests (part of them again on a Redis Cluster), then a one-minute chaos run.
 test:
     deploy/local/ensure-redis.sh
+    deploy/local/ensure-test-tools.sh
     cargo build --workspace --bins
     cargo test --workspace
     {{just_executable()}} test-cluster

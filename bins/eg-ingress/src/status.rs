@@ -320,107 +320,121 @@ fn who(a: &Action) -> String {
     format!("{} / {}", a.topic, a.name)
 }
 
+/// Runs an action that passed the checks and leads back to the subscription's page with
+/// its result shown once; a request that did not pass gets the refusal page.
+async fn act<Run, Done>(
+    state: Arc<StatusState>,
+    headers: &HeaderMap,
+    body: &Bytes,
+    (topic, name): (String, String),
+    run: Run,
+) -> Response
+where
+    Run: FnOnce(Arc<StatusState>, Action) -> Done,
+    Done: Future<Output = Flash>,
+{
+    let action = match checked(&state, headers, body, topic, name) {
+        Ok(action) => action,
+        Err(refused) => return *refused,
+    };
+    let back = action.back.clone();
+    let flash = run(state.clone(), action).await;
+    redirect(&back, &flash, secure(&state))
+}
+
 /// `POST …/subscriptions/{name}/pause`
 async fn act_pause(
     State(state): State<Arc<StatusState>>,
-    Path((topic, name)): Path<(String, String)>,
+    Path(path): Path<(String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let a = match checked(&state, &headers, &body, topic, name) {
-        Ok(a) => a,
-        Err(refused) => return *refused,
-    };
-    let flash = match operations::pause(&state.app, &a.topic, &a.name).await {
-        Ok(_) => Flash::ok(format!(
-            "Paused {}: its events wait, and are delivered when you resume it.",
-            who(&a)
-        )),
-        Err(refusal) => Flash::failed(format!("Not paused: {}", told(refusal).await.1)),
-    };
-    redirect(&a.back, &flash, secure(&state))
+    act(state, &headers, &body, path, |state, a| async move {
+        match operations::pause(&state.app, &a.topic, &a.name).await {
+            Ok(_) => Flash::ok(format!(
+                "Paused {}: its events wait, and are delivered when you resume it.",
+                who(&a)
+            )),
+            Err(refusal) => Flash::failed(format!("Not paused: {}", told(refusal).await.1)),
+        }
+    })
+    .await
 }
 
 /// `POST …/subscriptions/{name}/resume`
 async fn act_resume(
     State(state): State<Arc<StatusState>>,
-    Path((topic, name)): Path<(String, String)>,
+    Path(path): Path<(String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let a = match checked(&state, &headers, &body, topic, name) {
-        Ok(a) => a,
-        Err(refused) => return *refused,
-    };
-    let flash = match operations::resume(&state.app, &a.topic, &a.name).await {
-        Ok((_, moved)) => Flash::ok(format!(
-            "Resumed {}: {moved} waiting deliveries handed back to the senders.",
-            who(&a)
-        )),
-        Err(refusal) => Flash::failed(format!("Not resumed: {}", told(refusal).await.1)),
-    };
-    redirect(&a.back, &flash, secure(&state))
+    act(state, &headers, &body, path, |state, a| async move {
+        match operations::resume(&state.app, &a.topic, &a.name).await {
+            Ok((_, moved)) => Flash::ok(format!(
+                "Resumed {}: {moved} waiting deliveries handed back to the senders.",
+                who(&a)
+            )),
+            Err(refusal) => Flash::failed(format!("Not resumed: {}", told(refusal).await.1)),
+        }
+    })
+    .await
 }
 
 /// `POST …/subscriptions/{name}/validate`
 async fn act_validate(
     State(state): State<Arc<StatusState>>,
-    Path((topic, name)): Path<(String, String)>,
+    Path(path): Path<(String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let a = match checked(&state, &headers, &body, topic, name) {
-        Ok(a) => a,
-        Err(refused) => return *refused,
-    };
-    let now = state.app.clock.now();
-    let flash = match operations::revalidate(&state.app, &a.topic, &a.name).await {
-        Ok(sub) => match sub.provisioning.message(now) {
-            None => Flash::ok(format!(
-                "{} is Succeeded: its endpoint consented, and events published from now on are delivered to it.",
-                who(&a)
-            )),
-            Some(why) => Flash::failed(format!(
-                "{} is still {}: {why}",
-                who(&a),
-                sub.provisioning.state_at(now).as_str()
-            )),
-        },
-        Err(refusal) => Flash::failed(format!("Validation failed: {}", told(refusal).await.1)),
-    };
-    redirect(&a.back, &flash, secure(&state))
+    act(state, &headers, &body, path, |state, a| async move {
+        let now = state.app.clock.now();
+        match operations::revalidate(&state.app, &a.topic, &a.name).await {
+            Ok(sub) => match sub.provisioning.message(now) {
+                None => Flash::ok(format!(
+                    "{} is Succeeded: its endpoint consented, and events published from now on are delivered to it.",
+                    who(&a)
+                )),
+                Some(why) => Flash::failed(format!(
+                    "{} is still {}: {why}",
+                    who(&a),
+                    sub.provisioning.state_at(now).as_str()
+                )),
+            },
+            Err(refusal) => Flash::failed(format!("Validation failed: {}", told(refusal).await.1)),
+        }
+    })
+    .await
 }
 
 /// `POST …/subscriptions/{name}/redrive`: the confirmed redrive.
 async fn act_redrive(
     State(state): State<Arc<StatusState>>,
-    Path((topic, name)): Path<(String, String)>,
+    Path(path): Path<(String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let a = match checked(&state, &headers, &body, topic, name) {
-        Ok(a) => a,
-        Err(refused) => return *refused,
-    };
-    let redriven = async {
-        let sub = crate::changes::find_subscription(&state.app, &a.topic, &a.name).await?;
-        operations::redrive(&state.app, &sub, &operations::everything(), REDRIVE_CHUNK).await
-    };
-    let flash = match redriven.await {
-        Ok(progress) if progress.remaining > 0 => Flash::ok(format!(
-            "Redrove {} dead letters of {}; {} are still waiting: redrive again for the next ones.",
-            progress.done,
-            who(&a),
-            progress.remaining
-        )),
-        Ok(progress) => Flash::ok(format!(
-            "Redrove {} dead letters of {}: they are back in delivery with fresh attempts.",
-            progress.done,
-            who(&a)
-        )),
-        Err(refusal) => Flash::failed(format!("Not redriven: {}", told(refusal).await.1)),
-    };
-    redirect(&a.back, &flash, secure(&state))
+    act(state, &headers, &body, path, |state, a| async move {
+        let redriven = async {
+            let sub = crate::changes::find_subscription(&state.app, &a.topic, &a.name).await?;
+            operations::redrive(&state.app, &sub, &operations::everything(), REDRIVE_CHUNK).await
+        };
+        match redriven.await {
+            Ok(progress) if progress.remaining > 0 => Flash::ok(format!(
+                "Redrove {} dead letters of {}; {} are still waiting: redrive again for the next ones.",
+                progress.done,
+                who(&a),
+                progress.remaining
+            )),
+            Ok(progress) => Flash::ok(format!(
+                "Redrove {} dead letters of {}: they are back in delivery with fresh attempts.",
+                progress.done,
+                who(&a)
+            )),
+            Err(refusal) => Flash::failed(format!("Not redriven: {}", told(refusal).await.1)),
+        }
+    })
+    .await
 }
 
 /// `GET /admin/status`: the status as JSON, for the admin token (bearer) only.

@@ -26,6 +26,8 @@
 //! | `metrics` | summing samples of Prometheus text |
 //! | `waiting` | waiting for a condition with a deadline |
 //! | `ids` | reading event ids from published events; sorting and counting them |
+//! | `sas` | SAS tokens and percent encoding as Event Grid's SDKs build them |
+//! | `python_sdk` | running a `tests/python/` script under a Python with Azure's `azure-eventgrid` |
 
 mod fixtures;
 mod ids;
@@ -33,6 +35,7 @@ mod metrics;
 mod python_sdk;
 mod receiver;
 mod replies;
+mod sas;
 mod system;
 mod waiting;
 
@@ -44,5 +47,6 @@ pub use metrics::metric;
 pub use python_sdk::{PYTHON_SDK_VERSION, PythonOutput, run_python_sdk};
 pub use receiver::{Behaviour, Receiver, Recorded, Reply, Validation};
 pub use replies::{assert_refused, assert_subscription_refused, json_reply, text_reply};
+pub use sas::{in_an_hour, percent_encode, sas_token};
 pub use system::{ADMIN_TOKEN, DeadLettered, Options, System, TierId};
 pub use waiting::{DEADLINE, eventually, wait_subscription_successes, wait_successes};

@@ -6,13 +6,11 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use eg_system_tests::{
-    ADMIN_TOKEN, Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, event, json_reply, subscription,
-    text_reply,
+    ADMIN_TOKEN, Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, event, in_an_hour, json_reply,
+    percent_encode, sas_token, subscription, text_reply,
 };
-use hmac::{Hmac, Mac};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use sha2::Sha256;
 
 /// Every management route, with a body where the route takes one.
 fn management_routes() -> Vec<(Method, &'static str)> {
@@ -33,37 +31,6 @@ fn management_routes() -> Vec<(Method, &'static str)> {
             "/admin/topics/orders/eventSubscriptions/audit/deliveryHealth",
         ),
     ]
-}
-
-fn percent_encode(raw: &str) -> String {
-    raw.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-/// A SAS token the way Event Grid's SDKs build it, expiring `expires` (Unix seconds).
-fn sas_token(resource: &str, expires: i64, key: &str) -> String {
-    let signed = format!("r={}&e={}", percent_encode(resource), expires);
-    let mut mac = Hmac::<Sha256>::new_from_slice(&BASE64.decode(key).unwrap()).unwrap();
-    mac.update(signed.as_bytes());
-    format!(
-        "{signed}&s={}",
-        percent_encode(&BASE64.encode(mac.finalize().into_bytes()))
-    )
-}
-
-fn in_an_hour() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-        + 3600
 }
 
 fn one_event(id: &str) -> Value {

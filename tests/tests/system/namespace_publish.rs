@@ -5,13 +5,12 @@
 //! Grid's error body with an `x-ms-error-code` header; and Azure's own Python publisher
 //! (`EventGridPublisherClient(…, namespace_topic=…)`) working against eg unchanged.
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use eg_system_tests::{Behaviour, DEADLINE, Options, Receiver, System, eventually, run_python_sdk, subscription};
-use hmac::{Hmac, Mac};
+use eg_system_tests::{
+    Behaviour, DEADLINE, Options, Receiver, System, eventually, in_an_hour, percent_encode, run_python_sdk, sas_token,
+    subscription,
+};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sha2::Sha256;
 
 const ONE: &str = "application/cloudevents+json; charset=utf-8";
 const BATCH: &str = "application/cloudevents-batch+json; charset=utf-8";
@@ -120,30 +119,6 @@ impl Answer {
     }
 }
 
-fn percent_encode(raw: &str) -> String {
-    raw.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-/// A SAS token for `resource` as Event Grid's docs build it, valid for an hour.
-fn sas_token(resource: &str, key: &str) -> String {
-    let expires = chrono::Utc::now().timestamp() + 3600;
-    let signed = format!("r={}&e={expires}", percent_encode(resource));
-    let mut mac = Hmac::<Sha256>::new_from_slice(&BASE64.decode(key).unwrap()).unwrap();
-    mac.update(signed.as_bytes());
-    format!(
-        "{signed}&s={}",
-        percent_encode(&BASE64.encode(mac.finalize().into_bytes()))
-    )
-}
-
 /// The CloudEvents a receiver got (one per request, or batched), in arrival order.
 fn delivered_events(receiver: &Receiver) -> Vec<Value> {
     receiver
@@ -235,13 +210,13 @@ async fn one_event_and_batches_are_stored_and_delivered_with_every_credential_fo
     // SAS tokens for the namespace root (eg's base URL) and for the topic, in both headers.
     let root = cloud_event("sas-namespace-root");
     Publish::of(&system, "orders", &root)
-        .header("aeg-sas-token", &sas_token(&url, &key))
+        .header("aeg-sas-token", &sas_token(&url, in_an_hour(), &key))
         .send()
         .await
         .assert_published("a SAS token for the namespace root");
     published.push(root);
     let topic_scope = json!([cloud_event("sas-topic")]);
-    let token = sas_token(&format!("{url}/topics/orders"), &key);
+    let token = sas_token(&format!("{url}/topics/orders"), in_an_hour(), &key);
     Publish::of(&system, "orders", &topic_scope)
         .header("authorization", &format!("SharedAccessSignature {token}"))
         .send()
@@ -314,13 +289,13 @@ async fn refusals_say_what_was_wrong_in_event_grids_error_body_and_header() {
         ),
     ] {
         publish()
-            .header("aeg-sas-token", &sas_token(&resource, &key))
+            .header("aeg-sas-token", &sas_token(&resource, in_an_hour(), &key))
             .send()
             .await
             .assert_refused(StatusCode::UNAUTHORIZED, "Unauthorized", what);
     }
     publish()
-        .header("aeg-sas-token", &sas_token(&url, &plain_key))
+        .header("aeg-sas-token", &sas_token(&url, in_an_hour(), &plain_key))
         .send()
         .await
         .assert_refused(

@@ -20,6 +20,7 @@ use eg_core::fate::DropReason;
 use eg_core::pull::on_sweep;
 use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
+use eg_runtime::pull_tally::Tally;
 use eg_store::{
     CatalogCache, CatalogSnapshot, Clock, LockCheck, Partition, QueueDepth, Retention, Settle, Settlement, Store,
     StoreError,
@@ -188,25 +189,12 @@ async fn end_unread_past_ttl(
         .await?;
     for ((took_effect, e), settlement) in results.into_iter().zip(&locked).zip(&settlements) {
         if took_effect && !matches!(settlement, Settlement::Requeue { .. }) {
-            count_ended(key, sub, DeadLetterReason::TimeToLiveExceeded);
+            Tally::ended(sub, DeadLetterReason::TimeToLiveExceeded).record(key);
         } else if !took_effect {
             tracing::debug!(subscription = %key, entry = %e.entry_id, "a queued event changed hands during the sweep");
         }
     }
     Ok(())
-}
-
-/// Counts an event ended by the sweep (as the ingress counts those it ends).
-fn count_ended(key: &str, sub: &eg_core::Subscription, reason: DeadLetterReason) {
-    let (topic, subscription) = key.split_once('/').unwrap_or((key, ""));
-    let (topic, subscription) = (topic.to_owned(), subscription.to_owned());
-    if sub.dead_letter.is_some() {
-        metrics::counter!(m::DEAD_LETTERED_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.as_str())
-            .increment(1);
-    } else {
-        metrics::counter!(m::DROPPED_EVENT_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.as_str())
-            .increment(1);
-    }
 }
 
 /// Ends expired locks whose event may not be delivered again.
@@ -253,7 +241,7 @@ async fn sweep(
         .await?;
     for (took_effect, (.., reason)) in results.into_iter().zip(&ended) {
         if took_effect {
-            count_ended(key, sub, *reason);
+            Tally::ended(sub, *reason).record(key);
         }
     }
     Ok(())

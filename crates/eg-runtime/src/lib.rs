@@ -1,7 +1,7 @@
 //! What every eg tier shares as a process: settings (`settings`), telemetry
 //! (`telemetry`), metric names (`metrics`), the ops endpoints (`/healthz`, `/readyz`,
 //! `/metrics`) and the HTTP server loop (`ops`), shutdown on SIGTERM/SIGINT (`shutdown`),
-//! the status page's tally and its flusher (`stats`), the global allocator
+//! the status page's tally and its flusher (`stats`), pull delivery's counts (`pull_tally`), the global allocator
 //! (`allocator`), and the start-up every tier shares (`startup`: connect to Redis, check
 //! its layout and consumer groups, sync the clock, load the catalog and keep it fresh,
 //! waiting for Redis instead of exiting).
@@ -12,6 +12,7 @@
 pub mod allocator;
 pub mod metrics;
 pub mod ops;
+pub mod pull_tally;
 pub mod settings;
 pub mod shutdown;
 pub mod startup;

@@ -15,7 +15,6 @@
 mod hub;
 mod receive;
 mod settle;
-mod tally;
 
 pub use hub::ReceiveHub;
 

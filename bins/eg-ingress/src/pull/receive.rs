@@ -5,13 +5,13 @@
 //! whose time-to-live ended are not handed out: they are dead-lettered (or dropped)
 //! under the lock this receive just got, so no other receiver can see them meanwhile.
 
-use super::tally::Tally;
 use super::{Pull, Target};
 use crate::errors::Refusal;
 use eg_core::pull::answer::BrokerProperties;
 use eg_core::pull::{LockToken, QueueStep, ReceiveAnswer, ReceiveOptions, ReceivedEvent, on_receive};
 use eg_core::render::render;
 use eg_core::{Delivery, Subscription};
+use eg_runtime::pull_tally::Tally;
 use eg_store::{LockCheck, QueueEntry, Settle, Settlement, StoreError};
 use serde_json::Value;
 use std::sync::Arc;

@@ -10,10 +10,10 @@
 //! fails the others, and the answer is `200` whatever happened.
 
 use super::receive::end;
-use super::tally::Tally;
 use super::{Pull, Target};
 use crate::errors::Refusal;
 use eg_core::pull::{Action, LockOutcome, LockToken, ReleaseDelay, ReleaseStep, SettleAnswer, on_reject, on_release};
+use eg_runtime::pull_tally::Tally;
 use eg_store::{LockCheck, Settle, Settlement};
 use std::collections::BTreeMap;
 

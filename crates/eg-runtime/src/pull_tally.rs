@@ -1,10 +1,11 @@
-//! Pull delivery's counts, recorded only for settles that took effect (so a stale token
+//! Pull delivery's counts, kept by the ingress (receive, settle) and the scheduler's
+//! sweep alike, recorded only for settles that took effect (so a stale token
 //! counts nothing): an acknowledgement is a `DeliverySuccessCount`, an event ended by
 //! reject, count or time-to-live a `DeadLetteredCount` or, without a dead-letter
 //! destination, a `DroppedEventCount`, each with the reason.
 
+use crate::metrics as m;
 use eg_core::{DeadLetterReason, Subscription};
-use eg_runtime::metrics as m;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tally {

@@ -160,7 +160,9 @@ impl Worker {
 fn group_by_folder(items: Vec<DeadLetterItem>) -> BTreeMap<Vec<String>, Vec<DeadLetterItem>> {
     let mut groups: BTreeMap<Vec<String>, Vec<DeadLetterItem>> = BTreeMap::new();
     for item in items {
-        groups.entry(item.entry.folder()).or_default().push(item);
+        let mut folder = vec![item.entry.container_name.clone()];
+        folder.extend(item.entry.folder());
+        groups.entry(folder).or_default().push(item);
     }
     groups
 }

@@ -30,6 +30,8 @@ pub struct App {
     pub public_url: String,
     pub admin_token: Option<String>,
     pub validator: Validator,
+    /// The object stores subscriptions may name (their keys are not used here).
+    pub storage: eg_runtime::settings::StorageSection,
 }
 
 impl App {
@@ -65,6 +67,7 @@ impl App {
             storage_timeout: s.ingress.storage_timeout,
             max_subscriptions_per_topic: s.ingress.max_subscriptions_per_topic,
             validator: Validator::new(s, &public_url)?,
+            storage: s.storage.clone(),
             public_url,
             admin_token: s.admin.token.clone().filter(|t| !t.is_empty()),
         }))

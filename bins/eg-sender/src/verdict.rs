@@ -45,13 +45,7 @@ impl Verdict {
             ),
             Fate::DeadLetter(reason, destination) => (
                 Settlement::DeadLetter {
-                    entry: DeadLetterEntry::for_delivery(
-                        delivery,
-                        subscription,
-                        &destination.container_name,
-                        reason,
-                        now,
-                    ),
+                    entry: DeadLetterEntry::for_delivery(delivery, subscription, destination, reason, now),
                 },
                 Tally::DeadLettered(reason),
             ),

@@ -24,7 +24,7 @@ use crate::outcome::OutcomeName;
 use crate::profile::DeliveryProfile;
 use crate::render;
 use crate::schema::{DeliverySchema, StoredFormat};
-use crate::subscription::Subscription;
+use crate::subscription::{DeadLetterDestination, DeadLetterStore, Subscription};
 use crate::time::UnixMillis;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -35,6 +35,10 @@ use serde_json::{Map, Value};
 #[serde(rename_all = "camelCase")]
 pub struct DeadLetterEntry {
     pub container_name: String,
+    /// The store holding the container (the local directory in entries written before
+    /// object stores existed).
+    #[serde(default, skip_serializing_if = "DeadLetterStore::is_local_directory")]
+    pub store: DeadLetterStore,
     /// The subscription's name as the user spelled it.
     pub subscription: String,
     pub topic: String,
@@ -106,16 +110,17 @@ impl DeadLetterFormat {
 }
 
 impl DeadLetterEntry {
-    /// The entry for `delivery` of `subscription`, dead-lettered into `container_name` now.
+    /// The entry for `delivery` of `subscription`, dead-lettered into `destination` now.
     pub fn for_delivery(
         delivery: &Delivery,
         subscription: &Subscription,
-        container_name: &str,
+        destination: &DeadLetterDestination,
         reason: DeadLetterReason,
         now: UnixMillis,
     ) -> Self {
         Self {
-            container_name: container_name.to_owned(),
+            container_name: destination.container_name.clone(),
+            store: destination.store.clone(),
             subscription: subscription.name.as_str().to_owned(),
             topic: subscription.topic.as_str().to_owned(),
             delivery_id: delivery.id.clone(),
@@ -198,13 +203,12 @@ impl DeadLetterEntry {
         }
     }
 
-    /// The folder, relative to the dead-letter root, of a file holding this record:
-    /// `<container>/<SUBSCRIPTION>/YYYY/M/D/H` (UTC, not zero-padded).
+    /// The folder, inside the record's container, of a file holding this record:
+    /// `<SUBSCRIPTION>/YYYY/M/D/H` (UTC, not zero-padded) — Event Grid's blob layout.
     pub fn folder(&self) -> Vec<String> {
         use chrono::{Datelike, Timelike};
         let at = self.dead_lettered_at.to_datetime();
         vec![
-            self.container_name.clone(),
             self.subscription.to_ascii_uppercase(),
             at.year().to_string(),
             at.month().to_string(),
@@ -243,6 +247,7 @@ mod tests {
     fn entry() -> DeadLetterEntry {
         DeadLetterEntry {
             container_name: "dl".into(),
+            store: Default::default(),
             subscription: "Billing".into(),
             topic: "orders".into(),
             delivery_id: "d".into(),
@@ -464,7 +469,13 @@ mod tests {
         assert_eq!(sub.delivery_schema, DeliverySchema::CloudEventSchemaV1_0);
         let d = Delivery::new("d".into(), "e".into(), "orders".into(), "billing".into(), UnixMillis(5))
             .with_format(StoredFormat::CloudEvents);
-        let e = DeadLetterEntry::for_delivery(&d, &sub, "dl", DeadLetterReason::NonRetriableFailure, UnixMillis(9));
+        let e = DeadLetterEntry::for_delivery(
+            &d,
+            &sub,
+            &DeadLetterDestination::new("dlq").unwrap(),
+            DeadLetterReason::NonRetriableFailure,
+            UnixMillis(9),
+        );
         assert_eq!(
             e.format,
             DeadLetterFormat::NamespaceTopic {
@@ -522,6 +533,6 @@ mod tests {
 
     #[test]
     fn folder_is_laid_out_like_a_blob_container() {
-        assert_eq!(entry().folder(), ["dl", "BILLING", "2026", "3", "4", "5"]);
+        assert_eq!(entry().folder(), ["BILLING", "2026", "3", "4", "5"]);
     }
 }

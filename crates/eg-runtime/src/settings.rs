@@ -4,8 +4,10 @@
 //! `--print-settings` prints the delivery settings as they apply and exits (`effective`).
 
 mod effective;
+mod storage;
 
 pub use effective::schedule_warnings;
+pub use storage::{AzureAccount, AzureAccountSettings, S3ConnectionSettings, Secret, StorageSection};
 
 use eg_core::address::AddressPolicy;
 use eg_core::outcome::OutcomePolicy;
@@ -31,6 +33,7 @@ pub struct Settings {
     pub sender: SenderSection,
     pub scheduler: SchedulerSection,
     pub deadletter: DeadLetterSection,
+    pub storage: StorageSection,
     pub catalog: CatalogSection,
     pub history: HistorySection,
     pub shutdown: ShutdownSection,
@@ -501,6 +504,7 @@ impl Settings {
                 "redis.cluster_nodes: {node:?} is not a redis:// or rediss:// URL"
             )));
         }
+        self.storage.validate().map_err(SettingsError::Invalid)?;
         if self.redis.partitions == 0 {
             return Err(SettingsError::Invalid("redis.partitions must be at least 1".into()));
         }

@@ -346,6 +346,7 @@ mod tests {
     fn entry() -> DeadLetterEntry {
         DeadLetterEntry {
             container_name: "dl".into(),
+            store: Default::default(),
             subscription: "Billing".into(),
             topic: "orders".into(),
             delivery_id: "d1".into(),

@@ -80,7 +80,7 @@ pub fn ending(
                 entry: eg_core::deadletter::DeadLetterEntry::for_delivery(
                     &counted,
                     subscription,
-                    &destination.container_name,
+                    destination,
                     reason,
                     now,
                 ),

@@ -265,6 +265,7 @@ async fn put_subscription(
     for _ in 0..CHANGE_TRIES {
         let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(no_topic)?;
         let mut sub = Subscription::from_resource(&basis.topic, n.clone(), &body, app.clock.now()).map_err(invalid)?;
+        sub.check_stores(&app.storage).map_err(invalid)?;
         let previous = basis.previous.as_ref();
         if let Some(previous) = previous {
             sub.may_replace(previous).map_err(invalid)?;

@@ -8,7 +8,6 @@
 //! JSON (`deliveryConfiguration`), push or queue. `headers` holds the delivery properties and their rules,
 //! `retry_policy` the retry limits.
 
-use crate::api_error::InvalidField;
 use crate::filter::EventFilter;
 use crate::names::{SubscriptionName, TopicName};
 use crate::profile::DeliveryProfile;
@@ -19,12 +18,14 @@ use crate::time::UnixMillis;
 use crate::validation::Provisioning;
 use serde::{Deserialize, Serialize};
 
+mod dead_letter;
 mod headers;
 mod mode;
 mod namespace;
 mod resource;
 mod retry_policy;
 
+pub use dead_letter::{DeadLetterDestination, DeadLetterStore, S3ConnectionFacts, StoreCatalog, storage_account};
 pub use headers::{DeliveryHeader, HeaderValueSource, MAX_DELIVERY_HEADERS, MAX_HEADER_VALUE_BYTES};
 pub use mode::{DEFAULT_RECEIVE_LOCK, DeliveryMode, MAX_RECEIVE_LOCK, MIN_RECEIVE_LOCK};
 pub use retry_policy::{
@@ -77,48 +78,26 @@ pub struct Subscription {
 }
 
 impl Subscription {
+    /// Refuses a subscription naming an object store eg has no configuration for (see
+    /// [`DeadLetterDestination::check_configured`]), the field named as it was written.
+    pub fn check_stores(&self, stores: &impl StoreCatalog) -> Result<(), crate::api_error::InvalidField> {
+        let Some(dead_letter) = &self.dead_letter else {
+            return Ok(());
+        };
+        let at = if !self.namespace_form {
+            "properties.deadLetterDestination".to_owned()
+        } else {
+            let mode = if self.delivery_mode.is_push() { "push" } else { "queue" };
+            format!(
+                "properties.deliveryConfiguration.{mode}.deadLetterDestinationWithResourceIdentity.deadLetterDestination"
+            )
+        };
+        dead_letter.check_configured(stores).map_err(|e| e.within(&at))
+    }
+
     /// Whether a published event goes to this subscription.
     pub fn matches(&self, event: &Routing<'_>, now: UnixMillis) -> bool {
         self.provisioning.is_active() && self.expiration_time.is_none_or(|at| now < at) && self.filter.matches(event)
-    }
-}
-
-/// A local directory destination laid out like an Event Grid blob container.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeadLetterDestination {
-    pub container_name: String,
-    /// Event Grid's storage account id (`resourceId`): kept and shown back, not used.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_id: Option<String>,
-}
-
-impl DeadLetterDestination {
-    /// Container names follow Azure's rules (3–63 of `[a-z0-9-]`, starting with a letter
-    /// or digit, no `--`), which also keeps them from escaping the dead-letter root.
-    pub fn new(container_name: &str) -> Result<Self, InvalidField> {
-        let field = "containerName";
-        let len = container_name.len();
-        let valid_chars = container_name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-        if !(3..=63).contains(&len)
-            || !valid_chars
-            || container_name.starts_with('-')
-            || container_name.ends_with('-')
-            || container_name.contains("--")
-        {
-            return Err(InvalidField::new(
-                field,
-                format!(
-                    "{container_name:?} is not a valid container name: 3-63 lower-case letters, digits or single hyphens, starting and ending with a letter or digit"
-                ),
-            ));
-        }
-        Ok(Self {
-            container_name: container_name.to_owned(),
-            resource_id: None,
-        })
     }
 }
 

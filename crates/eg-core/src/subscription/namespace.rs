@@ -9,9 +9,7 @@
 //! custom-topic advanced filters, read by [`crate::advanced_filter`]. Every refusal
 //! names its field from `properties` down.
 
-use super::resource::{
-    Destination, dead_letter_destination, delivery_schema, destination, expiration_time, only_known, paused, ranged_u32,
-};
+use super::resource::{Destination, delivery_schema, destination, expiration_time, only_known, paused, ranged_u32};
 use super::retry_policy::{NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT, RetryPolicy};
 use super::{BatchSettings, DEFAULT_RECEIVE_LOCK, DeadLetterDestination, DeliveryMode, Subscription};
 use crate::advanced_filter;
@@ -316,7 +314,7 @@ fn dead_letter(settings: &Map<String, Value>) -> Result<Option<DeadLetterDestina
     )?;
     match wrapper.get("deadLetterDestination") {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => dead_letter_destination(v)
+        Some(v) => DeadLetterDestination::from_json(v)
             .map(Some)
             .map_err(|e| e.within(&format!("{field}.deadLetterDestination"))),
     }
@@ -357,12 +355,8 @@ pub(super) fn to_resource(sub: &Subscription, now: UnixMillis) -> Value {
         "eventTimeToLive": iso8601_duration(sub.retry_policy.event_time_to_live()),
     });
     if let Some(dl) = &sub.dead_letter {
-        let mut dl_props = json!({ "blobContainerName": dl.container_name });
-        if let Some(id) = &dl.resource_id {
-            dl_props["resourceId"] = json!(id);
-        }
         settings["deadLetterDestinationWithResourceIdentity"] =
-            json!({"deadLetterDestination": {"endpointType": "StorageBlob", "properties": dl_props}});
+            json!({"deadLetterDestination": dl.to_namespace_json()});
     }
     let delivery = match sub.delivery_mode {
         DeliveryMode::Push => {
@@ -458,7 +452,7 @@ mod tests {
                   "deadLetterDestination": {
                     "endpointType": "StorageBlob",
                     "properties": {
-                      "resourceId": "/subscriptions/…/storageAccounts/mystorageaccount",
+                      "resourceId": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/mystorageaccount",
                       "blobContainerName": "data"
                     }
                   }
@@ -505,7 +499,7 @@ mod tests {
                 "deliveryWithResourceIdentity": null,
                 "deadLetterDestinationWithResourceIdentity": {
                   "identity": { "type": "SystemAssigned" },
-                  "deadLetterDestination": { "endpointType": "StorageBlob", "properties": { "resourceId": "…", "blobContainerName": "dead-letters" } }
+                  "deadLetterDestination": { "endpointType": "StorageBlob", "properties": { "blobContainerName": "dead-letters" } }
                 }
               }
             },
@@ -543,7 +537,9 @@ mod tests {
         assert_eq!(dl.container_name, "data");
         assert_eq!(
             dl.resource_id.as_deref(),
-            Some("/subscriptions/…/storageAccounts/mystorageaccount")
+            Some(
+                "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/mystorageaccount"
+            )
         );
         assert_eq!(s.delivery_schema, DeliverySchema::CloudEventSchemaV1_0);
         assert_eq!(

@@ -79,7 +79,9 @@ impl Subscription {
         };
         let dead_letter = match props.get("deadLetterDestination") {
             None | Some(Value::Null) => None,
-            Some(v) => Some(dead_letter_destination(v).map_err(|e| e.within("properties.deadLetterDestination"))?),
+            Some(v) => {
+                Some(DeadLetterDestination::from_json(v).map_err(|e| e.within("properties.deadLetterDestination"))?)
+            }
         };
         let expiration_time = expiration_time(props, now)?;
         let paused = paused(props)?;
@@ -128,8 +130,7 @@ impl Subscription {
             props["provisioningMessage"] = Value::String(message);
         }
         if let Some(dl) = &self.dead_letter {
-            props["deadLetterDestination"] =
-                json!({"endpointType": "LocalDirectory", "properties": {"containerName": dl.container_name}});
+            props["deadLetterDestination"] = dl.to_json();
         }
         if let Some(at) = self.expiration_time {
             props["expirationTimeUtc"] = Value::String(at.to_rfc3339());
@@ -484,56 +485,6 @@ pub(super) fn delivery_schema(topic: &Topic, raw: Option<&Value>) -> Result<Deli
     Ok(schema)
 }
 
-pub(super) fn dead_letter_destination(v: &Value) -> Result<DeadLetterDestination, InvalidField> {
-    match v.get("endpointType") {
-        Some(Value::String(t)) if t == "LocalDirectory" || t == "StorageBlob" => {}
-        _ => {
-            return Err(InvalidField::new(
-                "endpointType",
-                "must be \"LocalDirectory\" (a directory laid out like a blob container)",
-            ));
-        }
-    }
-    if let Value::Object(map) = v {
-        only_known(map, &["endpointType", "properties"], "")?;
-    }
-    let props = object_at(v, "properties")?;
-    only_known(
-        props,
-        &["containerName", "blobContainerName", "resourceId"],
-        "properties",
-    )?;
-    // `blobContainerName` is Event Grid's name for it: resources written for Azure work as they are.
-    let key = if props.contains_key("containerName") {
-        "containerName"
-    } else {
-        "blobContainerName"
-    };
-    let mut destination = match props.get(key) {
-        // Named as the client wrote it.
-        Some(Value::String(name)) => {
-            DeadLetterDestination::new(name).map_err(|e| InvalidField::new(format!("properties.{key}"), e.problem))?
-        }
-        _ => {
-            return Err(InvalidField::new(
-                "properties.containerName",
-                "is required and must be a string",
-            ));
-        }
-    };
-    destination.resource_id = match props.get("resourceId") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(id)) => Some(id.clone()),
-        Some(other) => {
-            return Err(InvalidField::new(
-                "properties.resourceId",
-                format!("must be a string, got {}", json_type(other)),
-            ));
-        }
-    };
-    Ok(destination)
-}
-
 /// The policy as the API shows it for `profile`.
 pub(super) fn retry_policy_resource(policy: RetryPolicy, profile: DeliveryProfile) -> Value {
     match profile {
@@ -630,8 +581,7 @@ mod tests {
         again["properties"]["destination"]["properties"]["endpointUrl"] = json!("https://hooks.example/in");
         assert!(parse(again).is_ok(), "GET → PUT round trip: {shown}");
         let mut b = body();
-        b["properties"]["deadLetterDestination"]["properties"] =
-            json!({"blobContainerName": "azure-style", "resourceId": "/x"});
+        b["properties"]["deadLetterDestination"]["properties"] = json!({"blobContainerName": "azure-style"});
         assert_eq!(parse(b).unwrap().dead_letter.unwrap().container_name, "azure-style");
     }
 

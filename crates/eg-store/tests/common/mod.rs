@@ -128,6 +128,7 @@ pub fn failed_attempt() -> LastAttempt {
 pub fn dead_letter_entry(d: &Delivery) -> DeadLetterEntry {
     DeadLetterEntry {
         container_name: "dead-letters".into(),
+        store: Default::default(),
         subscription: "Billing".into(),
         topic: d.topic.clone(),
         delivery_id: d.id.clone(),

@@ -237,6 +237,12 @@ impl Keyspace {
     pub fn heartbeats(&self) -> String {
         format!("{{{}:heartbeats}}", self.prefix)
     }
+    /// Dead-letter destinations that are failing (`dead_letter_health`): field
+    /// `<topic>/<subscription>` (lower case) → the problem as JSON. One key, in a hash tag
+    /// of its own.
+    pub fn dead_letter_problems(&self) -> String {
+        format!("{{{}:deadletter:problems}}", self.prefix)
+    }
     /// One endpoint's probation record (`eg_core::probation`), in a hash tag of its own, so endpoints
     /// spread over a cluster's slots. The id is a hash: the key never shows the URL.
     pub fn endpoint(&self, id: &eg_core::probation::EndpointId) -> String {

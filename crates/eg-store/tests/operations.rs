@@ -472,3 +472,42 @@ async fn heartbeats_list_live_copies_and_forget_gone_ones() {
     assert!(!fields.iter().any(|f| f.starts_with("eg-scheduler/")), "{fields:?}");
     assert!(fields.contains(&"eg-ingress/ingress-a".to_owned()), "{fields:?}");
 }
+
+#[tokio::test]
+async fn a_failing_dead_letter_destination_is_recorded_since_its_first_failure_until_a_write_succeeds() {
+    use eg_store::{DestinationProblem, FailingDestination};
+    let h = Harness::start().await;
+    let problem = |at: i64, kind: &str| DestinationProblem {
+        store: "azure:deadletters1".into(),
+        container: "dead".into(),
+        kind: kind.into(),
+        message: "the storage account refused the key".into(),
+        since: UnixMillis(at),
+        last: UnixMillis(at),
+    };
+    h.store
+        .record_dead_letter_problem("Orders", "Billing", problem(1_000, "Unauthenticated"))
+        .await
+        .unwrap();
+    h.store
+        .record_dead_letter_problem("orders", "billing", problem(5_000, "ContainerNotFound"))
+        .await
+        .unwrap();
+    let recorded = h.store.dead_letter_problem("ORDERS", "billing").await.unwrap().unwrap();
+    assert_eq!(
+        (recorded.kind.as_str(), recorded.since, recorded.last),
+        ("ContainerNotFound", UnixMillis(1_000), UnixMillis(5_000)),
+        "the latest problem, failing since the first"
+    );
+    assert_eq!(
+        h.store.dead_letter_problems().await.unwrap(),
+        vec![FailingDestination {
+            topic: "orders".into(),
+            subscription: "billing".into(),
+            problem: recorded,
+        }]
+    );
+    h.store.clear_dead_letter_problem("orders", "Billing").await.unwrap();
+    assert_eq!(h.store.dead_letter_problem("orders", "billing").await.unwrap(), None);
+    assert!(h.store.dead_letter_problems().await.unwrap().is_empty());
+}

@@ -30,8 +30,8 @@ pub struct App {
     pub public_url: String,
     pub admin_token: Option<String>,
     pub validator: Validator,
-    /// The object stores subscriptions may name (their keys are not used here).
-    pub storage: eg_runtime::settings::StorageSection,
+    /// The accounts and connections subscriptions may name (their keys are not used here).
+    pub connections: eg_runtime::settings::Connections,
 }
 
 impl App {
@@ -67,7 +67,7 @@ impl App {
             storage_timeout: s.ingress.storage_timeout,
             max_subscriptions_per_topic: s.ingress.max_subscriptions_per_topic,
             validator: Validator::new(s, &public_url)?,
-            storage: s.storage.clone(),
+            connections: s.connections(),
             public_url,
             admin_token: s.admin.token.clone().filter(|t| !t.is_empty()),
         }))

@@ -3,9 +3,11 @@
 //! (e.g. `EG__REDIS__URL`). Every tier reads the same settings and uses its sections.
 //! `--print-settings` prints the delivery settings as they apply and exits (`effective`).
 
+mod brokers;
 mod effective;
 mod storage;
 
+pub use brokers::{BrokersSection, Connections, NatsConnectionSettings, RabbitMqConnectionSettings};
 pub use effective::schedule_warnings;
 pub use storage::{AzureAccount, AzureAccountSettings, S3ConnectionSettings, Secret, StorageSection};
 
@@ -34,6 +36,7 @@ pub struct Settings {
     pub scheduler: SchedulerSection,
     pub deadletter: DeadLetterSection,
     pub storage: StorageSection,
+    pub brokers: BrokersSection,
     pub catalog: CatalogSection,
     pub history: HistorySection,
     pub shutdown: ShutdownSection,
@@ -483,6 +486,14 @@ impl Settings {
         Ok(settings)
     }
 
+    /// The accounts and connections subscriptions may name.
+    pub fn connections(&self) -> Connections {
+        Connections {
+            storage: self.storage.clone(),
+            brokers: self.brokers.clone(),
+        }
+    }
+
     fn validate(&self) -> Result<(), SettingsError> {
         self.delivery_policies()?;
         self.address_policy()?;
@@ -505,6 +516,7 @@ impl Settings {
             )));
         }
         self.storage.validate().map_err(SettingsError::Invalid)?;
+        self.brokers.validate().map_err(SettingsError::Invalid)?;
         if self.redis.partitions == 0 {
             return Err(SettingsError::Invalid("redis.partitions must be at least 1".into()));
         }

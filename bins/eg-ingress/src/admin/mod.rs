@@ -265,7 +265,7 @@ async fn put_subscription(
     for _ in 0..CHANGE_TRIES {
         let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(no_topic)?;
         let mut sub = Subscription::from_resource(&basis.topic, n.clone(), &body, app.clock.now()).map_err(invalid)?;
-        sub.check_stores(&app.storage).map_err(invalid)?;
+        sub.check_connections(&app.connections).map_err(invalid)?;
         let previous = basis.previous.as_ref();
         if let Some(previous) = previous {
             sub.may_replace(previous).map_err(invalid)?;
@@ -276,8 +276,9 @@ async fn put_subscription(
         {
             sub.paused = previous.paused;
         }
-        // A queue-mode subscription has no endpoint to ask for consent: consumers pull.
-        if sub.delivery_mode.is_push() {
+        // Only a webhook is asked for consent (spec §8): consumers pull from a queue-mode
+        // subscription, and a queue or broker connection is the operator's configuration.
+        if sub.delivery_mode.is_push() && sub.endpoint.is_webhook() {
             sub.provisioning = app
                 .validator
                 .provision(&basis.topic, &sub, previous, app.clock.now())

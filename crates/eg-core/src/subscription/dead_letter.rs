@@ -5,7 +5,7 @@
 //!   worker's directory, laid out like a blob container — the embedded default;
 //! - `StorageBlob` (Event Grid's): `{"resourceId", "blobContainerName"}`, a container in
 //!   the Azure storage account named by `resourceId`, which must be configured in eg
-//!   ([`StoreCatalog`]). Without `resourceId` (as the namespace form is often written
+//!   ([`NamedConnections`]). Without `resourceId` (as the namespace form is often written
 //!   for eg) it is the local directory, as before object stores existed;
 //! - `S3` (eg's): `{"bucket", "keyPrefix", "region", "endpointUrl", "connection"}`, a
 //!   bucket reached through an S3 connection configured in eg by name.
@@ -15,6 +15,7 @@
 //! send those keys anywhere else: a subscription's `endpointUrl` or `region` must agree
 //! with its connection's.
 
+use super::connections::NamedConnections;
 use crate::api_error::InvalidField;
 use crate::json::json_type;
 use serde::{Deserialize, Serialize};
@@ -75,24 +76,6 @@ impl DeadLetterStore {
             Self::S3 { connection, .. } => format!("s3:{connection}"),
         }
     }
-}
-
-/// What eg's configuration says about the object stores a subscription may name; the
-/// management API checks each new dead-letter destination against it.
-pub trait StoreCatalog {
-    /// Whether an Azure storage account of this name is configured.
-    fn has_azure_account(&self, account: &str) -> bool;
-    /// The S3 connection of this name, when configured.
-    fn s3_connection(&self, name: &str) -> Option<S3ConnectionFacts<'_>>;
-}
-
-/// What a subscription may be checked against about an S3 connection.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct S3ConnectionFacts<'a> {
-    /// `None`: AWS itself.
-    pub endpoint_url: Option<&'a str>,
-    /// `None`: the subscription's, or the AWS environment's.
-    pub region: Option<&'a str>,
 }
 
 impl DeadLetterDestination {
@@ -190,7 +173,7 @@ impl DeadLetterDestination {
     /// Refuses a destination naming an account or connection eg has no configuration
     /// for, or an S3 endpoint or region its connection does not use (field names from
     /// `properties` down).
-    pub fn check_configured(&self, stores: &impl StoreCatalog) -> Result<(), InvalidField> {
+    pub fn check_configured(&self, stores: &impl NamedConnections) -> Result<(), InvalidField> {
         match &self.store {
             DeadLetterStore::LocalDirectory => Ok(()),
             DeadLetterStore::AzureBlob { account } if stores.has_azure_account(account) => Ok(()),
@@ -473,6 +456,7 @@ fn only_known(map: &Map<String, Value>, known: &[&str], path: &str) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::subscription::S3ConnectionFacts;
     use std::collections::HashMap;
 
     struct Configured {
@@ -480,12 +464,18 @@ mod tests {
         s3: HashMap<&'static str, S3ConnectionFacts<'static>>,
     }
 
-    impl StoreCatalog for Configured {
+    impl NamedConnections for Configured {
         fn has_azure_account(&self, account: &str) -> bool {
             self.accounts.contains(&account)
         }
         fn s3_connection(&self, name: &str) -> Option<S3ConnectionFacts<'_>> {
             self.s3.get(name).copied()
+        }
+        fn has_rabbitmq_connection(&self, _: &str) -> bool {
+            false
+        }
+        fn has_nats_connection(&self, _: &str) -> bool {
+            false
         }
     }
 

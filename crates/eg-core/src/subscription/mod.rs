@@ -18,14 +18,18 @@ use crate::time::UnixMillis;
 use crate::validation::Provisioning;
 use serde::{Deserialize, Serialize};
 
+mod connections;
 mod dead_letter;
+mod endpoint;
 mod headers;
 mod mode;
 mod namespace;
 mod resource;
 mod retry_policy;
 
-pub use dead_letter::{DeadLetterDestination, DeadLetterStore, S3ConnectionFacts, StoreCatalog, storage_account};
+pub use connections::{NamedConnections, S3ConnectionFacts};
+pub use dead_letter::{DeadLetterDestination, DeadLetterStore, storage_account};
+pub use endpoint::{ENDPOINT_TYPES, Endpoint, RoutingKey};
 pub use headers::{DeliveryHeader, HeaderValueSource, MAX_DELIVERY_HEADERS, MAX_HEADER_VALUE_BYTES};
 pub use mode::{DEFAULT_RECEIVE_LOCK, DeliveryMode, MAX_RECEIVE_LOCK, MIN_RECEIVE_LOCK};
 pub use retry_policy::{
@@ -75,12 +79,25 @@ pub struct Subscription {
     /// exists only in the namespace form.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub namespace_form: bool,
+    /// A webhook (at `endpoint_url`), or a queue or broker destination (`endpoint_url`
+    /// then holds its identity, `Endpoint::identity`). Push delivery only.
+    #[serde(default, skip_serializing_if = "Endpoint::is_webhook")]
+    pub endpoint: Endpoint,
 }
 
 impl Subscription {
-    /// Refuses a subscription naming an object store eg has no configuration for (see
-    /// [`DeadLetterDestination::check_configured`]), the field named as it was written.
-    pub fn check_stores(&self, stores: &impl StoreCatalog) -> Result<(), crate::api_error::InvalidField> {
+    /// Refuses a subscription naming an account or connection eg has no configuration
+    /// for (see [`Endpoint::check_configured`], [`DeadLetterDestination::check_configured`]),
+    /// the field named as it was written.
+    pub fn check_connections(&self, configured: &impl NamedConnections) -> Result<(), crate::api_error::InvalidField> {
+        let destination_at = if !self.namespace_form {
+            "properties.destination"
+        } else {
+            "properties.deliveryConfiguration.push.destination"
+        };
+        self.endpoint
+            .check_configured(configured)
+            .map_err(|e| e.within(destination_at))?;
         let Some(dead_letter) = &self.dead_letter else {
             return Ok(());
         };
@@ -92,7 +109,7 @@ impl Subscription {
                 "properties.deliveryConfiguration.{mode}.deadLetterDestinationWithResourceIdentity.deadLetterDestination"
             )
         };
-        dead_letter.check_configured(stores).map_err(|e| e.within(&at))
+        dead_letter.check_configured(configured).map_err(|e| e.within(&at))
     }
 
     /// Whether a published event goes to this subscription.

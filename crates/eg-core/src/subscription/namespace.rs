@@ -11,7 +11,7 @@
 
 use super::resource::{Destination, delivery_schema, destination, expiration_time, only_known, paused, ranged_u32};
 use super::retry_policy::{NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT, RetryPolicy};
-use super::{BatchSettings, DEFAULT_RECEIVE_LOCK, DeadLetterDestination, DeliveryMode, Subscription};
+use super::{BatchSettings, DEFAULT_RECEIVE_LOCK, DeadLetterDestination, DeliveryMode, Endpoint, Subscription};
 use crate::advanced_filter;
 use crate::api_error::InvalidField;
 use crate::filter::EventFilter;
@@ -106,11 +106,13 @@ pub(super) fn from_resource(
     let filter = filters_configuration(props.get("filtersConfiguration"))
         .map_err(|e| e.within("properties.filtersConfiguration"))?;
     let Destination {
+        endpoint,
         endpoint_url,
         batching,
         delivery_headers,
         signing_secrets,
     } = delivery.destination.unwrap_or_else(|| Destination {
+        endpoint: Endpoint::WebHook,
         endpoint_url: String::new(),
         batching: BatchSettings::default(),
         delivery_headers: Vec::new(),
@@ -141,6 +143,7 @@ pub(super) fn from_resource(
         paused,
         delivery_mode: delivery.mode,
         namespace_form: true,
+        endpoint,
     })
 }
 
@@ -360,7 +363,8 @@ pub(super) fn to_resource(sub: &Subscription, now: UnixMillis) -> Value {
     }
     let delivery = match sub.delivery_mode {
         DeliveryMode::Push => {
-            settings["destination"] = json!({"endpointType": "WebHook", "properties": sub.destination_resource()});
+            settings["destination"] =
+                json!({"endpointType": sub.endpoint.endpoint_type(), "properties": sub.destination_resource()});
             json!({"deliveryMode": "Push", "push": settings})
         }
         DeliveryMode::Queue { receive_lock_seconds } => {
@@ -771,12 +775,11 @@ mod tests {
     }
 
     #[test]
-    fn only_webhook_push_destinations_are_taken() {
+    fn destinations_eg_does_not_deliver_to_are_refused_naming_those_it_does() {
         for endpoint_type in [
             "EventHub",
             "ServiceBusQueue",
             "ServiceBusTopic",
-            "StorageQueue",
             "HybridConnection",
             "AzureFunction",
             "MonitorAlert",

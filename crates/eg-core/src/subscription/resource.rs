@@ -8,7 +8,7 @@ use super::retry_policy::{
     CUSTOM_MAX_DELIVERY_ATTEMPTS, CUSTOM_MAX_TTL_MINUTES, NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT,
     RetryPolicy,
 };
-use super::{BatchSettings, DeadLetterDestination, DeliveryMode, Subscription, base_url};
+use super::{BatchSettings, DeadLetterDestination, DeliveryMode, ENDPOINT_TYPES, Endpoint, Subscription, base_url};
 use crate::api_error::InvalidField;
 use crate::filter::EventFilter;
 use crate::json::json_type;
@@ -60,6 +60,7 @@ impl Subscription {
             return super::namespace::from_resource(topic, name, props, now);
         }
         let Destination {
+            endpoint,
             endpoint_url,
             batching,
             delivery_headers,
@@ -108,6 +109,7 @@ impl Subscription {
             paused,
             delivery_mode: DeliveryMode::Push,
             namespace_form: false,
+            endpoint,
         })
     }
 
@@ -120,7 +122,7 @@ impl Subscription {
         let mut props = json!({
             "topic": format!("/topics/{}", self.topic),
             "provisioningState": self.provisioning.state_at(now).as_str(),
-            "destination": {"endpointType": "WebHook", "properties": self.destination_resource()},
+            "destination": {"endpointType": self.endpoint.endpoint_type(), "properties": self.destination_resource()},
             "filter": self.filter,
             "eventDeliverySchema": self.delivery_schema,
             "retryPolicy": retry_policy_resource(self.retry_policy, self.profile),
@@ -158,11 +160,20 @@ impl Subscription {
                 }),
             })
             .collect();
-        let mut destination_props = json!({
-            "endpointBaseUrl": base_url(&self.endpoint_url),
-            "maxEventsPerBatch": self.batching.max_events_per_batch,
-            "preferredBatchSizeInKilobytes": self.batching.preferred_batch_size_in_kilobytes,
-        });
+        let mut destination_props = match &self.endpoint {
+            Endpoint::WebHook => json!({
+                "endpointBaseUrl": base_url(&self.endpoint_url),
+                "maxEventsPerBatch": self.batching.max_events_per_batch,
+                "preferredBatchSizeInKilobytes": self.batching.preferred_batch_size_in_kilobytes,
+            }),
+            Endpoint::StorageQueue { .. } => Value::Object(self.endpoint.properties()),
+            Endpoint::RabbitMq { .. } | Endpoint::NatsJetStream { .. } => {
+                let mut props = Value::Object(self.endpoint.properties());
+                props["maxEventsPerBatch"] = json!(self.batching.max_events_per_batch);
+                props["preferredBatchSizeInKilobytes"] = json!(self.batching.preferred_batch_size_in_kilobytes);
+                props
+            }
+        };
         if !headers.is_empty() {
             destination_props["deliveryAttributeMappings"] = Value::Array(headers);
         }
@@ -224,6 +235,8 @@ pub(super) fn object_at<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String,
 
 /// What `properties.destination` says.
 pub(super) struct Destination {
+    pub(super) endpoint: Endpoint,
+    /// The webhook's URL, or the identity of another destination (`Endpoint::identity`).
     pub(super) endpoint_url: String,
     pub(super) batching: BatchSettings,
     pub(super) delivery_headers: Vec<DeliveryHeader>,
@@ -260,17 +273,20 @@ pub(super) fn destination(props: &Map<String, Value>) -> Result<Destination, Inv
         None => return Err(InvalidField::new("destination", "is required")),
     };
     only_known(dest, &["endpointType", "properties"], "destination")?;
-    match dest.get("endpointType") {
-        Some(Value::String(t)) if t == "WebHook" => {}
+    let endpoint_type = match dest.get("endpointType") {
+        Some(Value::String(t)) if ENDPOINT_TYPES.contains(&t.as_str()) => t.as_str(),
         Some(other) => {
             return Err(InvalidField::new(
                 "destination.endpointType",
-                format!("only \"WebHook\" is supported, got {other}"),
+                format!("must be one of \"{}\", got {other}", ENDPOINT_TYPES.join("\", \"")),
             ));
         }
         None => return Err(InvalidField::new("destination.endpointType", "is required")),
-    }
+    };
     let dp = object_at(dest_value.unwrap_or(&Value::Null), "properties").map_err(|e| e.within("destination"))?;
+    if endpoint_type != "WebHook" {
+        return other_destination(endpoint_type, dp);
+    }
     only_known(
         dp,
         &[
@@ -294,16 +310,8 @@ pub(super) fn destination(props: &Map<String, Value>) -> Result<Destination, Inv
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
         return Err(InvalidField::new(field, "must be an http or https URL with a host"));
     }
-    let batching = BatchSettings {
-        max_events_per_batch: ranged_u32(dp, "maxEventsPerBatch", 1, 5000, 1)
-            .map_err(|e| e.within("destination.properties"))?,
-        preferred_batch_size_in_kilobytes: ranged_u32(dp, "preferredBatchSizeInKilobytes", 1, 1024, 64)
-            .map_err(|e| e.within("destination.properties"))?,
-    };
-    let headers = match dp.get("deliveryAttributeMappings") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(v) => headers::from_mappings(v).map_err(|e| e.within("destination.properties"))?,
-    };
+    let batching = batching(dp)?;
+    let headers = delivery_headers(dp)?;
     // Omitted means unsigned: a PUT replaces the whole subscription, secrets included.
     let signing_secrets = match dp.get("signingSecrets") {
         None | Some(Value::Null) => SigningSecrets::default(),
@@ -321,11 +329,54 @@ pub(super) fn destination(props: &Map<String, Value>) -> Result<Destination, Inv
         ));
     }
     Ok(Destination {
+        endpoint: Endpoint::WebHook,
         endpoint_url,
         batching,
         delivery_headers: headers,
         signing_secrets,
     })
+}
+
+/// The properties a queue or broker destination shares with webhooks: batching and
+/// delivery properties for the brokers (which carry headers), none for a storage queue
+/// (one message per event, no properties: as Event Grid).
+const BROKER_SHARED: [&str; 3] = [
+    "maxEventsPerBatch",
+    "preferredBatchSizeInKilobytes",
+    "deliveryAttributeMappings",
+];
+
+/// A `StorageQueue`, `RabbitMQ` or `NatsJetStream` destination.
+fn other_destination(endpoint_type: &str, dp: &Map<String, Value>) -> Result<Destination, InvalidField> {
+    let shared: &[&str] = if endpoint_type == "StorageQueue" {
+        &[]
+    } else {
+        &BROKER_SHARED
+    };
+    let endpoint = Endpoint::from_properties(endpoint_type, dp, shared).map_err(|e| e.within("destination"))?;
+    Ok(Destination {
+        endpoint_url: endpoint.identity().unwrap_or_default(),
+        endpoint,
+        batching: batching(dp)?,
+        delivery_headers: delivery_headers(dp)?,
+        signing_secrets: SigningSecrets::default(),
+    })
+}
+
+fn batching(dp: &Map<String, Value>) -> Result<BatchSettings, InvalidField> {
+    Ok(BatchSettings {
+        max_events_per_batch: ranged_u32(dp, "maxEventsPerBatch", 1, 5000, 1)
+            .map_err(|e| e.within("destination.properties"))?,
+        preferred_batch_size_in_kilobytes: ranged_u32(dp, "preferredBatchSizeInKilobytes", 1, 1024, 64)
+            .map_err(|e| e.within("destination.properties"))?,
+    })
+}
+
+fn delivery_headers(dp: &Map<String, Value>) -> Result<Vec<DeliveryHeader>, InvalidField> {
+    match dp.get("deliveryAttributeMappings") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(v) => headers::from_mappings(v).map_err(|e| e.within("destination.properties")),
+    }
 }
 
 /// `signingSecrets`: 0–2 `whsec_…` strings, all different. Refusals never repeat the value.
@@ -583,6 +634,40 @@ mod tests {
         let mut b = body();
         b["properties"]["deadLetterDestination"]["properties"] = json!({"blobContainerName": "azure-style"});
         assert_eq!(parse(b).unwrap().dead_letter.unwrap().container_name, "azure-style");
+    }
+
+    #[test]
+    fn broker_and_queue_destinations_read_back_as_written() {
+        let destinations = [
+            json!({"endpointType": "RabbitMQ", "properties": {"connection": "main", "exchange": "events",
+                "routingKeyFrom": "subject", "maxEventsPerBatch": 10,
+                "deliveryAttributeMappings": [{"name": "tenant", "type": "Static", "properties": {"value": "a"}}]}}),
+            json!({"endpointType": "NatsJetStream", "properties": {"connection": "events", "subject": "eg.orders"}}),
+            json!({"endpointType": "StorageQueue", "properties": {"queueName": "orders",
+                "resourceId": "/subscriptions/0/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/queues1"}}),
+        ];
+        for destination in destinations {
+            let mut b = body();
+            b["properties"]["destination"] = destination.clone();
+            let s = parse(b).unwrap();
+            assert!(!s.endpoint.is_webhook());
+            assert_eq!(Some(&s.endpoint_url), s.endpoint.identity().as_ref());
+            let shown = s.to_resource(UnixMillis(0));
+            assert_eq!(
+                shown["properties"]["destination"]["endpointType"],
+                destination["endpointType"]
+            );
+            assert_eq!(parse(shown).unwrap(), s, "GET → PUT round trip");
+        }
+        let mut queue_with_headers = body();
+        queue_with_headers["properties"]["destination"] = json!({"endpointType": "StorageQueue", "properties": {
+            "queueName": "orders", "deliveryAttributeMappings": [],
+            "resourceId": "/subscriptions/0/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/queues1"}});
+        assert_eq!(
+            parse(queue_with_headers).unwrap_err().field,
+            "properties.destination.properties.deliveryAttributeMappings",
+            "a storage queue message has no properties to carry them (as in Event Grid)"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! only this configuration holds their keys, which are never shown or logged
 //! ([`Secret`]).
 
-use eg_core::subscription::{S3ConnectionFacts, StoreCatalog};
+use eg_core::subscription::S3ConnectionFacts;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -136,12 +136,9 @@ impl StorageSection {
     }
 }
 
-impl StoreCatalog for StorageSection {
-    fn has_azure_account(&self, account: &str) -> bool {
-        self.accounts.contains_key(account)
-    }
-
-    fn s3_connection(&self, name: &str) -> Option<S3ConnectionFacts<'_>> {
+impl StorageSection {
+    /// The S3 connection of this name, as a subscription is checked against it.
+    pub fn s3_connection(&self, name: &str) -> Option<S3ConnectionFacts<'_>> {
         let s3 = self.s3.get(name)?;
         fn non_empty(s: &str) -> Option<&str> {
             (!s.is_empty()).then_some(s)
@@ -299,7 +296,7 @@ mod tests {
         ]
         .map(|(k, v)| (k.to_owned(), v.to_owned()));
         let settings = crate::settings::Settings::load(None, env).unwrap();
-        assert!(settings.storage.has_azure_account("devstoreaccount1"));
+        assert!(settings.storage.accounts.contains_key("devstoreaccount1"));
         let minio = settings.storage.s3_connection("minio").unwrap();
         assert_eq!(minio.endpoint_url, Some("http://127.0.0.1:9000"));
         assert_eq!(settings.storage.s3["minio"].secret_access_key.expose(), "secret");

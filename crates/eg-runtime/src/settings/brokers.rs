@@ -1,0 +1,138 @@
+//! The message brokers eg may deliver to, by name (`[brokers]`): RabbitMQ connections
+//! (`EG__BROKERS__RABBITMQ__<NAME>__URL=amqp://user:password@host:5672/vhost`) and NATS
+//! connections (`EG__BROKERS__NATS__<NAME>__URL=nats://host:4222`, with optional user,
+//! password, token, credentials file and TLS). Subscriptions name a connection; only this
+//! configuration holds where it is and how to sign in ([`Secret`]: never printed).
+
+use super::storage::{Secret, StorageSection};
+use eg_core::subscription::{NamedConnections, S3ConnectionFacts};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokersSection {
+    pub rabbitmq: BTreeMap<String, RabbitMqConnectionSettings>,
+    pub nats: BTreeMap<String, NatsConnectionSettings>,
+}
+
+/// One RabbitMQ broker (AMQP 0-9-1).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RabbitMqConnectionSettings {
+    /// `amqp://user:password@host:5672/vhost` or `amqps://…` for TLS (a secret: it may
+    /// hold the password).
+    pub url: Secret,
+    /// For `amqps://` with a private CA: its PEM file.
+    pub ca_file: String,
+}
+
+/// One NATS server or cluster, with JetStream.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NatsConnectionSettings {
+    /// `nats://host:4222` (`tls://…` for TLS); several, comma-separated, for a cluster.
+    pub url: String,
+    pub user: String,
+    pub password: Secret,
+    pub token: Secret,
+    /// A `.creds` file (JWT + NKey), as `nsc` writes it.
+    pub credentials_file: String,
+    /// For TLS with a private CA: its PEM file.
+    pub ca_file: String,
+}
+
+impl BrokersSection {
+    /// Checks every connection, naming the setting that is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, rabbit) in &self.rabbitmq {
+            check_name("rabbitmq", name)?;
+            let url = rabbit.url.expose();
+            if !(url.starts_with("amqp://") || url.starts_with("amqps://")) {
+                return Err(format!(
+                    "brokers.rabbitmq.{name}.url: must be an amqp:// or amqps:// URL (amqp://user:password@host:5672/vhost)"
+                ));
+            }
+        }
+        for (name, nats) in &self.nats {
+            check_name("nats", name)?;
+            if nats.url.split(',').map(str::trim).any(|u| u.is_empty()) {
+                return Err(format!(
+                    "brokers.nats.{name}.url: give the server, e.g. nats://127.0.0.1:4222 (several comma-separated)"
+                ));
+            }
+            if !nats.password.is_empty() && nats.user.is_empty() {
+                return Err(format!("brokers.nats.{name}: a password needs a user"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_name(kind: &str, name: &str) -> Result<(), String> {
+    if name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "brokers.{kind}.{name}: a connection name is lower-case letters, digits and '_'"
+        ))
+    }
+}
+
+/// Everything a subscription may name, as the management API checks it.
+#[derive(Debug, Clone, Default)]
+pub struct Connections {
+    pub storage: StorageSection,
+    pub brokers: BrokersSection,
+}
+
+impl NamedConnections for Connections {
+    fn has_azure_account(&self, account: &str) -> bool {
+        self.storage.accounts.contains_key(account)
+    }
+
+    fn s3_connection(&self, name: &str) -> Option<S3ConnectionFacts<'_>> {
+        self.storage.s3_connection(name)
+    }
+
+    fn has_rabbitmq_connection(&self, name: &str) -> bool {
+        self.brokers.rabbitmq.contains_key(name)
+    }
+
+    fn has_nats_connection(&self, name: &str) -> bool {
+        self.brokers.nats.contains_key(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_come_from_the_environment_and_are_checked() {
+        let env = [
+            (
+                "EG__BROKERS__RABBITMQ__MAIN__URL",
+                "amqp://eg:secret@127.0.0.1:5672/%2f",
+            ),
+            ("EG__BROKERS__NATS__EVENTS__URL", "nats://127.0.0.1:4222"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let settings = crate::settings::Settings::load(None, env).unwrap();
+        let connections = settings.connections();
+        assert!(connections.has_rabbitmq_connection("main"));
+        assert!(connections.has_nats_connection("events"));
+        assert!(!connections.has_nats_connection("main"));
+        assert!(
+            !format!("{connections:?}").contains("secret"),
+            "the URL's password is not printed"
+        );
+
+        let wrong = [("EG__BROKERS__RABBITMQ__MAIN__URL", "http://x")].map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let e = crate::settings::Settings::load(None, wrong).unwrap_err().to_string();
+        assert!(e.contains("brokers.rabbitmq.main.url"), "{e}");
+    }
+}

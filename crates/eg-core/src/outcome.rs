@@ -24,6 +24,14 @@ pub enum AttemptOutcome {
     /// The endpoint resolved to an address deliveries may not go to (loopback, private,
     /// link-local, metadata …) and no allow-list entry covers it. Never retried.
     AddressNotAllowed,
+    /// A queue or broker destination confirmed it holds the events (a storage queue's
+    /// 201, a publisher confirm, a JetStream acknowledgement).
+    Stored,
+    /// A queue or broker destination refused or failed the events, as Event Grid names
+    /// it (`NotFound`, `Unauthorized`, `Full`, `PayloadTooLarge`, `Disabled`, …), and the
+    /// HTTP status its retry table treats it as (404, 401, 503, 413, 403, …), so one
+    /// table decides what is retried for every destination.
+    Refused { outcome: OutcomeName, as_status: u16 },
 }
 
 /// `lastDeliveryOutcome` names (spec §6).
@@ -45,6 +53,10 @@ pub enum OutcomeName {
     GenericError,
     /// eg's own: the endpoint's address is not allowed (spec §8, endpoint safety).
     AddressNotAllowed,
+    /// A queue at its size limit (Event Grid's name for queue destinations).
+    Full,
+    /// The destination is disabled (a queue or entity turned off).
+    Disabled,
 }
 
 impl OutcomeName {
@@ -65,10 +77,12 @@ impl OutcomeName {
             Self::Canceled => "Canceled",
             Self::GenericError => "GenericError",
             Self::AddressNotAllowed => "AddressNotAllowed",
+            Self::Full => "Full",
+            Self::Disabled => "Disabled",
         }
     }
 
-    pub const ALL: [OutcomeName; 15] = [
+    pub const ALL: [OutcomeName; 17] = [
         Self::Succeeded,
         Self::NotFound,
         Self::Unauthorized,
@@ -84,6 +98,8 @@ impl OutcomeName {
         Self::Canceled,
         Self::GenericError,
         Self::AddressNotAllowed,
+        Self::Full,
+        Self::Disabled,
     ];
 
     pub fn parse(raw: &str) -> Option<Self> {
@@ -100,7 +116,7 @@ impl fmt::Display for OutcomeName {
 impl AttemptOutcome {
     /// Only 200, 201, 202, 203 and 204 are success (spec §3).
     pub fn is_success(&self) -> bool {
-        matches!(self, Self::Status { code: 200..=204, .. })
+        matches!(self, Self::Status { code: 200..=204, .. } | Self::Stored)
     }
 
     pub fn status_code(&self) -> Option<u16> {
@@ -128,6 +144,8 @@ impl AttemptOutcome {
             Self::ResolutionError => OutcomeName::ResolutionError,
             Self::Aborted => OutcomeName::Aborted,
             Self::AddressNotAllowed => OutcomeName::AddressNotAllowed,
+            Self::Stored => OutcomeName::Succeeded,
+            Self::Refused { outcome, .. } => *outcome,
         }
     }
 }
@@ -236,8 +254,12 @@ impl OutcomePolicy {
             return Handling::NotRetried;
         }
         match outcome {
-            AttemptOutcome::Status { code, .. } if self.not_retried.contains(code) => Handling::NotRetried,
-            AttemptOutcome::Status { code, .. } => Handling::Retry {
+            AttemptOutcome::Status { code, .. } | AttemptOutcome::Refused { as_status: code, .. }
+                if self.not_retried.contains(code) =>
+            {
+                Handling::NotRetried
+            }
+            AttemptOutcome::Status { code, .. } | AttemptOutcome::Refused { as_status: code, .. } => Handling::Retry {
                 at_least: self
                     .status_minimums
                     .get(code)
@@ -267,6 +289,35 @@ mod tests {
             code,
             retry_after: None,
         }
+    }
+
+    #[test]
+    fn queue_and_broker_outcomes_go_through_the_same_table() {
+        let policy = OutcomePolicy::default();
+        assert!(AttemptOutcome::Stored.is_success());
+        assert_eq!(AttemptOutcome::Stored.status_code(), None, "no HTTP status to report");
+        let refused = |outcome, as_status| AttemptOutcome::Refused { outcome, as_status };
+        assert_eq!(
+            policy.classify(&refused(OutcomeName::Unauthorized, 401)),
+            Handling::NotRetried
+        );
+        assert_eq!(
+            policy.classify(&refused(OutcomeName::PayloadTooLarge, 413)),
+            Handling::NotRetried
+        );
+        assert_eq!(
+            policy.classify(&refused(OutcomeName::Full, 503)),
+            Handling::Retry {
+                at_least: Duration::from_secs(30)
+            },
+            "a full queue is busy: retried no sooner than 503's minimum"
+        );
+        assert_eq!(refused(OutcomeName::NotFound, 404).name(), OutcomeName::NotFound);
+        assert!(matches!(
+            policy.classify(&refused(OutcomeName::NotFound, 404)),
+            Handling::Retry { .. }
+        ));
+        assert_eq!(OutcomeName::parse("full"), Some(OutcomeName::Full));
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! SAS token must be issued for, in what is checked before the body is read, and in how
 //! many events a request may hold; everything else, from the catalog lookup to the
 //! durable store, is this one path. Matching and storing is
-//! [`eg_runtime::accept`], which eg-deadletter's notifications go through too.
+//! [`eg_runtime::accept`], which eg-deadletter's notifications go through too; the notify
+//! topic itself (`deadletter.notify_topic`) takes no publish from outside (`403`).
 
 use crate::auth::authenticate;
 use crate::errors::Refusal;
@@ -124,6 +125,20 @@ async fn accept(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<usize, Refusal> {
+    if let Some(notify_topic) = app
+        .notify_topic
+        .as_ref()
+        .filter(|t| t.as_str().eq_ignore_ascii_case(topic))
+    {
+        app.discard_body(headers, body);
+        return Err(Refusal::of_status(
+            StatusCode::FORBIDDEN,
+            format!(
+                "topic {:?} carries eg's dead-letter notifications (deadletter.notify_topic): only eg publishes to it",
+                notify_topic.as_str()
+            ),
+        ));
+    }
     let resource_path = route.resource_path(topic);
     let publisher = Publisher {
         query,

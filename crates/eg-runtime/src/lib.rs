@@ -1,5 +1,6 @@
 //! What every eg tier shares as a process: settings (`settings`), accepting events into
-//! a topic (`accept`: match and store, for the ingress and eg-deadletter's notifications), telemetry
+//! a topic (`accept`: match and store, for the ingress and eg-deadletter's notifications), the
+//! announcement of each dead-letter object written (`dead_letter_notice`), telemetry
 //! (`telemetry`), metric names (`metrics`), the ops endpoints (`/healthz`, `/readyz`,
 //! `/metrics`) and the HTTP server loop (`ops`), shutdown on SIGTERM/SIGINT (`shutdown`),
 //! the status page's tally and its flusher (`stats`), pull delivery's counts (`pull_tally`), the global allocator
@@ -12,6 +13,7 @@
 
 pub mod accept;
 pub mod allocator;
+pub mod dead_letter_notice;
 pub mod metrics;
 pub mod ops;
 pub mod pull_tally;

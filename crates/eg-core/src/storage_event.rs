@@ -16,7 +16,8 @@
 //!   receiver can drop the second. `data.requestId` is the same id.
 //! - `eventTime`: when the write was confirmed.
 //! - `data`: `api` `PutBlob`, `contentType` `application/json`, `contentLength`,
-//!   `blobType` `BlockBlob`, `url` (for the local directory a `file://` URL of the file),
+//!   `blobType` `BlockBlob`, `url` (for the local directory the `file://` URL of the file,
+//!   [`local_file_url`]),
 //!   `eTag` when the store returned one, `sequencer` (opaque: the write time as 32 hex
 //!   digits; each object is written once), `clientRequestId` (the writer's own id for the
 //!   object: its file name without `.json`), `storageDiagnostics.batchId`.
@@ -134,6 +135,12 @@ pub fn notice_id(store: &DeadLetterStore, container: &str, path: &str) -> String
     let mut bytes = [0u8; 16];
     bytes.copy_from_slice(&digest[..16]);
     uuid::Builder::from_custom_bytes(bytes).into_uuid().to_string()
+}
+
+/// The `url` of an object in the local directory: the `file://` URL of its absolute
+/// path (`None` for a relative path, which names no file on its own).
+pub fn local_file_url(absolute_path: &std::path::Path) -> Option<String> {
+    url::Url::from_file_path(absolute_path).ok().map(String::from)
 }
 
 /// The writer's id for the object: its file name without `.json`.
@@ -312,6 +319,16 @@ mod tests {
         for other in [other_path, other_container, other_store] {
             assert_ne!(blob_created(&other, at()).id, first.id, "{other:?}");
         }
+    }
+
+    #[test]
+    fn a_local_object_is_named_by_its_file_url() {
+        let path = std::path::Path::new("/var/lib/eg/dead letters/failed/BILLING/2026/11/25/16/x.json");
+        assert_eq!(
+            local_file_url(path).as_deref(),
+            Some("file:///var/lib/eg/dead%20letters/failed/BILLING/2026/11/25/16/x.json")
+        );
+        assert_eq!(local_file_url(std::path::Path::new("deadletters/x.json")), None);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! `POST /topics/{topic}:publish` (served by `crate::namespace`). They differ in what a
 //! SAS token must be issued for, in what is checked before the body is read, and in how
 //! many events a request may hold; everything else, from the catalog lookup to the
-//! durable store, is this one path.
+//! durable store, is this one path. Matching and storing is
+//! [`eg_runtime::accept`], which eg-deadletter's notifications go through too; the notify
+//! topic itself (`deadletter.notify_topic`) takes no publish from outside (`403`).
 
 use crate::auth::authenticate;
 use crate::errors::Refusal;
@@ -14,19 +16,16 @@ use crate::state::App;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use eg_core::TopicName;
 use eg_core::event::AcceptedEvent;
 use eg_core::publish::{PublishError, PublishLimits, PublishedBatch, check_namespace_publish};
 use eg_core::publisher_auth::Resource;
-use eg_core::{Delivery, TopicName, UnixMillis};
+use eg_runtime::accept::{AcceptError, Acceptor, store_events};
 use eg_runtime::metrics as m;
-use eg_store::queue::EventToStore;
-use eg_store::{CatalogSnapshot, PublishOutcome, TopicEntry};
+use eg_store::{CatalogSnapshot, TopicEntry};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// A stale catalog copy is refreshed and the publish re-matched at most this often.
-const STALE_CATALOG_RETRIES: usize = 3;
 
 /// The API a publish request came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +125,20 @@ async fn accept(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<usize, Refusal> {
+    if let Some(notify_topic) = app
+        .notify_topic
+        .as_ref()
+        .filter(|t| t.as_str().eq_ignore_ascii_case(topic))
+    {
+        app.discard_body(headers, body);
+        return Err(Refusal::of_status(
+            StatusCode::FORBIDDEN,
+            format!(
+                "topic {:?} carries eg's dead-letter notifications (deadletter.notify_topic): only eg publishes to it",
+                notify_topic.as_str()
+            ),
+        ));
+    }
     let resource_path = route.resource_path(topic);
     let publisher = Publisher {
         query,
@@ -232,112 +245,36 @@ async fn within_bound<T>(app: &App, step: impl Future<Output = T>) -> Result<T, 
 }
 
 /// Matches the events against the topic's subscriptions and stores them with their
-/// deliveries; re-matches when the catalog copy turns out to be stale.
+/// deliveries ([`eg_runtime::accept`]); the publisher's credential is checked again
+/// against every newer catalog met on the way.
 async fn store(
     app: &App,
     name: &TopicName,
-    mut snapshot: Arc<CatalogSnapshot>,
+    snapshot: Arc<CatalogSnapshot>,
     events: &[AcceptedEvent],
     publisher: &Publisher<'_>,
 ) -> Result<usize, Refusal> {
-    let count = events.len();
-    let partition = app
-        .store
-        .keys()
-        .partition(rand::random_range(0..app.store.keys().partitions()));
-
-    for _ in 0..STALE_CATALOG_RETRIES {
-        let entry = topic_entry(&snapshot, name)?;
-        let now = app.clock.now();
-        let to_store = fan_out(entry, events, now, snapshot.version);
-        if to_store.is_empty() {
-            // No script will check the catalog version, so check it here: a key regenerated
-            // or a subscription created a moment ago through another copy must apply.
-            let current = app.cache.refresh().await?;
-            if current.version != snapshot.version {
-                snapshot = current;
-                publisher.authenticate(app, &snapshot, name)?;
-                continue;
-            }
-            metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key()).increment(count as u64);
-            return Ok(count);
-        }
-        let queued = queue_subscriptions(entry);
-        match app
-            .store
-            .publish_routed(&partition, snapshot.version, &to_store, &queued)
-            .await?
-        {
-            PublishOutcome::Stored => {
-                let matched: usize = to_store.iter().map(|e| e.deliveries.len()).sum();
-                metrics::counter!(m::MATCHED_EVENT_COUNT, "topic" => name.key()).increment(matched as u64);
-                metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key())
-                    .increment((count - to_store.len()) as u64);
-                tracing::debug!(topic = %name, events = count, deliveries = matched, "accepted");
-                return Ok(count);
-            }
-            PublishOutcome::StaleCatalog(version) => {
-                tracing::debug!(topic = %name, cached = snapshot.version, current = version, "catalog changed; re-matching");
-                snapshot = app.cache.reload().await?;
-                // The key presented may have been regenerated since.
-                publisher.authenticate(app, &snapshot, name)?;
-            }
-        }
+    let acceptor = Acceptor {
+        store: &app.store,
+        cache: &app.cache,
+        clock: &app.clock,
+    };
+    let recheck = |snapshot: &CatalogSnapshot| publisher.authenticate(app, snapshot, name);
+    match store_events(acceptor, name, snapshot, events, recheck).await {
+        Ok(accepted) => Ok(accepted.events),
+        Err(AcceptError::Refused(refusal)) => Err(refusal),
+        Err(AcceptError::Store(e)) => Err(e.into()),
+        Err(e @ AcceptError::NoTopic(_)) => Err(Refusal::not_found(e.to_string())),
+        Err(e @ AcceptError::CatalogChurn) => Err(Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            e.to_string(),
+        )),
     }
-    Err(Refusal::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "ServiceUnavailable",
-        "the topic's subscriptions are changing too fast to publish; nothing was accepted, retry",
-    ))
 }
 
 fn topic_entry<'a>(snapshot: &'a CatalogSnapshot, name: &TopicName) -> Result<&'a TopicEntry, Refusal> {
     snapshot
         .topic(&name.key())
         .ok_or_else(|| Refusal::not_found(format!("topic {:?} does not exist", name.as_str())))
-}
-
-/// The `<topic>/<subscription>` keys of the topic's queue-mode subscriptions: their
-/// deliveries go into their queue for pull receivers, not to the senders.
-fn queue_subscriptions(entry: &TopicEntry) -> std::collections::HashSet<String> {
-    entry
-        .subscriptions
-        .iter()
-        .filter(|s| !s.delivery_mode.is_push())
-        .map(|s| format!("{}/{}", entry.topic.name.key(), s.name.key()))
-        .collect()
-}
-
-/// One stored event per event that matched something, with one delivery per match
-/// (each remembers the catalog version it was matched against).
-fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis, version: u64) -> Vec<EventToStore> {
-    let format = entry.topic.input_schema.stored_format();
-    events
-        .iter()
-        .filter_map(|accepted| {
-            let event_key = uuid::Uuid::new_v4().simple().to_string();
-            let deliveries: Vec<Delivery> = entry
-                .subscriptions
-                .iter()
-                .filter(|s| s.matches(&accepted.routing(), now))
-                .map(|s| {
-                    Delivery::new(
-                        uuid::Uuid::new_v4().simple().to_string(),
-                        event_key.clone(),
-                        entry.topic.name.key(),
-                        s.name.key(),
-                        now,
-                    )
-                    .with_format(format)
-                    .matched_at(version)
-                    .for_event(accepted.id())
-                })
-                .collect();
-            (!deliveries.is_empty()).then(|| EventToStore {
-                event_key,
-                body: accepted.json.clone(),
-                deliveries,
-            })
-        })
-        .collect()
 }

@@ -6,6 +6,7 @@ use crate::errors::Refusal;
 use crate::validation::Validator;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{HeaderMap, header};
+use eg_core::TopicName;
 use eg_core::publish::PublishLimits;
 use eg_runtime::startup::Process;
 use eg_store::{Catalog, CatalogCache, Clock, Store};
@@ -32,6 +33,10 @@ pub struct App {
     pub validator: Validator,
     /// The accounts and connections subscriptions may name (their keys are not used here).
     pub connections: eg_runtime::settings::Connections,
+    /// The topic eg-deadletter announces dead-letter objects on
+    /// (`deadletter.notify_topic`): only eg publishes to it, and its subscriptions may
+    /// not dead-letter.
+    pub notify_topic: Option<TopicName>,
 }
 
 impl App {
@@ -68,6 +73,7 @@ impl App {
             max_subscriptions_per_topic: s.ingress.max_subscriptions_per_topic,
             validator: Validator::new(s, &public_url)?,
             connections: s.connections(),
+            notify_topic: s.deadletter.notify_topic_name().map_err(anyhow::Error::msg)?,
             public_url,
             admin_token: s.admin.token.clone().filter(|t| !t.is_empty()),
         }))

@@ -30,6 +30,7 @@ pub mod retry;
 pub mod routing;
 pub mod schema;
 pub mod signing;
+pub mod storage_event;
 pub mod subscription;
 pub mod time;
 pub mod topic;

@@ -1,4 +1,6 @@
-//! What every eg tier shares as a process: settings (`settings`), telemetry
+//! What every eg tier shares as a process: settings (`settings`), accepting events into
+//! a topic (`accept`: match and store, for the ingress and eg-deadletter's notifications), the
+//! announcement of each dead-letter object written (`dead_letter_notice`), telemetry
 //! (`telemetry`), metric names (`metrics`), the ops endpoints (`/healthz`, `/readyz`,
 //! `/metrics`) and the HTTP server loop (`ops`), shutdown on SIGTERM/SIGINT (`shutdown`),
 //! the status page's tally and its flusher (`stats`), pull delivery's counts (`pull_tally`), the global allocator
@@ -9,7 +11,9 @@
 //! It must not decide delivery policy (that is `eg-core`'s) nor build a Redis key or
 //! ship a script: it calls `eg-store` for everything in Redis.
 
+pub mod accept;
 pub mod allocator;
+pub mod dead_letter_notice;
 pub mod metrics;
 pub mod ops;
 pub mod pull_tally;

@@ -332,6 +332,23 @@ pub struct DeadLetterSection {
     /// Most dead-letter records kept in Redis per subscription for listing and redrive
     /// (the oldest go first; the files are not affected). 0 keeps none.
     pub archive_max: u64,
+    /// The topic on which eg announces every dead-letter object it writes, as a
+    /// `Microsoft.Storage.BlobCreated` event; eg-deadletter creates it (Event Grid
+    /// schema) when missing. Empty: no announcements.
+    pub notify_topic: String,
+}
+
+impl DeadLetterSection {
+    /// The notify topic's name, `None` when announcements are off.
+    pub fn notify_topic_name(&self) -> Result<Option<eg_core::TopicName>, String> {
+        let name = self.notify_topic.trim();
+        if name.is_empty() {
+            return Ok(None);
+        }
+        eg_core::TopicName::parse(name)
+            .map(Some)
+            .map_err(|e| format!("deadletter.notify_topic: {:?} is not a topic name: {}", name, e.problem))
+    }
 }
 
 impl Default for DeadLetterSection {
@@ -345,6 +362,7 @@ impl Default for DeadLetterSection {
             interval: Duration::from_secs(1),
             batch: 500,
             archive_max: 100_000,
+            notify_topic: String::new(),
         }
     }
 }
@@ -517,6 +535,7 @@ impl Settings {
         }
         self.storage.validate().map_err(SettingsError::Invalid)?;
         self.brokers.validate().map_err(SettingsError::Invalid)?;
+        self.deadletter.notify_topic_name().map_err(SettingsError::Invalid)?;
         if self.redis.partitions == 0 {
             return Err(SettingsError::Invalid("redis.partitions must be at least 1".into()));
         }
@@ -699,6 +718,17 @@ mod tests {
             s.delivery_policy().unwrap().schedule.delay_after(3),
             Duration::from_secs(5)
         );
+    }
+
+    #[test]
+    fn the_notify_topic_is_off_unless_named_and_must_be_a_topic_name() {
+        let off = Settings::load(None, env(&[])).unwrap();
+        assert_eq!(off.deadletter.notify_topic_name(), Ok(None));
+        let on = Settings::load(None, env(&[("EG__DEADLETTER__NOTIFY_TOPIC", "dead-letter-events")])).unwrap();
+        let name = on.deadletter.notify_topic_name().unwrap().unwrap();
+        assert_eq!(name.as_str(), "dead-letter-events");
+        let err = Settings::load(None, env(&[("EG__DEADLETTER__NOTIFY_TOPIC", "dead letters")])).unwrap_err();
+        assert!(err.to_string().contains("deadletter.notify_topic"), "{err}");
     }
 
     #[test]

@@ -119,6 +119,32 @@ impl Catalog {
         }
     }
 
+    /// Creates a topic only if none of its name is stored; returns whether it did. A topic
+    /// that exists is left exactly as it is, whoever wrote it (a topic eg creates for
+    /// itself must not undo what an operator changed).
+    pub async fn create_topic(&self, topic: &Topic, new_keys: [String; 2]) -> Result<bool, StoreError> {
+        let k = &self.store.keys;
+        let json = serde_json::to_string(topic).map_err(|e| StoreError::corrupt(k.topics(), e))?;
+        let mut conn = self.store.conn().await?;
+        let (created, version): (i64, u64) = scripts::PUT_TOPIC
+            .key(k.topics())
+            .key(k.topic_keys())
+            .key(k.catalog_version())
+            .arg(topic.name.key())
+            .arg(&json)
+            .arg(&new_keys[0])
+            .arg(&new_keys[1])
+            .arg("") // written only if nothing is stored under the name
+            .invoke_async(&mut conn)
+            .await?;
+        drop(conn);
+        if created != 1 {
+            return Ok(false);
+        }
+        self.publish_version(version).await?;
+        Ok(true)
+    }
+
     pub async fn get_topic(&self, name: &TopicName) -> Result<Option<Topic>, StoreError> {
         let mut conn = self.store.conn().await?;
         let raw: Option<String> = conn.hget(self.store.keys.topics(), name.key()).await?;

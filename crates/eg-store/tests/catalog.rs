@@ -49,6 +49,34 @@ async fn put_topic_creates_then_updates_and_keeps_its_keys() {
 }
 
 #[tokio::test]
+async fn create_topic_writes_only_a_missing_topic() {
+    let h = Harness::start().await;
+    let catalog = h.catalog();
+    let mut mine = topic("dead-letter-events");
+    assert!(
+        catalog.create_topic(&mine, keys("first")).await.unwrap(),
+        "missing: created"
+    );
+    assert_eq!(catalog.get_topic(&mine.name).await.unwrap().as_ref(), Some(&mine));
+    assert_eq!(catalog.topic_keys(&mine.name).await.unwrap(), Some(keys("first")));
+    let version = catalog.version().await.unwrap();
+
+    mine.input_schema = eg_core::InputSchema::CloudEventSchemaV1_0;
+    assert!(
+        !catalog.create_topic(&mine, keys("second")).await.unwrap(),
+        "present: left alone"
+    );
+    let stored = catalog.get_topic(&mine.name).await.unwrap().unwrap();
+    assert_eq!(stored.input_schema, eg_core::InputSchema::EventGridSchema);
+    assert_eq!(catalog.topic_keys(&mine.name).await.unwrap(), Some(keys("first")));
+    assert_eq!(
+        catalog.version().await.unwrap(),
+        version,
+        "nothing written, no new version"
+    );
+}
+
+#[tokio::test]
 async fn list_topics_returns_every_topic_sorted_by_key() {
     let h = Harness::start().await;
     let catalog = h.catalog();

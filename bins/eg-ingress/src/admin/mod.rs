@@ -17,6 +17,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use eg_core::api_error::InvalidField;
 use eg_core::json::json_type;
 use eg_core::probation::{self, EndpointId, ProbationState};
+use eg_core::storage_event;
 use eg_core::subscription::base_url;
 use eg_core::validation::Provisioning;
 use eg_core::{Subscription, Topic};
@@ -266,6 +267,7 @@ async fn put_subscription(
         let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(no_topic)?;
         let mut sub = Subscription::from_resource(&basis.topic, n.clone(), &body, app.clock.now()).map_err(invalid)?;
         sub.check_connections(&app.connections).map_err(invalid)?;
+        storage_event::check_subscription(&sub, app.notify_topic.as_ref()).map_err(invalid)?;
         let previous = basis.previous.as_ref();
         if let Some(previous) = previous {
             sub.may_replace(previous).map_err(invalid)?;

@@ -1,0 +1,161 @@
+//! Accepting validated events into a topic: match them against the topic's subscriptions
+//! in the cached catalog and store them with one delivery per match, in one atomic
+//! step. The store refuses a match made against a stale catalog copy; then the copy is
+//! reloaded and the events matched again.
+//!
+//! The ingress's publish routes and eg-deadletter's notifications both publish through
+//! [`store_events`], so an event eg announces itself takes the same path as one a user
+//! publishes: filters, deliveries, retries, the same metrics.
+
+use eg_core::event::AcceptedEvent;
+use eg_core::{Delivery, TopicName, UnixMillis};
+use eg_store::queue::EventToStore;
+use eg_store::{CatalogCache, CatalogSnapshot, Clock, PublishOutcome, Store, StoreError, TopicEntry};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::metrics as m;
+
+/// A stale catalog copy is refreshed and the events re-matched at most this often.
+const STALE_CATALOG_RETRIES: usize = 3;
+
+/// What [`store_events`] needs of the process: the store, its catalog copy and clock.
+#[derive(Clone, Copy)]
+pub struct Acceptor<'a> {
+    pub store: &'a Store,
+    pub cache: &'a CatalogCache,
+    pub clock: &'a Clock,
+}
+
+/// Why events were not stored. `E` is the caller's own refusal, from the check it runs
+/// against each newer catalog (a publisher's key may have been regenerated since).
+#[derive(Debug, thiserror::Error)]
+pub enum AcceptError<E> {
+    #[error("topic {0:?} does not exist")]
+    NoTopic(String),
+    #[error("the topic's subscriptions are changing too fast to publish; nothing was accepted, retry")]
+    CatalogChurn,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The caller's refusal itself is in the variant (it may not be printable).
+    #[error("refused by a newer catalog")]
+    Refused(E),
+}
+
+/// How many events were stored and how many deliveries they got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Accepted {
+    pub events: usize,
+    pub deliveries: usize,
+}
+
+/// Matches `events` against the subscriptions of topic `name` and stores each event that
+/// matched something with its deliveries, in one atomic step; an event matching nothing
+/// is counted as unmatched and not stored. `snapshot` is the catalog copy the caller
+/// checked the topic in; `recheck` runs again on every newer copy met on the way, and
+/// its refusal ends the call with nothing stored.
+pub async fn store_events<E>(
+    acceptor: Acceptor<'_>,
+    name: &TopicName,
+    mut snapshot: Arc<CatalogSnapshot>,
+    events: &[AcceptedEvent],
+    mut recheck: impl FnMut(&CatalogSnapshot) -> Result<(), E>,
+) -> Result<Accepted, AcceptError<E>> {
+    let Acceptor { store, cache, clock } = acceptor;
+    let count = events.len();
+    let partition = store.keys().partition(rand::random_range(0..store.keys().partitions()));
+
+    for _ in 0..STALE_CATALOG_RETRIES {
+        let entry = topic_entry(&snapshot, name)?;
+        let to_store = fan_out(entry, events, clock.now(), snapshot.version);
+        if to_store.is_empty() {
+            // No script will check the catalog version, so check it here: a key regenerated
+            // or a subscription created a moment ago through another copy must apply.
+            let current = cache.refresh().await?;
+            if current.version != snapshot.version {
+                snapshot = current;
+                recheck(&snapshot).map_err(AcceptError::Refused)?;
+                continue;
+            }
+            metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key()).increment(count as u64);
+            return Ok(Accepted {
+                events: count,
+                deliveries: 0,
+            });
+        }
+        let queued = queue_subscriptions(entry);
+        match store
+            .publish_routed(&partition, snapshot.version, &to_store, &queued)
+            .await?
+        {
+            PublishOutcome::Stored => {
+                let matched: usize = to_store.iter().map(|e| e.deliveries.len()).sum();
+                metrics::counter!(m::MATCHED_EVENT_COUNT, "topic" => name.key()).increment(matched as u64);
+                metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key())
+                    .increment((count - to_store.len()) as u64);
+                tracing::debug!(topic = %name, events = count, deliveries = matched, "accepted");
+                return Ok(Accepted {
+                    events: count,
+                    deliveries: matched,
+                });
+            }
+            PublishOutcome::StaleCatalog(version) => {
+                tracing::debug!(topic = %name, cached = snapshot.version, current = version, "catalog changed; re-matching");
+                snapshot = cache.reload().await?;
+                recheck(&snapshot).map_err(AcceptError::Refused)?;
+            }
+        }
+    }
+    Err(AcceptError::CatalogChurn)
+}
+
+fn topic_entry<'a, E>(snapshot: &'a CatalogSnapshot, name: &TopicName) -> Result<&'a TopicEntry, AcceptError<E>> {
+    snapshot
+        .topic(&name.key())
+        .ok_or_else(|| AcceptError::NoTopic(name.as_str().to_owned()))
+}
+
+/// The `<topic>/<subscription>` keys of the topic's queue-mode subscriptions: their
+/// deliveries go into their queue for pull receivers, not to the senders.
+fn queue_subscriptions(entry: &TopicEntry) -> HashSet<String> {
+    entry
+        .subscriptions
+        .iter()
+        .filter(|s| !s.delivery_mode.is_push())
+        .map(|s| format!("{}/{}", entry.topic.name.key(), s.name.key()))
+        .collect()
+}
+
+/// One stored event per event that matched something, with one delivery per match
+/// (each remembers the catalog version it was matched against).
+fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis, version: u64) -> Vec<EventToStore> {
+    let format = entry.topic.input_schema.stored_format();
+    events
+        .iter()
+        .filter_map(|accepted| {
+            let event_key = uuid::Uuid::new_v4().simple().to_string();
+            let deliveries: Vec<Delivery> = entry
+                .subscriptions
+                .iter()
+                .filter(|s| s.matches(&accepted.routing(), now))
+                .map(|s| {
+                    Delivery::new(
+                        uuid::Uuid::new_v4().simple().to_string(),
+                        event_key.clone(),
+                        entry.topic.name.key(),
+                        s.name.key(),
+                        now,
+                    )
+                    .with_format(format)
+                    .matched_at(version)
+                    .for_event(accepted.id())
+                })
+                .collect();
+            (!deliveries.is_empty()).then(|| EventToStore {
+                event_key,
+                body: accepted.json.clone(),
+                deliveries,
+            })
+        })
+        .collect()
+}

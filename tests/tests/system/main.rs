@@ -12,6 +12,7 @@
 
 mod access;
 mod bad_input;
+mod dead_letter_status;
 mod egctl;
 mod filtering;
 mod hostile;

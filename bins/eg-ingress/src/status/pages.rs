@@ -287,8 +287,8 @@ fn dead_letter_failure(out: &mut String, failure: &DeadLetterFailure, now: UnixM
          <p data-field=\"remedy\">{remedy}</p>\
          <p class=\"note\">Meanwhile the records wait in Redis and are tried again with backoff; a record still \
          unwritten after <code>EG__DEADLETTER__GIVE_UP_AFTER</code> (4 h by default) is dropped and counted \
-         (<code>DroppedEventCount</code>, reason <code>DeadLetterDestinationUnavailable</code>). The dead letters \
-         below can still be listed and redriven: they are kept in Redis whatever the destination.</p></section>",
+         (<code>DroppedEventCount</code>, reason <code>DeadLetterDestinationUnavailable</code>). This subscription's \
+         dead letters can still be listed and redriven: eg keeps them in Redis whatever the destination.</p></section>",
         destination = esc(&format!("{} / {}", failure.store, failure.container)),
         kind = failure_badge(failure),
         since = failing_since(failure, now),

@@ -22,7 +22,12 @@ pub async fn run(command: SubscriptionCommand, ctx: &Ctx) -> Result<String, Fail
         }
         SubscriptionCommand::Show { topic, name } => {
             let sub = ctx.api.get(&["topics", &topic, "eventSubscriptions", &name]).await?;
-            let mut shown = ctx.show(&sub, subscription_fields);
+            let dead_letters = if ctx.json {
+                Ok(None)
+            } else {
+                dead_letter_destination(ctx, &topic, &name).await
+            };
+            let mut shown = ctx.show(&sub, |s| shown_with_dead_letters(s, &dead_letters));
             if !ctx.json && self::shown(&sub["properties"]).mode == "Queue" {
                 // Its queue now, from the same read `egctl queues` shows.
                 let queue = ctx.api.get(&["queues"]).await.map(|q| {
@@ -36,22 +41,6 @@ pub async fn run(command: SubscriptionCommand, ctx: &Ctx) -> Result<String, Fail
                 shown.push_str(&queue_now(
                     queue.as_ref().map(Option::as_ref).map_err(ToString::to_string),
                 ));
-            }
-            if !ctx.json {
-                let path = [
-                    "topics",
-                    &topic,
-                    "eventSubscriptions",
-                    &name,
-                    "deadLetters",
-                    "destination",
-                ];
-                shown = match ctx.api.get(&path).await {
-                    Ok(answer) => with_dead_letters(shown, &answer),
-                    // An eg-ingress from before this call: the resource's fields say enough.
-                    Err(e) if e.is_not_found() => shown,
-                    Err(e) => format!("{shown}deadLetterDestination: cannot be read now ({e})\n"),
-                };
             }
             Ok(shown)
         }
@@ -260,16 +249,43 @@ fn object_store_flag(args: &SubscriptionCreate) -> Option<Value> {
         .or_else(|| args.dead_letter_s3.as_ref().map(S3Target::to_json))
 }
 
-/// `shown` (a subscription's fields) with where its dead letters go, from
-/// `GET …/deadLetters/destination`, and, while writing them fails, a warning above it all.
-fn with_dead_letters(shown: String, answer: &Value) -> String {
-    let warning = destinations::failure_warning(&answer["problem"]).unwrap_or_default();
-    let mut pairs = Vec::new();
-    if let Some(destination) = destinations::describe(&answer["destination"]) {
-        pairs.push(("deadLetterDestination", destination));
+/// `GET …/deadLetters/destination`: `None` from an eg-ingress older than that call (the
+/// resource's fields then say enough), why not when it cannot be read.
+async fn dead_letter_destination(ctx: &Ctx, topic: &str, name: &str) -> Result<Option<Value>, String> {
+    let path = [
+        "topics",
+        topic,
+        "eventSubscriptions",
+        name,
+        "deadLetters",
+        "destination",
+    ];
+    match ctx.api.get(&path).await {
+        Ok(answer) => Ok(Some(answer)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.to_string()),
     }
-    pairs.push(("deadLetterState", cell(&answer["state"])));
-    format!("{warning}{shown}{}", fields(pairs))
+}
+
+/// A subscription's fields with where its dead letters go (store and container, from
+/// `GET …/deadLetters/destination`) in place of the bare container, and, while writing
+/// them fails, a warning above it all.
+fn shown_with_dead_letters(sub: &Value, destination: &Result<Option<Value>, String>) -> String {
+    let mut pairs = subscription_pairs(sub);
+    let mut warning = String::new();
+    match destination {
+        Ok(Some(answer)) => {
+            warning = destinations::failure_warning(&answer["problem"]).unwrap_or_default();
+            if let Some(place) = destinations::describe(&answer["destination"]) {
+                pairs.retain(|(key, _)| *key != "deadLetterContainer");
+                pairs.push(("deadLetterDestination", place));
+            }
+            pairs.push(("deadLetterState", cell(&answer["state"])));
+        }
+        Ok(None) => {}
+        Err(e) => pairs.push(("deadLetterDestination", format!("cannot be read now ({e})"))),
+    }
+    format!("{warning}{}", fields(pairs))
 }
 
 /// The container (or bucket) of a dead-letter destination in the resource's JSON.
@@ -367,6 +383,11 @@ fn subscriptions_table(list: &Value) -> String {
 }
 
 fn subscription_fields(sub: &Value) -> String {
+    fields(subscription_pairs(sub))
+}
+
+/// A subscription's fields as name and value, in the order shown.
+fn subscription_pairs(sub: &Value) -> Vec<(&'static str, String)> {
     let p = &sub["properties"];
     let shown = shown(p);
     let (destination, filter, retry) = (shown.destination, shown.filter, shown.limits);
@@ -407,7 +428,7 @@ fn subscription_fields(sub: &Value) -> String {
     if !p["expirationTimeUtc"].is_null() {
         pairs.push(("expirationTimeUtc", cell(&p["expirationTimeUtc"])));
     }
-    fields(pairs)
+    pairs
 }
 
 /// Names of topics and subscriptions compare without case, as the API's do.
@@ -649,14 +670,18 @@ mod tests {
             "problem": {"store": "azure:deadletters1", "container": "dead", "kind": "ContainerNotFound",
                 "message": "The specified container does not exist.",
                 "failingSince": "2026-11-25T16:00:00.000Z", "lastFailureTime": "2026-11-25T16:01:00.000Z"}});
-        let text = with_dead_letters(shown.clone(), &failing);
+        let text = shown_with_dead_letters(&sub, &Ok(Some(failing)));
         assert!(
             text.starts_with(
                 "WARNING: dead letters are not being written: ContainerNotFound at azure:deadletters1 / dead"
             ),
             "{text}"
         );
-        assert!(text.contains(&shown), "{text}");
+        assert!(text.contains("provisioningState:"), "{text}");
+        assert!(
+            !text.contains("deadLetterContainer"),
+            "the destination replaces it: {text}"
+        );
         let last: Vec<Vec<&str>> = text
             .lines()
             .rev()
@@ -671,12 +696,20 @@ mod tests {
             ],
             "{text}"
         );
-        let healthy = with_dead_letters(
-            shown,
-            &json!({"destination": {"store": "local", "container": "dead"}, "state": "Healthy", "problem": null}),
+        let healthy = shown_with_dead_letters(
+            &sub,
+            &Ok(Some(
+                json!({"destination": {"store": "local", "container": "dead"}, "state": "Healthy", "problem": null}),
+            )),
         );
         assert!(!healthy.contains("WARNING"), "{healthy}");
         assert!(healthy.contains("Healthy"), "{healthy}");
+        // An older eg-ingress: the resource's fields only; an unreadable answer says so.
+        assert_eq!(shown_with_dead_letters(&sub, &Ok(None)), shown);
+        assert!(
+            shown_with_dead_letters(&sub, &Err("503 Service Unavailable: redis".into()))
+                .contains("cannot be read now (503 Service Unavailable: redis)")
+        );
     }
 
     fn from_queue(line: &[&str]) -> Value {

@@ -305,8 +305,8 @@ fn remedy(kind: &str) -> &'static str {
              keys (S3) configured for this store, then restart the dead-letter workers."
         }
         "PermissionDenied" => {
-            "The credentials are valid but may not write here: grant them write access to this container or bucket \
-             (Storage Blob Data Contributor on Azure, s3:PutObject on S3)."
+            "The credentials are valid but may not write here: on Azure, check the storage account's firewall and \
+             network rules; on S3, allow s3:PutObject on this bucket."
         }
         "ContainerNotFound" => {
             "The container or bucket does not exist: create it, or point the subscription at one that does. eg \

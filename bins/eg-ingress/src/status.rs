@@ -16,6 +16,7 @@
 //! Routes here do their own authentication and answer HTML, so they are merged outside
 //! the layer that turns error answers into Event Grid's JSON body.
 
+mod dead_letter;
 mod hour;
 mod html;
 mod model;
@@ -24,6 +25,7 @@ mod session;
 mod subscription;
 mod tiers;
 
+pub use dead_letter::{DeadLetterTarget, destination_body};
 pub use model::queues_figures;
 
 use crate::errors::Refusal;

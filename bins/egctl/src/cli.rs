@@ -2,6 +2,7 @@
 //! Arguments are checked here as far as they can be without the server (times parse,
 //! one of `--endpoint`/`--file`), so a wrong command line fails before any request.
 
+use crate::destinations::{self, BlobTarget, S3Target};
 use crate::times;
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -49,6 +50,8 @@ pub struct Global {
     pub timeout: Duration,
 }
 
+// Parsed once per run: the size of the subscription create flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create, list, show and delete topics; show and regenerate their access keys
@@ -195,8 +198,17 @@ pub struct SubscriptionCreate {
     #[arg(long, value_name = "N")]
     pub max_events_per_batch: Option<u32>,
     /// Dead-letter into this container of the dead-letter directory
-    #[arg(long, value_name = "CONTAINER")]
+    #[arg(long, value_name = "CONTAINER", conflicts_with_all = ["dead_letter_blob", "dead_letter_s3"])]
     pub dead_letter_container: Option<String>,
+    /// Dead-letter into a blob container of an Azure storage account configured in eg:
+    /// ACCOUNT/CONTAINER, or the account's resource id followed by /CONTAINER
+    /// (/subscriptions/…/providers/Microsoft.Storage/storageAccounts/ACCOUNT/CONTAINER)
+    #[arg(long, value_name = "ACCOUNT/CONTAINER", value_parser = destinations::parse_blob, conflicts_with = "dead_letter_s3")]
+    pub dead_letter_blob: Option<BlobTarget>,
+    /// Dead-letter into an S3 bucket through an S3 connection configured in eg:
+    /// CONNECTION/BUCKET, or CONNECTION/BUCKET/KEY/PREFIX
+    #[arg(long, value_name = "CONNECTION/BUCKET[/PREFIX]", value_parser = destinations::parse_s3)]
+    pub dead_letter_s3: Option<S3Target>,
     /// EventGridSchema, CloudEventSchemaV1_0 or CustomInputSchema (default: the topic's)
     #[arg(long, value_name = "SCHEMA")]
     pub delivery_schema: Option<String>,
@@ -206,7 +218,8 @@ pub struct SubscriptionCreate {
     /// A subscription resource as JSON ({"properties":{…}}), `-` for stdin
     #[arg(long, short, value_name = "FILE", conflicts_with_all = [
         "endpoint", "max_attempts", "ttl_minutes", "event_types", "subject_begins_with",
-        "subject_ends_with", "max_events_per_batch", "dead_letter_container", "delivery_schema", "paused",
+        "subject_ends_with", "max_events_per_batch", "dead_letter_container", "dead_letter_blob", "dead_letter_s3",
+        "delivery_schema", "paused",
         "queue", "lock_duration", "ttl",
     ])]
     pub file: Option<PathBuf>,
@@ -369,5 +382,41 @@ mod tests {
         );
         assert!(parse(&["publish", "t", "--type", "A"]).is_err());
         assert!(parse(&["publish", "t", "--type", "A", "--subject", "/s"]).is_ok());
+    }
+
+    #[test]
+    fn one_dead_letter_destination_at_most_and_each_checked_on_the_command_line() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(
+                ["egctl", "subscriptions", "create", "t", "s", "--endpoint", "http://x"]
+                    .iter()
+                    .chain(args),
+            )
+        };
+        assert!(parse(&["--dead-letter-blob", "acct/dead"]).is_ok());
+        assert!(parse(&["--dead-letter-s3", "minio/bucket/prefix"]).is_ok());
+        for both in [
+            ["--dead-letter-blob", "acct/dead", "--dead-letter-s3", "minio/b"],
+            ["--dead-letter-container", "dead", "--dead-letter-s3", "minio/b"],
+            ["--dead-letter-container", "dead", "--dead-letter-blob", "acct/dead"],
+        ] {
+            assert!(parse(&both).is_err(), "{both:?}");
+        }
+        let bad = parse(&["--dead-letter-blob", "just-a-container"]).unwrap_err();
+        assert_eq!(bad.exit_code(), 2, "a usage error");
+        assert!(bad.to_string().contains("ACCOUNT/CONTAINER"), "{bad}");
+        assert!(parse(&["--dead-letter-s3", "minio"]).is_err());
+        let with_file = Cli::try_parse_from([
+            "egctl",
+            "subscriptions",
+            "create",
+            "t",
+            "s",
+            "--file",
+            "f.json",
+            "--dead-letter-s3",
+            "minio/b",
+        ]);
+        assert!(with_file.is_err(), "a resource file says it all");
     }
 }

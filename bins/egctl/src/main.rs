@@ -4,12 +4,13 @@
 //!
 //! Reading order: [`cli`] (the commands), [`config`] (where the URL and token come
 //! from), [`api`] (requests and error answers), [`commands`] (one module per command
-//! group), [`output`] (tables and JSON).
+//! group), [`output`] (tables and JSON), [`destinations`] (dead-letter destinations).
 
 mod api;
 mod cli;
 mod commands;
 mod config;
+mod destinations;
 mod failure;
 mod output;
 mod progress;

@@ -13,6 +13,7 @@
 mod access;
 mod bad_input;
 mod dead_letter_notifications;
+mod dead_letter_status;
 mod egctl;
 mod filtering;
 mod hostile;

@@ -1,12 +1,15 @@
 //! A subscription's dead letters: list (by time, paged), show one, redrive (send back
 //! into delivery with fresh attempts, keeping the events' ids; each record at most once)
 //! and purge. Redrive and purge work in chunks of at most `limit` records per call and
-//! say how many remain, so a client can show progress and no call runs for long.
+//! say how many remain, so a client can show progress and no call runs for long. All
+//! of these read the Redis archive, so they work the same whatever the destination;
+//! `destination` says where the dead letters go and whether writing them fails now.
 
 use super::{Reply, body_object, find_subscription};
 use crate::errors::Refusal;
 use crate::operations::{self, subscription_key};
 use crate::state::App;
+use crate::status::{DeadLetterTarget, destination_body};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
@@ -60,10 +63,19 @@ pub async fn list(
         .dead_letter_page(&subscription_key(&sub), range, cursor.as_ref(), limit)
         .await?;
     let value: Vec<Value> = records.iter().map(summary).collect();
+    let destination = sub.dead_letter.as_ref().map(DeadLetterTarget::of);
     Ok((
         StatusCode::OK,
-        Json(json!({ "value": value, "nextCursor": next.map(|c| c.encode()) })),
+        Json(json!({ "value": value, "nextCursor": next.map(|c| c.encode()), "destination": destination })),
     ))
+}
+
+/// `GET …/deadLetters/destination`: where the dead letters go (store and container,
+/// never a key) and, while writing them fails, why and since when.
+pub async fn destination(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
+    let sub = find_subscription(&app, &topic, &name).await?;
+    let problem = app.store.dead_letter_problem(&sub.topic.key(), &sub.name.key()).await?;
+    Ok((StatusCode::OK, Json(destination_body(&sub, problem.as_ref()))))
 }
 
 /// `GET …/deadLetters/{id}`: the summary and the record as written to the destination.

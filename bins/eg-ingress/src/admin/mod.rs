@@ -65,6 +65,10 @@ pub fn router(app: Arc<App>) -> Router {
             get(deadletters::list),
         )
         .route(
+            "/topics/{topic}/eventSubscriptions/{name}/deadLetters/destination",
+            get(deadletters::destination),
+        )
+        .route(
             "/topics/{topic}/eventSubscriptions/{name}/deadLetters/redrive",
             post(deadletters::redrive),
         )

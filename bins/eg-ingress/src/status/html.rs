@@ -6,6 +6,7 @@
 //! Every string that reaches the HTML goes through [`esc`]. Elements carry `data-*`
 //! attributes naming what they show, for tests and for anyone scraping the page.
 
+use super::dead_letter::{DeadLetterFailure, DeadLetterTarget, FailingDeadLetters};
 use super::model::{DepthCounts, QueueFigures, Status, SubscriptionStatus, TopicStatus};
 use super::session::Flash;
 use base64::Engine;
@@ -195,6 +196,7 @@ pub fn live(status: &Status) -> String {
         out.push_str("</div>\n");
     }
     tiles(&mut out, status);
+    failing_dead_letters(&mut out, status);
     waiting(&mut out, &status.topics);
     topics(&mut out, &status.topics);
     out.push_str("<div class=\"cols\">\n");
@@ -264,6 +266,83 @@ fn waiting(out: &mut String, topics: &[TopicStatus]) {
         );
     }
     out.push_str("</tbody></table></section>\n");
+}
+
+/// Subscriptions whose dead letters cannot be written now: what the store said, and
+/// since when. First on the page, since every minute of it brings records nearer to
+/// being dropped.
+fn failing_dead_letters(out: &mut String, status: &Status) {
+    let failing = &status.failing_dead_letter_destinations;
+    if failing.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<section class=\"card alarm\" id=\"dead-letter-failing\"><h2>Dead letters not being written</h2>\
+         <p class=\"note\">Writing these subscriptions' dead letters to their destination fails. The records wait in \
+         Redis and are retried with backoff; those still unwritten after <code>EG__DEADLETTER__GIVE_UP_AFTER</code> are \
+         dropped (counted as <code>DeadLetterDestinationUnavailable</code>).</p>\n\
+         <table><thead><tr><th>Subscription</th><th>Problem</th><th>Destination</th><th>What the store said</th>\
+         <th class=\"num\">Failing since (UTC)</th></tr></thead><tbody>\n",
+    );
+    for FailingDeadLetters {
+        topic,
+        subscription,
+        failure,
+    } in failing
+    {
+        let _ = writeln!(
+            out,
+            "<tr data-dead-letter-failing=\"{t}/{s}\"><td><a href=\"{href}\">{t} / {s}</a></td>\
+             <td>{kind}</td><td><code data-field=\"destination\">{destination}</code></td>\
+             <td class=\"why\" data-field=\"message\">{message}</td><td class=\"num\" data-field=\"since\">{since}</td></tr>",
+            t = esc(topic),
+            s = esc(subscription),
+            href = esc(&subscription_path(topic, subscription)),
+            kind = failure_badge(failure),
+            destination = esc(&format!("{} / {}", failure.store, failure.container)),
+            message = esc(&failure.message),
+            since = failing_since(failure, status.generated_at_ms),
+        );
+    }
+    out.push_str("</tbody></table></section>\n");
+}
+
+/// The kind of a dead-letter failure as a red badge, what the store said as its title.
+pub fn failure_badge(failure: &DeadLetterFailure) -> String {
+    format!(
+        "<span class=\"badge bad\" data-field=\"kind\" title=\"{}\">{}</span>",
+        esc(&failure.message),
+        esc(&failure.kind)
+    )
+}
+
+/// `03:04:05 (12 m 3 s ago)`.
+pub fn failing_since(failure: &DeadLetterFailure, now: UnixMillis) -> String {
+    let ago = u64::try_from((now.0 - failure.since_ms.0).max(0) / 1000).unwrap_or(0);
+    format!("{} ({} ago)", clock_time(failure.since_ms), age(ago))
+}
+
+/// Where dead letters go, for a settings row: the store and the container (the bucket
+/// and key prefix for S3); never a key or an endpoint.
+pub fn dead_letter_target(target: &DeadLetterTarget) -> String {
+    let place = match target.store.as_str() {
+        "local" => "the dead-letter directory, folder",
+        s if s.starts_with("s3:") => "bucket",
+        _ => "container",
+    };
+    let mut out = format!(
+        "<code data-field=\"store\">{}</code> {place} <code data-field=\"container\">{}</code>",
+        esc(&target.store),
+        esc(&target.container)
+    );
+    if !target.key_prefix.is_empty() {
+        let _ = write!(
+            out,
+            " under <code data-field=\"key-prefix\">{}/</code>",
+            esc(&target.key_prefix)
+        );
+    }
+    out
 }
 
 fn topics(out: &mut String, topics: &[TopicStatus]) {
@@ -368,10 +447,19 @@ pub fn health_badge(sub: &SubscriptionStatus) -> String {
 }
 
 /// Dead letters as `egctl deadletters` counts them: those waiting to be redriven (the
-/// number that matters, red when any), and all kept.
+/// number that matters, red when any), and all kept; flagged when their destination
+/// is failing.
 pub fn dead_letter_cell(sub: &SubscriptionStatus) -> String {
+    let failing = match &sub.dead_letter_failure {
+        Some(f) => format!(
+            "<div><span class=\"badge bad\" data-field=\"dead-letter-failing\" title=\"{}: {}\">destination failing</span></div>",
+            esc(&f.kind),
+            esc(&f.message)
+        ),
+        None => String::new(),
+    };
     format!(
-        "<span class=\"{}\" data-field=\"not-redriven\">{}</span><span class=\"kept\" data-field=\"kept\"> of {} kept</span>",
+        "<span class=\"{}\" data-field=\"not-redriven\">{}</span><span class=\"kept\" data-field=\"kept\"> of {} kept</span>{failing}",
         num_class(sub.dead_letters_not_redriven > 0, true),
         count(sub.dead_letters_not_redriven),
         count(sub.dead_letters)
@@ -709,11 +797,14 @@ mod tests {
                     }),
                     dead_letters: 1200,
                     dead_letters_not_redriven: 3,
+                    dead_letter_destination: None,
+                    dead_letter_failure: None,
                 }],
             }],
             rates: Rates::default(),
             queues: Queues::default(),
             tiers: super::super::tiers::tiers_of(Vec::new(), UnixMillis(0)),
+            failing_dead_letter_destinations: Vec::new(),
             problems: vec![problem.into()],
         }
     }
@@ -811,6 +902,71 @@ mod tests {
                 .contains("oldest unacknowledged <span data-field=\"oldest\">none</span>")
         );
         assert!(!page(&status_with("orders", "audit", "x"), None).contains("Namespace topic</span>"));
+    }
+
+    fn failure(message: &str) -> DeadLetterFailure {
+        DeadLetterFailure {
+            store: "azure:deadletters1".into(),
+            container: "dead".into(),
+            kind: "Unauthenticated".into(),
+            message: message.into(),
+            failing_since: String::new(),
+            last_failure_time: String::new(),
+            // 12 minutes 3 seconds before the status was read.
+            since_ms: UnixMillis(1_767_323_045_000 - 723_000),
+        }
+    }
+
+    #[test]
+    fn a_failing_dead_letter_destination_is_flagged_at_the_top_and_on_its_row() {
+        let quiet = page(&status_with("orders", "audit", "x"), None);
+        assert!(
+            !quiet.contains("dead-letter-failing"),
+            "nothing failing, nothing shown: {quiet}"
+        );
+
+        let mut status = status_with("orders", "audit", "x");
+        let f = failure("Server failed to authenticate <the request>");
+        status.topics[0].subscriptions[0].dead_letter_failure = Some(f.clone());
+        status.failing_dead_letter_destinations = vec![FailingDeadLetters {
+            topic: "orders".into(),
+            subscription: "audit".into(),
+            failure: f,
+        }];
+        let html = page(&status, None);
+        for needle in [
+            "<section class=\"card alarm\" id=\"dead-letter-failing\">",
+            "<tr data-dead-letter-failing=\"orders/audit\"><td><a href=\"/status/topics/orders/subscriptions/audit\">",
+            ">Unauthenticated</span>",
+            "<code data-field=\"destination\">azure:deadletters1 / dead</code>",
+            "Server failed to authenticate &lt;the request&gt;",
+            "data-field=\"since\">02:52:02 (12 m 3 s ago)</td>",
+            "data-field=\"dead-letter-failing\"",
+        ] {
+            assert!(html.contains(needle), "missing {needle:?} in\n{html}");
+        }
+        let alarm = html.find("id=\"dead-letter-failing\"").unwrap();
+        assert!(alarm < html.find("id=\"topics\"").unwrap(), "before the topics");
+    }
+
+    #[test]
+    fn a_destination_shows_its_store_and_container() {
+        let s3 = DeadLetterTarget {
+            store: "s3:minio".into(),
+            container: "eg-dead".into(),
+            key_prefix: "prod".into(),
+        };
+        assert_eq!(
+            dead_letter_target(&s3),
+            "<code data-field=\"store\">s3:minio</code> bucket <code data-field=\"container\">eg-dead</code> \
+             under <code data-field=\"key-prefix\">prod/</code>"
+        );
+        let local = DeadLetterTarget {
+            store: "local".into(),
+            container: "dead".into(),
+            key_prefix: String::new(),
+        };
+        assert!(dead_letter_target(&local).contains("the dead-letter directory, folder"));
     }
 
     #[test]

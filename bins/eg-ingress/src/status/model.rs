@@ -1,5 +1,6 @@
 //! What the status page shows, gathered from Redis in one pass: the catalog (topics and
-//! subscriptions), endpoint probation, dead-letter counts, queue depths (the senders'
+//! subscriptions), endpoint probation, dead-letter counts and failing dead-letter
+//! destinations, queue depths (the senders'
 //! partitions, and each queue-mode subscription's queue) and the
 //! deployment's rates over the last minute (`eg_runtime::stats`). The HTML page and
 //! `GET /admin/status` are two renderings of this one value.
@@ -7,6 +8,7 @@
 //! A part that cannot be read (Redis hiccup) is left empty and named in `problems`, so
 //! the page still shows what it could instead of failing as a whole.
 
+use super::dead_letter::{DeadLetterFailure, DeadLetterTarget, FailingDeadLetters};
 use super::hour::LastHour;
 use super::tiers::{TierStatus, tiers_of};
 use crate::operations::subscription_key;
@@ -17,7 +19,7 @@ use eg_core::probation::{self, EndpointId, ProbationState};
 use eg_core::profile::DeliveryProfile;
 use eg_core::subscription::base_url;
 use eg_runtime::stats::{Kind, Stats, Window, subscription_label};
-use eg_store::{DeadLetterCounts, Depths, QueueDepth, StoreError};
+use eg_store::{DeadLetterCounts, Depths, DestinationProblem, QueueDepth, StoreError};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -34,6 +36,9 @@ pub struct Status {
     pub queues: Queues,
     /// Every tier with the copies of it running now.
     pub tiers: Vec<TierStatus>,
+    /// Subscriptions whose dead letters cannot be written now (also those deleted
+    /// since, while their records still fail), by topic and subscription.
+    pub failing_dead_letter_destinations: Vec<FailingDeadLetters>,
     /// Parts that could not be read this time (they show as empty or zero).
     pub problems: Vec<String>,
 }
@@ -82,6 +87,10 @@ pub struct SubscriptionStatus {
     pub dead_letters: u64,
     /// Of those, not redriven yet.
     pub dead_letters_not_redriven: u64,
+    /// Where its dead letters go; `null` without a dead-letter destination.
+    pub dead_letter_destination: Option<DeadLetterTarget>,
+    /// `null` unless writing its dead letters fails now.
+    pub dead_letter_failure: Option<DeadLetterFailure>,
 }
 
 /// A queue subscription's events now, every partition.
@@ -304,6 +313,7 @@ pub fn subscription_status(
     sub: &Subscription,
     record: Option<&probation::ProbationRecord>,
     counts: DeadLetterCounts,
+    dead_letter_problem: Option<&DestinationProblem>,
     queue: Option<QueueFigures>,
     window: &Window,
     now: UnixMillis,
@@ -323,6 +333,8 @@ pub fn subscription_status(
         probation: probation_of(record, now),
         dead_letters: counts.total,
         dead_letters_not_redriven: counts.not_redriven,
+        dead_letter_destination: sub.dead_letter.as_ref().map(DeadLetterTarget::of),
+        dead_letter_failure: dead_letter_problem.map(DeadLetterFailure::of),
     }
 }
 
@@ -389,6 +401,14 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
     if let Some(e) = dead_letters_failed {
         problems.push(format!("dead-letter counts unavailable: {e}"));
     }
+    let failing = app.store.dead_letter_problems().await.unwrap_or_else(|e| {
+        problems.push(format!("failing dead-letter destinations unavailable: {e}"));
+        Vec::new()
+    });
+    let failing_of: HashMap<(String, String), &DestinationProblem> = failing
+        .iter()
+        .map(|f| ((f.topic.clone(), f.subscription.clone()), &f.problem))
+        .collect();
     let plain: Vec<&Subscription> = subscriptions.iter().map(|s| s.as_ref()).collect();
     let mut queues_of = queues_figures(app, &plain, now).await.unwrap_or_else(|e| {
         problems.push(format!("queue subscriptions' depths unavailable: {e}"));
@@ -410,10 +430,12 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
         .zip(&dead_letters)
         .zip(&queue_figures_of)
     {
+        let failure = failing_of.get(&(sub.topic.key(), sub.name.key())).copied();
         by_topic.entry(sub.topic.key()).or_default().push(subscription_status(
             sub,
             record.as_ref(),
             *counts,
+            failure,
             *queue,
             &window,
             now,
@@ -466,6 +488,7 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
         rates: Rates::of(&window),
         queues,
         tiers: tiers_of(copies, now),
+        failing_dead_letter_destinations: failing.iter().map(FailingDeadLetters::of).collect(),
         problems,
     }
 }

@@ -2,12 +2,14 @@
 //! the pages that say why something could not be shown or done. Static pages (no live
 //! refresh): an action reloads them, and so does the browser's reload.
 
+use super::dead_letter::DeadLetterFailure;
 use super::html::{
-    Referrer, clock_time, count, dead_letter_cell, esc, flash, head, health_badge, num_class, provisioning_badge,
-    queue_figures, rate, segment, state_badge, subscription_path, top_bar,
+    Referrer, clock_time, count, dead_letter_cell, dead_letter_target, esc, failing_since, failure_badge, flash, head,
+    health_badge, num_class, provisioning_badge, queue_figures, rate, segment, state_badge, subscription_path, top_bar,
 };
 use super::session::{FORM_TOKEN_FIELD, Flash};
 use super::subscription::{Activity, EventPage, SubscriptionPage};
+use eg_core::UnixMillis;
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -110,6 +112,9 @@ pub fn subscription(page: &SubscriptionPage, form_token: &str, shown: Option<&Fl
     );
     for problem in &page.problems {
         let _ = write!(out, "<div class=\"problems\"><p>{}</p></div>", esc(problem));
+    }
+    if let Some(failure) = &sub.dead_letter_failure {
+        dead_letter_failure(&mut out, failure, page.generated_at_ms);
     }
 
     // State and what can be done about it.
@@ -270,6 +275,60 @@ pub fn subscription(page: &SubscriptionPage, form_token: &str, shown: Option<&Fl
     out
 }
 
+/// The warning that this subscription's dead letters cannot be written: what the store
+/// said, since when, what happens to the records meanwhile, and what to check.
+fn dead_letter_failure(out: &mut String, failure: &DeadLetterFailure, now: UnixMillis) {
+    let _ = writeln!(
+        out,
+        "<section class=\"card alarm\" id=\"dead-letter-failure\"><h2>Dead letters are not being written</h2>\
+         <p>Writing to <code data-field=\"destination\">{destination}</code> fails {kind} since \
+         <strong data-field=\"since\">{since}</strong> UTC.</p>\
+         <p class=\"error\" data-field=\"message\">{message}</p>\
+         <p data-field=\"remedy\">{remedy}</p>\
+         <p class=\"note\">Meanwhile the records wait in Redis and are tried again with backoff; a record still \
+         unwritten after <code>EG__DEADLETTER__GIVE_UP_AFTER</code> (4 h by default) is dropped and counted \
+         (<code>DroppedEventCount</code>, reason <code>DeadLetterDestinationUnavailable</code>). This subscription's \
+         dead letters can still be listed and redriven: eg keeps them in Redis whatever the destination.</p></section>",
+        destination = esc(&format!("{} / {}", failure.store, failure.container)),
+        kind = failure_badge(failure),
+        since = failing_since(failure, now),
+        message = esc(&failure.message),
+        remedy = esc(remedy(&failure.kind)),
+    );
+}
+
+/// What to check for each kind of failure the dead-letter worker records.
+fn remedy(kind: &str) -> &'static str {
+    match kind {
+        "Unauthenticated" => {
+            "The store refused eg's credentials: check the account key or connection string (Azure), or the access \
+             keys (S3) configured for this store, then restart the dead-letter workers."
+        }
+        "PermissionDenied" => {
+            "The credentials are valid but may not write here: on Azure, check the storage account's firewall and \
+             network rules; on S3, allow s3:PutObject on this bucket."
+        }
+        "ContainerNotFound" => {
+            "The container or bucket does not exist: create it, or point the subscription at one that does. eg \
+             does not create it."
+        }
+        "Unavailable" => {
+            "The store did not answer, or answered with a server error or throttling: check the network path \
+             from the dead-letter workers and the store's health. Writes resume on their own."
+        }
+        _ => "See the dead-letter workers' log lines for this subscription and store.",
+    }
+}
+
+/// A subscription's dead-letter destination for the settings table.
+fn dead_letter_setting(out: &mut String, page: &SubscriptionPage, without: &str) {
+    let shown = match &page.status.dead_letter_destination {
+        Some(target) => dead_letter_target(target),
+        None => format!("<span class=\"muted\">{}</span>", esc(without)),
+    };
+    setting(out, "dead-letter-destination", "Dead-letter destination", &shown);
+}
+
 /// A push subscription's settings: where it delivers and how.
 fn push_settings(out: &mut String, page: &SubscriptionPage) {
     let sub = &page.status;
@@ -303,11 +362,7 @@ fn push_settings(out: &mut String, page: &SubscriptionPage) {
         ),
     };
     setting(out, "batching", "Batching", &batching);
-    let dead_letter = match p["deadLetterDestination"]["properties"]["containerName"].as_str() {
-        Some(container) => format!("directory container <code>{}</code>", esc(container)),
-        None => "<span class=\"muted\">none: dead letters are kept in the archive only</span>".into(),
-    };
-    setting(out, "dead-letter-destination", "Dead-letter destination", &dead_letter);
+    dead_letter_setting(out, page, "none: dead letters are kept in the archive only");
     setting(out, "paused", "Paused", if sub.paused { "yes" } else { "no" });
     setting(out, "provisioning", "Provisioning", &esc(&sub.provisioning_state));
     if let Some(at) = p["expirationTimeUtc"].as_str() {
@@ -367,13 +422,7 @@ fn queue_settings(out: &mut String, page: &SubscriptionPage) {
         "Filter",
         &object_lines(&given(&p["filtersConfiguration"]), "every event"),
     );
-    let container =
-        &q["deadLetterDestinationWithResourceIdentity"]["deadLetterDestination"]["properties"]["blobContainerName"];
-    let dead_letter = match container.as_str() {
-        Some(container) => format!("directory container <code>{}</code>", esc(container)),
-        None => "<span class=\"muted\">none: events that end are dropped</span>".into(),
-    };
-    setting(out, "dead-letter-destination", "Dead-letter destination", &dead_letter);
+    dead_letter_setting(out, page, "none: events that end are dropped");
     setting(out, "provisioning", "Provisioning", &esc(&sub.provisioning_state));
     if let Some(at) = p["expirationTimeUtc"].as_str() {
         setting(out, "expiration", "Expires", &esc(at));
@@ -558,6 +607,8 @@ mod tests {
                 probation: None,
                 dead_letters: 5,
                 dead_letters_not_redriven: waiting,
+                dead_letter_destination: None,
+                dead_letter_failure: None,
             },
             last_minute: Activity::default(),
             last_hour: Activity::default(),
@@ -631,6 +682,47 @@ mod tests {
         assert!(!html.contains("data-field=\"probation\""), "{html}");
         // One paused before it could not be (a PUT with paused) can still be resumed.
         assert!(subscription(&queue_page(true), "tok3n", None).contains("/resume\""));
+    }
+
+    #[test]
+    fn a_failing_dead_letter_destination_gets_a_warning_above_everything_else() {
+        let quiet = subscription(&page(false, "Succeeded", 0), "tok3n", None);
+        assert!(!quiet.contains("dead-letter-failure"), "{quiet}");
+        assert!(
+            quiet.contains("none: dead letters are kept in the archive only"),
+            "{quiet}"
+        );
+
+        let mut p = page(false, "Succeeded", 2);
+        p.generated_at_ms = UnixMillis(3_600_000);
+        p.status.dead_letter_destination = Some(super::super::dead_letter::DeadLetterTarget {
+            store: "azure:deadletters1".into(),
+            container: "dead".into(),
+            key_prefix: String::new(),
+        });
+        p.status.dead_letter_failure = Some(DeadLetterFailure {
+            store: "azure:deadletters1".into(),
+            container: "dead".into(),
+            kind: "ContainerNotFound".into(),
+            message: "The specified container <dead> does not exist.".into(),
+            failing_since: String::new(),
+            last_failure_time: String::new(),
+            since_ms: UnixMillis(1_800_000),
+        });
+        let html = subscription(&p, "tok3n", None);
+        for needle in [
+            "<section class=\"card alarm\" id=\"dead-letter-failure\">",
+            "<code data-field=\"destination\">azure:deadletters1 / dead</code>",
+            ">ContainerNotFound</span>",
+            "<strong data-field=\"since\">00:30:00 (30 m 0 s ago)</strong>",
+            "The specified container &lt;dead&gt; does not exist.",
+            "create it, or point the subscription at one that does",
+            "<code data-field=\"store\">azure:deadletters1</code> container <code data-field=\"container\">dead</code>",
+        ] {
+            assert!(html.contains(needle), "missing {needle:?} in\n{html}");
+        }
+        let warning = html.find("id=\"dead-letter-failure\"").unwrap();
+        assert!(warning < html.find("id=\"state\"").unwrap(), "above the state card");
     }
 
     #[test]

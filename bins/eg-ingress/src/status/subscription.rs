@@ -105,6 +105,14 @@ pub async fn gather(
             problem("recent deliveries", &e);
             Vec::new()
         });
+    let dead_letter_problem = app
+        .store
+        .dead_letter_problem(&topic_key, &subscription_key)
+        .await
+        .unwrap_or_else(|e| {
+            problem("dead-letter destination's state", &e);
+            None
+        });
     let queue = queue_figures(app, &sub, now).await.unwrap_or_else(|e| {
         problem("queue depths", &e);
         None
@@ -115,7 +123,15 @@ pub async fn gather(
         generated_at_ms: now,
         topic: sub.topic.as_str().to_owned(),
         properties: sub.to_resource(now)["properties"].clone(),
-        status: subscription_status(&sub, record.as_ref(), counts, queue, &window, now),
+        status: subscription_status(
+            &sub,
+            record.as_ref(),
+            counts,
+            dead_letter_problem.as_ref(),
+            queue,
+            &window,
+            now,
+        ),
         last_minute,
         last_hour: last_minute.plus(Activity::of(&older, &label)),
         recent,

@@ -72,6 +72,7 @@ async fn list(ctx: &Ctx, topic: &str, subscription: &str, window: &Window, limit
     let path = ["topics", topic, "eventSubscriptions", subscription, "deadLetters"];
     let mut records: Vec<Value> = Vec::new();
     let mut cursor: Option<String> = None;
+    let mut destination = Value::Null;
     // Pages until the limit is reached or the API has no more.
     let more = loop {
         let wanted = limit.saturating_sub(records.len() as u64);
@@ -84,6 +85,7 @@ async fn list(ctx: &Ctx, topic: &str, subscription: &str, window: &Window, limit
             query.push(("cursor", c.clone()));
         }
         let page = ctx.api.get_query(&path, &query).await?;
+        destination = page["destination"].clone();
         let items = page["value"].as_array().cloned().unwrap_or_default();
         let got = items.len();
         records.extend(items);
@@ -92,6 +94,11 @@ async fn list(ctx: &Ctx, topic: &str, subscription: &str, window: &Window, limit
             break None;
         }
     };
+    if let Some(place) = crate::destinations::describe(&destination).filter(|_| !ctx.json) {
+        ctx.note(format!(
+            "{topic}/{subscription} dead-letters to {place}; `egctl subscriptions show {topic} {subscription}` says whether writing there fails"
+        ));
+    }
     if more.is_some() && !ctx.json {
         ctx.note(format!(
             "more dead letters match; raise --limit (now {limit}) or narrow --from/--to to see them"

@@ -1,5 +1,7 @@
 //! `egctl status`: the deployment at a glance, from `GET /admin/status` (the data of
-//! the status page). The sections egctl knows (problems, rates, topics and their
+//! the status page). First the problems, and the subscriptions whose dead letters
+//! cannot be written (what the store said, since when). The sections egctl knows
+//! (rates, topics and their
 //! subscriptions, queues, the running copies of each tier) get tables of their own; anything else the server adds is
 //! shown generically, so a newer server never breaks an older egctl. Under the topics,
 //! a line per topic whose events went nowhere: how many matched no active subscription
@@ -14,7 +16,15 @@ use crate::output::{cell, decimal, generic, table};
 use serde_json::{Map, Value, json};
 
 /// The top-level fields rendered by their own sections.
-const KNOWN: [&str; 6] = ["generatedAt", "problems", "rates", "topics", "queues", "tiers"];
+const KNOWN: [&str; 7] = [
+    "generatedAt",
+    "problems",
+    "failingDeadLetterDestinations",
+    "rates",
+    "topics",
+    "queues",
+    "tiers",
+];
 
 pub async fn run(ctx: &Ctx) -> Result<String, Failure> {
     match ctx.api.get(&["status"]).await {
@@ -37,6 +47,9 @@ fn render(status: &Value) -> String {
         head.push_str(&format!("problem: {}\n", cell(problem)));
     }
     sections.push(head);
+    if let Some(failing) = fields.get("failingDeadLetterDestinations").and_then(Value::as_array) {
+        sections.push(failing_dead_letters_section(failing));
+    }
     if let Some(rates) = fields.get("rates").filter(|r| r.is_object()) {
         sections.push(rates_section(rates));
     }
@@ -61,6 +74,42 @@ fn render(status: &Value) -> String {
     }
     sections.retain(|s| !s.is_empty());
     sections.join("\n")
+}
+
+/// The subscriptions whose dead letters cannot be written now, under a title that says
+/// so; nothing while none fails.
+fn failing_dead_letters_section(failing: &[Value]) -> String {
+    if failing.is_empty() {
+        return String::new();
+    }
+    let rows = failing
+        .iter()
+        .map(|f| {
+            vec![
+                cell(&f["topic"]),
+                cell(&f["subscription"]),
+                cell(&f["kind"]),
+                format!("{} / {}", cell(&f["store"]), cell(&f["container"])),
+                cell(&f["failingSince"]),
+                cell(&f["message"]),
+            ]
+        })
+        .collect();
+    format!(
+        "dead letters not being written ({}; records wait in Redis, retried until EG__DEADLETTER__GIVE_UP_AFTER):\n{}",
+        count(failing.len() as u64, "subscription", "subscriptions"),
+        table(
+            &[
+                "TOPIC",
+                "SUBSCRIPTION",
+                "PROBLEM",
+                "DESTINATION",
+                "FAILING SINCE",
+                "MESSAGE"
+            ],
+            rows
+        )
+    )
 }
 
 /// A row per running copy of each tier (from their heartbeats); a tier with none
@@ -345,6 +394,45 @@ mod tests {
         );
         assert!(!text.contains("\"copies\""), "no raw JSON: {text}");
         assert!(!text.contains("matched no active subscription"), "all is well: {text}");
+        assert!(!text.contains("dead letters not being written"), "all is well: {text}");
+    }
+
+    #[test]
+    fn failing_dead_letter_destinations_come_first_with_what_the_store_said() {
+        let status = json!({
+            "generatedAt": "2026-11-25T16:10:00.000Z",
+            "problems": [],
+            "failingDeadLetterDestinations": [
+                {"topic": "orders", "subscription": "audit", "store": "s3:minio", "container": "eg-dead",
+                 "kind": "Unauthenticated", "message": "The AWS Access Key Id you provided does not exist.",
+                 "failingSince": "2026-11-25T16:00:00.000Z", "lastFailureTime": "2026-11-25T16:09:00.000Z"}],
+            "topics": [{"name": "orders", "publishRate": 0.0, "subscriptions": []}],
+        });
+        let text = render(&status);
+        assert!(
+            text.contains("dead letters not being written (1 subscription;"),
+            "{text}"
+        );
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("orders") && l.contains("audit"))
+            .unwrap_or_default();
+        for part in [
+            "Unauthenticated",
+            "s3:minio / eg-dead",
+            "2026-11-25T16:00:00.000Z",
+            "does not exist",
+        ] {
+            assert!(row.contains(part), "{part}: {text}");
+        }
+        assert!(
+            text.find("dead letters not being written").unwrap() < text.find("TOPIC  PUBLISHED").unwrap_or(usize::MAX),
+            "before the topics: {text}"
+        );
+        assert!(
+            !text.contains("failingDeadLetterDestinations"),
+            "not shown twice: {text}"
+        );
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! `egctl subscriptions …`: event subscriptions, pausing them, validating their
 //! endpoint, and its delivery health. A command that leaves a subscription not
 //! `Succeeded` (its endpoint has not consented, so it gets no events) fails with the
-//! server's reason after printing its usual output.
+//! server's reason after printing its usual output. `show` also says where the dead
+//! letters go and, above everything, when writing them fails.
 
 use super::topics::items;
 use super::{Ctx, read_resource};
 use crate::cli::{SubscriptionCommand, SubscriptionCreate};
+use crate::destinations::{self, BlobTarget, S3Target};
 use crate::failure::Failure;
 use crate::output::{cell, fields, table};
 use reqwest::{Method, StatusCode};
@@ -20,7 +22,12 @@ pub async fn run(command: SubscriptionCommand, ctx: &Ctx) -> Result<String, Fail
         }
         SubscriptionCommand::Show { topic, name } => {
             let sub = ctx.api.get(&["topics", &topic, "eventSubscriptions", &name]).await?;
-            let mut shown = ctx.show(&sub, subscription_fields);
+            let dead_letters = if ctx.json {
+                Ok(None)
+            } else {
+                dead_letter_destination(ctx, &topic, &name).await
+            };
+            let mut shown = ctx.show(&sub, |s| shown_with_dead_letters(s, &dead_letters));
             if !ctx.json && self::shown(&sub["properties"]).mode == "Queue" {
                 // Its queue now, from the same read `egctl queues` shows.
                 let queue = ctx.api.get(&["queues"]).await.map(|q| {
@@ -163,11 +170,12 @@ fn from_flags(args: &SubscriptionCreate, namespace: bool) -> Value {
     if !retry.is_empty() {
         props.insert("retryPolicy".into(), Value::Object(retry));
     }
-    if let Some(container) = &args.dead_letter_container {
-        props.insert(
-            "deadLetterDestination".into(),
-            json!({"endpointType": "LocalDirectory", "properties": {"containerName": container}}),
-        );
+    let local = args
+        .dead_letter_container
+        .as_ref()
+        .map(|container| json!({"endpointType": "LocalDirectory", "properties": {"containerName": container}}));
+    if let Some(destination) = local.or_else(|| object_store_flag(args)) {
+        props.insert("deadLetterDestination".into(), destination);
     }
     if let Some(schema) = &args.delivery_schema {
         props.insert("eventDeliverySchema".into(), json!(schema));
@@ -193,10 +201,15 @@ fn queue_from_flags(args: &SubscriptionCreate) -> Value {
     } else if let Some(minutes) = args.ttl_minutes {
         queue.insert("eventTimeToLive".into(), json!(format!("PT{minutes}M")));
     }
-    if let Some(container) = &args.dead_letter_container {
+    // The namespace form names the local directory as a StorageBlob without an account.
+    let local = args
+        .dead_letter_container
+        .as_ref()
+        .map(|container| json!({"endpointType": "StorageBlob", "properties": {"blobContainerName": container}}));
+    if let Some(destination) = local.or_else(|| object_store_flag(args)) {
         queue.insert(
             "deadLetterDestinationWithResourceIdentity".into(),
-            json!({"deadLetterDestination": {"endpointType": "StorageBlob", "properties": {"blobContainerName": container}}}),
+            json!({ "deadLetterDestination": destination }),
         );
     }
     let mut props = Map::new();
@@ -227,6 +240,65 @@ fn queue_from_flags(args: &SubscriptionCreate) -> Value {
     json!({ "properties": props })
 }
 
+/// The object-store destination `--dead-letter-blob` or `--dead-letter-s3` names (the
+/// same JSON in either resource form).
+fn object_store_flag(args: &SubscriptionCreate) -> Option<Value> {
+    args.dead_letter_blob
+        .as_ref()
+        .map(BlobTarget::to_json)
+        .or_else(|| args.dead_letter_s3.as_ref().map(S3Target::to_json))
+}
+
+/// `GET …/deadLetters/destination`: `None` from an eg-ingress older than that call (the
+/// resource's fields then say enough), why not when it cannot be read.
+async fn dead_letter_destination(ctx: &Ctx, topic: &str, name: &str) -> Result<Option<Value>, String> {
+    let path = [
+        "topics",
+        topic,
+        "eventSubscriptions",
+        name,
+        "deadLetters",
+        "destination",
+    ];
+    match ctx.api.get(&path).await {
+        Ok(answer) => Ok(Some(answer)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A subscription's fields with where its dead letters go (store and container, from
+/// `GET …/deadLetters/destination`) in place of the bare container, and, while writing
+/// them fails, a warning above it all.
+fn shown_with_dead_letters(sub: &Value, destination: &Result<Option<Value>, String>) -> String {
+    let mut pairs = subscription_pairs(sub);
+    let mut warning = String::new();
+    match destination {
+        Ok(Some(answer)) => {
+            warning = destinations::failure_warning(&answer["problem"]).unwrap_or_default();
+            if let Some(place) = destinations::describe(&answer["destination"]) {
+                pairs.retain(|(key, _)| *key != "deadLetterContainer");
+                pairs.push(("deadLetterDestination", place));
+            }
+            pairs.push(("deadLetterState", cell(&answer["state"])));
+        }
+        Ok(None) => {}
+        Err(e) => pairs.push(("deadLetterDestination", format!("cannot be read now ({e})"))),
+    }
+    format!("{warning}{}", fields(pairs))
+}
+
+/// The container (or bucket) of a dead-letter destination in the resource's JSON.
+fn container_of(destination: &Value) -> Value {
+    let p = &destination["properties"];
+    ["containerName", "blobContainerName", "bucket"]
+        .iter()
+        .map(|key| &p[*key])
+        .find(|v| !v.is_null())
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
 /// What egctl shows of a subscription resource, read from either form: the custom-topic
 /// JSON (`destination`, `retryPolicy`, `filter`) or Event Grid's namespace form
 /// (`deliveryConfiguration`, `filtersConfiguration`).
@@ -239,7 +311,8 @@ struct Shown<'a> {
     limits: &'a Value,
     filter: &'a Value,
     advanced_filters: &'a Value,
-    dead_letter_container: &'a Value,
+    /// The dead-letter destination (`{endpointType, properties}`), null without one.
+    dead_letter: &'a Value,
 }
 
 fn shown(p: &Value) -> Shown<'_> {
@@ -251,7 +324,7 @@ fn shown(p: &Value) -> Shown<'_> {
             limits: &p["retryPolicy"],
             filter: &p["filter"],
             advanced_filters: &p["filter"]["advancedFilters"],
-            dead_letter_container: &p["deadLetterDestination"]["properties"]["containerName"],
+            dead_letter: &p["deadLetterDestination"],
         };
     }
     let mode = config["deliveryMode"].as_str().unwrap_or("Push");
@@ -266,8 +339,7 @@ fn shown(p: &Value) -> Shown<'_> {
         limits: settings,
         filter: &p["filtersConfiguration"],
         advanced_filters: &p["filtersConfiguration"]["filters"],
-        dead_letter_container: &settings["deadLetterDestinationWithResourceIdentity"]["deadLetterDestination"]["properties"]
-            ["blobContainerName"],
+        dead_letter: &settings["deadLetterDestinationWithResourceIdentity"]["deadLetterDestination"],
     }
 }
 
@@ -292,7 +364,7 @@ fn subscriptions_table(list: &Value) -> String {
                 cell(&p["provisioningState"]),
                 cell(&p["paused"]),
                 cell(&shown.filter["includedEventTypes"]),
-                cell(shown.dead_letter_container),
+                cell(&container_of(shown.dead_letter)),
             ]
         })
         .collect();
@@ -311,6 +383,11 @@ fn subscriptions_table(list: &Value) -> String {
 }
 
 fn subscription_fields(sub: &Value) -> String {
+    fields(subscription_pairs(sub))
+}
+
+/// A subscription's fields as name and value, in the order shown.
+fn subscription_pairs(sub: &Value) -> Vec<(&'static str, String)> {
     let p = &sub["properties"];
     let shown = shown(p);
     let (destination, filter, retry) = (shown.destination, shown.filter, shown.limits);
@@ -344,14 +421,14 @@ fn subscription_fields(sub: &Value) -> String {
         pairs.push(("eventTimeToLive", cell(&retry["eventTimeToLive"])));
     }
     pairs.push(("maxEventsPerBatch", cell(&destination["maxEventsPerBatch"])));
-    pairs.push(("deadLetterContainer", cell(shown.dead_letter_container)));
+    pairs.push(("deadLetterContainer", cell(&container_of(shown.dead_letter))));
     if let Some(message) = p["provisioningMessage"].as_str() {
         pairs.push(("provisioningMessage", message.to_owned()));
     }
     if !p["expirationTimeUtc"].is_null() {
         pairs.push(("expirationTimeUtc", cell(&p["expirationTimeUtc"])));
     }
-    fields(pairs)
+    pairs
 }
 
 /// Names of topics and subscriptions compare without case, as the API's do.
@@ -546,6 +623,93 @@ mod tests {
         assert!(refused(&["--queue", "--endpoint", "http://h/x"]));
         assert!(refused(&["--queue", "--ttl", "P1D", "--ttl-minutes", "5"]));
         assert!(refused(&[]));
+    }
+
+    #[test]
+    fn object_store_flags_build_event_grids_json_in_either_form() {
+        let blob = from_flags(
+            &args(&["--endpoint", "http://h/x", "--dead-letter-blob", "deadletters1/dead"]),
+            false,
+        );
+        let destination = &blob["properties"]["deadLetterDestination"];
+        assert_eq!(destination["endpointType"], "StorageBlob");
+        assert_eq!(destination["properties"]["blobContainerName"], "dead");
+        assert!(
+            destination["properties"]["resourceId"]
+                .as_str()
+                .unwrap()
+                .ends_with("/providers/Microsoft.Storage/storageAccounts/deadletters1")
+        );
+        let s3 = from_queue(&["--queue", "--dead-letter-s3", "minio/eg-dead/prod"]);
+        assert_eq!(
+            s3["properties"]["deliveryConfiguration"]["queue"]["deadLetterDestinationWithResourceIdentity"],
+            json!({"deadLetterDestination": {"endpointType": "S3", "properties": {
+                "connection": "minio", "bucket": "eg-dead", "keyPrefix": "prod"}}})
+        );
+        let none = from_flags(&args(&["--endpoint", "http://h/x"]), false);
+        assert!(none["properties"].get("deadLetterDestination").is_none());
+    }
+
+    #[test]
+    fn show_puts_a_failing_destination_above_everything() {
+        let sub = json!({"name": "audit", "properties": {
+            "provisioningState": "Succeeded",
+            "destination": {"endpointType": "WebHook", "properties": {"endpointBaseUrl": "https://h/x"}},
+            "deadLetterDestination": {"endpointType": "StorageBlob", "properties": {
+                "resourceId": "/subscriptions/0/resourceGroups/eg/providers/Microsoft.Storage/storageAccounts/deadletters1",
+                "blobContainerName": "dead"}}}});
+        let shown = subscription_fields(&sub);
+        assert!(
+            shown
+                .lines()
+                .any(|l| l.starts_with("deadLetterContainer:") && l.ends_with("dead")),
+            "{shown}"
+        );
+        let failing = json!({"destination": {"store": "azure:deadletters1", "container": "dead"},
+            "state": "Failing",
+            "problem": {"store": "azure:deadletters1", "container": "dead", "kind": "ContainerNotFound",
+                "message": "The specified container does not exist.",
+                "failingSince": "2026-11-25T16:00:00.000Z", "lastFailureTime": "2026-11-25T16:01:00.000Z"}});
+        let text = shown_with_dead_letters(&sub, &Ok(Some(failing)));
+        assert!(
+            text.starts_with(
+                "WARNING: dead letters are not being written: ContainerNotFound at azure:deadletters1 / dead"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("provisioningState:"), "{text}");
+        assert!(
+            !text.contains("deadLetterContainer"),
+            "the destination replaces it: {text}"
+        );
+        let last: Vec<Vec<&str>> = text
+            .lines()
+            .rev()
+            .take(2)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            last,
+            [
+                vec!["deadLetterState:", "Failing"],
+                vec!["deadLetterDestination:", "azure:deadletters1", "/", "dead"]
+            ],
+            "{text}"
+        );
+        let healthy = shown_with_dead_letters(
+            &sub,
+            &Ok(Some(
+                json!({"destination": {"store": "local", "container": "dead"}, "state": "Healthy", "problem": null}),
+            )),
+        );
+        assert!(!healthy.contains("WARNING"), "{healthy}");
+        assert!(healthy.contains("Healthy"), "{healthy}");
+        // An older eg-ingress: the resource's fields only; an unreadable answer says so.
+        assert_eq!(shown_with_dead_letters(&sub, &Ok(None)), shown);
+        assert!(
+            shown_with_dead_letters(&sub, &Err("503 Service Unavailable: redis".into()))
+                .contains("cannot be read now (503 Service Unavailable: redis)")
+        );
     }
 
     fn from_queue(line: &[&str]) -> Value {

@@ -207,3 +207,103 @@ fn json_string(value: &str) -> String {
     out.push('"');
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A client speaking NATS's text protocol, enough to check a server by hand.
+    struct Client {
+        reader: BufReader<TcpStream>,
+        writer: TcpStream,
+    }
+
+    impl Client {
+        /// Connects as `user` (if any) and returns the server's answer to a `PING`:
+        /// `PONG`, or its `-ERR` line.
+        fn connect(port: u16, user: Option<(&str, &str)>) -> (Self, String) {
+            let writer = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            writer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut client = Self {
+                reader: BufReader::new(writer.try_clone().unwrap()),
+                writer,
+            };
+            let info = client.line();
+            assert!(info.starts_with("INFO "), "{info}");
+            let credentials = user
+                .map(|(user, pass)| format!(r#","user":"{user}","pass":"{pass}""#))
+                .unwrap_or_default();
+            client.send(&format!(
+                "CONNECT {{\"verbose\":false,\"pedantic\":false{credentials}}}\r\nPING\r\n"
+            ));
+            let answer = client.line();
+            (client, answer)
+        }
+
+        fn send(&mut self, text: &str) {
+            self.writer.write_all(text.as_bytes()).unwrap();
+        }
+
+        fn line(&mut self) -> String {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).unwrap();
+            line.trim_end().to_owned()
+        }
+
+        /// Publishes `payload` to `subject` and returns the reply's payload.
+        fn request(&mut self, subject: &str, payload: &str) -> String {
+            self.send(&format!(
+                "SUB _INBOX.eg 1\r\nPUB {subject} _INBOX.eg {}\r\n{payload}\r\n",
+                payload.len()
+            ));
+            loop {
+                let line = self.line();
+                if line.starts_with("MSG _INBOX.eg") {
+                    let reply = self.line();
+                    self.send("UNSUB 1\r\n");
+                    return reply;
+                }
+                assert!(!line.starts_with("-ERR"), "{line}");
+            }
+        }
+    }
+
+    #[test]
+    fn jetstream_keeps_a_stream_across_a_kill_and_only_the_user_gets_in() {
+        let started = std::time::Instant::now();
+        let mut nats = Nats::start_with_user("eg-sender", "right-password");
+        eprintln!("nats-server started in {:?}", started.elapsed());
+        let port = nats.port();
+        assert_eq!(nats.url(), format!("nats://127.0.0.1:{port}"));
+
+        let (_, refused) = Client::connect(port, Some(("eg-sender", "wrong-password")));
+        assert!(refused.contains("Authorization Violation"), "{refused}");
+        let (_, anonymous) = Client::connect(port, None);
+        assert!(anonymous.contains("Authorization Violation"), "{anonymous}");
+        let (mut client, pong) = Client::connect(port, Some(("eg-sender", "right-password")));
+        assert_eq!(pong, "PONG");
+        let created = client.request(
+            "$JS.API.STREAM.CREATE.EG",
+            r#"{"name":"EG","subjects":["eg.>"],"storage":"file"}"#,
+        );
+        assert!(
+            created.contains(r#""type":"io.nats.jetstream.api.v1.stream_create_response""#),
+            "{created}"
+        );
+        let ack = client.request("eg.events", "hello");
+        assert!(ack.contains(r#""stream":"EG""#) && ack.contains(r#""seq":1"#), "{ack}");
+        drop(client);
+
+        let started = std::time::Instant::now();
+        nats.restart();
+        eprintln!("nats-server restarted in {:?}", started.elapsed());
+        let (mut client, pong) = Client::connect(port, Some(("eg-sender", "right-password")));
+        assert_eq!(pong, "PONG");
+        let info = client.request("$JS.API.STREAM.INFO.EG", "");
+        assert!(info.contains(r#""messages":1"#), "{info}");
+
+        nats.kill();
+        assert!(server_info(port).is_none());
+    }
+}

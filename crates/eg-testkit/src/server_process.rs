@@ -146,9 +146,16 @@ impl ServerProcess {
             return;
         }
         self.gone = true;
-        signal_group(self.child.id(), "KILL");
+        let group = self.child.id();
+        signal_group(group, "KILL");
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // The leader is reaped, the rest of the group (the Erlang VM under RabbitMQ's
+        // script) may still be dying, holding its ports: wait until the group is gone.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while signal_group(group, "0") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// SIGTERMs the group and waits up to `within` for the leader to exit (the server
@@ -157,7 +164,7 @@ impl ServerProcess {
         if self.gone {
             return;
         }
-        signal_group(self.child.id(), "TERM");
+        let _ = signal_group(self.child.id(), "TERM");
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -177,13 +184,15 @@ impl Drop for ServerProcess {
 
 /// Sends `signal` to every process of the group `pgid` (`kill` the command: this crate
 /// has no unsafe code, so no libc call).
-fn signal_group(pgid: u32, signal: &str) {
-    let _ = Command::new("kill")
+/// Whether the group still existed.
+fn signal_group(pgid: u32, signal: &str) -> bool {
+    Command::new("kill")
         .args([&format!("-{signal}"), "--", &format!("-{pgid}")])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status();
+        .status()
+        .is_ok_and(|status| status.success())
 }
 
 /// Whether something accepts TCP connections on `127.0.0.1:port`.

@@ -256,19 +256,21 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
 
-    /// Whether the port speaks AMQP 0-9-1: the broker answers the protocol header with
-    /// `connection.start` (a method frame on channel 0, class 10, method 10).
-    fn speaks_amqp(port: u16) -> bool {
-        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-            return false;
-        };
-        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        stream.write_all(b"AMQP\x00\x00\x09\x01").unwrap();
+    /// Checks that the port speaks AMQP 0-9-1: the broker answers the protocol header
+    /// with `connection.start` (a method frame on channel 0, class 10, method 10).
+    fn speaks_amqp(port: u16) -> Result<(), String> {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        stream
+            .write_all(b"AMQP\x00\x00\x09\x01")
+            .map_err(|e| format!("write: {e}"))?;
         let mut frame = [0u8; 11];
-        stream.read_exact(&mut frame).is_ok()
-            && frame[0] == 1
-            && frame[1..3] == [0, 0]
-            && frame[7..11] == [0, 10, 0, 10]
+        stream.read_exact(&mut frame).map_err(|e| format!("read: {e}"))?;
+        if frame[0] == 1 && frame[1..3] == [0, 0] && frame[7..11] == [0, 10, 0, 10] {
+            Ok(())
+        } else {
+            Err(format!("not connection.start: {frame:?}"))
+        }
     }
 
     #[test]
@@ -277,7 +279,7 @@ mod tests {
         let mut broker = RabbitMq::start();
         eprintln!("rabbitmq started in {:?}", started.elapsed());
         let port = broker.port();
-        assert!(speaks_amqp(port));
+        speaks_amqp(port).unwrap();
         assert_eq!(broker.amqp_url(), format!("amqp://guest:guest@127.0.0.1:{port}/%2f"));
 
         broker.add_user("eg-publisher", "right-password");
@@ -293,7 +295,7 @@ mod tests {
         broker.restart();
         eprintln!("rabbitmq restarted in {:?}", started.elapsed());
         assert_eq!(broker.port(), port);
-        assert!(speaks_amqp(port));
+        speaks_amqp(port).unwrap();
         let queues = broker.ctl(&["list_queues", "name", "durable"]);
         assert!(queues.contains("eg-durable\ttrue"), "{queues}");
         broker.ctl(&["authenticate_user", "eg-publisher", "right-password"]);

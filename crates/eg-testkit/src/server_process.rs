@@ -5,7 +5,9 @@
 //! kill of the script alone would leave them running.
 //!
 //! A [`ServerProcess`] is killed when dropped, also when a test panics (unwinding runs
-//! the drop). Only a test binary killed outright leaves its servers behind.
+//! the drop). A test binary killed outright runs no drop, and a Ctrl-C does not reach a
+//! server in a group of its own: so a watchdog joins each server's group and kills the
+//! group once the test process is gone (checked every second).
 
 use std::fs::File;
 use std::io::Read;
@@ -60,6 +62,8 @@ pub fn workspace_root() -> PathBuf {
 #[derive(Debug)]
 pub struct ServerProcess {
     child: Child,
+    /// In the server's group: kills it if the test process dies without dropping this.
+    watchdog: Option<Child>,
     name: &'static str,
     log: PathBuf,
     /// The log's length when this process started: what it wrote comes after.
@@ -86,8 +90,10 @@ impl ServerProcess {
             .process_group(0)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run {name} ({:?}): {e}", command.get_program()));
+        let watchdog = spawn_watchdog(child.id());
         Self {
             child,
+            watchdog,
             name,
             log: log.to_path_buf(),
             log_start,
@@ -150,6 +156,10 @@ impl ServerProcess {
         signal_group(group, "KILL");
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(mut watchdog) = self.watchdog.take() {
+            let _ = watchdog.kill();
+            let _ = watchdog.wait();
+        }
         // The leader is reaped, the rest of the group (the Erlang VM under RabbitMQ's
         // script) may still be dying, holding its ports: wait until the group is gone.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -180,6 +190,23 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A shell in the process group `group` that SIGKILLs the group once this test process
+/// has exited; `None` if it cannot be started (the server then only dies with its drop).
+fn spawn_watchdog(group: u32) -> Option<Child> {
+    let script = format!(
+        "while kill -0 {test} 2>/dev/null; do sleep 1; done; kill -9 -{group}",
+        test = std::process::id()
+    );
+    Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(i32::try_from(group).ok()?)
+        .spawn()
+        .ok()
 }
 
 /// Sends `signal` to every process of the group `pgid` (`kill` the command: this crate

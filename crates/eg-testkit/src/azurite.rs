@@ -21,6 +21,7 @@
 use crate::http;
 use crate::ports::free_ports;
 use crate::server_process::{ServerProcess, find_program};
+use crate::shared_key;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -194,6 +195,139 @@ impl Azurite {
     }
 }
 
+/// Requests to the emulator signed with the account key, for a test's setup and its
+/// checks of what eg wrote (a test should not need an Azure SDK for that).
+impl Azurite {
+    /// Sends `method path_and_query` to `service`, signed with the account key (`path`
+    /// starting with `/devstoreaccount1`, query values percent-encoded; `ms_headers` are
+    /// `x-ms-*` headers to send and sign).
+    pub fn request(
+        &self,
+        service: Service,
+        method: &str,
+        path_and_query: &str,
+        ms_headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> http::Response {
+        let port = match service {
+            Service::Blob => self.blob_port,
+            Service::Queue => self.queue_port,
+        };
+        let headers = shared_key::sign(ACCOUNT, ACCOUNT_KEY, method, path_and_query, ms_headers, body.len());
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        http::request(port, method, path_and_query, &headers, body)
+            .unwrap_or_else(|e| panic!("azurite {method} {path_and_query}: {e}"))
+    }
+
+    /// Creates the blob container `name`; fails the test unless the emulator made it.
+    pub fn create_container(&self, name: &str) {
+        let response = self.request(
+            Service::Blob,
+            "PUT",
+            &format!("/{ACCOUNT}/{name}?restype=container"),
+            &[],
+            b"",
+        );
+        assert_eq!(response.status, 201, "create container {name}: {}", response.body);
+    }
+
+    /// Creates the queue `name`; fails the test unless the emulator made it.
+    pub fn create_queue(&self, name: &str) {
+        let response = self.request(Service::Queue, "PUT", &format!("/{ACCOUNT}/{name}"), &[], b"");
+        assert_eq!(response.status, 201, "create queue {name}: {}", response.body);
+    }
+
+    /// The names of the blobs in `container` (the first 5,000), in the emulator's order.
+    pub fn list_blobs(&self, container: &str) -> Vec<String> {
+        let response = self.request(
+            Service::Blob,
+            "GET",
+            &format!("/{ACCOUNT}/{container}?restype=container&comp=list"),
+            &[],
+            b"",
+        );
+        assert_eq!(response.status, 200, "list blobs in {container}: {}", response.body);
+        xml_texts(&response.body, "Name")
+    }
+
+    /// The content of blob `path` in `container`, `None` when it does not exist.
+    pub fn get_blob(&self, container: &str, path: &str) -> Option<String> {
+        let response = self.request(
+            Service::Blob,
+            "GET",
+            &format!("/{ACCOUNT}/{container}/{path}"),
+            &[],
+            b"",
+        );
+        match response.status {
+            200 => Some(response.body),
+            404 => None,
+            status => panic!("get blob {container}/{path}: {status} {}", response.body),
+        }
+    }
+
+    /// Takes every message out of `queue` (receive, then delete each) and returns their
+    /// texts as stored (Event Grid's are base64 of the JSON), oldest first.
+    pub fn drain_queue(&self, queue: &str) -> Vec<String> {
+        let mut texts = Vec::new();
+        loop {
+            let response = self.request(
+                Service::Queue,
+                "GET",
+                &format!("/{ACCOUNT}/{queue}/messages?numofmessages=32&visibilitytimeout=60"),
+                &[],
+                b"",
+            );
+            assert_eq!(response.status, 200, "receive from {queue}: {}", response.body);
+            let ids = xml_texts(&response.body, "MessageId");
+            if ids.is_empty() {
+                return texts;
+            }
+            let receipts = xml_texts(&response.body, "PopReceipt");
+            for (id, receipt) in ids.iter().zip(&receipts) {
+                let receipt = percent_encoding::utf8_percent_encode(receipt, percent_encoding::NON_ALPHANUMERIC);
+                let path = format!("/{ACCOUNT}/{queue}/messages/{id}?popreceipt={receipt}");
+                let deleted = self.request(Service::Queue, "DELETE", &path, &[], b"");
+                assert_eq!(
+                    deleted.status, 204,
+                    "delete message {id} from {queue}: {}",
+                    deleted.body
+                );
+            }
+            texts.extend(xml_texts(&response.body, "MessageText"));
+        }
+    }
+}
+
+/// One of the emulator's services, for [`Azurite::request`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    Blob,
+    Queue,
+}
+
+/// The texts of every `<name>…</name>` in `xml`, unescaped.
+fn xml_texts(xml: &str, name: &str) -> Vec<String> {
+    let (open, close) = (format!("<{name}>"), format!("</{name}>"));
+    let mut texts = Vec::new();
+    let mut rest = xml;
+    while let Some(start) = rest.find(&open) {
+        rest = &rest[start + open.len()..];
+        let Some(end) = rest.find(&close) else { break };
+        texts.push(unescape(&rest[..end]));
+        rest = &rest[end + close.len()..];
+    }
+    texts
+}
+
+fn unescape(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&")
+}
+
 impl Drop for Azurite {
     fn drop(&mut self) {
         self.kill();
@@ -209,51 +343,15 @@ fn answers_as_azurite(port: u16, server: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use base64::Engine;
-    use hmac::{Hmac, Mac};
-    use sha2::Sha256;
 
-    const VERSION_HEADER: &str = "2021-08-06";
-
-    /// Sends a request signed with Shared Key for `key` (Azure's "Authorize with Shared
-    /// Key" for the blob and queue services), `path` starting with `/devstoreaccount1`.
     fn signed(port: u16, key: &str, method: &str, path: &str, extra: &[(&str, &str)], body: &[u8]) -> http::Response {
-        let date = chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT").to_string();
-        let mut ms_headers: Vec<(String, String)> = vec![
-            ("x-ms-date".to_owned(), date),
-            ("x-ms-version".to_owned(), VERSION_HEADER.to_owned()),
-        ];
-        ms_headers.extend(extra.iter().map(|(n, v)| (n.to_string(), v.to_string())));
-        ms_headers.sort();
-        let (resource, query) = path.split_once('?').unwrap_or((path, ""));
-        let mut canonical_resource = format!("/{ACCOUNT}{resource}");
-        let mut params: Vec<(&str, &str)> = query
-            .split('&')
-            .filter(|p| !p.is_empty())
-            .map(|p| p.split_once('=').unwrap_or((p, "")))
-            .collect();
-        params.sort();
-        for (name, value) in params {
-            canonical_resource.push_str(&format!("\n{name}:{value}"));
-        }
-        let length = if body.is_empty() {
-            String::new()
-        } else {
-            body.len().to_string()
-        };
-        let canonical_headers: String = ms_headers.iter().map(|(n, v)| format!("{n}:{v}\n")).collect();
-        let string_to_sign = format!("{method}\n\n\n{length}\n\n\n\n\n\n\n\n\n{canonical_headers}{canonical_resource}");
-        let engine = base64::engine::general_purpose::STANDARD;
-        let mut mac = Hmac::<Sha256>::new_from_slice(&engine.decode(key).unwrap()).unwrap();
-        mac.update(string_to_sign.as_bytes());
-        let authorization = format!("SharedKey {ACCOUNT}:{}", engine.encode(mac.finalize().into_bytes()));
-        let mut headers: Vec<(&str, &str)> = ms_headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
-        headers.push(("Authorization", &authorization));
+        let headers = shared_key::sign(ACCOUNT, key, method, path, extra, body.len());
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         http::request(port, method, path, &headers, body).unwrap()
     }
 
     #[test]
-    fn blobs_need_the_account_key_and_survive_a_restart() {
+    fn blobs_and_queue_messages_need_the_account_key_and_survive_a_restart() {
         let started = std::time::Instant::now();
         let mut azurite = Azurite::start();
         eprintln!("azurite started in {:?}", started.elapsed());
@@ -279,43 +377,46 @@ mod tests {
             queue.body
         );
 
-        let created = signed(
-            port,
-            ACCOUNT_KEY,
-            "PUT",
-            "/devstoreaccount1/dead?restype=container",
-            &[],
-            b"",
-        );
-        assert_eq!(created.status, 201, "{created:?}");
+        azurite.create_container("dead");
         let blob_type = [("x-ms-blob-type", "BlockBlob")];
         let put = signed(
             port,
             ACCOUNT_KEY,
             "PUT",
-            "/devstoreaccount1/dead/a.json",
+            "/devstoreaccount1/dead/2026/a.json",
             &blob_type,
             b"[1]",
         );
         assert_eq!(put.status, 201, "{put:?}");
-        let wrong_key = base64::engine::general_purpose::STANDARD.encode(b"not the account key");
+        let wrong_key = "bm90IHRoZSBhY2NvdW50IGtleQ=="; // base64 of "not the account key"
         let refused = signed(
             port,
-            &wrong_key,
+            wrong_key,
             "PUT",
             "/devstoreaccount1/dead/b.json",
             &blob_type,
             b"[2]",
         );
         assert_eq!(refused.status, 403, "{refused:?}");
+        azurite.create_queue("events");
+        let message = b"<QueueMessage><MessageText>eyJpZCI6MX0=</MessageText></QueueMessage>";
+        let sent = azurite.request(
+            Service::Queue,
+            "POST",
+            "/devstoreaccount1/events/messages",
+            &[],
+            message,
+        );
+        assert_eq!(sent.status, 201, "{sent:?}");
 
         let started = std::time::Instant::now();
         azurite.restart();
         eprintln!("azurite restarted in {:?}", started.elapsed());
-        let read = signed(port, ACCOUNT_KEY, "GET", "/devstoreaccount1/dead/a.json", &[], b"");
-        assert_eq!((read.status, read.body.as_str()), (200, "[1]"), "{read:?}");
-        let missing = signed(port, ACCOUNT_KEY, "GET", "/devstoreaccount1/dead/b.json", &[], b"");
-        assert_eq!(missing.status, 404, "{missing:?}");
+        assert_eq!(azurite.list_blobs("dead"), ["2026/a.json"]);
+        assert_eq!(azurite.get_blob("dead", "2026/a.json").as_deref(), Some("[1]"));
+        assert_eq!(azurite.get_blob("dead", "b.json"), None);
+        assert_eq!(azurite.drain_queue("events"), ["eyJpZCI6MX0="]);
+        assert!(azurite.drain_queue("events").is_empty());
 
         // A killed emulator is down until started again, on the same port.
         azurite.kill();

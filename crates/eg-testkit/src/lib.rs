@@ -24,6 +24,7 @@ pub mod redis_server;
 mod refusing;
 pub mod s3_server;
 pub mod server_process;
+pub mod shared_key;
 mod sigv4;
 pub mod tier;
 

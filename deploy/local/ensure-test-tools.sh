@@ -5,18 +5,32 @@
 #   (tests/tests/system/status_page.rs), from Debian's packages;
 # - Azure's official Event Grid SDK for Python in target/python-sdk (a venv, from PyPI):
 #   the namespace tests drive its publisher and consumer clients against eg
-#   (tests/src/python_sdk.rs finds it there, or at $EG_PYTHON_SDK).
+#   (tests/src/python_sdk.rs finds it there, or at $EG_PYTHON_SDK);
+# - the outside servers of the object-storage and broker tests, which eg-testkit starts
+#   per test (crates/eg-testkit/src/{azurite,s3_server,rabbitmq,nats}.rs):
+#   rabbitmq-server and nats-server from Debian's packages; Azurite (npm) in
+#   target/test-tools/node_modules; moto's S3 server (PyPI) in target/test-tools/venv.
+#   Each is skipped when its EG_* variable points at one already.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  sudo=""
+# The versions eg-testkit's tests were written against (azurite::VERSION, s3_server::VERSION).
+azurite_version=3.37.0
+moto_version=5.2.5
+
+# Installs Debian packages "$@" with apt-get (through sudo unless root); false when there
+# is no apt-get (or no sudo) or the installation failed.
+apt_install() {
+  local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  if command -v apt-get >/dev/null && { [ -z "$sudo" ] || command -v sudo >/dev/null; }; then
-    echo "chromium or chromedriver is missing; installing them from Debian's packages" >&2
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
-  fi
+  command -v apt-get >/dev/null && { [ -z "$sudo" ] || command -v sudo >/dev/null; } || return 1
+  echo "installing $* from Debian's packages" >&2
+  $sudo apt-get update -qq || return 1
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  apt_install chromium chromium-driver || true
   if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
     echo "error: the status page's browser tests need chromium and chromedriver (Debian/Ubuntu: apt-get install chromium chromium-driver), or CHROME_BIN and CHROMEDRIVER pointing at them." >&2
     exit 1
@@ -32,6 +46,48 @@ if ! "$sdk" -c 'import azure.eventgrid' 2>/dev/null; then
   echo "installing Azure's Event Grid SDK for Python into target/python-sdk (for the namespace tests)" >&2
   python3 -m venv target/python-sdk && target/python-sdk/bin/pip install --quiet azure-eventgrid==4.22.1 || {
     echo "error: could not install azure-eventgrid into target/python-sdk: the namespace tests need Python 3.10+ with venv and pip (Debian: apt-get install python3-venv)." >&2
+    exit 1
+  }
+fi
+
+# RabbitMQ and NATS for the broker destinations' tests. eg-testkit runs Debian's
+# /usr/lib/rabbitmq/bin/rabbitmq-server as a node of its own; a system broker the package
+# may start (on 5672) is left alone and never used.
+has_rabbitmq() { [ -n "${EG_RABBITMQ_SERVER:-}" ] || [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || command -v rabbitmq-server >/dev/null; }
+has_nats() { [ -n "${EG_NATS_SERVER:-}" ] || command -v nats-server >/dev/null; }
+if ! has_rabbitmq || ! has_nats; then
+  packages=()
+  has_rabbitmq || packages+=(rabbitmq-server)
+  has_nats || packages+=(nats-server)
+  apt_install "${packages[@]}" || true
+  if ! has_rabbitmq || ! has_nats; then
+    echo "error: the RabbitMQ and NATS destination tests need rabbitmq-server and nats-server (Debian/Ubuntu: apt-get install rabbitmq-server nats-server), or EG_RABBITMQ_SERVER and EG_NATS_SERVER pointing at them." >&2
+    exit 1
+  fi
+fi
+
+# Azurite, Microsoft's storage emulator, for the Azure Blob dead-letter and Storage Queue tests.
+if [ -z "${EG_AZURITE:-}" ] &&
+  ! grep -qs "\"version\": \"$azurite_version\"" target/test-tools/node_modules/azurite/package.json; then
+  if ! command -v npm >/dev/null; then
+    apt_install nodejs npm || true
+  fi
+  echo "installing Azurite $azurite_version into target/test-tools (for the Azure storage tests)" >&2
+  mkdir -p target/test-tools
+  npm install --prefix target/test-tools --no-audit --no-fund --loglevel=error "azurite@$azurite_version" >/dev/null || {
+    echo "error: could not install Azurite: the Azure storage tests need Node.js 20+ with npm (https://nodejs.org, or Debian: apt-get install nodejs npm), then npm install --prefix target/test-tools azurite@$azurite_version; or EG_AZURITE pointing at an azurite program." >&2
+    exit 1
+  }
+fi
+
+# moto's standalone server, an S3-compatible server, for the S3 dead-letter tests.
+moto_python=target/test-tools/venv/bin/python
+if [ -z "${EG_MOTO_SERVER:-}" ] &&
+  ! { [ -x target/test-tools/venv/bin/moto_server ] &&
+    "$moto_python" -c "import importlib.metadata as m, sys; sys.exit(m.version('moto') != '$moto_version')" 2>/dev/null; }; then
+  echo "installing moto[server] $moto_version into target/test-tools/venv (for the S3 tests)" >&2
+  python3 -m venv target/test-tools/venv && target/test-tools/venv/bin/pip install --quiet "moto[server]==$moto_version" || {
+    echo "error: could not install moto's server into target/test-tools/venv: the S3 tests need Python 3.9+ with venv and pip (Debian: apt-get install python3-venv), or EG_MOTO_SERVER pointing at a moto_server program." >&2
     exit 1
   }
 fi

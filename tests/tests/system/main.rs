@@ -12,6 +12,7 @@
 
 mod access;
 mod bad_input;
+mod dead_letter_stores;
 mod egctl;
 mod filtering;
 mod hostile;

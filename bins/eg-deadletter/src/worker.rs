@@ -195,56 +195,72 @@ impl Worker {
         match self.write_group(partition, &key, &group, deadline).await {
             Ok(object) => {
                 self.backoff().succeeded(&backoff_key);
-                tracing::info!(
-                    store = %backoff_key.0,
-                    container = %object.container,
-                    path = %object.path,
-                    records = object.records,
-                    "dead-letter records written"
-                );
-                self.clear_problem(&object.topic, &object.subscription).await;
-                // The notification is part of the attempt: it ends inside the window too.
-                // Not announced: the records stay, and their next attempt finds the object
-                // (already exists) and announces it then.
-                let announced = tokio::time::timeout_at(deadline, written::object_written(&object)).await;
-                let problem = match announced {
-                    Ok(Ok(())) => return group.into_iter().map(|i| i.entry_id).collect(),
-                    Ok(Err(e)) => e.to_string(),
-                    Err(_) => "it took too long".to_owned(),
-                };
-                tracing::warn!(
-                    topic = %object.topic,
-                    subscription = %object.subscription,
-                    path = %object.path,
-                    error = %problem,
-                    "cannot announce a dead-letter object; keeping its records to announce it again"
-                );
-                self.keep_or_give_up(group)
+                self.written(object, group, deadline).await
             }
             Err(failure) => {
                 let wait = self.backoff().failed(backoff_key.clone(), Instant::now().into_std());
-                metrics::counter!(
-                    m::DEAD_LETTER_WRITE_FAIL_COUNT,
-                    "store" => backoff_key.0.clone(),
-                    "kind" => failure.kind.as_str()
-                )
-                .increment(1);
-                let (topic, subscription) = subscription_of(&group);
-                tracing::warn!(
-                    topic = %topic,
-                    subscription = %subscription,
-                    store = %backoff_key.0,
-                    container = %backoff_key.1,
-                    kind = failure.kind.as_str(),
-                    error = %failure.message,
-                    records = group.len(),
-                    retry_in = ?wait,
-                    "cannot write dead-letter records; keeping them"
-                );
-                self.record_problem(&topic, &subscription, &backoff_key, &failure).await;
-                self.keep_or_give_up(group)
+                self.failed(&backoff_key, failure, wait, group).await
             }
         }
+    }
+
+    /// The store has the object: announce it, then its records may go.
+    async fn written(&self, object: WrittenObject, group: Vec<DeadLetterItem>, deadline: Instant) -> Vec<String> {
+        tracing::info!(
+            store = %object.store.label(),
+            container = %object.container,
+            path = %object.path,
+            records = object.records,
+            "dead-letter records written"
+        );
+        self.clear_problem(&object.topic, &object.subscription).await;
+        // The announcement is part of the attempt, so it ends inside the window too. Not
+        // announced: the records stay, and their next attempt finds the object (already
+        // exists) and announces it then.
+        let announced = tokio::time::timeout_at(deadline, written::object_written(&object)).await;
+        let problem = match announced {
+            Ok(Ok(())) => return group.into_iter().map(|i| i.entry_id).collect(),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "it took too long".to_owned(),
+        };
+        tracing::warn!(
+            topic = %object.topic,
+            subscription = %object.subscription,
+            path = %object.path,
+            error = %problem,
+            "cannot announce a dead-letter object; keeping its records to announce it again"
+        );
+        self.keep_or_give_up(group)
+    }
+
+    /// The write failed: count it, say so where operators look, keep the records.
+    async fn failed(
+        &self,
+        key: &BackoffKey,
+        failure: WriteFailure,
+        wait: Duration,
+        group: Vec<DeadLetterItem>,
+    ) -> Vec<String> {
+        metrics::counter!(
+            m::DEAD_LETTER_WRITE_FAIL_COUNT,
+            "store" => key.0.clone(),
+            "kind" => failure.kind.as_str()
+        )
+        .increment(1);
+        let (topic, subscription) = subscription_of(&group);
+        tracing::warn!(
+            topic = %topic,
+            subscription = %subscription,
+            store = %key.0,
+            container = %key.1,
+            kind = failure.kind.as_str(),
+            error = %failure.message,
+            records = group.len(),
+            retry_in = ?wait,
+            "cannot write dead-letter records; keeping them"
+        );
+        self.record_problem(&topic, &subscription, key, &failure).await;
+        self.keep_or_give_up(group)
     }
 
     fn backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {

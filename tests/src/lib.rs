@@ -24,6 +24,7 @@
 //! | `fixtures` | events (one, or numbered ones by the batch) and subscription bodies in the APIs' shapes |
 //! | `replies` | reading HTTP answers; checking Event Grid's error body |
 //! | `metrics` | summing samples of Prometheus text |
+//! | `object_stores` | dead letters in Azurite and the S3 server: reading objects, creating containers, `[storage]` settings |
 //! | `waiting` | waiting for a condition with a deadline |
 //! | `ids` | reading event ids from published events; sorting and counting them |
 //! | `sas` | SAS tokens and percent encoding as Event Grid's SDKs build them |
@@ -32,6 +33,7 @@
 mod fixtures;
 mod ids;
 mod metrics;
+mod object_stores;
 mod python_sdk;
 mod receiver;
 mod replies;
@@ -44,6 +46,10 @@ pub use eg_testkit::tier::PROXY_VARIABLES;
 pub use fixtures::{dead_letter_to, event, numbered_events, subscription};
 pub use ids::{duplicates, ids_of, sorted, strings, tally};
 pub use metrics::metric;
+pub use object_stores::{
+    AZURITE_RESOURCE_ID, azure_dead_letter_to, azurite_container, create_container, object_layout, object_records,
+    s3_bucket, s3_dead_letter_to, wait_object_records,
+};
 pub use python_sdk::{PYTHON_SDK_VERSION, PythonOutput, run_python_sdk};
 pub use receiver::{Behaviour, Receiver, Recorded, Reply, Validation};
 pub use replies::{assert_refused, assert_subscription_refused, json_reply, text_reply};

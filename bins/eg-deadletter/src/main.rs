@@ -1,10 +1,16 @@
 //! eg-deadletter: writes dead-letter records to their destination after the batching
-//! delay, acknowledging them only once the file is written and fsynced. Records whose
-//! destination stays unavailable past `give_up_after` are dropped and counted.
+//! delay — the local directory, an Azure blob container or an S3 bucket, all through
+//! `object_store` — and finishes them only once the store confirmed the object. Records
+//! whose destination stays unavailable past `give_up_after` are dropped and counted.
 
-mod directory;
+mod failures;
+mod notify;
+mod object_name;
+mod stores;
 mod worker;
+mod written;
 
+use anyhow::Context;
 use eg_runtime::Startup;
 
 eg_runtime::use_mimalloc!();
@@ -15,12 +21,31 @@ async fn main() -> anyhow::Result<()> {
         .start()
         .await?;
     let s = &process.settings.deadletter;
-    tracing::info!(dir = %s.dir.display(), delay = ?s.delay, "writing dead-letter records");
+    let storage = &process.settings.storage;
+    let stores = stores::Stores::new(
+        s.dir.clone(),
+        storage
+            .azure_accounts()
+            .map_err(anyhow::Error::msg)
+            .context("reading [storage] accounts")?,
+        storage.s3.clone(),
+        worker::write_window(s.retry_interval),
+    );
+    tracing::info!(
+        dir = %s.dir.display(),
+        delay = ?s.delay,
+        azure_accounts = storage.accounts.len(),
+        s3_connections = storage.s3.len(),
+        "writing dead-letter records"
+    );
+    let notifier = std::sync::Arc::new(notify::Notifier::start(&process).await?);
     let worker = worker::Worker::new(
         process.store.clone(),
         process.clock.clone(),
         s,
         process.consumer.clone(),
+        stores,
+        notifier,
     );
     worker.run(process.shutdown.clone()).await;
     process.finish().await

@@ -6,28 +6,11 @@
 //! again later, so every object is announced at least once.
 
 use eg_core::storage_event;
-use eg_core::subscription::DeadLetterStore;
 use eg_runtime::dead_letter_notice::{self, Announced, NotifyError};
 use eg_runtime::startup::{Process, until_ready};
 use std::sync::Arc;
 
-/// A dead-letter object the store confirmed. (The writer's own definition, in
-/// `written.rs`, replaces this copy when both are merged.)
-#[derive(Debug, Clone)]
-pub struct WrittenObject {
-    pub store: DeadLetterStore,
-    pub container: String,
-    /// Inside the container, e.g. `BILLING/2026/11/25/16/<guid>.json`.
-    pub path: String,
-    /// The object's URL; for the local directory its `file://` URL
-    /// (`eg_core::storage_event::local_file_url`).
-    pub url: String,
-    pub content_length: u64,
-    pub etag: Option<String>,
-    pub records: usize,
-    pub topic: String,
-    pub subscription: String,
-}
+pub use crate::written::WrittenObject;
 
 /// Announces written objects, or does nothing when no notify topic is configured.
 pub struct Notifier {

@@ -137,7 +137,7 @@ fn describe() {
     );
     describe_counter!(
         DEAD_LETTER_WRITE_FAIL_COUNT,
-        "Failed writes to a dead-letter destination"
+        "Failed writes to a dead-letter destination, by store (`local`, `azure:<account>`, `s3:<connection>`) and kind (`Unauthenticated`, `PermissionDenied`, `ContainerNotFound`, `Unavailable`, `NotConfigured`, `Rejected`)"
     );
     describe_gauge!(
         QUEUE_PAUSED_DEPTH,

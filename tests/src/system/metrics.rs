@@ -34,8 +34,15 @@ impl System {
         self.metrics_of(&self.scheduler).await
     }
 
+    /// The pages of every dead-letter worker, one after the other (so [`crate::metric`]
+    /// sums over the workers).
     pub async fn deadletter_metrics(&self) -> String {
-        self.metrics_of(&self.deadletter).await
+        let mut text = self.metrics_of(&self.deadletter).await;
+        for worker in &self.extra_deadletter {
+            text.push('\n');
+            text.push_str(&self.metrics_of(worker).await);
+        }
+        text
     }
 
     async fn metrics_of(&self, tier: &Tier) -> String {

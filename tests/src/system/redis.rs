@@ -33,6 +33,25 @@ impl Backend {
         }
     }
 
+    /// How eg's own store connects to it (to read what eg keeps there, as egctl would).
+    pub(super) fn store_settings(&self) -> eg_store::RedisSettings {
+        let (url, cluster_nodes) = match self {
+            Self::Server(server) => (server.url(), Vec::new()),
+            Self::Cluster(cluster) => (String::new(), cluster.urls()),
+        };
+        eg_store::RedisSettings {
+            url,
+            cluster_nodes,
+            prefix: "eg".into(),
+            partitions: PARTITIONS,
+            pool_size: 2,
+            command_timeout: std::time::Duration::from_secs(5),
+            connect_timeout: std::time::Duration::from_secs(5),
+            replica_acks: 0,
+            replica_ack_timeout: std::time::Duration::from_secs(1),
+        }
+    }
+
     fn server(&mut self) -> &mut RedisServer {
         match self {
             Self::Server(server) => server,
@@ -64,6 +83,12 @@ impl System {
             Backend::Server(server) => server,
             Backend::Cluster(_) => panic!("this test needs one Redis server, not a cluster"),
         }
+    }
+
+    /// eg's store on this system's Redis, for what the tiers keep there (dead-letter
+    /// destination problems, say).
+    pub fn store(&self) -> eg_store::Store {
+        eg_store::Store::connect(&self.redis.store_settings()).expect("connect to the system's Redis")
     }
 
     /// The keys eg uses in this system's Redis (same prefix and partition count).

@@ -68,8 +68,15 @@ impl Launcher {
     /// Starts `role`, logging to `<log_dir>/<label>.log`, and waits until it is healthy
     /// (on a port it chose: see [`eg_testkit::tier::start`]).
     pub(super) async fn spawn(&self, role: Role, label: &str) -> Tier {
+        self.spawn_with(role, label, &[]).await
+    }
+
+    /// [`Launcher::spawn`] with `extra` settings on top of the system's (later ones win).
+    pub(super) async fn spawn_with(&self, role: Role, label: &str, extra: &[(&str, &str)]) -> Tier {
         let log_path = self.log_dir.join(format!("{label}.log"));
-        match tier::start(&self.bin_dir, role, &self.env, &log_path, &self.http, START_DEADLINE).await {
+        let mut env = self.env.clone();
+        env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        match tier::start(&self.bin_dir, role, &env, &log_path, &self.http, START_DEADLINE).await {
             Ok(started) => Tier {
                 child: started.child,
                 url: started.url,
@@ -109,6 +116,13 @@ impl System {
         let url = tier.url.clone();
         self.extra_ingress.push(tier);
         url
+    }
+
+    /// Starts another `eg-deadletter` on the same Redis (several workers, one store).
+    pub async fn start_extra_dead_letter_worker(&mut self) {
+        let label = format!("deadletter-{}", self.extra_deadletter.len() + 1);
+        let tier = self.launcher.spawn(Role::DeadLetter, &label).await;
+        self.extra_deadletter.push(tier);
     }
 
     fn tier(&self, which: TierId) -> &Tier {
@@ -185,13 +199,19 @@ impl System {
     /// Starts a tier again in place of one that exited (or kills it first); the
     /// ingress comes back on a new port, which [`System::ingress_url`] then reports.
     pub async fn restart(&mut self, which: TierId) {
+        self.restart_with(which, &[]).await;
+    }
+
+    /// [`System::restart`] with `settings` on top of the system's: a configuration
+    /// change (the tier is killed first if it runs).
+    pub async fn restart_with(&mut self, which: TierId, settings: &[(&str, &str)]) {
         let (role, label) = match which {
             TierId::Ingress => (Role::Ingress, "ingress".to_owned()),
             TierId::Scheduler => (Role::Scheduler, "scheduler".to_owned()),
             TierId::DeadLetter => (Role::DeadLetter, "deadletter".to_owned()),
             TierId::Sender(i) => (Role::Sender, format!("sender-{i}")),
         };
-        let tier = self.launcher.spawn(role, &label).await;
+        let tier = self.launcher.spawn_with(role, &label, settings).await;
         match which {
             TierId::Sender(i) => self.senders[i] = Some(tier),
             _ => *self.tier_mut(which) = tier,
@@ -208,6 +228,7 @@ impl System {
         [&self.ingress, &self.scheduler, &self.deadletter]
             .into_iter()
             .chain(self.extra_ingress.iter())
+            .chain(self.extra_deadletter.iter())
             .chain(self.senders.iter().flatten())
     }
 }

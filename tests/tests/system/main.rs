@@ -14,6 +14,7 @@ mod access;
 mod bad_input;
 mod dead_letter_notifications;
 mod dead_letter_status;
+mod dead_letter_stores;
 mod egctl;
 mod filtering;
 mod hostile;

@@ -10,6 +10,7 @@ mod api;
 mod cli;
 mod commands;
 mod config;
+mod endpoints;
 mod failure;
 mod output;
 mod progress;

@@ -75,6 +75,9 @@ impl StorageQueues {
         // reqwest is built without a default crypto provider; use ring, as eg-outbound
         // does. An error only means one is installed already.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        // Not eg-outbound's guarded client: the account's endpoint is the operator's
+        // configuration, not a subscriber's choice, so no address policy applies, and
+        // the usual proxy variables do (a deployment may reach Azure through one).
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))

@@ -1,13 +1,18 @@
-//! eg-sender: reads ready deliveries from every partition, POSTs them to their
-//! webhooks with bounded concurrency, and settles each attempt by the policy of
-//! eg-core: done, retry at T, dead-letter, or drop. Run as many copies as load needs.
+//! eg-sender: reads ready deliveries from every partition, sends them to their
+//! destinations (webhooks, storage queues, brokers) with bounded concurrency, and
+//! settles each attempt by the policy of eg-core: done, retry at T, dead-letter, or
+//! drop. Run as many copies as load needs.
 
+mod batch_events;
 mod destination;
+mod destinations;
 mod late;
 mod probation;
 mod reader;
 mod settle_queue;
+mod shared_key;
 mod steps;
+mod storage_queue;
 mod store;
 mod verdict;
 mod webhook;

@@ -8,9 +8,11 @@
 //! ([`Sender::slot_wait_budget`]), the rest are handed back uncharged instead of waiting
 //! in this process until they are taken back.
 
+use crate::destinations::Destinations;
 use crate::late::LateListeners;
 use crate::settle_queue::SettleQueue;
 use crate::steps::{self, Batch, Held, Steps};
+use crate::storage_queue::StorageQueues;
 use crate::store::RedisStore;
 use crate::verdict::Verdict;
 use crate::webhook::Webhook;
@@ -34,7 +36,7 @@ pub struct Sender {
     concurrency: usize,
     /// How long a delivery read may stay unsettled before a scheduler takes it back.
     visibility_timeout: Duration,
-    steps: Steps<RedisStore, Webhook>,
+    steps: Steps<RedisStore, Destinations>,
 }
 
 /// Longest a blocking read waits, so shutdown is noticed promptly.
@@ -62,12 +64,16 @@ impl Sender {
         let consumer = process.consumer.clone();
         tracing::info!(%consumer, concurrency = s.sender.concurrency, "sender ready");
         let client = Client::new(s.outbound_settings(s.delivery.timeout + s.sender.late_success_window)?)?;
+        let storage_accounts = s.storage.azure_accounts().map_err(anyhow::Error::msg)?;
         let cache = process.load_catalog().await?;
         let cache = Arc::new(cache);
         let queue = SettleQueue::start(&process.store, s.retention());
         let steps = Steps::new(
             RedisStore::new(process.store.clone(), queue, cache.clone()),
-            Webhook::new(client, s.delivery.timeout, s.sender.max_response_bytes),
+            Destinations {
+                webhook: Webhook::new(client, s.delivery.timeout, s.sender.max_response_bytes),
+                storage_queues: StorageQueues::new(&storage_accounts, s.delivery.timeout)?,
+            },
             process.clock.clone(),
             s.delivery_policies()?,
             s.probation_policy()?,

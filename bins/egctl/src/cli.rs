@@ -168,8 +168,11 @@ pub struct SubscriptionCreate {
     pub topic: String,
     pub name: String,
     /// The webhook URL deliveries are POSTed to
-    #[arg(long, value_name = "URL", required_unless_present_any = ["file", "queue"])]
+    #[arg(long, value_name = "URL", required_unless_present_any = ["file", "queue", "storage_queue", "rabbitmq", "nats"])]
     pub endpoint: Option<String>,
+    /// A storage queue or a broker instead of a webhook (boxed: the command enum stays small)
+    #[command(flatten)]
+    pub to: Box<crate::endpoints::EndpointFlags>,
     /// Queue mode (namespace topics): consumers receive events with a lock and acknowledge
     /// them, instead of a webhook
     #[arg(long, conflicts_with_all = ["endpoint", "max_events_per_batch"])]

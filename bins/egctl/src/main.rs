@@ -11,6 +11,7 @@ mod cli;
 mod commands;
 mod config;
 mod destinations;
+mod endpoints;
 mod failure;
 mod output;
 mod progress;

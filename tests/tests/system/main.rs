@@ -31,4 +31,5 @@ mod resilience;
 mod schemas;
 mod signing;
 mod status_page;
+mod storage_queue;
 mod validation_path;

@@ -524,7 +524,7 @@ fn subscription_row(out: &mut String, topic: &str, sub: &SubscriptionStatus) {
         t = esc(topic),
         name = esc(&sub.name),
         href = esc(&subscription_path(topic, &sub.name)),
-        endpoint = esc(&sub.endpoint_base_url),
+        endpoint = esc(&sub.destination_label()),
         state = state_badge(sub.paused),
         provisioning = provisioning_badge(sub),
         health = health_badge(sub),
@@ -781,6 +781,7 @@ mod tests {
                     delivery_mode: "Push",
                     queue: None,
                     endpoint_base_url: "https://example.test/hook".into(),
+                    destination_type: "WebHook",
                     paused: true,
                     provisioning_state: "AwaitingManualAction".into(),
                     provisioning_message: Some("the endpoint answered <200> with an empty body".into()),
@@ -865,6 +866,19 @@ mod tests {
         assert!(html.contains(&fragment));
         assert!(!fragment.contains("<script"));
         assert!(!fragment.contains("<html"));
+    }
+
+    #[test]
+    fn a_storage_queue_or_broker_destination_shows_its_kind_and_identity() {
+        let mut status = status_with("orders", "archive", "x");
+        let sub = &mut status.topics[0].subscriptions[0];
+        sub.destination_type = "StorageQueue";
+        sub.endpoint_base_url = "storagequeue://queues1/orders".into();
+        let html = page(&status, None);
+        assert!(
+            html.contains("data-field=\"endpoint\">StorageQueue storagequeue://queues1/orders<"),
+            "{html}"
+        );
     }
 
     #[test]

@@ -66,9 +66,12 @@ pub struct SubscriptionStatus {
     pub name: String,
     /// `Push` (the senders deliver to its endpoint) or `Queue` (consumers pull).
     pub delivery_mode: &'static str,
-    /// The endpoint without its query string (which may hold a secret); empty for a
+    /// The endpoint without its query string (which may hold a secret); a queue or
+    /// broker destination's identity (`storagequeue://account/queue`, …); empty for a
     /// queue subscription.
     pub endpoint_base_url: String,
+    /// `WebHook`, `StorageQueue`, `RabbitMQ` or `NatsJetStream`.
+    pub destination_type: &'static str,
     /// A queue subscription's queue, summed over the partitions; `null` for push.
     pub queue: Option<QueueFigures>,
     pub paused: bool,
@@ -91,6 +94,19 @@ pub struct SubscriptionStatus {
     pub dead_letter_destination: Option<DeadLetterTarget>,
     /// `null` unless writing its dead letters fails now.
     pub dead_letter_failure: Option<DeadLetterFailure>,
+}
+
+impl SubscriptionStatus {
+    /// Where a push subscription delivers, as the page shows it: a webhook's URL, or a
+    /// queue or broker destination's kind and identity (`StorageQueue
+    /// storagequeue://account/queue`).
+    pub fn destination_label(&self) -> String {
+        if self.destination_type == "WebHook" {
+            self.endpoint_base_url.clone()
+        } else {
+            format!("{} {}", self.destination_type, self.endpoint_base_url)
+        }
+    }
 }
 
 /// A queue subscription's events now, every partition.
@@ -323,6 +339,7 @@ pub fn subscription_status(
         name: sub.name.as_str().to_owned(),
         delivery_mode: sub.delivery_mode.as_str(),
         endpoint_base_url: base_url(&sub.endpoint_url),
+        destination_type: sub.endpoint.endpoint_type(),
         queue,
         paused: sub.paused,
         provisioning_state: sub.provisioning.state_at(now).as_str().to_owned(),

@@ -339,7 +339,7 @@ fn push_settings(out: &mut String, page: &SubscriptionPage) {
         out,
         "endpoint",
         "Endpoint",
-        &format!("<code>{}</code>", esc(&sub.endpoint_base_url)),
+        &format!("<code>{}</code>", esc(&sub.destination_label())),
     );
     setting(
         out,
@@ -598,6 +598,7 @@ mod tests {
                 delivery_mode: "Push",
                 queue: None,
                 endpoint_base_url: "https://example.test/hook".into(),
+                destination_type: "WebHook",
                 paused,
                 provisioning_state: provisioning.into(),
                 provisioning_message: (provisioning != "Succeeded").then(|| "it answered <nothing>".into()),

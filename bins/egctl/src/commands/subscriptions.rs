@@ -125,15 +125,10 @@ fn not_active(topic: &str, name: &str, state: &str, reason: Option<&str>) -> Str
 /// The subscription resource the flags describe; only what was given is sent, so the
 /// server's defaults apply to the rest.
 fn from_flags(args: &SubscriptionCreate, namespace: bool) -> Value {
-    let mut destination = Map::new();
-    destination.insert("endpointUrl".into(), json!(args.endpoint));
-    if let Some(n) = args.max_events_per_batch {
-        destination.insert("maxEventsPerBatch".into(), json!(n));
-    }
     let mut props = Map::new();
     props.insert(
         "destination".into(),
-        json!({"endpointType": "WebHook", "properties": destination}),
+        crate::endpoints::destination(&args.to, args.endpoint.as_deref(), args.max_events_per_batch),
     );
     let mut filter = Map::new();
     if !args.event_types.is_empty() {
@@ -360,7 +355,7 @@ fn subscriptions_table(list: &Value) -> String {
             vec![
                 cell(&s["name"]),
                 shown.mode.to_owned(),
-                cell(&shown.destination["endpointBaseUrl"]),
+                crate::endpoints::describe(shown.destination),
                 cell(&p["provisioningState"]),
                 cell(&p["paused"]),
                 cell(&shown.filter["includedEventTypes"]),
@@ -395,7 +390,7 @@ fn subscription_pairs(sub: &Value) -> Vec<(&'static str, String)> {
         ("name", cell(&sub["name"])),
         ("topic", cell(&p["topic"])),
         ("deliveryMode", shown.mode.to_owned()),
-        ("endpoint", cell(&destination["endpointBaseUrl"])),
+        ("endpoint", crate::endpoints::describe(destination)),
         ("provisioningState", cell(&p["provisioningState"])),
         ("paused", cell(&p["paused"])),
         ("eventDeliverySchema", cell(&p["eventDeliverySchema"])),

@@ -1,0 +1,301 @@
+//! Delivery destinations beyond webhooks on the command line: `--storage-queue` (a queue
+//! of an Azure storage account, in Event Grid's `StorageQueue` JSON), `--rabbitmq` (an
+//! exchange, eg's `RabbitMQ`) and `--nats` (a JetStream subject, eg's `NatsJetStream`),
+//! and how `subscriptions show` and `list` name a subscription's destination. egctl only
+//! shapes the JSON; eg-ingress checks that the account or connection is configured, and
+//! refuses the subscription saying so when it is not.
+
+use clap::Args;
+use serde_json::{Value, json};
+use std::fmt;
+
+/// The resource group and subscription of a resource id built from a bare account name:
+/// eg reads only the account from it, so the rest is a well-formed placeholder.
+const PLACEHOLDER_ACCOUNT_ID: &str = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/eg/providers/Microsoft.Storage/storageAccounts/";
+
+/// Where `subscriptions create` delivers when it is not a webhook (`--endpoint`). A
+/// destination's own options (`--message-ttl`, `--routing-key…`) conflict with every
+/// other destination, so none is silently ignored.
+#[derive(Debug, Clone, Default, Args)]
+pub struct EndpointFlags {
+    /// Deliver each event as a message to a queue of an Azure storage account configured
+    /// in eg: ACCOUNT/QUEUE, or the account's resource id followed by /QUEUE
+    #[arg(long, value_name = "ACCOUNT/QUEUE", value_parser = parse_storage_queue,
+          conflicts_with_all = ["endpoint", "queue", "file", "rabbitmq", "nats"])]
+    pub storage_queue: Option<StorageQueueTarget>,
+    /// Storage queue: how long a message lives, in seconds (-1: never expires; default:
+    /// the queue service's 7 days)
+    #[arg(long, value_name = "SECONDS", requires = "storage_queue", allow_negative_numbers = true,
+          conflicts_with_all = ["endpoint", "queue", "file", "rabbitmq", "nats"])]
+    pub message_ttl: Option<i64>,
+    /// Publish each event to an exchange through a RabbitMQ connection configured in eg:
+    /// CONNECTION/EXCHANGE (CONNECTION/ for the default exchange); with --routing-key or
+    /// --routing-key-from
+    #[arg(long, value_name = "CONNECTION/EXCHANGE", value_parser = parse_rabbitmq,
+          conflicts_with_all = ["endpoint", "queue", "file", "nats"], requires = "routing")]
+    pub rabbitmq: Option<BrokerTarget>,
+    /// RabbitMQ: the routing key of every event
+    #[arg(long, value_name = "KEY", group = "routing", requires = "rabbitmq",
+          conflicts_with_all = ["endpoint", "queue", "file", "storage_queue", "nats"])]
+    pub routing_key: Option<String>,
+    /// RabbitMQ: route each event by this field of it (subject, type, data.region, …)
+    #[arg(long, value_name = "FIELD", group = "routing", requires = "rabbitmq",
+          conflicts_with_all = ["endpoint", "queue", "file", "storage_queue", "nats"])]
+    pub routing_key_from: Option<String>,
+    /// Publish each event to a subject stored by JetStream, through a NATS connection
+    /// configured in eg: CONNECTION/SUBJECT
+    #[arg(long, value_name = "CONNECTION/SUBJECT", value_parser = parse_nats,
+          conflicts_with_all = ["endpoint", "queue", "file"])]
+    pub nats: Option<BrokerTarget>,
+}
+
+/// `--storage-queue`: a queue of an Azure storage account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageQueueTarget {
+    /// The account's resource id, as given or built from its name.
+    pub resource_id: String,
+    pub queue: String,
+}
+
+/// `--rabbitmq` or `--nats`: a connection configured in eg and what to publish to
+/// through it (an exchange, a subject).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerTarget {
+    pub connection: String,
+    pub target: String,
+}
+
+/// Why a destination argument cannot be used, for clap to print after the flag's name.
+#[derive(Debug)]
+pub struct BadTarget(String);
+
+impl fmt::Display for BadTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadTarget {}
+
+/// Reads `ACCOUNT/QUEUE`, or an account's resource id followed by `/QUEUE`.
+pub fn parse_storage_queue(raw: &str) -> Result<StorageQueueTarget, BadTarget> {
+    let Some((account, queue)) = raw.trim_end_matches('/').rsplit_once('/') else {
+        return Err(BadTarget(format!(
+            "{raw:?}: give ACCOUNT/QUEUE (or the account's resource id followed by /QUEUE)"
+        )));
+    };
+    if queue.is_empty() || account.is_empty() {
+        return Err(BadTarget(format!("{raw:?}: give ACCOUNT/QUEUE")));
+    }
+    let resource_id = if account.starts_with('/') {
+        account.to_owned()
+    } else {
+        format!("{PLACEHOLDER_ACCOUNT_ID}{account}")
+    };
+    Ok(StorageQueueTarget {
+        resource_id,
+        queue: queue.to_owned(),
+    })
+}
+
+/// Reads `CONNECTION/EXCHANGE`; the exchange may be empty (RabbitMQ's default exchange).
+pub fn parse_rabbitmq(raw: &str) -> Result<BrokerTarget, BadTarget> {
+    match raw.split_once('/') {
+        Some((connection, exchange)) if !connection.is_empty() => Ok(BrokerTarget {
+            connection: connection.to_owned(),
+            target: exchange.to_owned(),
+        }),
+        _ => Err(BadTarget(format!(
+            "{raw:?}: give CONNECTION/EXCHANGE, a connection configured in eg and an exchange (CONNECTION/ for the default exchange)"
+        ))),
+    }
+}
+
+/// Reads `CONNECTION/SUBJECT`.
+pub fn parse_nats(raw: &str) -> Result<BrokerTarget, BadTarget> {
+    match raw.split_once('/') {
+        Some((connection, subject)) if !connection.is_empty() && !subject.is_empty() => Ok(BrokerTarget {
+            connection: connection.to_owned(),
+            target: subject.to_owned(),
+        }),
+        _ => Err(BadTarget(format!(
+            "{raw:?}: give CONNECTION/SUBJECT, a connection configured in eg and a subject (orders.created)"
+        ))),
+    }
+}
+
+/// The `destination` the flags describe: a storage queue, a RabbitMQ exchange or a NATS
+/// subject when one is given, else the webhook at `endpoint`. `maxEventsPerBatch` is
+/// sent as given, for the server to refuse where a destination does not batch.
+pub fn destination(flags: &EndpointFlags, endpoint: Option<&str>, max_events_per_batch: Option<u32>) -> Value {
+    let (endpoint_type, mut props) = if let Some(queue) = &flags.storage_queue {
+        let mut props = json!({"resourceId": queue.resource_id, "queueName": queue.queue});
+        if let Some(ttl) = flags.message_ttl {
+            props["queueMessageTimeToLiveInSeconds"] = json!(ttl);
+        }
+        ("StorageQueue", props)
+    } else if let Some(rabbitmq) = &flags.rabbitmq {
+        let mut props = json!({"connection": rabbitmq.connection, "exchange": rabbitmq.target});
+        if let Some(key) = &flags.routing_key {
+            props["routingKey"] = json!(key);
+        }
+        if let Some(field) = &flags.routing_key_from {
+            props["routingKeyFrom"] = json!(field);
+        }
+        ("RabbitMQ", props)
+    } else if let Some(nats) = &flags.nats {
+        (
+            "NatsJetStream",
+            json!({"connection": nats.connection, "subject": nats.target}),
+        )
+    } else {
+        ("WebHook", json!({"endpointUrl": endpoint}))
+    };
+    if let Some(n) = max_events_per_batch {
+        props["maxEventsPerBatch"] = json!(n);
+    }
+    json!({"endpointType": endpoint_type, "properties": props})
+}
+
+/// How a destination is named in `show` and `list`, from its properties as the API shows
+/// them (each kind has its own): a webhook's base URL, else the destination's identity
+/// as eg names it (`storagequeue://ACCOUNT/QUEUE`, `rabbitmq://CONNECTION/EXCHANGE`,
+/// `nats://CONNECTION/SUBJECT`) with what else decides where a message goes.
+pub fn describe(props: &Value) -> String {
+    let text = |key: &str| props[key].as_str().unwrap_or_default();
+    let Some(props_map) = props.as_object() else {
+        return "-".to_owned();
+    };
+    if props_map.contains_key("queueName") {
+        let account = text("resourceId").rsplit('/').next().unwrap_or_default();
+        let ttl = match &props["queueMessageTimeToLiveInSeconds"] {
+            Value::Number(n) if n.as_i64() == Some(-1) => " (messages never expire)".to_owned(),
+            Value::Number(n) => format!(" (messages live {n}s)"),
+            _ => String::new(),
+        };
+        return format!("storagequeue://{account}/{}{ttl}", text("queueName"));
+    }
+    if props_map.contains_key("exchange") {
+        let routing = match (props_map.get("routingKey"), props_map.get("routingKeyFrom")) {
+            (Some(key), _) => format!(" (routing key {})", key.as_str().unwrap_or_default()),
+            (None, Some(field)) => format!(" (routing key from {})", field.as_str().unwrap_or_default()),
+            (None, None) => String::new(),
+        };
+        return format!("rabbitmq://{}/{}{routing}", text("connection"), text("exchange"));
+    }
+    if props_map.contains_key("subject") && props_map.contains_key("connection") {
+        return format!("nats://{}/{}", text("connection"), text("subject"));
+    }
+    match props_map
+        .get("endpointBaseUrl")
+        .or_else(|| props_map.get("endpointUrl"))
+    {
+        Some(Value::String(url)) if !url.is_empty() => url.clone(),
+        _ => "-".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command, SubscriptionCommand};
+    use clap::Parser;
+
+    fn create(args: &[&str]) -> Result<Value, clap::Error> {
+        let line = ["egctl", "subscriptions", "create", "orders", "audit"]
+            .iter()
+            .chain(args);
+        match Cli::try_parse_from(line)?.command {
+            Command::Subscriptions(SubscriptionCommand::Create(a)) => {
+                Ok(destination(&a.to, a.endpoint.as_deref(), a.max_events_per_batch))
+            }
+            other => panic!("not a create: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_destination_flag_builds_its_json() {
+        assert_eq!(
+            create(&["--storage-queue", "queues1/orders", "--message-ttl", "-1"]).unwrap(),
+            json!({"endpointType": "StorageQueue", "properties": {
+                "resourceId": format!("{PLACEHOLDER_ACCOUNT_ID}queues1"), "queueName": "orders",
+                "queueMessageTimeToLiveInSeconds": -1}})
+        );
+        let id = "/subscriptions/1/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/queues1";
+        assert_eq!(
+            create(&["--storage-queue", &format!("{id}/orders")]).unwrap()["properties"]["resourceId"],
+            id
+        );
+        assert_eq!(
+            create(&["--rabbitmq", "main/events", "--routing-key", "orders"]).unwrap(),
+            json!({"endpointType": "RabbitMQ", "properties": {
+                "connection": "main", "exchange": "events", "routingKey": "orders"}})
+        );
+        assert_eq!(
+            create(&[
+                "--rabbitmq",
+                "main/",
+                "--routing-key-from",
+                "subject",
+                "--max-events-per-batch",
+                "10"
+            ])
+            .unwrap(),
+            json!({"endpointType": "RabbitMQ", "properties": {
+                "connection": "main", "exchange": "", "routingKeyFrom": "subject", "maxEventsPerBatch": 10}})
+        );
+        assert_eq!(
+            create(&["--nats", "main/orders.created"]).unwrap(),
+            json!({"endpointType": "NatsJetStream", "properties": {"connection": "main", "subject": "orders.created"}})
+        );
+        assert_eq!(
+            create(&["--endpoint", "https://h/x"]).unwrap(),
+            json!({"endpointType": "WebHook", "properties": {"endpointUrl": "https://h/x"}})
+        );
+    }
+
+    #[test]
+    fn one_destination_at_most_and_each_checked_on_the_command_line() {
+        for refused in [
+            &["--storage-queue", "queues1/orders", "--endpoint", "https://h/x"][..],
+            &["--storage-queue", "queues1/orders", "--nats", "main/a"],
+            &["--rabbitmq", "main/events", "--nats", "main/a", "--routing-key", "k"],
+            &["--rabbitmq", "main/events"],
+            &[
+                "--rabbitmq",
+                "main/events",
+                "--routing-key",
+                "k",
+                "--routing-key-from",
+                "subject",
+            ],
+            &["--routing-key", "k", "--endpoint", "https://h/x"],
+            &["--message-ttl", "60", "--endpoint", "https://h/x"],
+            &["--message-ttl", "60", "--nats", "main/a"],
+            &["--routing-key-from", "subject", "--storage-queue", "queues1/orders"],
+            &["--storage-queue", "orders"],
+            &["--nats", "main"],
+            &["--queue", "--nats", "main/a"],
+            &["--file", "f.json", "--storage-queue", "queues1/orders"],
+            &[],
+        ] {
+            assert!(create(refused).is_err(), "{refused:?}");
+        }
+        let bad = create(&["--storage-queue", "orders"]).unwrap_err();
+        assert_eq!(bad.exit_code(), 2, "a usage error");
+        assert!(bad.to_string().contains("ACCOUNT/QUEUE"), "{bad}");
+    }
+
+    #[test]
+    fn show_names_the_destination_by_its_identity() {
+        let queue = json!({"resourceId": format!("{PLACEHOLDER_ACCOUNT_ID}queues1"), "queueName": "orders",
+            "queueMessageTimeToLiveInSeconds": 300});
+        assert_eq!(describe(&queue), "storagequeue://queues1/orders (messages live 300s)");
+        let rabbitmq = json!({"connection": "main", "exchange": "events", "routingKeyFrom": "subject"});
+        assert_eq!(describe(&rabbitmq), "rabbitmq://main/events (routing key from subject)");
+        let nats = json!({"connection": "main", "subject": "orders.created", "maxEventsPerBatch": 1});
+        assert_eq!(describe(&nats), "nats://main/orders.created");
+        assert_eq!(describe(&json!({"endpointBaseUrl": "https://h/x"})), "https://h/x");
+        assert_eq!(describe(&Value::Null), "-", "a queue-mode subscription has none");
+    }
+}

@@ -4,17 +4,35 @@
 //! the tier launcher ([`tier`]); waiting for a condition with a deadline instead of a
 //! bare sleep; hostile endpoints ([`hostile`]) and ports that refuse connections.
 //!
+//! The outside servers of the object-storage and broker tests are started the same way,
+//! one per test on free loopback ports in a temp dir, killed when dropped, with `kill`
+//! and `restart` for outages: Azurite ([`azurite`]), an S3-compatible server
+//! ([`s3_server`], moto), RabbitMQ ([`rabbitmq`]) and NATS with JetStream ([`nats`]).
+//! `deploy/local/ensure-test-tools.sh` installs them.
+//!
 //! It must never be a dependency of anything deployed (the tiers and `egctl`), only a
 //! dev-dependency of them: tests and the project's tools use it.
 
+pub mod azurite;
 mod cluster;
 pub mod hostile;
+pub mod http;
+pub mod nats;
+pub mod ports;
+pub mod rabbitmq;
 pub mod redis_server;
 mod refusing;
+pub mod s3_server;
+pub mod server_process;
+mod sigv4;
 pub mod tier;
 
+pub use azurite::Azurite;
 pub use cluster::RedisCluster;
+pub use nats::Nats;
+pub use rabbitmq::RabbitMq;
 pub use refusing::RefusingPort;
+pub use s3_server::S3Server;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

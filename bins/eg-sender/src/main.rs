@@ -2,13 +2,22 @@
 //! webhooks with bounded concurrency, and settles each attempt by the policy of
 //! eg-core: done, retry at T, dead-letter, or drop. Run as many copies as load needs.
 
+// The broker destinations, until the router (destinations.rs) sends to them.
+#[cfg_attr(not(test), allow(dead_code))]
+mod broker_message;
 mod destination;
 mod late;
+#[cfg_attr(not(test), allow(dead_code))]
+mod nats;
 mod probation;
+#[cfg_attr(not(test), allow(dead_code))]
+mod rabbitmq;
 mod reader;
 mod settle_queue;
 mod steps;
 mod store;
+#[cfg(test)]
+mod test_subscriptions;
 mod verdict;
 mod webhook;
 

@@ -12,6 +12,7 @@
 
 mod access;
 mod bad_input;
+mod brokers;
 mod egctl;
 mod filtering;
 mod hostile;

@@ -125,6 +125,7 @@ impl Publish<'_> {
     /// first failure, in event order, is the attempt's outcome.
     async fn all(&self, channel: &Channel, messages: &[EventMessage]) -> AttemptOutcome {
         let mut confirms = Vec::with_capacity(messages.len());
+        let mut unpublished = None;
         for message in messages {
             let Some(routing_key) = self.routing_key_of(message) else {
                 tracing::warn!(event = %message.id, "the event's routing key is longer than AMQP's 255 bytes");
@@ -145,9 +146,15 @@ impl Publish<'_> {
                 .await;
             match published {
                 Ok(confirm) => confirms.push(confirm),
-                Err(e) => return outcome_of(&e),
+                Err(e) => {
+                    unpublished = Some(outcome_of(&e));
+                    break;
+                }
             }
         }
+        // The confirms of what was sent come first: when the broker closes the channel
+        // (no such exchange), an earlier message's confirm carries the reason and the
+        // later publishes only fail because the channel is closing.
         for confirmation in join_all(confirms).await {
             match confirmation {
                 Ok(Confirmation::Ack(None)) => {}
@@ -164,7 +171,7 @@ impl Publish<'_> {
                 Err(e) => return outcome_of(&e),
             }
         }
-        AttemptOutcome::Stored
+        unpublished.unwrap_or(AttemptOutcome::Stored)
     }
 
     /// The static key, or the event's field (empty when the event lacks it); `None`
@@ -504,6 +511,14 @@ mod tests {
         );
         let down = to_exchange("down", "events", json!({"routingKey": "orders.created"}));
         assert_eq!(send(&rabbit, &down, TWO_EVENTS).await, AttemptOutcome::SocketError);
+
+        // Channels opened from now on refuse messages over 20 bytes.
+        server.ctl(&["eval", "application:set_env(rabbit, max_message_size, 20)."]);
+        let fresh = destination(&[("main", server.amqp_url())], Duration::from_secs(10));
+        assert_eq!(
+            send(&fresh, &by_subject, TWO_EVENTS).await,
+            refused(OutcomeName::PayloadTooLarge, 413)
+        );
     }
 
     #[tokio::test]

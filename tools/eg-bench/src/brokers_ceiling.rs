@@ -136,3 +136,62 @@ pub async fn nats_ceiling(
         elapsed: started.elapsed(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use async_nats::jetstream::stream;
+    use lapin::options::{QueueDeclareOptions, QueuePurgeOptions};
+    use lapin::types::FieldTable;
+
+    #[tokio::test]
+    async fn each_ceiling_publishes_every_message_and_the_broker_holds_them() {
+        let rabbit = eg_testkit::RabbitMq::start();
+        let connection = Connection::connect(&rabbit.amqp_url(), ConnectionProperties::default())
+            .await
+            .unwrap();
+        let channel = connection.create_channel().await.unwrap();
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..QueueDeclareOptions::default()
+        };
+        channel
+            .queue_declare("ceiling".into(), durable, FieldTable::default())
+            .await
+            .unwrap();
+        // The default exchange routes by queue name.
+        let ceiling = rabbitmq_ceiling(&rabbit.amqp_url(), "", "ceiling", br#"{"id":"x"}"#, 200, 4)
+            .await
+            .unwrap();
+        assert_eq!(ceiling.messages, 200);
+        assert!(ceiling.per_second() > 0.0);
+        let held = channel
+            .queue_purge("ceiling".into(), QueuePurgeOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(held, 200);
+        assert!(
+            rabbitmq_ceiling(&rabbit.amqp_url(), "", "no-such-queue", b"{}", 1, 1)
+                .await
+                .is_err(),
+            "an unroutable message fails the run"
+        );
+
+        let nats = eg_testkit::Nats::start();
+        let client = async_nats::connect(nats.url()).await.unwrap();
+        let stream = async_nats::jetstream::new(client)
+            .create_stream(stream::Config {
+                name: "CEILING".into(),
+                subjects: vec!["ceiling".into()],
+                ..stream::Config::default()
+            })
+            .await
+            .unwrap();
+        let ceiling = nats_ceiling(&nats.url(), "ceiling", br#"{"id":"x"}"#, 200, 4)
+            .await
+            .unwrap();
+        assert_eq!(ceiling.messages, 200);
+        assert_eq!(stream.get_info().await.unwrap().state.messages, 200);
+    }
+}

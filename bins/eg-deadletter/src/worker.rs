@@ -36,9 +36,9 @@
 //! its records, so every later attempt reuses it.
 
 use crate::failures::{Backoff, BackoffKey, FailureKind, WriteFailure};
+use crate::notify::Notifier;
 use crate::object_name::{self, RecordId};
 use crate::stores::{Destination, Stores};
-use crate::notify::Notifier;
 use crate::written::WrittenObject;
 use eg_core::fate;
 use eg_core::subscription::DeadLetterStore;

@@ -5,16 +5,19 @@
 //! more arm here.
 
 use crate::destination::{Destination, RenderedBatch, Sent};
+use crate::nats::Nats;
+use crate::rabbitmq::RabbitMq;
 use crate::storage_queue::StorageQueues;
 use crate::webhook::Webhook;
 use eg_core::subscription::Endpoint;
-use eg_core::{AttemptOutcome, OutcomeName};
 use std::time::Duration;
 
 /// The destinations of one sender process, each with its shared client or connections.
 pub struct Destinations {
     pub webhook: Webhook,
     pub storage_queues: StorageQueues,
+    pub rabbitmq: RabbitMq,
+    pub nats: Nats,
 }
 
 impl Destination for Destinations {
@@ -22,26 +25,9 @@ impl Destination for Destinations {
         match &batch.subscription.endpoint {
             Endpoint::WebHook => self.webhook.send(batch, late_window).await,
             Endpoint::StorageQueue { .. } => self.storage_queues.send(batch, late_window).await,
-            Endpoint::RabbitMq { .. } | Endpoint::NatsJetStream { .. } => broker_not_wired(&batch),
+            Endpoint::RabbitMq { .. } => self.rabbitmq.send(batch, late_window).await,
+            Endpoint::NatsJetStream { .. } => self.nats.send(batch, late_window).await,
         }
-    }
-}
-
-/// RabbitMQ and NATS JetStream subscriptions, until their destinations are wired in:
-/// `Disabled`, retried like a 503, so their events wait in the retry schedule (and are
-/// dead-lettered at its end) rather than being lost.
-fn broker_not_wired(batch: &RenderedBatch<'_>) -> Sent {
-    tracing::warn!(
-        destination = batch.subscription.endpoint.endpoint_type(),
-        "this sender cannot deliver to this kind of destination yet; retried later"
-    );
-    Sent {
-        outcome: AttemptOutcome::Refused {
-            outcome: OutcomeName::Disabled,
-            as_status: 503,
-        },
-        took: Duration::ZERO,
-        late: None,
     }
 }
 
@@ -49,6 +35,7 @@ fn broker_not_wired(batch: &RenderedBatch<'_>) -> Sent {
 mod tests {
     use super::*;
     use crate::storage_queue::tests::{batch, queue_service, queue_subscription, queues_at, subscription_with};
+    use eg_core::{AttemptOutcome, OutcomeName};
     use eg_outbound::{Client, OutboundSettings};
     use serde_json::json;
 
@@ -60,6 +47,8 @@ mod tests {
                 1024,
             ),
             storage_queues: queues_at(queue_endpoint),
+            rabbitmq: RabbitMq::new(&Default::default(), Duration::from_secs(5)),
+            nats: Nats::new(&Default::default(), Duration::from_secs(5)),
         }
     }
 
@@ -84,12 +73,13 @@ mod tests {
             "connection": "main", "exchange": "events", "routingKey": "orders"}}));
         let nats = subscription_with(json!({"endpointType": "NatsJetStream", "properties": {
             "connection": "main", "subject": "events.orders"}}));
+        // Each reached its own destination, which has no connection named "main" here.
         for broker in [rabbitmq, nats] {
             assert_eq!(
                 router.send(batch(&broker), None).await.outcome,
                 AttemptOutcome::Refused {
-                    outcome: OutcomeName::Disabled,
-                    as_status: 503
+                    outcome: OutcomeName::NotFound,
+                    as_status: 404
                 }
             );
         }

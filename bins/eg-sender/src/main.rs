@@ -4,16 +4,21 @@
 //! drop. Run as many copies as load needs.
 
 mod batch_events;
+mod broker_message;
 mod destination;
 mod destinations;
 mod late;
+mod nats;
 mod probation;
+mod rabbitmq;
 mod reader;
 mod settle_queue;
 mod shared_key;
 mod steps;
 mod storage_queue;
 mod store;
+#[cfg(test)]
+mod test_subscriptions;
 mod verdict;
 mod webhook;
 

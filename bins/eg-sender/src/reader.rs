@@ -73,6 +73,8 @@ impl Sender {
             Destinations {
                 webhook: Webhook::new(client, s.delivery.timeout, s.sender.max_response_bytes),
                 storage_queues: StorageQueues::new(&storage_accounts, s.delivery.timeout)?,
+                rabbitmq: crate::rabbitmq::RabbitMq::new(&s.brokers.rabbitmq, s.delivery.timeout),
+                nats: crate::nats::Nats::new(&s.brokers.nats, s.delivery.timeout),
             },
             process.clock.clone(),
             s.delivery_policies()?,

@@ -35,6 +35,9 @@ pub const ENDPOINT_PROBATION_REMAINING_SECONDS: &str = "EndpointProbationRemaini
 pub const LATE_SUCCESS_COUNT: &str = "LateSuccessCount";
 pub const DEAD_LETTER_ARCHIVE_EVICTED_COUNT: &str = "DeadLetterArchiveEvictedCount";
 pub const REDRIVEN_EVENT_COUNT: &str = "RedrivenEventCount";
+/// Events a broker destination already held when eg published them again (label
+/// `destination`: `nats`, whose duplicate window absorbed the redelivery).
+pub const DESTINATION_DUPLICATE_COUNT: &str = "DestinationDuplicateCount";
 
 const LATENCY_BUCKETS_MS: [f64; 14] = [
     1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
@@ -126,6 +129,10 @@ fn describe() {
         "Oldest dead-letter records removed from the Redis archive to stay within deadletter.archive_max (files are kept)"
     );
     describe_counter!(REDRIVEN_EVENT_COUNT, "Dead-lettered events sent back into delivery");
+    describe_counter!(
+        DESTINATION_DUPLICATE_COUNT,
+        "Redelivered events a broker destination recognised as duplicates and stored once, by destination"
+    );
     describe_counter!(DROPPED_EVENT_COUNT, "Deliveries dropped, by reason");
     describe_histogram!(
         DESTINATION_PROCESSING_DURATION_MS,

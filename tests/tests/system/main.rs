@@ -12,6 +12,7 @@
 
 mod access;
 mod bad_input;
+mod brokers;
 mod dead_letter_notifications;
 mod dead_letter_status;
 mod dead_letter_stores;

@@ -14,6 +14,9 @@
 //! ```
 
 mod args;
+// The broker destinations' benchmark rows will compare eg against these (not yet a scenario).
+#[allow(dead_code)]
+mod brokers_ceiling;
 mod ceiling;
 mod cpu;
 mod ctx;

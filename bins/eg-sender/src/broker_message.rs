@@ -1,0 +1,184 @@
+//! A rendered batch as broker messages, for the message-broker destinations (RabbitMQ,
+//! NATS JetStream): one message per event. A broker message has a message id of its own
+//! (RabbitMQ's `message_id`, JetStream's `Nats-Msg-Id`), a routing key or subject per
+//! message and consumers that take one event at a time; a batch body would give up all of
+//! that. So the batch's events are each published, and the attempt succeeds only when the
+//! broker confirmed every one of them.
+//!
+//! Each message carries the headers a webhook request carries (the `aeg-*` set and the
+//! subscription's delivery properties), with dynamic delivery properties read from the
+//! message's own event rather than the batch's first one.
+
+use crate::destination::RenderedBatch;
+use eg_core::render::content_type;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// One event of a batch, ready to publish.
+pub struct EventMessage {
+    /// The event's `id`: the message id a consumer (and JetStream's duplicate window)
+    /// recognises a redelivery by.
+    pub id: String,
+    /// The event as rendered in the subscription's delivery schema, byte for byte as a
+    /// webhook would receive it inside its batch.
+    pub payload: String,
+    /// The same, parsed: routing keys and dynamic delivery properties read fields here.
+    pub event: Value,
+    /// `aeg-*` headers, then the subscription's delivery properties.
+    pub headers: Vec<(String, String)>,
+}
+
+/// Why a batch could not be split into messages (only a body the renderer did not
+/// write could cause it).
+#[derive(Debug, thiserror::Error)]
+#[error("the rendered batch is not JSON events: {0}")]
+pub struct NotEvents(#[from] serde_json::Error);
+
+/// The content type of one event's message: `application/json`, or
+/// `application/cloudevents+json` for CloudEvents deliveries.
+pub fn message_content_type(batch: &RenderedBatch<'_>) -> &'static str {
+    content_type(batch.subscription.delivery_schema, 1)
+}
+
+/// The batch's events as messages, in order.
+pub fn messages(batch: &RenderedBatch<'_>) -> Result<Vec<EventMessage>, NotEvents> {
+    split(&batch.body.body)?
+        .into_iter()
+        .enumerate()
+        .map(|(index, raw)| {
+            let event: Value = serde_json::from_str(raw.get())?;
+            Ok(EventMessage {
+                id: event_id(&event, batch, index),
+                headers: headers(batch, &event),
+                payload: raw.get().to_owned(),
+                event,
+            })
+        })
+        .collect()
+}
+
+/// The events of a delivery body without re-serialising them: an array of events, or
+/// one CloudEvent on its own (how a one-event CloudEvents batch is rendered).
+fn split(body: &str) -> Result<Vec<&RawValue>, serde_json::Error> {
+    if body.trim_start().starts_with('[') {
+        serde_json::from_str(body)
+    } else {
+        Ok(vec![serde_json::from_str(body)?])
+    }
+}
+
+/// The event's own `id` (Event Grid and CloudEvents schemas both have one). A custom
+/// delivery schema may carry none: then the batch id and the event's place in the batch,
+/// which stay the same across retries of the same batch.
+fn event_id(event: &Value, batch: &RenderedBatch<'_>, index: usize) -> String {
+    match event.get("id") {
+        Some(Value::String(id)) if !id.is_empty() => id.clone(),
+        _ => format!("{}.{index}", batch.batch_id),
+    }
+}
+
+/// What a webhook request carries besides its body, for one event: Event Grid's `aeg-*`
+/// headers and the subscription's delivery properties (a dynamic one whose field the event
+/// lacks is left out).
+fn headers(batch: &RenderedBatch<'_>, event: &Value) -> Vec<(String, String)> {
+    let subscription = batch.subscription;
+    let mut headers = vec![
+        ("aeg-event-type".to_owned(), "Notification".to_owned()),
+        (
+            "aeg-subscription-name".to_owned(),
+            subscription.name.as_str().to_ascii_uppercase(),
+        ),
+        ("aeg-delivery-count".to_owned(), batch.delivery_count.to_string()),
+        ("aeg-metadata-version".to_owned(), "1".to_owned()),
+    ];
+    if batch.body.data_version.is_some() {
+        // An Event Grid schema delivery: each message has its own event's version.
+        let version = event.get("dataVersion").and_then(Value::as_str).unwrap_or_default();
+        headers.push(("aeg-data-version".to_owned(), version.to_owned()));
+    }
+    for h in &subscription.delivery_headers {
+        if let Some(value) = h.value_for(event) {
+            headers.push((h.name.clone(), value));
+        }
+    }
+    headers
+}
+
+/// A scalar field of `event` by its dotted path (`subject`, `data.region`), read as
+/// dynamic delivery properties read theirs.
+pub fn event_field(event: &Value, path: &str) -> Option<String> {
+    use eg_core::subscription::{DeliveryHeader, HeaderValueSource};
+    DeliveryHeader {
+        name: String::new(),
+        value: HeaderValueSource::Dynamic {
+            source_field: path.to_owned(),
+        },
+    }
+    .value_for(event)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_subscriptions::{batch_of, subscription_with};
+    use serde_json::json;
+
+    #[test]
+    fn each_event_is_a_message_with_its_own_id_headers_and_bytes() {
+        let subscription = subscription_with(json!({
+            "endpointType": "RabbitMQ",
+            "properties": {"connection": "main", "exchange": "x", "routingKey": "k",
+                "deliveryAttributeMappings": [
+                    {"name": "region", "type": "Dynamic", "properties": {"sourceField": "data.region"}},
+                    {"name": "team", "type": "Static", "properties": {"value": "billing"}}
+                ]}
+        }));
+        let body =
+            r#"[{"id":"a","dataVersion":"1","data":{"region":"eu", "z":1}},{"id":"b","dataVersion":"2","data":{}}]"#;
+        let batch = batch_of(&subscription, body, Some("1"));
+        let messages = messages(&batch).unwrap();
+        assert_eq!(messages.len(), 2);
+        assert_eq!(messages[0].id, "a");
+        assert_eq!(
+            messages[0].payload,
+            r#"{"id":"a","dataVersion":"1","data":{"region":"eu", "z":1}}"#
+        );
+        let header = |m: &EventMessage, name: &str| m.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        assert_eq!(header(&messages[0], "region").as_deref(), Some("eu"));
+        assert_eq!(header(&messages[1], "region"), None, "the second event has no region");
+        assert_eq!(header(&messages[1], "team").as_deref(), Some("billing"));
+        assert_eq!(header(&messages[1], "aeg-data-version").as_deref(), Some("2"));
+        assert_eq!(
+            header(&messages[0], "aeg-subscription-name").as_deref(),
+            Some("BILLING")
+        );
+        assert_eq!(header(&messages[0], "aeg-delivery-count").as_deref(), Some("3"));
+        assert_eq!(message_content_type(&batch), "application/json; charset=utf-8");
+    }
+
+    #[test]
+    fn a_lone_cloud_event_is_one_message_and_an_event_without_id_gets_a_stable_one() {
+        let subscription = subscription_with(json!({
+            "endpointType": "NatsJetStream", "properties": {"connection": "main", "subject": "s"}
+        }));
+        let batch = batch_of(&subscription, r#"{"specversion":"1.0","id":"ce-1"}"#, None);
+        let messages = messages(&batch).unwrap();
+        assert_eq!(messages.len(), 1);
+        assert_eq!(messages[0].id, "ce-1");
+        assert!(messages[0].headers.iter().all(|(n, _)| n != "aeg-data-version"));
+
+        let batch = batch_of(&subscription, r#"[{"k":1},{"k":2}]"#, None);
+        let ids: Vec<String> = super::messages(&batch).unwrap().into_iter().map(|m| m.id).collect();
+        assert_eq!(ids, ["msg_1.0", "msg_1.1"]);
+        assert!(super::messages(&batch_of(&subscription, "[{", None)).is_err());
+    }
+
+    #[test]
+    fn event_fields_are_read_by_dotted_path() {
+        let event = json!({"subject": "/orders/1", "data": {"n": 5, "o": {}}});
+        assert_eq!(event_field(&event, "subject").as_deref(), Some("/orders/1"));
+        assert_eq!(event_field(&event, "data.n").as_deref(), Some("5"));
+        assert_eq!(event_field(&event, "data.o"), None);
+        assert_eq!(event_field(&event, "missing"), None);
+    }
+}

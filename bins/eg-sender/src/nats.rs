@@ -1,0 +1,408 @@
+//! The NATS JetStream destination (through `async-nats`): each event of a batch is
+//! published to the subscription's subject as one message, and the attempt succeeds only
+//! when the stream acknowledged every message. Each message's `Nats-Msg-Id` is its event's
+//! id, so JetStream's duplicate window absorbs eg's at-least-once redeliveries: a retry
+//! of an event the stream already holds is acknowledged as a duplicate and stored once.
+//! Those duplicates are counted (`DestinationDuplicateCount{destination="nats"}`).
+//!
+//! One client per configured connection name and sender process, opened on first use and
+//! shared by every delivery through it. The client reconnects by itself after a server
+//! restart; publishes made meanwhile are held by the client and fail as `SocketError`
+//! when their acknowledgement does not come within the attempt's timeout (a retry
+//! publishes them again under the same message id).
+
+use crate::broker_message::{EventMessage, message_content_type, messages};
+use crate::destination::{Destination, RenderedBatch, Sent};
+use async_nats::connection::State;
+use async_nats::jetstream::context::{PublishError, PublishErrorKind};
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::{Client, ConnectErrorKind, ConnectOptions, HeaderMap, HeaderName, ServerAddr};
+use eg_core::subscription::Endpoint;
+use eg_core::{AttemptOutcome, OutcomeName};
+use eg_runtime::metrics::DESTINATION_DUPLICATE_COUNT;
+use eg_runtime::settings::NatsConnectionSettings;
+use futures_util::future::join_all;
+use std::collections::BTreeMap;
+use std::future::IntoFuture;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::time::timeout_at;
+
+/// Publishes batches to the NATS connections of eg's configuration.
+pub struct Nats {
+    servers: BTreeMap<String, Arc<Server>>,
+    /// Bounds one attempt: connecting, publishing and every acknowledgement.
+    timeout: Duration,
+}
+
+impl Nats {
+    /// Publishes through the connections of `[brokers.nats]` (none is opened before a
+    /// delivery needs it); an attempt is bounded by `timeout`.
+    pub fn new(connections: &BTreeMap<String, NatsConnectionSettings>, timeout: Duration) -> Self {
+        let servers = connections
+            .iter()
+            .map(|(name, settings)| (name.clone(), Arc::new(Server::new(name, settings))))
+            .collect();
+        Self { servers, timeout }
+    }
+
+    async fn attempt(&self, batch: &RenderedBatch<'_>) -> AttemptOutcome {
+        let Endpoint::NatsJetStream { connection, subject } = &batch.subscription.endpoint else {
+            tracing::error!(
+                endpoint = batch.subscription.endpoint.endpoint_type(),
+                "not a NATS JetStream destination"
+            );
+            return refused(OutcomeName::GenericError, 500);
+        };
+        let Some(server) = self.servers.get(connection) else {
+            tracing::error!(%connection, "eg has no NATS connection by this name (EG__BROKERS__NATS__<NAME>__URL)");
+            return refused(OutcomeName::NotFound, 404);
+        };
+        let messages = match messages(batch) {
+            Ok(messages) => messages,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot publish the batch");
+                return refused(OutcomeName::BadRequest, 400);
+            }
+        };
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let client = match timeout_at(deadline, server.client(self.timeout)).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(outcome)) => return outcome,
+            Err(_) => return AttemptOutcome::TimedOut,
+        };
+        let publish = Publish {
+            client: &client,
+            subject,
+            content_type: message_content_type(batch),
+            timeout: self.timeout,
+        };
+        match timeout_at(deadline, publish.all(messages)).await {
+            Ok(outcome) => outcome,
+            Err(_) => unanswered(&client),
+        }
+    }
+}
+
+impl Destination for Nats {
+    async fn send(&self, batch: RenderedBatch<'_>, _late_window: Option<Duration>) -> Sent {
+        // An acknowledgement after the timeout is not listened for: the retry publishes
+        // the same message ids, which the duplicate window absorbs.
+        let started = Instant::now();
+        let outcome = self.attempt(&batch).await;
+        Sent {
+            outcome,
+            took: started.elapsed(),
+            late: None,
+        }
+    }
+}
+
+/// Where one batch's messages are published.
+struct Publish<'a> {
+    client: &'a Client,
+    subject: &'a str,
+    content_type: &'static str,
+    timeout: Duration,
+}
+
+impl Publish<'_> {
+    /// Publishes every message, pipelined, then awaits every acknowledgement: the first
+    /// failure, in event order, is the attempt's outcome.
+    async fn all(&self, messages: Vec<EventMessage>) -> AttemptOutcome {
+        let mut jetstream = async_nats::jetstream::new(self.client.clone());
+        jetstream.set_timeout(self.timeout);
+        let mut acks = Vec::with_capacity(messages.len());
+        for message in messages {
+            // `message_id` after `headers`: `headers` replaces the whole map, id included.
+            let publish = PublishMessage::build()
+                .headers(self.headers(&message))
+                .message_id(&message.id)
+                .payload(message.payload.into());
+            match jetstream.send_publish(self.subject.to_owned(), publish).await {
+                Ok(ack) => acks.push(ack.into_future()),
+                Err(e) => return self.outcome_of(&e),
+            }
+        }
+        for ack in join_all(acks).await {
+            match ack {
+                Ok(ack) if ack.duplicate => {
+                    metrics::counter!(DESTINATION_DUPLICATE_COUNT, "destination" => "nats").increment(1);
+                }
+                Ok(_) => {}
+                Err(e) => return self.outcome_of(&e),
+            }
+        }
+        AttemptOutcome::Stored
+    }
+
+    /// The message's headers as NATS headers, with its content type. A name or value
+    /// NATS cannot carry (a dynamic value with a line break, say) is left out.
+    fn headers(&self, message: &EventMessage) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("Content-Type", self.content_type);
+        for (name, value) in &message.headers {
+            if let Ok(name) = name.parse::<HeaderName>()
+                && !value.contains(['\r', '\n'])
+            {
+                headers.insert(name, value.as_str());
+            }
+        }
+        headers
+    }
+
+    /// A publish error as an attempt's outcome:
+    ///
+    /// | JetStream says | outcome | as HTTP |
+    /// |---|---|---|
+    /// | no stream for the subject (no responders) | NotFound | 404 |
+    /// | message over the server's `max_payload` | PayloadTooLarge | 413 |
+    /// | too many acknowledgements pending | Busy | 503 |
+    /// | no acknowledgement in time | TimedOut, or SocketError while disconnected | |
+    /// | connection broken | SocketError | |
+    /// | anything else | GenericError | 500 |
+    fn outcome_of(&self, e: &PublishError) -> AttemptOutcome {
+        match e.kind() {
+            PublishErrorKind::StreamNotFound => refused(OutcomeName::NotFound, 404),
+            PublishErrorKind::MaxPayloadExceeded => refused(OutcomeName::PayloadTooLarge, 413),
+            PublishErrorKind::MaxAckPending => refused(OutcomeName::Busy, 503),
+            PublishErrorKind::TimedOut => unanswered(self.client),
+            PublishErrorKind::BrokenPipe => AttemptOutcome::SocketError,
+            _ => {
+                tracing::warn!(error = %e, "JetStream refused a publish");
+                refused(OutcomeName::GenericError, 500)
+            }
+        }
+    }
+}
+
+/// No acknowledgement in time: the connection was lost (the client holds the publish
+/// until it reconnects), or the server is slow.
+fn unanswered(client: &Client) -> AttemptOutcome {
+    match client.connection_state() {
+        State::Connected => AttemptOutcome::TimedOut,
+        State::Pending | State::Disconnected => AttemptOutcome::SocketError,
+    }
+}
+
+/// One named NATS server or cluster: its client, opened on first use.
+struct Server {
+    name: String,
+    settings: NatsConnectionSettings,
+    client: Mutex<Option<Client>>,
+    /// One task connects; the others wait for its client rather than open their own.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+impl Server {
+    fn new(name: &str, settings: &NatsConnectionSettings) -> Self {
+        Self {
+            name: name.to_owned(),
+            settings: settings.clone(),
+            client: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn current(&self) -> Option<Client> {
+        self.client.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The client, connecting first if there is none. Once connected it is kept: it
+    /// reconnects by itself.
+    async fn client(&self, timeout: Duration) -> Result<Client, AttemptOutcome> {
+        if let Some(client) = self.current() {
+            return Ok(client);
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some(client) = self.current() {
+            return Ok(client);
+        }
+        let client = self.connect(timeout).await?;
+        tracing::info!(connection = %self.name, "connected to NATS");
+        *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Some(client.clone());
+        Ok(client)
+    }
+
+    async fn connect(&self, timeout: Duration) -> Result<Client, AttemptOutcome> {
+        let s = &self.settings;
+        let servers: Vec<ServerAddr> = s
+            .url
+            .split(',')
+            .map(|url| url.trim().parse::<ServerAddr>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| {
+                tracing::error!(connection = %self.name, error = %e, "the NATS connection's url is not a server address");
+                refused(OutcomeName::GenericError, 500)
+            })?;
+        let mut options = ConnectOptions::new().name("eg-sender").connection_timeout(timeout);
+        if !s.user.is_empty() {
+            options = options.user_and_password(s.user.clone(), s.password.expose().to_owned());
+        }
+        if !s.token.is_empty() {
+            options = options.token(s.token.expose().to_owned());
+        }
+        if !s.credentials_file.is_empty() {
+            options = options.credentials_file(&s.credentials_file).await.map_err(|e| {
+                tracing::error!(connection = %self.name, credentials_file = %s.credentials_file, error = %e, "cannot read the NATS connection's credentials file");
+                AttemptOutcome::SocketError
+            })?;
+        }
+        if !s.ca_file.is_empty() {
+            options = options.add_root_certificates(PathBuf::from(&s.ca_file));
+        }
+        options.connect(servers).await.map_err(|e| {
+            tracing::warn!(connection = %self.name, error = %e, "cannot connect to NATS");
+            match e.kind() {
+                ConnectErrorKind::Authentication | ConnectErrorKind::AuthorizationViolation => {
+                    refused(OutcomeName::Unauthorized, 401)
+                }
+                ConnectErrorKind::Dns => AttemptOutcome::ResolutionError,
+                ConnectErrorKind::TimedOut => AttemptOutcome::TimedOut,
+                _ => AttemptOutcome::SocketError,
+            }
+        })
+    }
+}
+
+fn refused(outcome: OutcomeName, as_status: u16) -> AttemptOutcome {
+    AttemptOutcome::Refused { outcome, as_status }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_subscriptions::{batch_of, subscription_with};
+    use async_nats::jetstream::{self, stream};
+    use eg_core::subscription::Subscription;
+    use eg_runtime::settings::Secret;
+    use eg_testkit::nats::Nats as NatsServer;
+    use serde_json::{Value, json};
+
+    const TWO_EVENTS: &str = r#"[{"id":"e-1","dataVersion":"1","data":{"region":"eu"}},{"id":"e-2","dataVersion":"1","data":{"region":"us"}}]"#;
+
+    fn destination(server: &NatsServer, user: Option<(&str, &str)>, timeout: Duration) -> Nats {
+        let mut settings = NatsConnectionSettings {
+            url: server.url(),
+            ..NatsConnectionSettings::default()
+        };
+        if let Some((user, password)) = user {
+            settings.user = user.to_owned();
+            settings.password = Secret::new(password);
+        }
+        Nats::new(&BTreeMap::from([("main".to_owned(), settings)]), timeout)
+    }
+
+    fn to_subject(subject: &str) -> Subscription {
+        subscription_with(json!({"endpointType": "NatsJetStream", "properties": {
+        "connection": "main", "subject": subject,
+        "deliveryAttributeMappings": [
+            {"name": "region", "type": "Dynamic", "properties": {"sourceField": "data.region"}}
+        ]}}))
+    }
+
+    /// The test's own JetStream context, with stream `EVENTS` on `events.>`.
+    async fn events_stream(server: &NatsServer, user: Option<(&str, &str)>) -> stream::Stream {
+        let mut options = ConnectOptions::new();
+        if let Some((user, password)) = user {
+            options = options.user_and_password(user.into(), password.into());
+        }
+        let client = options.connect(server.url()).await.unwrap();
+        jetstream::new(client)
+            .get_or_create_stream(stream::Config {
+                name: "EVENTS".into(),
+                subjects: vec!["events.>".into()],
+                ..stream::Config::default()
+            })
+            .await
+            .unwrap()
+    }
+
+    async fn stored(stream: &mut stream::Stream) -> u64 {
+        stream.info().await.unwrap().state.messages
+    }
+
+    async fn send(nats: &Nats, subscription: &Subscription, body: &str) -> AttemptOutcome {
+        nats.send(batch_of(subscription, body, Some("1")), None).await.outcome
+    }
+
+    #[tokio::test]
+    async fn publishes_each_event_once_under_its_id_and_names_each_refusal() {
+        let server = NatsServer::start_with_user("eg-sender", "right-password");
+        let user = Some(("eg-sender", "right-password"));
+        let mut stream = events_stream(&server, user).await;
+        let nats = destination(&server, user, Duration::from_secs(5));
+        let subscription = to_subject("events.orders");
+
+        assert_eq!(send(&nats, &subscription, TWO_EVENTS).await, AttemptOutcome::Stored);
+        for (sequence, id, region) in [(1, "e-1", "eu"), (2, "e-2", "us")] {
+            let message = stream.get_raw_message(sequence).await.unwrap();
+            let header = |name: &str| message.headers.get(name).map(|v| v.as_str().to_owned());
+            assert_eq!(header("Nats-Msg-Id").as_deref(), Some(id));
+            assert_eq!(header("region").as_deref(), Some(region));
+            assert_eq!(header("aeg-subscription-name").as_deref(), Some("BILLING"));
+            assert_eq!(header("aeg-delivery-count").as_deref(), Some("3"));
+            assert_eq!(
+                header("Content-Type").as_deref(),
+                Some("application/json; charset=utf-8")
+            );
+            let event: Value = serde_json::from_slice(&message.payload).unwrap();
+            assert_eq!(event["id"], id);
+        }
+        assert_eq!(
+            send(&nats, &subscription, TWO_EVENTS).await,
+            AttemptOutcome::Stored,
+            "a redelivery is acknowledged"
+        );
+        assert_eq!(stored(&mut stream).await, 2, "and absorbed by the duplicate window");
+
+        let refused = |outcome, as_status| AttemptOutcome::Refused { outcome, as_status };
+        assert_eq!(
+            send(&nats, &to_subject("elsewhere.orders"), TWO_EVENTS).await,
+            refused(OutcomeName::NotFound, 404),
+            "no stream takes the subject"
+        );
+        let huge = format!(r#"[{{"id":"big","data":"{}"}}]"#, "x".repeat(1_100_000));
+        assert_eq!(
+            send(&nats, &subscription, &huge).await,
+            refused(OutcomeName::PayloadTooLarge, 413)
+        );
+        let intruder = destination(&server, Some(("eg-sender", "wrong-password")), Duration::from_secs(5));
+        assert_eq!(
+            send(&intruder, &subscription, TWO_EVENTS).await,
+            refused(OutcomeName::Unauthorized, 401)
+        );
+        assert_eq!(stored(&mut stream).await, 2);
+    }
+
+    #[tokio::test]
+    async fn an_outage_fails_the_attempt_as_a_socket_error_and_the_client_reconnects() {
+        let mut server = NatsServer::start();
+        events_stream(&server, None).await;
+        let nats = destination(&server, None, Duration::from_secs(1));
+        let subscription = to_subject("events.orders");
+        assert_eq!(send(&nats, &subscription, TWO_EVENTS).await, AttemptOutcome::Stored);
+
+        server.kill();
+        let second = r#"[{"id":"e-3","data":{}}]"#;
+        assert_eq!(send(&nats, &subscription, second).await, AttemptOutcome::SocketError);
+        server.start_again();
+        let mut outcomes = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let outcome = send(&nats, &subscription, second).await;
+            outcomes.push(outcome);
+            if outcome == AttemptOutcome::Stored {
+                break;
+            }
+        }
+        assert_eq!(outcomes.last(), Some(&AttemptOutcome::Stored), "{outcomes:?}");
+        let mut stream = events_stream(&server, None).await;
+        assert_eq!(
+            stored(&mut stream).await,
+            3,
+            "the held publish and its retries are one message"
+        );
+    }
+}

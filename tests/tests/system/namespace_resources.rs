@@ -40,10 +40,7 @@ fn queue_subscription() -> Value {
                     "identity": {"type": "SystemAssigned"},
                     "deadLetterDestination": {
                         "endpointType": "StorageBlob",
-                        "properties": {
-                            "resourceId": "/subscriptions/x/storageAccounts/mystorageaccount",
-                            "blobContainerName": "data"
-                        }
+                        "properties": {"blobContainerName": "data"}
                     }
                 }
             }
@@ -167,7 +164,7 @@ async fn a_push_subscription_in_namespace_json_delivers_with_the_namespace_sched
 
     // maxDeliveryCount and the dead-letter destination, written the namespace way.
     let dead_letter = json!({"deadLetterDestination": {"endpointType": "StorageBlob",
-        "properties": {"resourceId": "/subscriptions/x/storageAccounts/y", "blobContainerName": "ns-dead"}}});
+        "properties": {"blobContainerName": "ns-dead"}}});
     let body = push_subscription(
         refusing.url(),
         json!({"maxDeliveryCount": 2, "deadLetterDestinationWithResourceIdentity": dead_letter}),

@@ -9,7 +9,7 @@ use std::fmt;
 
 /// The resource group and subscription of a resource id built from a bare account name:
 /// eg reads only the account from it, so the rest is a well-formed placeholder.
-const PLACEHOLDER_ACCOUNT_ID: &str = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/eg/providers/Microsoft.Storage/storageAccounts/";
+pub(crate) const PLACEHOLDER_ACCOUNT_ID: &str = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/eg/providers/Microsoft.Storage/storageAccounts/";
 
 /// `--dead-letter-blob`: an Azure storage account's container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +38,12 @@ impl fmt::Display for BadTarget {
 }
 
 impl std::error::Error for BadTarget {}
+
+impl BadTarget {
+    pub(crate) fn new(why: String) -> Self {
+        Self(why)
+    }
+}
 
 /// Reads `ACCOUNT/CONTAINER`, or an account's full resource id followed by `/CONTAINER`
 /// (`/subscriptions/…/providers/Microsoft.Storage/storageAccounts/ACCOUNT/CONTAINER`).

@@ -5,13 +5,9 @@
 //! shapes the JSON; eg-ingress checks that the account or connection is configured, and
 //! refuses the subscription saying so when it is not.
 
+use crate::destinations::{BadTarget, PLACEHOLDER_ACCOUNT_ID};
 use clap::Args;
 use serde_json::{Value, json};
-use std::fmt;
-
-/// The resource group and subscription of a resource id built from a bare account name:
-/// eg reads only the account from it, so the rest is a well-formed placeholder.
-const PLACEHOLDER_ACCOUNT_ID: &str = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/eg/providers/Microsoft.Storage/storageAccounts/";
 
 /// Where `subscriptions create` delivers when it is not a webhook (`--endpoint`). A
 /// destination's own options (`--message-ttl`, `--routing-key…`) conflict with every
@@ -65,27 +61,15 @@ pub struct BrokerTarget {
     pub target: String,
 }
 
-/// Why a destination argument cannot be used, for clap to print after the flag's name.
-#[derive(Debug)]
-pub struct BadTarget(String);
-
-impl fmt::Display for BadTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadTarget {}
-
 /// Reads `ACCOUNT/QUEUE`, or an account's resource id followed by `/QUEUE`.
 pub fn parse_storage_queue(raw: &str) -> Result<StorageQueueTarget, BadTarget> {
     let Some((account, queue)) = raw.trim_end_matches('/').rsplit_once('/') else {
-        return Err(BadTarget(format!(
+        return Err(BadTarget::new(format!(
             "{raw:?}: give ACCOUNT/QUEUE (or the account's resource id followed by /QUEUE)"
         )));
     };
     if queue.is_empty() || account.is_empty() {
-        return Err(BadTarget(format!("{raw:?}: give ACCOUNT/QUEUE")));
+        return Err(BadTarget::new(format!("{raw:?}: give ACCOUNT/QUEUE")));
     }
     let resource_id = if account.starts_with('/') {
         account.to_owned()
@@ -105,7 +89,7 @@ pub fn parse_rabbitmq(raw: &str) -> Result<BrokerTarget, BadTarget> {
             connection: connection.to_owned(),
             target: exchange.to_owned(),
         }),
-        _ => Err(BadTarget(format!(
+        _ => Err(BadTarget::new(format!(
             "{raw:?}: give CONNECTION/EXCHANGE, a connection configured in eg and an exchange (CONNECTION/ for the default exchange)"
         ))),
     }
@@ -118,7 +102,7 @@ pub fn parse_nats(raw: &str) -> Result<BrokerTarget, BadTarget> {
             connection: connection.to_owned(),
             target: subject.to_owned(),
         }),
-        _ => Err(BadTarget(format!(
+        _ => Err(BadTarget::new(format!(
             "{raw:?}: give CONNECTION/SUBJECT, a connection configured in eg and a subject (orders.created)"
         ))),
     }

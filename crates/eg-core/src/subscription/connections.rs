@@ -1,6 +1,11 @@
 //! The accounts and connections eg's configuration names, as far as the management API
 //! checks subscriptions against them: a subscription names an account or a connection,
-//! and only the configuration holds where it is and its keys.
+//! and only the configuration holds where it is and its keys. Also the readers of the
+//! properties both kinds of named destination share.
+
+use crate::api_error::InvalidField;
+use crate::json::json_type;
+use serde_json::{Map, Value};
 
 /// What eg's configuration says about the accounts and connections a subscription may
 /// name (object stores for dead letters, queues and brokers for deliveries); the
@@ -23,4 +28,38 @@ pub struct S3ConnectionFacts<'a> {
     pub endpoint_url: Option<&'a str>,
     /// `None`: the subscription's, or the AWS environment's.
     pub region: Option<&'a str>,
+}
+
+/// A connection or account name as configuration keys spell it
+/// (`EG__BROKERS__RABBITMQ__<NAME>__…` is read in lower case): 1–63 of `[a-z0-9_]`.
+pub(super) fn connection_name(name: &str, field: &str) -> Result<(), InvalidField> {
+    if (1..=63).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    {
+        Ok(())
+    } else {
+        Err(InvalidField::new(
+            field,
+            format!("{name:?} is not a connection name: 1-63 lower-case letters, digits or '_'"),
+        ))
+    }
+}
+
+/// `properties.<key>`, required.
+pub(super) fn required_string(props: &Map<String, Value>, key: &str) -> Result<String, InvalidField> {
+    optional_string(props, key)?.ok_or_else(|| InvalidField::new(format!("properties.{key}"), "is required"))
+}
+
+/// `properties.<key>`: absent or null is `None`, anything but a string is refused.
+pub(super) fn optional_string(props: &Map<String, Value>, key: &str) -> Result<Option<String>, InvalidField> {
+    match props.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(InvalidField::new(
+            format!("properties.{key}"),
+            format!("must be a string, got {}", json_type(other)),
+        )),
+    }
 }

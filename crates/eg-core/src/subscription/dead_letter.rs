@@ -15,7 +15,7 @@
 //! send those keys anywhere else: a subscription's `endpointUrl` or `region` must agree
 //! with its connection's.
 
-use super::connections::NamedConnections;
+use super::connections::{NamedConnections, connection_name, optional_string, required_string};
 use crate::api_error::InvalidField;
 use crate::json::json_type;
 use serde::{Deserialize, Serialize};
@@ -280,7 +280,7 @@ fn s3(props: &Map<String, Value>) -> Result<DeadLetterDestination, InvalidField>
     let bucket = required_string(props, "bucket")?;
     check_bucket_name(&bucket)?;
     let connection = required_string(props, "connection")?;
-    check_config_name(&connection, "properties.connection")?;
+    connection_name(&connection, "properties.connection")?;
     let key_prefix = optional_string(props, "keyPrefix")?.unwrap_or_default();
     check_key_prefix(&key_prefix)?;
     let endpoint_url = optional_string(props, "endpointUrl")?;
@@ -414,38 +414,6 @@ fn check_key_prefix(prefix: &str) -> Result<(), InvalidField> {
                 "{prefix:?} is not a usable key prefix: up to 256 characters, '/'-separated segments of letters, digits, '-', '_' or '.'"
             ),
         ))
-    }
-}
-
-/// Names of accounts and connections, as they appear in configuration keys.
-fn check_config_name(name: &str, field: &str) -> Result<(), InvalidField> {
-    // Lower case: configuration keys (`EG__STORAGE__S3__<NAME>__…`) are read in lower case.
-    if (1..=63).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-    {
-        Ok(())
-    } else {
-        Err(InvalidField::new(
-            field,
-            format!("{name:?} is not a connection name: 1-63 lower-case letters, digits or '_'"),
-        ))
-    }
-}
-
-fn required_string(props: &Map<String, Value>, key: &str) -> Result<String, InvalidField> {
-    optional_string(props, key)?.ok_or_else(|| InvalidField::new(format!("properties.{key}"), "is required"))
-}
-
-fn optional_string(props: &Map<String, Value>, key: &str) -> Result<Option<String>, InvalidField> {
-    match props.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(InvalidField::new(
-            format!("properties.{key}"),
-            format!("must be a string, got {}", json_type(other)),
-        )),
     }
 }
 

@@ -9,10 +9,9 @@
 //! credential back. [`Endpoint::identity`] is what stands for the destination where a
 //! webhook's URL would (probation, metrics, the status page).
 
-use super::connections::NamedConnections;
+use super::connections::{NamedConnections, connection_name, optional_string, required_string};
 use super::dead_letter::storage_account;
 use crate::api_error::InvalidField;
-use crate::json::json_type;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -137,7 +136,7 @@ impl Endpoint {
                     props,
                     &known(&["connection", "exchange", "routingKey", "routingKeyFrom"]),
                 )?;
-                let connection = connection_name(props)?;
+                let connection = connection(props)?;
                 let exchange = match optional_string(props, "exchange")? {
                     Some(e) => e,
                     None => {
@@ -178,7 +177,7 @@ impl Endpoint {
             }
             "NatsJetStream" => {
                 only_known(props, &known(&["connection", "subject"]))?;
-                let connection = connection_name(props)?;
+                let connection = connection(props)?;
                 let subject = required_string(props, "subject")?;
                 check_nats_subject(&subject)?;
                 Ok(Self::NatsJetStream { connection, subject })
@@ -312,35 +311,10 @@ fn check_nats_subject(subject: &str) -> Result<(), InvalidField> {
     }
 }
 
-fn connection_name(props: &Map<String, Value>) -> Result<String, InvalidField> {
+fn connection(props: &Map<String, Value>) -> Result<String, InvalidField> {
     let name = required_string(props, "connection")?;
-    if (1..=63).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-    {
-        Ok(name)
-    } else {
-        Err(InvalidField::new(
-            "properties.connection",
-            format!("{name:?} is not a connection name: 1-63 lower-case letters, digits or '_'"),
-        ))
-    }
-}
-
-fn required_string(props: &Map<String, Value>, key: &str) -> Result<String, InvalidField> {
-    optional_string(props, key)?.ok_or_else(|| InvalidField::new(format!("properties.{key}"), "is required"))
-}
-
-fn optional_string(props: &Map<String, Value>, key: &str) -> Result<Option<String>, InvalidField> {
-    match props.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(InvalidField::new(
-            format!("properties.{key}"),
-            format!("must be a string, got {}", json_type(other)),
-        )),
-    }
+    connection_name(&name, "properties.connection")?;
+    Ok(name)
 }
 
 fn only_known(props: &Map<String, Value>, known: &[&str]) -> Result<(), InvalidField> {

@@ -4,51 +4,24 @@
 //! it; each event is cut out of that body as it was rendered, byte for byte, never parsed
 //! and written again (which could reorder fields or change a number's spelling).
 
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// A delivery body that is neither a JSON array of events nor one event: a bug in the
 /// render step, since it wrote the body.
 #[derive(Debug, thiserror::Error)]
 #[error("the rendered batch is not a JSON array of events nor one event: {0}")]
-pub struct NotEvents(String);
+pub struct NotEvents(#[from] serde_json::Error);
 
 /// Each event's JSON text in `body`: the elements of a JSON array (Event Grid and custom
 /// schema deliveries, CloudEvents batches), or the whole body when it is one event (a
 /// single CloudEvent).
 pub fn events_of(body: &str) -> Result<Vec<&str>, NotEvents> {
-    let body = body.trim();
-    let Some(mut rest) = body.strip_prefix('[') else {
-        return Ok(vec![body]);
+    let events: Vec<&RawValue> = if body.trim_start().starts_with('[') {
+        serde_json::from_str(body)?
+    } else {
+        vec![serde_json::from_str(body)?]
     };
-    let mut events = Vec::new();
-    loop {
-        rest = rest.trim_start();
-        if let Some(after) = rest.strip_prefix(']') {
-            return match after.trim() {
-                "" => Ok(events),
-                trailing => Err(NotEvents(format!("{} bytes after the array", trailing.len()))),
-            };
-        }
-        if !events.is_empty() {
-            rest = rest
-                .strip_prefix(',')
-                .ok_or_else(|| NotEvents(format!("no ',' after event {}", events.len())))?
-                .trim_start();
-        }
-        let (event, after) =
-            first_value(rest).ok_or_else(|| NotEvents(format!("event {} is not JSON", events.len())))?;
-        events.push(event);
-        rest = after;
-    }
-}
-
-/// The JSON value at the start of `text`, and what follows it.
-fn first_value(text: &str) -> Option<(&str, &str)> {
-    let mut values = serde_json::Deserializer::from_str(text).into_iter::<Value>();
-    // An object or array ends at its closing bracket: what follows is not looked at.
-    values.next()?.ok()?;
-    let end = values.byte_offset();
-    Some((text.get(..end)?, text.get(end..)?))
+    Ok(events.into_iter().map(|event| event.get().trim()).collect())
 }
 
 #[cfg(test)]

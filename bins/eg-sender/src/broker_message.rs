@@ -9,10 +9,10 @@
 //! subscription's delivery properties), with dynamic delivery properties read from the
 //! message's own event rather than the batch's first one.
 
+use crate::batch_events::events_of;
 use crate::destination::RenderedBatch;
 use eg_core::render::content_type;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 /// One event of a batch, ready to publish.
 pub struct EventMessage {
@@ -31,8 +31,12 @@ pub struct EventMessage {
 /// Why a batch could not be split into messages (only a body the renderer did not
 /// write could cause it).
 #[derive(Debug, thiserror::Error)]
-#[error("the rendered batch is not JSON events: {0}")]
-pub struct NotEvents(#[from] serde_json::Error);
+pub enum NotEvents {
+    #[error(transparent)]
+    Split(#[from] crate::batch_events::NotEvents),
+    #[error("an event of the rendered batch is not JSON: {0}")]
+    Event(#[from] serde_json::Error),
+}
 
 /// The content type of one event's message: `application/json`, or
 /// `application/cloudevents+json` for CloudEvents deliveries.
@@ -42,29 +46,19 @@ pub fn message_content_type(batch: &RenderedBatch<'_>) -> &'static str {
 
 /// The batch's events as messages, in order.
 pub fn messages(batch: &RenderedBatch<'_>) -> Result<Vec<EventMessage>, NotEvents> {
-    split(&batch.body.body)?
+    events_of(&batch.body.body)?
         .into_iter()
         .enumerate()
         .map(|(index, raw)| {
-            let event: Value = serde_json::from_str(raw.get())?;
+            let event: Value = serde_json::from_str(raw)?;
             Ok(EventMessage {
                 id: event_id(&event, batch, index),
                 headers: headers(batch, &event),
-                payload: raw.get().to_owned(),
+                payload: raw.to_owned(),
                 event,
             })
         })
         .collect()
-}
-
-/// The events of a delivery body without re-serialising them: an array of events, or
-/// one CloudEvent on its own (how a one-event CloudEvents batch is rendered).
-fn split(body: &str) -> Result<Vec<&RawValue>, serde_json::Error> {
-    if body.trim_start().starts_with('[') {
-        serde_json::from_str(body)
-    } else {
-        Ok(vec![serde_json::from_str(body)?])
-    }
 }
 
 /// The event's own `id` (Event Grid and CloudEvents schemas both have one). A custom

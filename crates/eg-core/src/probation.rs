@@ -233,8 +233,9 @@ pub struct ProbationPolicyError {
 }
 
 impl Default for ProbationPolicy {
-    /// 10 consecutive failures; Busy 10 s, TimedOut 10 s, SocketError 30 s, NotFound,
-    /// ResolutionError, Unauthorized and Forbidden 5 min, any other failure 10 s; each
+    /// 10 consecutive failures; Busy, Full (a queue at its limit) and TimedOut 10 s,
+    /// SocketError 30 s, NotFound, ResolutionError, Unauthorized, Forbidden and Disabled
+    /// 5 min, any other failure 10 s; each
     /// further probation twice as long, at most 1 h.
     fn default() -> Self {
         let secs = Duration::from_secs;
@@ -242,12 +243,14 @@ impl Default for ProbationPolicy {
             failure_threshold: 10,
             bases: vec![
                 (OutcomeName::Busy, secs(10)),
+                (OutcomeName::Full, secs(10)),
                 (OutcomeName::TimedOut, secs(10)),
                 (OutcomeName::SocketError, secs(30)),
                 (OutcomeName::NotFound, secs(300)),
                 (OutcomeName::ResolutionError, secs(300)),
                 (OutcomeName::Unauthorized, secs(300)),
                 (OutcomeName::Forbidden, secs(300)),
+                (OutcomeName::Disabled, secs(300)),
             ],
             other_base: secs(10),
             growth: 2,

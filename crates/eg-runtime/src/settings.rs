@@ -3,6 +3,7 @@
 //! (e.g. `EG__REDIS__URL`). Every tier reads the same settings and uses its sections.
 //! `--print-settings` prints the delivery settings as they apply and exits (`effective`).
 
+pub mod aws_profile;
 mod brokers;
 mod effective;
 mod storage;

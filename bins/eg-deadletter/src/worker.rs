@@ -294,7 +294,7 @@ impl Worker {
     }
 
     /// The store has the object: announce it, then its records may go — those read here
-    /// and those of the same object read by no one yet.
+    /// and the others of its name.
     async fn written(&self, written: WrittenObject, object: Object, deadline: Instant) -> Vec<String> {
         tracing::info!(
             store = %written.store.label(),

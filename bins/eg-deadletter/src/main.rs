@@ -6,6 +6,8 @@
 mod failures;
 mod notify;
 mod object_name;
+#[cfg(test)]
+mod one_object_tests;
 mod stores;
 mod worker;
 mod written;

@@ -47,6 +47,12 @@ impl Notifier {
         })
     }
 
+    /// Announces nothing (tests).
+    #[cfg(test)]
+    pub fn off() -> Self {
+        Self { announcer: None }
+    }
+
     /// Announces `written`; an error means it was not, and its records must stay.
     pub async fn object_written(&self, written: &WrittenObject) -> Result<(), NotifyError> {
         let Some(announcer) = &self.announcer else {

@@ -1,9 +1,9 @@
 //! The name of a dead-letter object: Event Grid's blob layout,
-//! `[<key prefix>/]<SUBSCRIPTION>/YYYY/M/D/H/<guid>.json`, where the guid is derived from
-//! the records the object holds (a UUID v5 of their partition, stream entry ids and
-//! delivery ids), not drawn at random. So a second attempt to write the same records —
-//! by this worker or another — names the same object, the store's create-only write
-//! answers "already exists", and the records are not written twice (see `worker`).
+//! `[<key prefix>/]<SUBSCRIPTION>/YYYY/M/D/H/<guid>.json`. The guid a worker proposes for
+//! the records it read is derived from them (a UUID v5 of their partition, stream entry
+//! ids and delivery ids), not drawn at random; Redis keeps the name each record was first
+//! given (`eg_store::dead_letter_objects`), so every later attempt at a record uses that
+//! one (see `worker`).
 
 use uuid::Uuid;
 
@@ -19,18 +19,14 @@ pub struct RecordId<'a> {
     pub delivery_id: &'a str,
 }
 
-/// The object path for `records` of one `folder` (`entry.folder()`) in `partition`.
-/// Refuses a folder part that is not a plain name, so nothing in a record can escape the
-/// subscription's folder.
-pub fn object_path(
-    key_prefix: &str,
-    folder: &[String],
-    partition: u16,
-    records: &[RecordId<'_>],
-) -> Result<String, String> {
+/// The object path of the object named `guid` holding records of one `folder`
+/// (`entry.folder()`). Refuses a folder part that is not a plain name, so nothing in a
+/// record can escape the subscription's folder, and a guid that is not a UUID.
+pub fn object_path(key_prefix: &str, folder: &[String], guid: &str) -> Result<String, String> {
     if let Some(part) = folder.iter().find(|part| !is_plain(part)) {
         return Err(format!("refusing dead-letter folder part {part:?}"));
     }
+    let guid = Uuid::parse_str(guid).map_err(|_| format!("refusing dead-letter object name {guid:?}: not a UUID"))?;
     let mut path = String::new();
     let prefix = key_prefix.trim_matches('/');
     if !prefix.is_empty() {
@@ -41,7 +37,7 @@ pub fn object_path(
         path.push_str(part);
         path.push('/');
     }
-    path.push_str(&group_id(partition, records).to_string());
+    path.push_str(&guid.hyphenated().to_string());
     path.push_str(".json");
     Ok(path)
 }
@@ -79,14 +75,13 @@ mod tests {
 
     #[test]
     fn paths_follow_the_blob_layout_under_the_prefix() {
-        let records = ids(&[("1-0", "d1")]);
-        let id = group_id(0, &records);
+        let id = group_id(0, &ids(&[("1-0", "d1")])).to_string();
         assert_eq!(
-            object_path("", &folder(), 0, &records).unwrap(),
+            object_path("", &folder(), &id).unwrap(),
             format!("BILLING/2026/3/4/5/{id}.json")
         );
         assert_eq!(
-            object_path("/eg/dead/", &folder(), 0, &records).unwrap(),
+            object_path("/eg/dead/", &folder(), &id).unwrap(),
             format!("eg/dead/BILLING/2026/3/4/5/{id}.json")
         );
     }
@@ -111,10 +106,13 @@ mod tests {
 
     #[test]
     fn refuses_parts_that_would_escape() {
-        let records = ids(&[("1-0", "d1")]);
+        let id = group_id(0, &ids(&[("1-0", "d1")])).to_string();
         for bad in ["..", "a/b", "", "a.b"] {
             let folder = vec!["SUB".to_owned(), bad.to_owned()];
-            assert!(object_path("", &folder, 0, &records).is_err(), "{bad:?}");
+            assert!(object_path("", &folder, &id).is_err(), "{bad:?}");
+        }
+        for bad in ["", "../x", "not-a-uuid"] {
+            assert!(object_path("", &folder(), bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -83,6 +83,12 @@ impl Stores {
         Ok(self.lock().entry(destination.clone()).or_insert(built).clone())
     }
 
+    /// Uses `built` for `destination` from now on (tests: a store that fails on purpose).
+    #[cfg(test)]
+    pub fn insert(&self, destination: Destination, built: Built) {
+        self.lock().insert(destination, built);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Destination, Built>> {
         // The map is only ever inserted into: a panic elsewhere cannot leave it half-done.
         self.built.lock().unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -7,33 +7,48 @@
 //! object holding it. Until then it stays pending in the dead-letter consumer group, and
 //! any worker may claim it once it has been idle for `EG__DEADLETTER__RETRY_INTERVAL`
 //! (the reclaim interval). Several workers can therefore hold the same record one after
-//! the other; these rules keep it in one object, and never in none:
+//! the other, read it with other records each time, or hold parts of one object at once;
+//! these rules keep every record in exactly one object, and never in none:
 //!
-//! 1. **One writer at a time.** Every write — the put, and the notification after it —
-//!    must end within a window of ¾ of the reclaim interval from the read that handed
-//!    the records over; past it the attempt is abandoned as failed. The records are
-//!    finished right after, inside the last quarter. So when a second worker claims a
-//!    record, the first one's attempt is over: two workers never write the same record
-//!    at once.
-//! 2. **The same records, the same name.** An object's name is derived from the records
-//!    it holds (`object_name`), and it is written create-only (`PutMode::Create`). A
-//!    repeated attempt for a group whose write landed though its answer was lost gets
-//!    "already exists", which counts as written: the records are finished, not written
-//!    again.
-//! 3. **Announced before finished.** After the put, the object is announced
-//!    (`Notifier::object_written`); if that fails the records stay, and their next attempt
-//!    meets "already exists" and announces the object again.
-//! 4. **A store that fails waits.** After a failure its (store, container) is not tried
+//! 1. **One name per record, kept in Redis.** Before anything is written, the records
+//!    read are named (`Store::name_dead_letter_objects`, one script on the partition's
+//!    keys): a record named by an earlier attempt keeps its name; the others of a group
+//!    (one destination, subscription folder and topic) take the name derived from the
+//!    group's records (`object_name`). A name keeps the records it was first given, and
+//!    both are forgotten only in the step that finishes the records. So a record is only
+//!    ever written under its one name, however it is read again: with newer records of
+//!    the same hour (they get a name of their own), or split between workers.
+//! 2. **A name's object holds the same records every time.** The object is written with
+//!    all the records of its name still in Redis — those this worker read and the others
+//!    the naming step read from the stream — in stream order, so every attempt at a name
+//!    writes the same bytes while none of its records has been finished. A record
+//!    finished meanwhile was finished with its object written (or given up), and a
+//!    record read after another worker finished it is named no more and not written.
+//! 3. **Create-only.** Objects are written with `PutMode::Create`. An attempt at a name
+//!    whose write landed though its answer was lost (a timeout after the upload, a reset
+//!    connection) gets "already exists", which counts as written: every record of the
+//!    name still in Redis is in that object (records only ever leave the stream, and each
+//!    attempt writes all that are there). Two workers writing one name at once write the
+//!    same bytes (fewer records only if some were given up in between: those are
+//!    counted as dropped), and one of them finds it already there.
+//! 4. **Announced before finished.** After the put, the object is announced
+//!    (`Notifier::object_written`); if that fails the records stay, and their next
+//!    attempt meets "already exists" and announces the object again (at least once, so
+//!    possibly twice).
+//! 5. **Attempts end before records are claimed again.** Every write — the put, and the
+//!    notification after it — must end within ¾ of the reclaim interval from the read
+//!    that handed the records over; past it the attempt is abandoned as failed and the
+//!    records finished inside the last quarter. This keeps a second worker from repeating
+//!    an attempt still under way; the rules above no longer rely on it.
+//! 6. **A store that fails waits.** After a failure its (store, container) is not tried
 //!    again before its backoff has passed (`failures`); its records stay pending, are
 //!    claimed again after the reclaim interval, and dropped and counted after
-//!    `EG__DEADLETTER__GIVE_UP_AFTER`, as before.
+//!    `EG__DEADLETTER__GIVE_UP_AFTER`, as before (their names go with them).
 //!
-//! What remains: records kept after a write that landed — its answer lost (a timeout
-//! after the upload, a reset connection), or its announcement failed — are written again
-//! under another name if they are next read in a different grouping (more records of the
-//! same hour arrived, or another worker claimed part of them). Then a record is in two
-//! objects, never in none. Closing that needs the group's object name kept in Redis with
-//! its records, so every later attempt reuses it.
+//! Limits: the names are as durable as Redis's acknowledged writes — a failover that
+//! loses the naming step (asynchronous replication) lets a later attempt name the records
+//! afresh. A record dropped after `give_up_after` may already be in an object whose
+//! answer was lost: it is counted as dropped though it was written.
 
 use crate::failures::{Backoff, BackoffKey, FailureKind, WriteFailure};
 use crate::notify::Notifier;
@@ -48,7 +63,7 @@ use eg_runtime::settings::DeadLetterSection;
 use eg_store::{Clock, DeadLetterItem, DestinationProblem, Partition, Store};
 use object_store::path::Path as ObjectPath;
 use object_store::{PutMode, PutPayload};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -78,6 +93,26 @@ struct GroupKey {
     destination: Destination,
     folder: Vec<String>,
     topic: String,
+}
+
+/// One named object to write: the records of its name read by this worker (`mine`,
+/// held by it in the consumer group) and the others of the same name still in Redis
+/// (read by the naming step: an earlier attempt named them together).
+struct Object {
+    key: GroupKey,
+    /// The object's guid, as kept in Redis.
+    name: String,
+    mine: Vec<DeadLetterItem>,
+    others: Vec<DeadLetterItem>,
+}
+
+impl Object {
+    /// Every record, in stream order.
+    fn in_stream_order(&self) -> Vec<&DeadLetterItem> {
+        let mut all: Vec<&DeadLetterItem> = self.mine.iter().chain(&self.others).collect();
+        all.sort_by_key(|i| stream_order(&i.entry_id));
+        all
+    }
 }
 
 /// How long a write may take, counted from the read that handed its records over: ¾ of
@@ -157,7 +192,7 @@ impl Worker {
         }
     }
 
-    async fn pass(&self, partition: &Partition) -> Result<(), eg_store::StoreError> {
+    pub(crate) async fn pass(&self, partition: &Partition) -> Result<(), eg_store::StoreError> {
         let inner = &self.inner;
         inner
             .store
@@ -173,14 +208,12 @@ impl Worker {
                 return Ok(());
             }
             let full = items.len() >= inner.batch;
-            // Groups to different stores are written side by side: a slow store does not
+            let objects = self.name_objects(partition, items).await?;
+            // Objects in different stores are written side by side: a slow store does not
             // hold up the others.
-            let settled = futures_util::future::join_all(
-                group_by_object(items)
-                    .into_iter()
-                    .map(|(key, group)| self.settle_group(partition.index, key, group, deadline)),
-            )
-            .await;
+            let settled =
+                futures_util::future::join_all(objects.into_iter().map(|object| self.settle_object(object, deadline)))
+                    .await;
             let finished: Vec<String> = settled.into_iter().flatten().collect();
             inner.store.finish_dead_letters(partition, &finished).await?;
             if !full {
@@ -189,59 +222,112 @@ impl Worker {
         }
     }
 
-    /// Writes one group's object unless its store is waiting out a failure; returns the
-    /// entry ids that are finished (written, or given up on). The rest stay pending and
-    /// are read again after `retry_interval`.
-    async fn settle_group(
+    /// Gives the records just read the names of their objects, kept in Redis: a record
+    /// named by an earlier attempt keeps its name, the others take the one derived from
+    /// their group. Each object comes back with every record of its name still in Redis,
+    /// read here or not. A record in none was finished meanwhile by another worker.
+    async fn name_objects(
         &self,
-        partition: u16,
-        key: GroupKey,
-        group: Vec<DeadLetterItem>,
-        deadline: Instant,
-    ) -> Vec<String> {
-        let backoff_key: BackoffKey = (key.destination.store.label(), key.destination.container.clone());
-        if !self.backoff().may_try(&backoff_key, Instant::now().into_std()) {
-            return self.keep_or_give_up(group);
+        partition: &Partition,
+        items: Vec<DeadLetterItem>,
+    ) -> Result<Vec<Object>, eg_store::StoreError> {
+        let proposals: Vec<(String, Vec<String>)> = group_by_object(&items)
+            .into_values()
+            .map(|group| {
+                let ids: Vec<RecordId<'_>> = group
+                    .iter()
+                    .map(|i| RecordId {
+                        entry_id: &i.entry_id,
+                        delivery_id: &i.entry.delivery_id,
+                    })
+                    .collect();
+                let name = object_name::group_id(partition.index, &ids).to_string();
+                (name, group.iter().map(|i| i.entry_id.clone()).collect())
+            })
+            .collect();
+        let named = self.inner.store.name_dead_letter_objects(partition, &proposals).await?;
+        let mut read: HashMap<String, DeadLetterItem> = items.into_iter().map(|i| (i.entry_id.clone(), i)).collect();
+        let mut objects = Vec::with_capacity(named.len());
+        for object in named {
+            let mine: Vec<DeadLetterItem> = object.members.iter().filter_map(|id| read.remove(id)).collect();
+            let Some(first) = mine.first().or(object.others.first()) else {
+                continue;
+            };
+            objects.push(Object {
+                key: group_key(first),
+                name: object.name,
+                mine,
+                others: object.others,
+            });
         }
-        match self.write_group(partition, &key, &group, deadline).await {
-            Ok(object) => {
+        if !read.is_empty() {
+            tracing::debug!(
+                partition = partition.index,
+                records = read.len(),
+                "dead-letter records finished by another worker meanwhile"
+            );
+        }
+        Ok(objects)
+    }
+
+    /// Writes one object unless its store is waiting out a failure; returns the entry ids
+    /// that are finished (written, or given up on). The rest stay pending and are read
+    /// again after `retry_interval`.
+    async fn settle_object(&self, object: Object, deadline: Instant) -> Vec<String> {
+        let backoff_key: BackoffKey = (
+            object.key.destination.store.label(),
+            object.key.destination.container.clone(),
+        );
+        if !self.backoff().may_try(&backoff_key, Instant::now().into_std()) {
+            return self.keep_or_give_up(object.mine);
+        }
+        match self.write_object(&object, deadline).await {
+            Ok(written) => {
                 self.backoff().succeeded(&backoff_key);
-                self.written(object, group, deadline).await
+                self.written(written, object, deadline).await
             }
             Err(failure) => {
                 let wait = self.backoff().failed(backoff_key.clone(), Instant::now().into_std());
-                self.failed(&backoff_key, failure, wait, group).await
+                self.failed(&backoff_key, failure, wait, object.mine).await
             }
         }
     }
 
-    /// The store has the object: announce it, then its records may go.
-    async fn written(&self, object: WrittenObject, group: Vec<DeadLetterItem>, deadline: Instant) -> Vec<String> {
+    /// The store has the object: announce it, then its records may go — those read here
+    /// and the others of its name.
+    async fn written(&self, written: WrittenObject, object: Object, deadline: Instant) -> Vec<String> {
         tracing::info!(
-            store = %object.store.label(),
-            container = %object.container,
-            path = %object.path,
-            records = object.records,
+            store = %written.store.label(),
+            container = %written.container,
+            path = %written.path,
+            records = written.records,
             "dead-letter records written"
         );
-        self.clear_problem(&object.topic, &object.subscription).await;
+        self.clear_problem(&written.topic, &written.subscription).await;
         // The announcement is part of the attempt, so it ends inside the window too. Not
         // announced: the records stay, and their next attempt finds the object (already
         // exists) and announces it then.
-        let announced = tokio::time::timeout_at(deadline, self.inner.notifier.object_written(&object)).await;
+        let announced = tokio::time::timeout_at(deadline, self.inner.notifier.object_written(&written)).await;
         let problem = match announced {
-            Ok(Ok(())) => return group.into_iter().map(|i| i.entry_id).collect(),
+            Ok(Ok(())) => {
+                return object
+                    .mine
+                    .into_iter()
+                    .chain(object.others)
+                    .map(|i| i.entry_id)
+                    .collect();
+            }
             Ok(Err(e)) => e.to_string(),
             Err(_) => "it took too long".to_owned(),
         };
         tracing::warn!(
-            topic = %object.topic,
-            subscription = %object.subscription,
-            path = %object.path,
+            topic = %written.topic,
+            subscription = %written.subscription,
+            path = %written.path,
             error = %problem,
             "cannot announce a dead-letter object; keeping its records to announce it again"
         );
-        self.keep_or_give_up(group)
+        self.keep_or_give_up(object.mine)
     }
 
     /// The write failed: count it, say so where operators look, keep the records.
@@ -258,7 +344,7 @@ impl Worker {
             "kind" => failure.kind.as_str()
         )
         .increment(1);
-        let (topic, subscription) = subscription_of(&group);
+        let (topic, subscription) = subscription_of(group.first());
         tracing::warn!(
             topic = %topic,
             subscription = %subscription,
@@ -282,27 +368,21 @@ impl Worker {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Writes the group as one object, create-only, within `deadline`.
-    async fn write_group(
-        &self,
-        partition: u16,
-        key: &GroupKey,
-        group: &[DeadLetterItem],
-        deadline: Instant,
-    ) -> Result<WrittenObject, WriteFailure> {
-        let ids: Vec<RecordId<'_>> = group
-            .iter()
-            .map(|i| RecordId {
-                entry_id: &i.entry_id,
-                delivery_id: &i.entry.delivery_id,
-            })
-            .collect();
-        let path = object_name::object_path(key_prefix(&key.destination.store), &key.folder, partition, &ids)
+    /// Writes the object, create-only, within `deadline`: all its records, in stream
+    /// order, so every attempt at one name writes the same bytes.
+    async fn write_object(&self, object: &Object, deadline: Instant) -> Result<WrittenObject, WriteFailure> {
+        let key = &object.key;
+        let path = object_name::object_path(key_prefix(&key.destination.store), &key.folder, &object.name)
             .map_err(|problem| WriteFailure::new(FailureKind::Rejected, problem))?;
-        let records: Vec<serde_json::Value> = group.iter().map(|i| i.entry.record(&i.event_json)).collect();
+        let records: Vec<serde_json::Value> = object
+            .in_stream_order()
+            .iter()
+            .map(|i| i.entry.record(&i.event_json))
+            .collect();
         let bytes = serde_json::to_vec(&records)
             .map_err(|e| WriteFailure::new(FailureKind::Rejected, format!("cannot encode the records: {e}")))?;
         let content_length = bytes.len() as u64;
+        let records_len = records.len();
         let built = self.inner.stores.get(&key.destination)?;
         let location = ObjectPath::from(path.as_str());
         let put = built
@@ -320,7 +400,7 @@ impl Worker {
                 ));
             }
         };
-        let (topic, subscription) = subscription_of(group);
+        let (topic, subscription) = subscription_of(object.mine.first().or(object.others.first()));
         Ok(WrittenObject {
             store: key.destination.store.clone(),
             container: key.destination.container.clone(),
@@ -328,7 +408,7 @@ impl Worker {
             path,
             content_length,
             etag,
-            records: group.len(),
+            records: records_len,
             topic,
             subscription,
         })
@@ -398,28 +478,39 @@ fn key_prefix(store: &DeadLetterStore) -> &str {
     }
 }
 
-/// The topic and subscription a group's records belong to (one each, by construction).
-fn subscription_of(group: &[DeadLetterItem]) -> (String, String) {
-    group
-        .first()
+/// The topic and subscription of a record (an object's records share them, by
+/// construction).
+fn subscription_of(record: Option<&DeadLetterItem>) -> (String, String) {
+    record
         .map(|i| (i.entry.topic.clone(), i.entry.subscription.clone()))
         .unwrap_or_default()
 }
 
-fn group_by_object(items: Vec<DeadLetterItem>) -> BTreeMap<GroupKey, Vec<DeadLetterItem>> {
-    let mut groups: BTreeMap<GroupKey, Vec<DeadLetterItem>> = BTreeMap::new();
+/// Where a record goes: records with the same key may share an object.
+fn group_key(item: &DeadLetterItem) -> GroupKey {
+    GroupKey {
+        destination: Destination {
+            store: item.entry.store.clone(),
+            container: item.entry.container_name.clone(),
+        },
+        folder: item.entry.folder(),
+        topic: item.entry.topic.to_ascii_lowercase(),
+    }
+}
+
+fn group_by_object(items: &[DeadLetterItem]) -> BTreeMap<GroupKey, Vec<&DeadLetterItem>> {
+    let mut groups: BTreeMap<GroupKey, Vec<&DeadLetterItem>> = BTreeMap::new();
     for item in items {
-        let key = GroupKey {
-            destination: Destination {
-                store: item.entry.store.clone(),
-                container: item.entry.container_name.clone(),
-            },
-            folder: item.entry.folder(),
-            topic: item.entry.topic.to_ascii_lowercase(),
-        };
-        groups.entry(key).or_default().push(item);
+        groups.entry(group_key(item)).or_default().push(item);
     }
     groups
+}
+
+/// A stream entry id (`<ms>-<seq>`) as numbers, for ordering; an id of another shape
+/// sorts first (Redis makes none).
+fn stream_order(entry_id: &str) -> (u64, u64) {
+    let (ms, seq) = entry_id.split_once('-').unwrap_or((entry_id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -460,14 +551,15 @@ mod tests {
     fn an_object_holds_one_destination_subscription_and_topic() {
         let azure = DeadLetterStore::AzureBlob { account: "a".into() };
         let local = DeadLetterStore::LocalDirectory;
-        let groups = group_by_object(vec![
+        let items = [
             item("1-0", "orders", "Billing", azure.clone(), "dl"),
             item("2-0", "orders", "billing", azure.clone(), "dl"),
             item("3-0", "orders", "Billing", local.clone(), "dl"),
             item("4-0", "orders", "Billing", azure.clone(), "other"),
             item("5-0", "returns", "Billing", azure.clone(), "dl"),
             item("6-0", "orders", "Shipping", azure, "dl"),
-        ]);
+        ];
+        let groups = group_by_object(&items);
         let sizes: Vec<usize> = groups.values().map(Vec::len).collect();
         assert_eq!(sizes.iter().sum::<usize>(), 6);
         assert_eq!(groups.len(), 5, "{groups:?}");

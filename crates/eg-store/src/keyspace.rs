@@ -81,6 +81,16 @@ impl Partition {
     pub fn deadletter(&self) -> String {
         format!("{}:deadletter", self.tag)
     }
+    /// The object each dead-letter record is written in, once named: hash entry id →
+    /// object name (`dead_letter_objects`). Only records still in the dead-letter stream.
+    pub fn deadletter_object_of(&self) -> String {
+        format!("{}:deadletter:objects", self.tag)
+    }
+    /// The records of each named dead-letter object still in the dead-letter stream: hash
+    /// object name → their entry ids, space-separated.
+    pub fn deadletter_object_members(&self) -> String {
+        format!("{}:deadletter:object-members", self.tag)
+    }
     /// This partition's copy of the catalog version, checked by the publish script.
     pub fn catalog_version(&self) -> String {
         format!("{}:catalog-version", self.tag)
@@ -262,6 +272,8 @@ mod tests {
             p.retry(),
             p.deadletter(),
             p.deadletter_delay(),
+            p.deadletter_object_of(),
+            p.deadletter_object_members(),
             p.catalog_version(),
             p.event("x"),
             p.history("orders", "{e1}"),

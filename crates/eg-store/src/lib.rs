@@ -12,7 +12,8 @@
 //! - what is stored: the topic/subscription catalog (`catalog`, `snapshot`, `cache`),
 //!   the delivery queues (`queue`, `settlement`), pull delivery's queues and locks
 //!   (`pull`), paused subscriptions' deliveries (`paused`), delivery history (`history`;
-//!   a subscription's recent deliveries read from it, `recent`), the dead-letter archive (`archive`),
+//!   a subscription's recent deliveries read from it, `recent`), the dead-letter archive (`archive`), the names of dead-letter objects
+//!   (`dead_letter_objects`),
 //!   per-endpoint probation records (`probation`), the status page's counts
 //!   (`stats`) and the running processes' heartbeats (`heartbeat`).
 //!
@@ -28,6 +29,7 @@ pub mod clock;
 pub mod codec;
 pub mod connection;
 pub mod dead_letter_health;
+pub mod dead_letter_objects;
 pub mod error;
 pub mod heartbeat;
 pub mod history;
@@ -48,6 +50,7 @@ pub use catalog::{Catalog, PutTopic};
 pub use clock::Clock;
 pub use connection::{RedisSettings, Store};
 pub use dead_letter_health::{DestinationProblem, FailingDestination};
+pub use dead_letter_objects::NamedObject;
 pub use error::StoreError;
 pub use keyspace::{Keyspace, Partition};
 pub use pull::{LockCheck, QueueDepth, QueueEntry};

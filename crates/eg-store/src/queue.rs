@@ -428,16 +428,9 @@ impl Store {
             }
         }
         if !poison.is_empty() {
-            self.ack_delete(&partition.deadletter(), DEADLETTER_GROUP, &poison)
-                .await?;
+            self.finish_dead_letters(partition, &poison).await?;
         }
         Ok(out)
-    }
-
-    /// Finishes dead-letter records (written, or given up on).
-    pub async fn finish_dead_letters(&self, partition: &Partition, entry_ids: &[String]) -> Result<u64, StoreError> {
-        self.ack_delete(&partition.deadletter(), DEADLETTER_GROUP, entry_ids)
-            .await
     }
 
     async fn ack_delete(&self, stream: &str, group: &str, ids: &[String]) -> Result<u64, StoreError> {

@@ -6,8 +6,8 @@
 //! such a copy of an id already noted is the broker's redelivery to the reader, counted
 //! apart, not eg's duplicate.
 //!
-//! NATS: the stream is read by sequence number. After any failed request (the server
-//! killed) the reader starts again from sequence 1: a server killed right after
+//! NATS: the stream is read by sequence number. After the client lost the server, or
+//! any failed request, the reader starts again from sequence 1: a server killed right after
 //! acknowledging a message may not have written it, and give its sequence number to the
 //! next message after the restart, which a reader going on from where it stopped would
 //! never see. Each (sequence, `Nats-Msg-Id`) pair is noted once; an id under two
@@ -106,7 +106,7 @@ async fn consume_rabbitmq(url: &str, log: &BrokerLog) -> anyhow::Result<()> {
 /// Reads the NATS stream until the task is aborted.
 pub async fn read_nats(url: String, log: std::sync::Arc<BrokerLog>, journal: Journal) {
     loop {
-        if let Err(e) = poll_nats(&url, &log).await {
+        if let Err(e) = poll_nats(&url, log.clone()).await {
             journal.note(&format!("NATS reader: {e:#}; reading the stream again from the start"));
         }
         log.reconnects.fetch_add(1, Ordering::Relaxed);
@@ -114,8 +114,20 @@ pub async fn read_nats(url: String, log: std::sync::Arc<BrokerLog>, journal: Jou
     }
 }
 
-async fn poll_nats(url: &str, log: &BrokerLog) -> anyhow::Result<()> {
-    let options = async_nats::ConnectOptions::new().retry_on_initial_connect();
+async fn poll_nats(url: &str, log: std::sync::Arc<BrokerLog>) -> anyhow::Result<()> {
+    // The client reconnects by itself; a disconnection is the sign of a restart.
+    let on_event = log.clone();
+    let options = async_nats::ConnectOptions::new()
+        .retry_on_initial_connect()
+        .event_callback(move |event| {
+            let log = on_event.clone();
+            async move {
+                if matches!(event, async_nats::Event::Disconnected) {
+                    log.reconnects.fetch_add(1, Ordering::Relaxed);
+                    log.reread();
+                }
+            }
+        });
     let client = tokio::time::timeout(Duration::from_secs(5), options.connect(url)).await??;
     let jetstream = async_nats::jetstream::new(client);
     let stream = jetstream.get_stream(NATS_STREAM).await?;

@@ -66,27 +66,47 @@ impl Servers {
             injected: Mutex::default(),
             restart_seconds: Mutex::default(),
         };
-        if outside.blob {
+        // Started side by side: RabbitMQ alone takes seconds.
+        let azurite = async {
+            if !outside.blob {
+                return anyhow::Ok(None);
+            }
             let azurite = blocking("start Azurite", || {
                 let azurite = Azurite::start();
                 azurite.create_container(BLOB_CONTAINER);
                 azurite
             })
             .await?;
+            Ok(Some(azurite))
+        };
+        let rabbitmq = async {
+            if !outside.brokers {
+                return anyhow::Ok(None);
+            }
+            let rabbitmq = blocking("start RabbitMQ", RabbitMq::start).await?;
+            declare_rabbitmq_queue(&rabbitmq.amqp_url()).await?;
+            Ok(Some(rabbitmq))
+        };
+        let nats = async {
+            if !outside.brokers {
+                return anyhow::Ok(None);
+            }
+            let nats = blocking("start nats-server", Nats::start).await?;
+            create_nats_stream(&nats.url(), duplicate_window).await?;
+            Ok(Some(nats))
+        };
+        let (azurite, rabbitmq, nats) = tokio::join!(azurite, rabbitmq, nats);
+        if let Some(azurite) = azurite? {
             servers.blob_port = Some(azurite.blob_port());
             servers.azurite_connection_string = Some(azurite.connection_string());
             servers.azurite = Some(Arc::new(Mutex::new(azurite)));
         }
-        if outside.brokers {
-            let rabbitmq = blocking("start RabbitMQ", RabbitMq::start).await?;
-            let url = rabbitmq.amqp_url();
-            declare_rabbitmq_queue(&url).await?;
-            servers.amqp_url = Some(url);
+        if let Some(rabbitmq) = rabbitmq? {
+            servers.amqp_url = Some(rabbitmq.amqp_url());
             servers.rabbitmq = Some(Arc::new(Mutex::new(rabbitmq)));
-            let nats = blocking("start nats-server", Nats::start).await?;
-            let url = nats.url();
-            create_nats_stream(&url, duplicate_window).await?;
-            servers.nats_url = Some(url);
+        }
+        if let Some(nats) = nats? {
+            servers.nats_url = Some(nats.url());
             servers.nats = Some(Arc::new(Mutex::new(nats)));
         }
         Ok(servers)

@@ -65,9 +65,15 @@ impl BrokerLog {
 
 /// Reads the RabbitMQ queue until the task is aborted.
 pub async fn read_rabbitmq(url: String, log: std::sync::Arc<BrokerLog>, journal: Journal) {
+    // While the broker is down every try fails alike: each kind of failure noted once.
+    let mut last_problem = String::new();
     loop {
-        if let Err(e) = consume_rabbitmq(&url, &log).await {
-            journal.note(&format!("RabbitMQ reader: {e:#}; connecting again"));
+        match consume_rabbitmq(&url, &log).await {
+            Err(e) if format!("{e:#}") != last_problem => {
+                last_problem = format!("{e:#}");
+                journal.note(&format!("RabbitMQ reader: {last_problem}; connecting again"));
+            }
+            _ => {}
         }
         log.reconnects.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(RECONNECT_AFTER).await;

@@ -98,7 +98,7 @@ test-cluster:
     EG_TEST_REDIS=cluster cargo test -p eg-system-tests --test system -- pipeline:: management:: schemas:: \
         filtering:: signing:: access:: bad_input:: protection:: operations:: egctl::
 
-# Kill tiers, Redis, Azurite and the brokers while publishing; check every event answered 200 is delivered or dead-lettered (`just chaos --help`).
+# Kill tiers, Redis and the brokers and stop Azurite while publishing; check every event answered 200 is delivered or dead-lettered (`just chaos --help`).
 chaos *ARGS:
     deploy/local/ensure-redis.sh
     deploy/local/ensure-test-tools.sh

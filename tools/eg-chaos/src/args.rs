@@ -11,6 +11,9 @@ while killing processes and Redis at random, then checks that every event answer
 reached every subscription it matches or was dead-lettered with a fitting reason, and that
 pull consumers (which crash mid-batch, acknowledge late, release and reject) got every
 event of the queue subscriptions acknowledged, dead-lettered or dropped with a reason.
+A subscription dead-letters to Azure Blob on Azurite (stopped and started again once)
+and two deliver to RabbitMQ and NATS JetStream (each broker killed and restarted once);
+the oracle reads the blobs and the messages back from those servers.
 
 usage: eg-chaos [options]
 

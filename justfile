@@ -98,9 +98,10 @@ test-cluster:
     EG_TEST_REDIS=cluster cargo test -p eg-system-tests --test system -- pipeline:: management:: schemas:: \
         filtering:: signing:: access:: bad_input:: protection:: operations:: egctl::
 
-# Kill tiers and Redis at random while publishing; check every event answered 200 is delivered or dead-lettered (`just chaos --help`).
+# Kill tiers, Redis and the brokers and stop Azurite while publishing; check every event answered 200 is delivered or dead-lettered (`just chaos --help`).
 chaos *ARGS:
     deploy/local/ensure-redis.sh
+    deploy/local/ensure-test-tools.sh
     cargo build -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter -p eg-chaos
     cargo run -q -p eg-chaos -- {{ARGS}}
 

@@ -11,6 +11,9 @@ while killing processes and Redis at random, then checks that every event answer
 reached every subscription it matches or was dead-lettered with a fitting reason, and that
 pull consumers (which crash mid-batch, acknowledge late, release and reject) got every
 event of the queue subscriptions acknowledged, dead-lettered or dropped with a reason.
+A subscription dead-letters to Azure Blob on Azurite (stopped and started again once)
+and two deliver to RabbitMQ and NATS JetStream (each broker killed and restarted once);
+the oracle reads the blobs and the messages back from those servers.
 
 usage: eg-chaos [options]
 
@@ -27,6 +30,10 @@ usage: eg-chaos [options]
   --drain-timeout D     how long the system may take to drain afterwards (default 150s:
                         a crashed pull consumer's events come back only after their
                         60 s locks expire)
+  --no-azurite          leave out the subscription dead-lettering to Azure Blob on
+                        Azurite (stopped and started again once during the run)
+  --no-brokers          leave out the RabbitMQ and NATS JetStream subscriptions (each
+                        broker killed and restarted once during the run)
   --json PATH           also write the JSON report to PATH
   --keep                keep the run directory (logs, dead letters, Redis AOF); it is
                         kept anyway when the oracle finds a violation
@@ -66,6 +73,8 @@ pub struct Args {
     pub failure_rate: f64,
     pub max_examples: usize,
     pub sabotage: usize,
+    pub azurite: bool,
+    pub brokers: bool,
 }
 
 impl Default for Args {
@@ -90,6 +99,8 @@ impl Default for Args {
             failure_rate: 0.35,
             max_examples: 10,
             sabotage: 0,
+            azurite: true,
+            brokers: true,
         }
     }
 }
@@ -101,8 +112,13 @@ pub fn parse(mut raw: impl Iterator<Item = String>) -> anyhow::Result<Option<Arg
         if arg == "-h" || arg == "--help" {
             return Ok(None);
         }
-        if arg == "--keep" {
-            args.keep = true;
+        match arg.as_str() {
+            "--keep" => args.keep = true,
+            "--no-azurite" => args.azurite = false,
+            "--no-brokers" => args.brokers = false,
+            _ => {}
+        }
+        if ["--keep", "--no-azurite", "--no-brokers"].contains(&arg.as_str()) {
             continue;
         }
         let (name, inline) = match arg.split_once('=') {
@@ -187,6 +203,9 @@ mod tests {
         assert!((args.rate - 200.0).abs() < f64::EPSILON);
         assert!(args.keep);
         assert_eq!(args.senders, 3);
+        assert!(args.azurite && args.brokers, "the outside servers are in by default");
+        let without = parsed(&["--no-azurite", "--no-brokers"])?.context("args")?;
+        assert!(!without.azurite && !without.brokers);
         assert!(parsed(&["--help"])?.is_none());
         assert!(parsed(&["--nope"]).is_err());
         assert!(parsed(&["--rate"]).is_err());

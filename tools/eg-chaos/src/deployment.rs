@@ -46,7 +46,15 @@ pub struct Deployment {
 }
 
 impl Deployment {
-    pub fn new(bin_dir: PathBuf, run_dir: &Path, journal: Journal, http: reqwest::Client) -> anyhow::Result<Self> {
+    /// `outside_env`: the settings naming the servers outside eg (storage account,
+    /// brokers), added to every tier's.
+    pub fn new(
+        bin_dir: PathBuf,
+        run_dir: &Path,
+        outside_env: Vec<(String, String)>,
+        journal: Journal,
+        http: reqwest::Client,
+    ) -> anyhow::Result<Self> {
         if let Some(binary) = tier::missing_binaries(&bin_dir).first() {
             bail!(
                 "{} is missing: build the tiers first (`cargo build -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter`; `just chaos` does), or point --bin-dir at them",
@@ -91,6 +99,7 @@ impl Deployment {
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
+        .chain(outside_env)
         .collect();
         Ok(Self {
             bin_dir,
@@ -233,9 +242,14 @@ impl Deployment {
 
     /// `http://127.0.0.1:PORT` of every ingress copy (running or not).
     pub fn ingress_urls(&self) -> Vec<String> {
+        self.urls(Role::Ingress)
+    }
+
+    /// `http://127.0.0.1:PORT` of every copy of `role` (running or not).
+    pub fn urls(&self, role: Role) -> Vec<String> {
         lock(&self.slots)
             .iter()
-            .filter(|s| s.role == Role::Ingress)
+            .filter(|s| s.role == role)
             .map(|s| format!("http://127.0.0.1:{}", s.port))
             .collect()
     }

@@ -8,10 +8,15 @@
 //! fitting reason. A namespace topic's queue-mode subscriptions are served by pull
 //! consumers that crash mid-batch, acknowledge late, release and reject; for them the
 //! oracle asks whether every such event was acknowledged, dead-lettered or dropped with a
-//! reason. It writes a JSON report and exits non-zero on any violation, or when the
-//! system does not drain in time.
+//! reason. Unless left out, one subscription dead-letters to Azure Blob on Azurite
+//! (stopped and started again during the run) and two deliver to RabbitMQ and NATS
+//! JetStream (each broker killed and restarted during the run); the oracle reads the
+//! blobs back from Azurite and the messages from the brokers. It writes a JSON report and
+//! exits non-zero on any violation, or when the system does not drain in time.
 
 mod args;
+mod blob_reader;
+mod broker_readers;
 mod churn;
 mod consumer;
 mod deployment;
@@ -19,6 +24,7 @@ mod faults;
 mod journal;
 mod oracle;
 mod oracle_queues;
+mod outside;
 mod publisher;
 mod receiver;
 mod scenario;
@@ -30,10 +36,11 @@ use deployment::{ADMIN_TOKEN, DELIVERY_TIMEOUT, Deployment, Role};
 use eg_store::keyspace::{self, Keyspace, Partition};
 use faults::Faults;
 use journal::Journal;
-use oracle::Oracle;
+use oracle::{BrokerLogs, Oracle};
+use outside::Servers;
 use publisher::{Ledger, Publisher};
 use receiver::{Receivers, lock};
-use scenario::Scenario;
+use scenario::{BLOB_CONTAINER, Outside, Scenario};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -49,6 +56,9 @@ const CRASH_RATE: f64 = 0.05;
 /// After everything resolved, how long to keep watching for late duplicates and
 /// deliveries that should not happen.
 const QUIET_PERIOD: Duration = Duration::from_secs(3);
+
+/// How long the last full read of the NATS stream may take before the verdict.
+const FINAL_STREAM_READ: Duration = Duration::from_secs(20);
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -97,7 +107,28 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     };
 
     // ----- the deployment -----
-    let scenario = Arc::new(Scenario::standard());
+    let outside = Outside {
+        blob: args.azurite,
+        brokers: args.brokers,
+    };
+    // The duplicate window outlasts the run and its drain: every repeat is absorbed.
+    let duplicate_window = args.duration + args.drain_timeout + Duration::from_secs(600);
+    let servers = Arc::new(Servers::start(outside, duplicate_window).await.context(
+        "start the servers outside eg (deploy/local/ensure-test-tools.sh installs them; \
+         --no-azurite and --no-brokers leave them out)",
+    )?);
+    if outside.blob || outside.brokers {
+        journal.phase(&format!(
+            "outside servers ready:{}{}",
+            if outside.blob { " Azurite" } else { "" },
+            if outside.brokers {
+                " RabbitMQ, NATS JetStream"
+            } else {
+                ""
+            }
+        ));
+    }
+    let scenario = Arc::new(Scenario::standard(outside));
     let receivers = Arc::new(
         Receivers::start(
             scenario
@@ -115,8 +146,24 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         )
         .await?,
     );
-    let deployment = Arc::new(Deployment::new(bin_dir, &run_dir, journal.clone(), http.clone())?);
-    let outcome = exercise(&args, &run_dir, &journal, &http, &scenario, &receivers, &deployment).await;
+    let deployment = Arc::new(Deployment::new(
+        bin_dir,
+        &run_dir,
+        servers.tier_env(),
+        journal.clone(),
+        http.clone(),
+    )?);
+    let outcome = exercise(
+        &args,
+        &run_dir,
+        &journal,
+        &http,
+        &scenario,
+        &receivers,
+        &deployment,
+        &servers,
+    )
+    .await;
     deployment.stop().await;
     let ok = match outcome {
         Ok(ok) => ok,
@@ -134,6 +181,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     Ok(ok)
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn exercise(
     args: &Args,
     run_dir: &Path,
@@ -142,6 +190,7 @@ async fn exercise(
     scenario: &Arc<Scenario>,
     receivers: &Arc<Receivers>,
     deployment: &Arc<Deployment>,
+    servers: &Arc<Servers>,
 ) -> anyhow::Result<bool> {
     deployment.start_redis().await?;
     deployment.add(Role::Ingress, args.ingress)?;
@@ -161,6 +210,30 @@ async fn exercise(
         args.rate,
         humantime::format_duration(args.duration)
     ));
+
+    // ----- what reaches the servers outside eg, read from them -----
+    let brokers = BrokerLogs {
+        rabbitmq: servers.amqp_url.as_ref().map(|_| Arc::default()),
+        nats: servers.nats_url.as_ref().map(|_| Arc::default()),
+    };
+    let mut readers = Vec::new();
+    if let (Some(url), Some(log)) = (&servers.amqp_url, &brokers.rabbitmq) {
+        readers.push(tokio::spawn(broker_readers::read_rabbitmq(
+            url.clone(),
+            log.clone(),
+            journal.clone(),
+        )));
+    }
+    if let (Some(url), Some(log)) = (&servers.nats_url, &brokers.nats) {
+        readers.push(tokio::spawn(broker_readers::read_nats(
+            url.clone(),
+            log.clone(),
+            journal.clone(),
+        )));
+    }
+    let mut blobs = servers
+        .blob_port
+        .map(|port| blob_reader::BlobReader::new(http.clone(), port, BLOB_CONTAINER));
 
     // ----- faults while publishing -----
     let ledger = Arc::new(Ledger::default());
@@ -222,6 +295,7 @@ async fn exercise(
         started,
         stop_at,
     ));
+    let outside_faults = tokio::spawn(servers.clone().disturb(journal.clone(), started, stop_at));
     let mut progress = tokio::time::interval(Duration::from_secs(10));
     progress.tick().await;
     while Instant::now() < stop_at {
@@ -238,6 +312,7 @@ async fn exercise(
     pausing.await?;
     churning.await?;
     redis_faults.await?;
+    outside_faults.await?;
     let published_for = started.elapsed();
 
     if args.sabotage > 0 {
@@ -263,6 +338,7 @@ async fn exercise(
         ledger.clone(),
         receivers.clone(),
         consumers.clone(),
+        brokers.clone(),
         &deployment.dead_letter_dir,
     );
     let drain_deadline = drain_started + args.drain_timeout;
@@ -270,6 +346,9 @@ async fn exercise(
     let mut drained_after = None;
     let redis_url = deployment.redis_url();
     loop {
+        if let Some(reader) = &mut blobs {
+            oracle.take_blobs(reader.new_blobs().await);
+        }
         let open = oracle.unresolved();
         // Crashed consumers' events come back only when their locks expire: the drain
         // ends when nothing is queued, locked or delayed any more.
@@ -302,6 +381,29 @@ async fn exercise(
         )),
     }
     tokio::time::sleep(QUIET_PERIOD).await;
+    if let Some(reader) = &mut blobs {
+        oracle.take_blobs(reader.new_blobs().await);
+    }
+    if let Some(log) = &brokers.nats {
+        // A message the server lost in a kill may have left its sequence number to a
+        // later one: the verdict counts what one whole read of the stream finds.
+        log.reread();
+        let deadline = Instant::now() + FINAL_STREAM_READ;
+        while !log.reread_done.load(Ordering::SeqCst) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        if !log.reread_done.load(Ordering::SeqCst) {
+            journal.phase("the last full read of the NATS stream did not finish in time");
+        }
+    }
+    let absorbed = if brokers.nats.is_some() {
+        absorbed_duplicates(http, &deployment.urls(deployment::Role::Sender)).await
+    } else {
+        None
+    };
+    for reader in readers {
+        reader.abort();
+    }
     watcher.abort();
     consumers.stop.store(true, Ordering::Relaxed);
     for task in consuming {
@@ -309,7 +411,12 @@ async fn exercise(
     }
 
     // ----- verdict -----
-    let verdict = oracle.verdict(args.max_examples);
+    let mut verdict = oracle.verdict(args.max_examples);
+    if let Some(Value::Object(nats)) = verdict.json["by_destination_kind"].get_mut("nats") {
+        // Repeats the stream's duplicate window took and stored once, as the senders
+        // running at the end counted them (a killed sender's count went with it).
+        nats.insert("absorbed_by_the_duplicate_window_at_least".into(), json!(absorbed));
+    }
     let queues = redis_state(&deployment.redis_url())
         .await
         .unwrap_or_else(|e| json!({"error": e.to_string()}));
@@ -332,6 +439,8 @@ async fn exercise(
             "processes": {"ingress": args.ingress, "scheduler": args.schedulers, "sender": args.senders, "deadletter": args.deadletters},
             "failure_rate": args.failure_rate,
             "sabotage": args.sabotage,
+            "azurite": args.azurite,
+            "brokers": args.brokers,
         },
         "published": {
             "for_s": published_for.as_secs_f64(),
@@ -347,6 +456,8 @@ async fn exercise(
             "injected": injected,
             "unexpected_exits": unexpected,
             "catalog_calls": lock(&churn.calls).clone(),
+            "outside_servers": lock(&servers.injected).clone(),
+            "outside_restart_seconds": lock(&servers.restart_seconds).clone(),
         },
         "drain": {
             "completed": drained,
@@ -423,7 +534,63 @@ async fn exercise(
         ends.join("; "),
         verdict.queue_lost,
     );
+    let kinds = &verdict.json["by_destination_kind"];
+    let outside: Vec<String> = ["webhook_dead_lettering_to_azure_blob", "rabbitmq", "nats"]
+        .iter()
+        .filter_map(|kind| {
+            let f = kinds.get(*kind)?;
+            let mut line = format!(
+                "{kind}: {} owed, {} delivered, {} dead-lettered, {} lost, {} duplicates, {} duplicate dead letters",
+                f["owed"],
+                f["delivered"],
+                f["dead_lettered"],
+                f["lost"],
+                f["duplicates"],
+                f["duplicate_dead_letter_records"]
+            );
+            if let Some(absorbed) = f.get("absorbed_by_the_duplicate_window_at_least") {
+                line.push_str(&format!(", ≥{absorbed} absorbed by the duplicate window"));
+            }
+            Some(line)
+        })
+        .collect();
+    if !outside.is_empty() {
+        let injected = lock(&servers.injected).clone();
+        println!(
+            "eg-chaos: outside eg — {}; outages: {}",
+            outside.join("; "),
+            injected
+                .iter()
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     Ok(ok)
+}
+
+/// The sum of `DestinationDuplicateCount{destination="nats"}` over the senders'
+/// metrics pages; `None` if none answered.
+async fn absorbed_duplicates(http: &reqwest::Client, senders: &[String]) -> Option<u64> {
+    let mut total = None;
+    for url in senders {
+        let Ok(response) = http
+            .get(format!("{url}/metrics"))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+        else {
+            continue;
+        };
+        let Ok(page) = response.text().await else { continue };
+        let counted: f64 = page
+            .lines()
+            .filter(|l| l.starts_with("DestinationDuplicateCount{") && l.contains(r#"destination="nats""#))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        *total.get_or_insert(0) += counted as u64;
+    }
+    total
 }
 
 /// Creates the topics and subscriptions; waits until every subscription is validated.

@@ -14,12 +14,19 @@
 //!
 //! Queue-mode (pull) subscriptions are judged in [`crate::oracle_queues`], from the
 //! consumers' log and the namespace dead-letter records read here.
+//!
+//! Subscriptions delivering to a broker are judged like webhooks, with what their
+//! broker's reader took from the broker ([`crate::broker_readers`]) as what arrived.
+//! Dead letters written to Azure Blob are read back from Azurite
+//! ([`crate::blob_reader`]); each must be in the store its subscription names.
 
+use crate::blob_reader::Blob;
+use crate::broker_readers::BrokerLog;
 use crate::consumer::Consumers;
 use crate::oracle_queues as queues;
 use crate::publisher::{Fate, Ledger, Published, refusal_name};
 use crate::receiver::{Receivers, Seen, lock};
-use crate::scenario::{Scenario, event_seq};
+use crate::scenario::{DeadLetterTo, Destination, Scenario, event_seq};
 use eg_testkit::files_under;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -41,6 +48,35 @@ struct DeadRecord {
     last_status: Option<i64>,
     publish_time: Option<chrono::DateTime<chrono::Utc>>,
     written_at: SystemTime,
+    /// Read from Azurite, not from the dead-letter directory.
+    from_blob: bool,
+}
+
+/// The readers of the broker destinations, when the scenario has them.
+#[derive(Clone, Default)]
+pub struct BrokerLogs {
+    pub rabbitmq: Option<Arc<BrokerLog>>,
+    pub nats: Option<Arc<BrokerLog>>,
+}
+
+impl BrokerLogs {
+    fn of(&self, destination: Destination) -> Option<&Arc<BrokerLog>> {
+        match destination {
+            Destination::WebHook => None,
+            Destination::RabbitMq => self.rabbitmq.as_ref(),
+            Destination::Nats => self.nats.as_ref(),
+        }
+    }
+}
+
+/// A subscription's kind for the report's figures.
+fn kind_name(destination: Destination, dead_letter_to: DeadLetterTo) -> &'static str {
+    match (destination, dead_letter_to) {
+        (Destination::WebHook, DeadLetterTo::LocalDirectory) => "webhook",
+        (Destination::WebHook, DeadLetterTo::AzureBlob) => "webhook_dead_lettering_to_azure_blob",
+        (Destination::RabbitMq, _) => "rabbitmq",
+        (Destination::Nats, _) => "nats",
+    }
 }
 
 pub struct Oracle {
@@ -50,6 +86,7 @@ pub struct Oracle {
     queue_records: Vec<DeadRecord>,
     ledger: Arc<Ledger>,
     receivers: Arc<Receivers>,
+    brokers: BrokerLogs,
     root: PathBuf,
     parsed: HashSet<PathBuf>,
     records: Vec<DeadRecord>,
@@ -57,6 +94,8 @@ pub struct Oracle {
     file_problems: Vec<(&'static str, String)>,
     /// Files that did not parse yet (retried; a violation if they never do).
     unreadable: HashMap<PathBuf, String>,
+    /// Why the last read of the dead-letter blobs failed, if it did.
+    blob_store_problem: Option<String>,
 }
 
 /// Violations of one kind, and a few examples.
@@ -121,6 +160,7 @@ impl Oracle {
         ledger: Arc<Ledger>,
         receivers: Arc<Receivers>,
         consumers: Arc<Consumers>,
+        brokers: BrokerLogs,
         root: &Path,
     ) -> Self {
         Self {
@@ -129,12 +169,57 @@ impl Oracle {
             queue_records: Vec::new(),
             ledger,
             receivers,
+            brokers,
             root: root.to_path_buf(),
             parsed: HashSet::new(),
             records: Vec::new(),
             file_problems: Vec::new(),
             unreadable: HashMap::new(),
+            blob_store_problem: None,
         }
+    }
+
+    /// Takes the dead-letter blobs read from Azurite since the last call, or why they
+    /// could not be read (a violation if the last read of the run fails).
+    pub fn take_blobs(&mut self, read: anyhow::Result<Vec<Blob>>) {
+        match read {
+            Ok(blobs) => {
+                self.blob_store_problem = None;
+                for blob in blobs {
+                    let relative = PathBuf::from(&blob.path);
+                    if let Err(problem) = self.read_text(&relative, &blob.text, blob.written_at, true) {
+                        self.file_problems.push(("unreadable_dead_letter_blob", problem));
+                    }
+                }
+            }
+            Err(e) => self.blob_store_problem = Some(format!("{e:#}")),
+        }
+    }
+
+    /// What each subscription's destination took, by event: the receiver's log for a
+    /// webhook, the broker reader's copies (each counted arrived and accepted) for a
+    /// broker.
+    fn arrivals(&self) -> Vec<HashMap<u64, Seen>> {
+        let endpoints = self.receivers.endpoints();
+        self.scenario
+            .subscriptions
+            .iter()
+            .enumerate()
+            .map(|(sub, spec)| match self.brokers.of(spec.destination) {
+                None => lock(&endpoints[sub].seen).clone(),
+                Some(log) => lock(&log.copies)
+                    .iter()
+                    .map(|(seq, copies)| {
+                        let seen = Seen {
+                            arrivals: *copies,
+                            accepted: *copies,
+                            ..Seen::default()
+                        };
+                        (*seq, seen)
+                    })
+                    .collect(),
+            })
+            .collect()
     }
 
     /// Reads dead-letter files written since the last call.
@@ -162,14 +247,26 @@ impl Oracle {
     fn read_file(&mut self, path: &Path) -> Result<(), String> {
         let relative = path.strip_prefix(&self.root).unwrap_or(path).to_path_buf();
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", relative.display()))?;
-        let value: Value =
-            serde_json::from_str(&text).map_err(|e| format!("{}: not JSON ({e})", relative.display()))?;
-        let Some(items) = value.as_array() else {
-            return Err(format!("{}: not a JSON array", relative.display()));
-        };
         let written_at = std::fs::metadata(path)
             .and_then(|m| m.modified())
             .unwrap_or_else(|_| SystemTime::now());
+        self.read_text(&relative, &text, written_at, false)
+    }
+
+    /// The records of one dead-letter file or blob, `relative` being
+    /// `<container>/<SUBSCRIPTION>/…`.
+    fn read_text(
+        &mut self,
+        relative: &Path,
+        text: &str,
+        written_at: SystemTime,
+        from_blob: bool,
+    ) -> Result<(), String> {
+        let relative = relative.to_path_buf();
+        let value: Value = serde_json::from_str(text).map_err(|e| format!("{}: not JSON ({e})", relative.display()))?;
+        let Some(items) = value.as_array() else {
+            return Err(format!("{}: not a JSON array", relative.display()));
+        };
         let mut parts = relative
             .components()
             .map(|c| c.as_os_str().to_string_lossy().into_owned());
@@ -183,6 +280,17 @@ impl Oracle {
                 .push(("dead_letter_in_unknown_folder", relative.display().to_string()));
             return Ok(());
         };
+        let blob_expected = self.scenario.subscriptions[sub].dead_letter_to == DeadLetterTo::AzureBlob;
+        if blob_expected != from_blob {
+            self.file_problems.push((
+                "dead_letter_in_another_store_than_its_subscription_names",
+                format!(
+                    "{} ({})",
+                    relative.display(),
+                    if from_blob { "in Azurite" } else { "in the directory" }
+                ),
+            ));
+        }
         for record in items {
             // Event Grid and custom envelopes use camelCase, CloudEvents lower case.
             let field = |camel: &str| {
@@ -224,6 +332,7 @@ impl Oracle {
                     .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
                     .map(|t| t.with_timezone(&chrono::Utc)),
                 written_at,
+                from_blob,
             });
         }
         Ok(())
@@ -257,6 +366,7 @@ impl Oracle {
                 last_status: None,
                 publish_time: None,
                 written_at,
+                from_blob: false,
             });
         }
     }
@@ -284,12 +394,7 @@ impl Oracle {
         self.scan();
         let dead: HashSet<(usize, u64)> = self.records.iter().map(|r| (r.sub, r.seq)).collect();
         let events = lock(&self.ledger.events).clone();
-        let seen: Vec<HashMap<u64, Seen>> = self
-            .receivers
-            .endpoints()
-            .iter()
-            .map(|e| lock(&e.seen).clone())
-            .collect();
+        let seen = self.arrivals();
         let mut open = 0;
         for (seq, event) in events.iter().enumerate() {
             if event.fate != Fate::Acknowledged {
@@ -322,8 +427,16 @@ impl Oracle {
             });
         }
         let events: Vec<Published> = lock(&self.ledger.events).clone();
+        if let Some(problem) = &self.blob_store_problem {
+            violations.add("dead_letter_blobs_unreadable", || problem.clone());
+        }
+        for (name, log) in [("rabbitmq", &self.brokers.rabbitmq), ("nats", &self.brokers.nats)] {
+            for id in log.iter().flat_map(|log| lock(&log.strangers).clone()) {
+                violations.add("broker_message_of_an_unknown_id", || format!("{id} in {name}"));
+            }
+        }
         let endpoints = self.receivers.endpoints();
-        let seen: Vec<HashMap<u64, Seen>> = endpoints.iter().map(|e| lock(&e.seen).clone()).collect();
+        let seen = self.arrivals();
         let mut dead: HashMap<(usize, u64), Vec<&DeadRecord>> = HashMap::new();
         for record in &self.records {
             dead.entry((record.sub, record.seq)).or_default().push(record);
@@ -468,6 +581,7 @@ impl Oracle {
         let mut lost = 0u64;
         let mut acknowledged = 0u64;
         let mut not_acknowledged = 0u64;
+        let mut by_kind: BTreeMap<&'static str, KindFigures> = BTreeMap::new();
         for (seq, event) in events.iter().enumerate() {
             match event.fate {
                 Fate::Acknowledged => acknowledged += 1,
@@ -479,13 +593,25 @@ impl Oracle {
             let seq = seq as u64;
             for sub in self.scenario.matching(seq, &event.facts) {
                 owed += 1;
+                let spec = &self.scenario.subscriptions[sub];
+                let figures = by_kind
+                    .entry(kind_name(spec.destination, spec.dead_letter_to))
+                    .or_default();
+                figures.owed += 1;
                 let s = seen[sub].get(&seq).copied().unwrap_or_default();
+                figures.duplicates += u64::from(s.accepted.saturating_sub(1));
+                if let Some(records) = dead.get(&(sub, seq)) {
+                    figures.duplicate_dead_letters += records.len() as u64 - 1;
+                }
                 if s.accepted > 0 {
                     delivered += 1;
+                    figures.delivered += 1;
                 } else if dead.contains_key(&(sub, seq)) {
                     dead_lettered += 1;
+                    figures.dead_lettered += 1;
                 } else {
                     lost += 1;
+                    figures.lost += 1;
                     violations.add("lost", || {
                         format!(
                             "ev-{seq} to {}: acknowledged at {}, receiver saw it {}x (accepted 0x), no dead letter",
@@ -537,7 +663,26 @@ impl Oracle {
         for (kind, example) in &queues.violations {
             violations.add(kind, || example.clone());
         }
+        let mut by_kind: serde_json::Map<String, Value> = by_kind
+            .into_iter()
+            .map(|(kind, f)| (kind.to_owned(), f.to_json()))
+            .collect();
+        for (kind, log) in [("rabbitmq", &self.brokers.rabbitmq), ("nats", &self.brokers.nats)] {
+            if let (Some(log), Some(Value::Object(figures))) = (log, by_kind.get_mut(kind)) {
+                figures.insert(
+                    "reader_reconnects".into(),
+                    json!(log.reconnects.load(std::sync::atomic::Ordering::Relaxed)),
+                );
+                if kind == "rabbitmq" {
+                    figures.insert(
+                        "redelivered_to_the_reader".into(),
+                        json!(log.redelivered_to_reader.load(std::sync::atomic::Ordering::Relaxed)),
+                    );
+                }
+            }
+        }
         let json = json!({
+            "by_destination_kind": by_kind,
             "queues": queues.json,
             "acknowledged": acknowledged,
             "not_acknowledged": not_acknowledged,
@@ -561,6 +706,7 @@ impl Oracle {
             "dead_letters": {
                 "records": self.records.len(),
                 "files": self.parsed.len(),
+                "records_read_from_azure_blob": self.records.iter().filter(|r| r.from_blob).count(),
                 "by_reason": by_reason,
                 "duplicate_records": dead_letter_duplicates,
                 // Dead-lettered although the receiver accepted it at some point (at least
@@ -587,6 +733,27 @@ impl Oracle {
             queue_owed: queues.owed,
             queue_lost: queues.lost,
         }
+    }
+}
+
+/// One destination kind's figures: (event, subscription) pairs owed, how they ended,
+/// extra copies at the destination (at least once allows them) and extra dead-letter
+/// records of one pair.
+#[derive(Default)]
+struct KindFigures {
+    owed: u64,
+    delivered: u64,
+    dead_lettered: u64,
+    lost: u64,
+    duplicates: u64,
+    duplicate_dead_letters: u64,
+}
+
+impl KindFigures {
+    fn to_json(&self) -> Value {
+        json!({"owed": self.owed, "delivered": self.delivered, "dead_lettered": self.dead_lettered,
+               "lost": self.lost, "duplicates": self.duplicates,
+               "duplicate_dead_letter_records": self.duplicate_dead_letters})
     }
 }
 

@@ -122,6 +122,49 @@ pub struct SubscriptionSpec {
     /// Receivers answer badly this many times as often as the run's failure rate.
     pub failure_factor: f64,
     pub container: String,
+    pub destination: Destination,
+    pub dead_letter_to: DeadLetterTo,
+}
+
+/// Where a subscription delivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    /// One of the run's own receivers.
+    WebHook,
+    /// The run's RabbitMQ exchange, read back from a durable queue bound to it.
+    RabbitMq,
+    /// The run's JetStream subject, read back from its stream.
+    Nats,
+}
+
+/// Where a subscription's dead letters go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadLetterTo {
+    /// The dead-letter tier's directory (`<run>/deadletters/<container>/…`).
+    LocalDirectory,
+    /// A blob container of the Azurite account.
+    AzureBlob,
+}
+
+/// The resource id of the emulator's account, as Event Grid subscriptions name it.
+const AZURITE_RESOURCE_ID: &str = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/eg/providers/Microsoft.Storage/storageAccounts/devstoreaccount1";
+/// The blob container the Azure Blob dead-lettering subscription writes to.
+pub const BLOB_CONTAINER: &str = "dl-blob";
+/// The run's RabbitMQ connection name, exchange and routing key.
+pub const RABBITMQ_CONNECTION: &str = "main";
+pub const RABBITMQ_EXCHANGE: &str = "eg-chaos";
+pub const RABBITMQ_ROUTING_KEY: &str = "chaos.events";
+/// The run's NATS connection name and the JetStream subject.
+pub const NATS_CONNECTION: &str = "events";
+pub const NATS_SUBJECT: &str = "eg-chaos.events";
+
+/// Which destinations outside eg the scenario takes in (each needs its server).
+#[derive(Debug, Clone, Copy)]
+pub struct Outside {
+    /// A subscription dead-lettering to Azure Blob (Azurite).
+    pub blob: bool,
+    /// A RabbitMQ and a NATS JetStream subscription.
+    pub brokers: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -153,9 +196,9 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// Two Event Grid schema topics and two CloudEvents topics, 16 subscriptions; one
-    /// namespace topic with two queue subscriptions.
-    pub fn standard() -> Self {
+    /// Two Event Grid schema topics and two CloudEvents topics, 16 subscriptions (and
+    /// those of `outside`); one namespace topic with two queue subscriptions.
+    pub fn standard(outside: Outside) -> Self {
         let mut topics = vec![
             TopicSpec {
                 name: "chaos-eg-a".into(),
@@ -194,6 +237,8 @@ impl Scenario {
                         ttl_minutes: ttl,
                         failure_factor: factor,
                         container: container.clone(),
+                        destination: Destination::WebHook,
+                        dead_letter_to: DeadLetterTo::LocalDirectory,
                     }
                 };
             match topic.schema {
@@ -260,6 +305,41 @@ impl Scenario {
                 }
             }
         }
+        if outside.blob {
+            // Fails twice as often with one attempt: dead letters all through the run,
+            // some written while Azurite is stopped.
+            subscriptions.push(SubscriptionSpec {
+                name: "eg-b-blob".into(),
+                topic: 1,
+                filter: Filter::Types(&["Order.Created", "Payment.Made"]),
+                delivery_schema: Schema::EventGrid,
+                max_events_per_batch: 1,
+                max_attempts: 1,
+                ttl_minutes: 1440,
+                failure_factor: 2.0,
+                container: BLOB_CONTAINER.into(),
+                destination: Destination::WebHook,
+                dead_letter_to: DeadLetterTo::AzureBlob,
+            });
+        }
+        if outside.brokers {
+            // Enough attempts to outlast a broker restart (3–6 s for RabbitMQ).
+            let broker = |name: &str, topic: usize, destination: Destination, schema: Schema| SubscriptionSpec {
+                name: name.into(),
+                topic,
+                filter: Filter::All,
+                delivery_schema: schema,
+                max_events_per_batch: 1,
+                max_attempts: 30,
+                ttl_minutes: 1440,
+                failure_factor: 0.0,
+                container: format!("dl-{}", topics[topic].name.trim_start_matches("chaos-")),
+                destination,
+                dead_letter_to: DeadLetterTo::LocalDirectory,
+            };
+            subscriptions.push(broker("ce-b-rabbitmq", 3, Destination::RabbitMq, Schema::CloudEvents));
+            subscriptions.push(broker("eg-a-nats", 0, Destination::Nats, Schema::EventGrid));
+        }
         // Pull delivery: a short max delivery count with a dead-letter destination (so
         // max-count and reject dead-letters happen), and the default count without one
         // (so rejects are dropped). The lock is Event Grid's minimum, 60 s.
@@ -318,15 +398,31 @@ impl Scenario {
 
     /// The subscription resource for `PUT …/eventSubscriptions/{name}`.
     pub fn subscription_body(&self, sub: &SubscriptionSpec, endpoint_url: &str) -> Value {
-        let mut destination = json!({"endpointUrl": endpoint_url});
-        if sub.max_events_per_batch > 1 {
-            destination["maxEventsPerBatch"] = json!(sub.max_events_per_batch);
-        }
+        let destination = match sub.destination {
+            Destination::WebHook => {
+                let mut properties = json!({"endpointUrl": endpoint_url});
+                if sub.max_events_per_batch > 1 {
+                    properties["maxEventsPerBatch"] = json!(sub.max_events_per_batch);
+                }
+                json!({"endpointType": "WebHook", "properties": properties})
+            }
+            Destination::RabbitMq => json!({"endpointType": "RabbitMQ", "properties": {
+                "connection": RABBITMQ_CONNECTION, "exchange": RABBITMQ_EXCHANGE, "routingKey": RABBITMQ_ROUTING_KEY}}),
+            Destination::Nats => json!({"endpointType": "NatsJetStream", "properties": {
+                "connection": NATS_CONNECTION, "subject": NATS_SUBJECT}}),
+        };
+        let dead_letter = match sub.dead_letter_to {
+            DeadLetterTo::LocalDirectory => {
+                json!({"endpointType": "LocalDirectory", "properties": {"containerName": sub.container}})
+            }
+            DeadLetterTo::AzureBlob => json!({"endpointType": "StorageBlob", "properties": {
+                "resourceId": AZURITE_RESOURCE_ID, "blobContainerName": sub.container}}),
+        };
         let mut properties = json!({
-            "destination": {"endpointType": "WebHook", "properties": destination},
+            "destination": destination,
             "eventDeliverySchema": schema_name(sub.delivery_schema),
             "retryPolicy": {"maxDeliveryAttempts": sub.max_attempts, "eventTimeToLiveInMinutes": sub.ttl_minutes},
-            "deadLetterDestination": {"endpointType": "LocalDirectory", "properties": {"containerName": sub.container}},
+            "deadLetterDestination": dead_letter,
         });
         if let Some(filter) = sub.filter.to_json() {
             properties["filter"] = filter;
@@ -397,9 +493,14 @@ fn schema_name(schema: Schema) -> &'static str {
 mod tests {
     use super::*;
 
+    const ALL_OUTSIDE: Outside = Outside {
+        blob: true,
+        brokers: true,
+    };
+
     #[test]
     fn the_oracle_matches_from_the_scenario_model() {
-        let scenario = Scenario::standard();
+        let scenario = Scenario::standard(ALL_OUTSIDE);
         let facts = EventFacts {
             topic: 0,
             event_type: 0, // Order.Created
@@ -410,7 +511,10 @@ mod tests {
             .matching(7, &facts)
             .map(|i| scenario.subscriptions[i].name.as_str())
             .collect();
-        assert_eq!(names, ["eg-a-all", "eg-a-orders", "eg-a-eu-orders", "eg-a-big"]);
+        assert_eq!(
+            names,
+            ["eg-a-all", "eg-a-orders", "eg-a-eu-orders", "eg-a-big", "eg-a-nats"]
+        );
         let payment = EventFacts {
             topic: 2,
             event_type: 2,
@@ -428,12 +532,37 @@ mod tests {
 
     #[test]
     fn subscription_bodies_carry_the_filter_and_the_batch_size() {
-        let scenario = Scenario::standard();
+        let scenario = Scenario::standard(ALL_OUTSIDE);
         let sub = &scenario.subscriptions[1];
         let body = scenario.subscription_body(sub, "http://127.0.0.1:1/hook/1");
         assert_eq!(body["properties"]["filter"]["includedEventTypes"][1], "Order.Shipped");
         assert_eq!(body["properties"]["destination"]["properties"]["maxEventsPerBatch"], 10);
         assert_eq!(body["properties"]["retryPolicy"]["maxDeliveryAttempts"], 4);
         assert_eq!(scenario.subscription_by_folder("dl-eg-a", "EG-A-ORDERS"), Some(1));
+    }
+
+    #[test]
+    fn outside_destinations_are_written_as_event_grid_spells_them() {
+        let scenario = Scenario::standard(ALL_OUTSIDE);
+        let named = |name: &str| {
+            let sub = scenario.subscriptions.iter().find(|s| s.name == name).expect(name);
+            scenario.subscription_body(sub, "http://127.0.0.1:1/hook/1")["properties"].clone()
+        };
+        let blob = named("eg-b-blob");
+        assert_eq!(blob["deadLetterDestination"]["endpointType"], "StorageBlob");
+        assert_eq!(
+            blob["deadLetterDestination"]["properties"]["blobContainerName"],
+            BLOB_CONTAINER
+        );
+        let rabbit = named("ce-b-rabbitmq");
+        assert_eq!(rabbit["destination"]["endpointType"], "RabbitMQ");
+        assert_eq!(rabbit["destination"]["properties"]["exchange"], RABBITMQ_EXCHANGE);
+        let nats = named("eg-a-nats");
+        assert_eq!(nats["destination"]["properties"]["subject"], NATS_SUBJECT);
+        let without = Scenario::standard(Outside {
+            blob: false,
+            brokers: false,
+        });
+        assert_eq!(without.subscriptions.len() + 3, scenario.subscriptions.len());
     }
 }

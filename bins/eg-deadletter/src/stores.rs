@@ -18,7 +18,7 @@
 
 use crate::failures::{FailureKind, WriteFailure};
 use eg_core::subscription::DeadLetterStore;
-use eg_runtime::settings::{AzureAccount, S3ConnectionSettings};
+use eg_runtime::settings::{AzureAccount, S3ConnectionSettings, aws_profile};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::local::LocalFileSystem;
@@ -168,8 +168,24 @@ impl Stores {
                 connection.to_ascii_uppercase()
             )));
         };
+        // No keys configured: AWS's own chain — the environment, then the shared
+        // profile files (which object_store does not read), then web identity, container
+        // and instance credentials.
+        let mut profile_region = None;
         let mut builder = if settings.access_key_id.is_empty() {
-            AmazonS3Builder::from_env()
+            let mut from_env = AmazonS3Builder::from_env();
+            if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
+                && let Some(profile) = aws_profile::from_files(|name| std::env::var(name).ok())
+            {
+                from_env = from_env
+                    .with_access_key_id(&profile.access_key_id)
+                    .with_secret_access_key(profile.secret_access_key.expose());
+                if let Some(token) = &profile.session_token {
+                    from_env = from_env.with_token(token.expose());
+                }
+                profile_region = profile.region;
+            }
+            from_env
         } else {
             AmazonS3Builder::new()
                 .with_access_key_id(&settings.access_key_id)
@@ -179,6 +195,10 @@ impl Stores {
             builder = builder.with_token(settings.session_token.expose());
         }
         if let Some(region) = non_empty(&settings.region).or(subscription_region) {
+            builder = builder.with_region(region);
+        } else if builder.get_config_value(&AmazonS3ConfigKey::Region).is_none()
+            && let Some(region) = &profile_region
+        {
             builder = builder.with_region(region);
         }
         let region = builder

@@ -7,8 +7,8 @@
 use eg_system_tests::{Behaviour, json_reply};
 use eg_system_tests::{
     DEADLINE, DeadLettered, Options, Receiver, System, TierId, assert_subscription_refused, azure_dead_letter_to,
-    azurite_container, create_container, eventually, metric, numbered_events, object_layout, object_records, s3_bucket,
-    s3_dead_letter_to, subscription, wait_object_records,
+    azurite_container, create_container, event, eventually, metric, numbered_events, object_layout, object_records,
+    s3_bucket, s3_dead_letter_to, subscription, wait_object_records,
 };
 use eg_testkit::{Azurite, S3Server};
 use reqwest::StatusCode;
@@ -521,4 +521,48 @@ async fn two_workers_write_every_record_to_exactly_one_object() {
     let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "records in more than one object: {twice:?}");
     assert_eq!(records.len(), 200, "every record once");
+}
+
+/// An S3 connection configured without keys takes them as AWS's chain does: here from the
+/// profile `AWS_PROFILE` names in the shared files, with that profile's region.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s3_connection_without_keys_signs_with_the_aws_profile_of_the_environment() {
+    let s3 = tokio::task::spawn_blocking(S3Server::start).await.unwrap();
+    s3.create_bucket("profile-dead");
+    let credentials = s3.credentials();
+    let dir = tempfile::tempdir().unwrap();
+    let (credentials_file, config_file) = (dir.path().join("credentials"), dir.path().join("config"));
+    std::fs::write(
+        &credentials_file,
+        format!(
+            "[default]\naws_access_key_id = AKIAWRONGDEFAULT\naws_secret_access_key = wrong\n\n[deadletters]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+            credentials.access_key_id, credentials.secret_access_key
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &config_file,
+        format!("[profile deadletters]\nregion = {}\n", s3.region()),
+    )
+    .unwrap();
+    let options = quick("2s")
+        .env("EG__STORAGE__S3__PROFILED__ENDPOINT_URL", &s3.endpoint())
+        .env("AWS_SHARED_CREDENTIALS_FILE", &credentials_file.display().to_string())
+        .env("AWS_CONFIG_FILE", &config_file.display().to_string())
+        .env("AWS_PROFILE", "deadletters");
+    let system = System::start(options).await;
+    let rejecting = Receiver::start(Behaviour::Status(400)).await;
+    system.create_topic("orders").await;
+    let body = dying(&rejecting, s3_dead_letter_to("profiled", "profile-dead", ""), json!({}));
+    system.create_subscription("orders", "Billing", body).await;
+    system
+        .publish_ok(
+            "orders",
+            &json!([event("profiled-1", "Test.Happened", "/things/1", json!({}))]),
+        )
+        .await;
+
+    let store = s3_bucket(&s3, "profile-dead");
+    let records = wait_object_records(store.as_ref(), "profile-dead", 1, DEADLINE).await;
+    assert_eq!(records[0].record["id"], "profiled-1", "{records:?}");
 }

@@ -106,11 +106,13 @@ pub async fn nats_ceiling(
     let jetstream = async_nats::jetstream::new(client);
     let next = Arc::new(AtomicUsize::new(0));
     let payload = bytes::Bytes::copy_from_slice(payload);
-    let run = std::process::id();
+    // Ids unique to this call: a second call (after a warm-up) must not be deduplicated.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let run = format!("{}-{}", std::process::id(), CALLS.fetch_add(1, Ordering::Relaxed));
     let started = Instant::now();
     let publishers = (0..in_flight.max(1)).map(|_| {
         let (next, payload, jetstream) = (Arc::clone(&next), payload.clone(), jetstream.clone());
-        let subject = subject.to_owned();
+        let (subject, run) = (subject.to_owned(), run.clone());
         tokio::spawn(async move {
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);

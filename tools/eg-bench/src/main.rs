@@ -32,6 +32,7 @@ mod receiver;
 mod redis_stats;
 mod report;
 mod scenarios;
+mod servers;
 mod store_ceiling;
 mod stream_ceiling;
 

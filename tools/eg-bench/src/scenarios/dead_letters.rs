@@ -113,7 +113,11 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         let mut rows = Vec::new();
         for store in stores {
             eprintln!("dead-letters: {} …", store.label());
-            rows.push(one_store(ctx, store, records, interval.as_deref()).await?);
+            // One store failing (its server not installed, say) does not lose the others.
+            match one_store(ctx, store, records, interval.as_deref()).await {
+                Ok(row) => rows.push(row),
+                Err(e) => rows.push(Row::failed("10 dead letters", store.label(), &e)),
+            }
         }
         Ok(rows)
     })
@@ -126,7 +130,7 @@ async fn one_store(ctx: &Ctx, store: Store, records: u64, interval: Option<&str>
         refuse_all: true,
         ..Behaviour::default()
     };
-    let (server, dead_letter, env) = start_store(store)?;
+    let (server, dead_letter, env) = start_store(store).await?;
     setup.dead_letter_destination = Some(dead_letter);
     setup.env = env;
     // Building the backlog fast is not what is measured: an endpoint refusing everything
@@ -244,7 +248,7 @@ fn store_process_label(store: Store) -> &'static str {
 }
 
 /// Starts the store's server; its dead-letter destination and the tiers' settings for it.
-fn start_store(store: Store) -> anyhow::Result<(Server, Value, TierEnv)> {
+async fn start_store(store: Store) -> anyhow::Result<(Server, Value, TierEnv)> {
     Ok(match store {
         Store::Local => (
             Server::Local,
@@ -252,8 +256,12 @@ fn start_store(store: Store) -> anyhow::Result<(Server, Value, TierEnv)> {
             Vec::new(),
         ),
         Store::Azure => {
-            let emulator = Azurite::start();
-            emulator.create_container(CONTAINER);
+            let emulator = crate::servers::start("Azurite", || {
+                let emulator = Azurite::start();
+                emulator.create_container(CONTAINER);
+                emulator
+            })
+            .await?;
             let env = vec![(
                 "EG__STORAGE__ACCOUNTS__DEVSTOREACCOUNT1__CONNECTION_STRING",
                 emulator.connection_string(),
@@ -265,8 +273,12 @@ fn start_store(store: Store) -> anyhow::Result<(Server, Value, TierEnv)> {
             (Server::Azure(emulator), destination, env)
         }
         Store::S3 => {
-            let server = S3Server::start();
-            server.create_bucket(CONTAINER);
+            let server = crate::servers::start("moto's S3 server", || {
+                let server = S3Server::start();
+                server.create_bucket(CONTAINER);
+                server
+            })
+            .await?;
             let credentials = server.credentials();
             let env = vec![
                 ("EG__STORAGE__S3__BENCH__ENDPOINT_URL", server.endpoint()),

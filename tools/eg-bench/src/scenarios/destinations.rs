@@ -143,7 +143,10 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
             let (default_events, default_messages) = kind.sizes();
             let events = events.unwrap_or(ctx.sized(default_events, 2_000));
             let messages = ceiling_messages.unwrap_or(ctx.sized(default_messages, 2_000));
-            rows.push(one_destination(ctx, kind, events, messages).await?);
+            match one_destination(ctx, kind, events, messages).await {
+                Ok(row) => rows.push(row),
+                Err(e) => rows.push(Row::failed("11 destinations", kind.label(), &e)),
+            }
         }
         Ok(rows)
     })
@@ -238,7 +241,7 @@ fn one_event() -> Vec<u8> {
 async fn start_broker(kind: Kind) -> anyhow::Result<(Broker, Value, TierEnv)> {
     Ok(match kind {
         Kind::RabbitMq => {
-            let broker = RabbitMq::start();
+            let broker = crate::servers::start("rabbitmq-server", RabbitMq::start).await?;
             let connection = Connection::connect(&broker.amqp_url(), ConnectionProperties::default())
                 .await
                 .context("connect to RabbitMQ")?;
@@ -261,7 +264,7 @@ async fn start_broker(kind: Kind) -> anyhow::Result<(Broker, Value, TierEnv)> {
             (Broker::RabbitMq(broker), destination, env)
         }
         Kind::Nats => {
-            let broker = Nats::start();
+            let broker = crate::servers::start("nats-server", Nats::start).await?;
             let client = async_nats::connect(broker.url()).await.context("connect to NATS")?;
             async_nats::jetstream::new(client)
                 .create_stream(async_nats::jetstream::stream::Config {
@@ -277,9 +280,13 @@ async fn start_broker(kind: Kind) -> anyhow::Result<(Broker, Value, TierEnv)> {
             (Broker::Nats(broker), destination, env)
         }
         Kind::StorageQueue => {
-            let emulator = Azurite::start();
-            emulator.create_queue("bench");
-            emulator.create_queue("ceiling");
+            let emulator = crate::servers::start("Azurite", || {
+                let emulator = Azurite::start();
+                emulator.create_queue("bench");
+                emulator.create_queue("ceiling");
+                emulator
+            })
+            .await?;
             let destination = json!({"endpointType": "StorageQueue", "properties": {
                 "resourceId": AZURITE_RESOURCE_ID, "queueName": "bench",
             }});

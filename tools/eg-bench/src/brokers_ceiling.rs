@@ -148,6 +148,8 @@ pub async fn storage_queue_ceiling(
     in_flight: usize,
 ) -> anyhow::Result<Ceiling> {
     use eg_testkit::azurite::{ACCOUNT, ACCOUNT_KEY};
+    // reqwest is built without a TLS provider of its own (the workspace picks ring).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(30))

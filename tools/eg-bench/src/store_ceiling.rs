@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn client_options() -> ClientOptions {
+    // The HTTP client needs the process's TLS provider (ring, as every eg client).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     ClientOptions::new()
         .with_allow_http(true)
         .with_timeout(REQUEST_TIMEOUT)

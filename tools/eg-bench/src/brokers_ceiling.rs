@@ -1,14 +1,12 @@
-//! The publish ceiling of a message broker, for the broker destinations' benchmark rows:
-//! how many messages per second the same client library the sender uses gets confirmed
-//! when it publishes directly, the way the sender does (one persistent, mandatory message
-//! per event with a publisher confirm on RabbitMQ; one JetStream publish per event with
-//! its message id, awaiting the stream's acknowledgement, on NATS), with `in_flight`
-//! publishes outstanding at a time as the sender has `in_flight` deliveries. eg's
-//! deliveries per second against the same broker in the same run, divided by this, is
-//! the row's ratio.
-//!
-//! Not yet part of a scenario: a broker scenario starts the broker (eg-testkit), measures
-//! the ceiling here first, then runs eg against the same exchange or subject.
+//! The publish ceiling of a message broker, for the destinations' benchmark rows
+//! (`scenarios::destinations`): how many messages per second the same client library the
+//! sender uses gets confirmed when it publishes directly, the way the sender does (one
+//! persistent, mandatory message per event with a publisher confirm on RabbitMQ; one
+//! JetStream publish per event with its message id, awaiting the stream's
+//! acknowledgement, on NATS; one Shared Key-signed Put Message per event over HTTP on a
+//! storage queue), with `in_flight` publishes outstanding at a time as the sender has
+//! `in_flight` deliveries. eg's deliveries per second against the same broker in the
+//! same run, divided by this, is the row's ratio.
 
 use anyhow::Context;
 use async_nats::jetstream::message::PublishMessage;
@@ -108,11 +106,13 @@ pub async fn nats_ceiling(
     let jetstream = async_nats::jetstream::new(client);
     let next = Arc::new(AtomicUsize::new(0));
     let payload = bytes::Bytes::copy_from_slice(payload);
-    let run = std::process::id();
+    // Ids unique to this call: a second call (after a warm-up) must not be deduplicated.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let run = format!("{}-{}", std::process::id(), CALLS.fetch_add(1, Ordering::Relaxed));
     let started = Instant::now();
     let publishers = (0..in_flight.max(1)).map(|_| {
         let (next, payload, jetstream) = (Arc::clone(&next), payload.clone(), jetstream.clone());
-        let subject = subject.to_owned();
+        let (subject, run) = (subject.to_owned(), run.clone());
         tokio::spawn(async move {
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
@@ -124,6 +124,58 @@ pub async fn nats_ceiling(
                     .payload(payload.clone());
                 let ack = jetstream.send_publish(subject.clone(), message).await?.await?;
                 anyhow::ensure!(!ack.duplicate, "JetStream took message {n} for a duplicate");
+            }
+            anyhow::Ok(())
+        })
+    });
+    for publisher in futures_util::future::join_all(publishers).await {
+        publisher??;
+    }
+    Ok(Ceiling {
+        messages,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Puts `messages` messages with `text` (already encoded as the queue stores it: eg puts
+/// base64) into `queue` of the emulator's account, `in_flight` at a time over one HTTP
+/// client, each signed with the account key; every one must be answered `201 Created`.
+pub async fn storage_queue_ceiling(
+    emulator: &eg_testkit::Azurite,
+    queue: &str,
+    text: &str,
+    messages: usize,
+    in_flight: usize,
+) -> anyhow::Result<Ceiling> {
+    use eg_testkit::azurite::{ACCOUNT, ACCOUNT_KEY};
+    // reqwest is built without a TLS provider of its own (the workspace picks ring).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()?;
+    let body: bytes::Bytes = format!("<QueueMessage><MessageText>{text}</MessageText></QueueMessage>").into();
+    let path = format!("/{ACCOUNT}/{queue}/messages");
+    let url = format!("{}/{queue}/messages", emulator.queue_endpoint());
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let publishers = (0..in_flight.max(1)).map(|_| {
+        let (next, http, body) = (Arc::clone(&next), http.clone(), body.clone());
+        let (path, url) = (path.clone(), url.clone());
+        tokio::spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < messages {
+                let mut request = http.post(&url).body(body.clone());
+                for (name, value) in eg_testkit::shared_key::sign(ACCOUNT, ACCOUNT_KEY, "POST", &path, &[], body.len())
+                {
+                    request = request.header(name, value);
+                }
+                let response = request.send().await?;
+                let status = response.status();
+                anyhow::ensure!(
+                    status.as_u16() == 201,
+                    "Put Message answered {status}: {}",
+                    response.text().await.unwrap_or_default()
+                );
             }
             anyhow::Ok(())
         })
@@ -193,5 +245,19 @@ mod tests {
             .unwrap();
         assert_eq!(ceiling.messages, 200);
         assert_eq!(stream.get_info().await.unwrap().state.messages, 200);
+
+        let azurite = eg_testkit::Azurite::start();
+        azurite.create_queue("ceiling");
+        let ceiling = storage_queue_ceiling(&azurite, "ceiling", "eyJpZCI6IngifQ==", 50, 4)
+            .await
+            .unwrap();
+        assert_eq!(ceiling.messages, 50);
+        assert_eq!(azurite.drain_queue("ceiling").len(), 50);
+        assert!(
+            storage_queue_ceiling(&azurite, "no-such-queue", "e30=", 1, 1)
+                .await
+                .is_err(),
+            "a missing queue fails the run"
+        );
     }
 }

@@ -24,6 +24,16 @@ impl Processes {
         self.list.push((label.to_owned(), pid));
     }
 
+    /// `pid` and every process below it, under one label: a server started through a
+    /// wrapper script (RabbitMQ's Erlang VM) does its work in a child.
+    pub fn add_with_children(&mut self, label: &str, pid: u32) {
+        let mut pending = vec![pid];
+        while let Some(next) = pending.pop() {
+            self.add(label, next);
+            pending.extend(children_of(next));
+        }
+    }
+
     /// Reads every process's CPU time now; a process that is gone counts as zero.
     pub fn sample(&self) -> Sample {
         let mut seconds: Vec<(String, f64)> = Vec::new();
@@ -36,6 +46,22 @@ impl Processes {
         }
         Sample { seconds }
     }
+}
+
+/// The children of `pid` now, from `/proc/<pid>/task/*/children`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
 }
 
 impl Sample {

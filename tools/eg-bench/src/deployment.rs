@@ -1,6 +1,7 @@
 //! One deployment for one measurement: a [`Launcher`] (Redis, and the tiers started as
 //! processes), a topic with `subscriptions` subscriptions that all match every event and
-//! all point at one in-process [`Receiver`], and the processes whose CPU is accounted.
+//! all point at one in-process [`Receiver`] (or at the destination the setup names), and
+//! the processes whose CPU is accounted.
 
 use crate::ceiling::Fsync;
 use crate::cpu::Processes;
@@ -27,6 +28,11 @@ pub struct Setup {
     /// `maxEventsPerBatch` of every subscription (1: no batching).
     pub max_events_per_batch: u32,
     pub receiver: Behaviour,
+    /// Every subscription's `destination` instead of a webhook to the receiver (a
+    /// broker or a storage queue).
+    pub destination: Option<serde_json::Value>,
+    /// Every subscription's `deadLetterDestination` (none: eg's default, the local directory).
+    pub dead_letter_destination: Option<serde_json::Value>,
     /// Settings for every tier on top of the production defaults.
     pub env: Vec<(&'static str, String)>,
     /// Settings for the senders only.
@@ -42,6 +48,8 @@ impl Setup {
             subscriptions: 1,
             max_events_per_batch: 1,
             receiver: Behaviour::default(),
+            destination: None,
+            dead_letter_destination: None,
             env: Vec::new(),
             sender_env: Vec::new(),
         }
@@ -95,9 +103,14 @@ impl Deployment {
                 destination["maxEventsPerBatch"] = json!(setup.max_events_per_batch);
                 destination["preferredBatchSizeInKilobytes"] = json!(1024);
             }
-            let subscription = json!({"properties": {
-                "destination": {"endpointType": "WebHook", "properties": destination},
-            }});
+            let destination = match &setup.destination {
+                Some(other) => other.clone(),
+                None => json!({"endpointType": "WebHook", "properties": destination}),
+            };
+            let mut subscription = json!({"properties": {"destination": destination}});
+            if let Some(dead_letter) = &setup.dead_letter_destination {
+                subscription["properties"]["deadLetterDestination"] = dead_letter.clone();
+            }
             let created = launcher
                 .admin(
                     &ingress,

@@ -14,13 +14,12 @@
 //! ```
 
 mod args;
-// The broker destinations' benchmark rows will compare eg against these (not yet a scenario).
-#[allow(dead_code)]
 mod brokers_ceiling;
 mod ceiling;
 mod cpu;
 mod ctx;
 mod deployment;
+mod drain;
 mod histogram;
 mod launcher;
 mod load;
@@ -33,6 +32,8 @@ mod receiver;
 mod redis_stats;
 mod report;
 mod scenarios;
+mod servers;
+mod store_ceiling;
 mod stream_ceiling;
 
 use anyhow::Context;

@@ -204,7 +204,10 @@ const HOW_TO_READ: &str = "\
   is listed under each scenario, and latency under saturation is mostly the time spent
   waiting in it. For pull delivery, events received (`maxEvents=100`) and acknowledged
   per second, from the first receive to the last acknowledgement of a queue filled
-  beforehand, each event counted as acknowledged exactly once.
+  beforehand, each event counted as acknowledged exactly once. For dead letters and
+  destinations, a backlog built in Redis before the tier under test starts, drained by
+  it: records that left Redis (their object confirmed by the store) or deliveries the
+  broker confirmed (`DeliverySuccessCount`) per second, between 10 % and 90 % done.
 - **p50 / p99 / max** are publish→receipt: the load generator writes the send time (µs)
   into each event's `data`, the receiver subtracts it from the time the request reached
   it. Where a row says otherwise (ingress: the publish request's round trip; scheduling:
@@ -218,7 +221,12 @@ const HOW_TO_READ: &str = "\
   `appendfsync`) and HTTP (the bench's own client posting to the bench's own receiver,
   64 connections, 16 for 100-event requests); for pull delivery, as many Redis clients as
   consumers looping `XREADGROUP COUNT 100` → `XACK` + `XDEL` (pipelined) over the same
-  number of 1 KB entries in one stream, on the deployment's own Redis. **of ceiling** is the rate divided by the ceiling named under the
+  number of 1 KB entries in one stream, on the deployment's own Redis; for dead letters,
+  the `object_store` client eg-deadletter uses putting (create-only) objects of the size
+  the worker wrote, one per partition at once, straight to the same store, counted in
+  records at the worker's records per object; for destinations, the client library the
+  sender uses publishing 1 KB events straight to the same broker as the sender does (a
+  confirm or acknowledgement per message, 64 at once), after a warm-up. **of ceiling** is the rate divided by the ceiling named under the
   scenario: how much of what the machine allows eg turns into delivered work.
 - **targets** are the goals of issue 6 on this 2-core machine. Benchmarks assert
   nothing; a missed target is reported as measured, with where the time or memory goes.

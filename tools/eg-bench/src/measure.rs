@@ -236,6 +236,7 @@ pub fn unit_name(unit: &str) -> &str {
     match unit.trim_end_matches("/s") {
         "deliveries" => "delivery",
         "events" => "event",
+        "records" => "record",
         "retries moved" => "retry moved",
         other => other,
     }

@@ -5,7 +5,8 @@
 //! records `now − stamp` in a [`Histogram`] — publish→receipt latency.
 //!
 //! It can answer after a fixed delay (a slow endpoint) and fail one request in every
-//! `fail_every` with `503` (a flaky one). It consents to Event Grid validation
+//! `fail_every` with `503` (a flaky one), or refuse every delivery with `400` (an
+//! endpoint whose failures are not retried: each event is dead-lettered at once). It consents to Event Grid validation
 //! handshakes at once.
 
 use crate::histogram::Histogram;
@@ -28,6 +29,8 @@ pub struct Behaviour {
     pub delay: Duration,
     /// Answer `503` to one request in every this many (2: every other one); 0 never.
     pub fail_every: u64,
+    /// Answer `400` to every delivery request (validation handshakes still succeed).
+    pub refuse_all: bool,
 }
 
 #[derive(Default)]
@@ -35,7 +38,7 @@ struct Shared {
     behaviour: Behaviour,
     /// Every delivery request so far (what `fail_every` counts).
     seen: AtomicU64,
-    /// Requests answered 2xx / answered 503 on purpose.
+    /// Requests answered 2xx / answered 503 (or 400) on purpose.
     requests: AtomicU64,
     failed: AtomicU64,
     /// Events in requests answered 2xx.
@@ -149,6 +152,10 @@ async fn receive(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: By
     }
     drop(held);
     let seen = shared.seen.fetch_add(1, Ordering::Relaxed);
+    if behaviour.refuse_all {
+        shared.failed.fetch_add(1, Ordering::Relaxed);
+        return StatusCode::BAD_REQUEST.into_response();
+    }
     if behaviour.fail_every > 0 && seen % behaviour.fail_every == behaviour.fail_every - 1 {
         shared.failed.fetch_add(1, Ordering::Relaxed);
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
@@ -194,6 +201,7 @@ mod tests {
         let r = Receiver::start(Behaviour {
             delay: Duration::ZERO,
             fail_every: 2,
+            refuse_all: false,
         })
         .await?;
         let _ = rustls::crypto::ring::default_provider().install_default();

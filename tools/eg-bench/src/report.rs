@@ -78,6 +78,14 @@ impl Row {
         }
     }
 
+    /// The row of a variant whose measurement failed, saying why (the run goes on).
+    pub fn failed(scenario: &str, variant: &str, e: &anyhow::Error) -> Self {
+        eprintln!("{scenario} — {variant} failed: {e:#}");
+        let mut row = Self::new(scenario, format!("{variant} FAILED"));
+        row.notes.push(format!("{e:#}"));
+        row
+    }
+
     pub fn ratio(&self) -> Option<f64> {
         match (self.rate, &self.ceiling) {
             (Some((rate, _)), Some((_, ceiling))) if *ceiling > 0.0 => Some(rate / ceiling),

@@ -13,6 +13,8 @@ use std::pin::Pin;
 mod all;
 mod batched;
 mod ceilings;
+mod dead_letters;
+mod destinations;
 mod end_to_end;
 mod fan_out;
 mod ingress;
@@ -48,6 +50,8 @@ pub const ALL: &[Scenario] = &[
     redis_memory::SCENARIO,
     sender_memory::SCENARIO,
     pull::SCENARIO,
+    dead_letters::SCENARIO,
+    destinations::SCENARIO,
     all::SCENARIO,
 ];
 

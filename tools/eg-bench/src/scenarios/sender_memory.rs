@@ -232,6 +232,7 @@ async fn measure(ctx: &Ctx, o: &Options) -> anyhow::Result<Report> {
     setup.receiver = Behaviour {
         delay: o.receiver_delay,
         fail_every: 0,
+        refuse_all: false,
     };
     setup.env = vec![
         (

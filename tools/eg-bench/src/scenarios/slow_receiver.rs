@@ -39,7 +39,10 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         let duration = flags.duration("duration", ctx.seconds(10, 3))?;
         flags.finish()?;
         let mut setup = Setup::new(Fsync::EverySec);
-        setup.receiver = Behaviour { delay, fail_every: 0 };
+        setup.receiver = Behaviour {
+            delay,
+            ..Behaviour::default()
+        };
         eprintln!("slow-receiver: {delay:?} per request …");
         let mut d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
         let mut rows = Vec::new();

@@ -68,6 +68,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// Most promote-and-write rounds of one pass (each up to `EG__DEADLETTER__BATCH` records).
+const ROUNDS_PER_PASS: usize = 20;
+
 #[derive(Clone)]
 pub struct Worker {
     inner: Arc<Inner>,
@@ -192,12 +195,28 @@ impl Worker {
         }
     }
 
+    /// Promotes the records whose delay has passed and writes everything ready, again
+    /// while promotion finds a full batch (a backlog is not held to one batch per tick),
+    /// at most [`ROUNDS_PER_PASS`] times so a pass — which runs to its end even during
+    /// shutdown — stays short.
     pub(crate) async fn pass(&self, partition: &Partition) -> Result<(), eg_store::StoreError> {
         let inner = &self.inner;
-        inner
-            .store
-            .promote_due_dead_letters(partition, inner.delay, inner.batch)
-            .await?;
+        for _ in 0..ROUNDS_PER_PASS {
+            let promoted = inner
+                .store
+                .promote_due_dead_letters(partition, inner.delay, inner.batch)
+                .await?;
+            self.write_ready(partition).await?;
+            if promoted < inner.batch {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads, writes and finishes ready records until a read comes back short.
+    async fn write_ready(&self, partition: &Partition) -> Result<(), eg_store::StoreError> {
+        let inner = &self.inner;
         loop {
             let items = inner
                 .store

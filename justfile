@@ -128,6 +128,7 @@ bench *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
     deploy/local/ensure-redis.sh
+    deploy/local/ensure-test-tools.sh
     cargo build --release -p eg-bench -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter
     doc=docs/benchmarks.md
     for arg in "$@"; do if [ "$arg" = "--quick" ]; then doc=target/bench/benchmarks-quick.md; fi; done
@@ -139,6 +140,7 @@ bench-one SCENARIO *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
     deploy/local/ensure-redis.sh
+    deploy/local/ensure-test-tools.sh
     cargo build --release -p eg-bench -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter
     scenario="$1"
     shift

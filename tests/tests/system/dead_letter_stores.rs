@@ -277,6 +277,12 @@ async fn every_form_and_reason_reaches_azurite_and_s3_in_the_blob_layout() {
 
 /// Receives the one event of the queue subscription `name` and rejects it.
 async fn reject_one(system: &System, key: &str, name: &str) {
+    lock_one(system, key, name, "reject").await;
+}
+
+/// Receives the one event of the queue subscription `name` and settles its lock with
+/// `operation` (`reject`, `release`).
+async fn lock_one(system: &System, key: &str, name: &str, operation: &str) {
     let api = "api-version=2024-06-01";
     let base = format!("{}/topics/ns-orders/eventsubscriptions/{name}", system.ingress_url());
     let item = eventually(DEADLINE, &format!("an event to receive from {name}"), || async {
@@ -295,7 +301,7 @@ async fn reject_one(system: &System, key: &str, name: &str) {
     let token = item["brokerProperties"]["lockToken"].as_str().unwrap();
     let response = system
         .http()
-        .post(format!("{base}:reject?{api}"))
+        .post(format!("{base}:{operation}?{api}"))
         .header("aeg-sas-key", key)
         .header("content-type", "application/json")
         .body(json!({"lockTokens": [token]}).to_string())
@@ -303,7 +309,7 @@ async fn reject_one(system: &System, key: &str, name: &str) {
         .await
         .unwrap();
     let (status, answer) = json_reply(response).await;
-    assert_eq!(status, StatusCode::OK, "reject: {answer}");
+    assert_eq!(status, StatusCode::OK, "{operation}: {answer}");
     assert_eq!(answer["succeededLockTokens"], json!([token]), "{answer}");
 }
 
@@ -565,4 +571,63 @@ async fn an_s3_connection_without_keys_signs_with_the_aws_profile_of_the_environ
     let store = s3_bucket(&s3, "profile-dead");
     let records = wait_object_records(store.as_ref(), "profile-dead", 1, DEADLINE).await;
     assert_eq!(records[0].record["id"], "profiled-1", "{records:?}");
+}
+
+/// The reasons that take a count or a time: `MaxDeliveryCountExceeded` (a pulled event
+/// released once with `maxDeliveryCount` 1) reaches S3, and `TimeToLiveExceeded` (a
+/// pushed event failing until its one-minute time-to-live ends) reaches Azure Blob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_count_and_time_reasons_reach_the_stores_too() {
+    let (azurite, s3) = start_stores().await;
+    create_container(&azurite, "dead");
+    s3.create_bucket("dead");
+    // Retries far apart, so the time-to-live ends before the attempts do.
+    let options = quick("2s").azurite(&azurite).s3_server(&s3, MOTO).retry_schedule("25s");
+    let system = System::start(options).await;
+    let failing = Receiver::start(Behaviour::Status(500)).await;
+    system.create_topic("orders").await;
+    let body = subscription(
+        failing.url(),
+        json!({"retryPolicy": {"maxDeliveryAttempts": 30, "eventTimeToLiveInMinutes": 1},
+               "deadLetterDestination": azure_dead_letter_to("dead")}),
+    );
+    system.create_subscription("orders", "Expiring", body).await;
+    let ns_key = system
+        .create_topic_with(
+            "ns-orders",
+            json!({"inputSchema": "CloudEventSchemaV1_0", "deliveryProfile": "NamespaceTopic"}),
+        )
+        .await;
+    let body = json!({"properties": {
+        "deliveryConfiguration": {"deliveryMode": "Queue", "queue": {
+            "receiveLockDurationInSeconds": 60, "maxDeliveryCount": 1, "eventTimeToLive": "P1D",
+            "deadLetterDestinationWithResourceIdentity": {"deadLetterDestination": s3_dead_letter_to(MOTO, "dead", PREFIX)}}},
+        "eventDeliverySchema": "CloudEventSchemaV1_0",
+    }});
+    let (status, answer) = system.put_subscription("ns-orders", "Counted", &body).await;
+    assert!(status.is_success(), "PUT: {status} {answer}");
+
+    let published = eg_system_tests::event("ttl-1", "Order.Placed", "/orders/1", json!({"n": 1}));
+    system.publish_ok("orders", &json!([published])).await;
+    let ns_event = json!({"specversion": "1.0", "id": "count-1", "source": "/ns", "type": "Ns.Happened"});
+    publish_cloud_events(&system, "ns-orders", &ns_key, &json!([ns_event])).await;
+    release_one(&system, &ns_key, "Counted").await;
+
+    let in_s3 = wait_object_records(s3_bucket(&s3, "dead").as_ref(), "dead", 1, DEADLINE).await;
+    let record = &in_s3[0].record;
+    assert_eq!(record["event"]["id"], "count-1", "{record}");
+    assert_eq!(
+        record["deadLetterProperties"]["deadletterreason"], "MaxDeliveryCountExceeded",
+        "{record}"
+    );
+    // The time-to-live is a minute: allow it and the dead-letter write.
+    let in_azure = wait_object_records(azurite_container(&azurite, "dead").as_ref(), "dead", 1, DEADLINE * 3).await;
+    let record = &in_azure[0].record;
+    assert_eq!(record["id"], "ttl-1", "{record}");
+    assert_eq!(record["deadLetterReason"], "TimeToLiveExceeded", "{record}");
+}
+
+/// Receives the one event of the queue subscription `name` and releases it.
+async fn release_one(system: &System, key: &str, name: &str) {
+    lock_one(system, key, name, "release").await;
 }

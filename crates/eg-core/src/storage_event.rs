@@ -199,16 +199,8 @@ pub fn check_subscription(sub: &Subscription, notify_topic: Option<&TopicName>) 
     if sub.dead_letter.is_none() || notify_topic != Some(&sub.topic) {
         return Ok(());
     }
-    let field = if !sub.namespace_form {
-        "properties.deadLetterDestination".to_owned()
-    } else {
-        let mode = if sub.delivery_mode.is_push() { "push" } else { "queue" };
-        format!(
-            "properties.deliveryConfiguration.{mode}.deadLetterDestinationWithResourceIdentity.deadLetterDestination"
-        )
-    };
     Err(InvalidField::new(
-        field,
+        sub.dead_letter_field(),
         format!(
             "topic {:?} carries eg's dead-letter notifications (EG__DEADLETTER__NOTIFY_TOPIC), so its subscriptions cannot dead-letter: each dead letter would be announced on this topic again, a loop; leave the destination out (undeliverable notifications are dropped and counted)",
             sub.topic.as_str()

@@ -101,15 +101,22 @@ impl Subscription {
         let Some(dead_letter) = &self.dead_letter else {
             return Ok(());
         };
-        let at = if !self.namespace_form {
+        dead_letter
+            .check_configured(configured)
+            .map_err(|e| e.within(&self.dead_letter_field()))
+    }
+
+    /// Where the dead-letter destination is written in the form this subscription was
+    /// written in, so a refusal names the field the client sent.
+    pub fn dead_letter_field(&self) -> String {
+        if !self.namespace_form {
             "properties.deadLetterDestination".to_owned()
         } else {
             let mode = if self.delivery_mode.is_push() { "push" } else { "queue" };
             format!(
                 "properties.deliveryConfiguration.{mode}.deadLetterDestinationWithResourceIdentity.deadLetterDestination"
             )
-        };
-        dead_letter.check_configured(configured).map_err(|e| e.within(&at))
+        }
     }
 
     /// Whether a published event goes to this subscription.

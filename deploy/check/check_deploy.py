@@ -14,7 +14,9 @@
   dashboard and the alerts use is one eg exports (crates/eg-runtime/src/metrics.rs), with
   histogram suffixes only on histograms, and every label is one eg sets.
 - Every EG__SECTION__KEY named anywhere in deploy/ is a real setting
-  (crates/eg-runtime/src/settings.rs), and every value given to one has the right type.
+  (crates/eg-runtime/src/settings.rs and its settings/ modules), and every value given
+  to one has the right type. Named entries count too: EG__STORAGE__S3__MINIO__REGION is
+  the field region of the S3 connection minio.
 - The files agree with each other: listen ports, container ports, probes, Services,
   scrape targets; shutdown grace periods; the KEDA stream names, recomputed from the
   key prefix and partition count; the PrometheusRule and alerts.yml.
@@ -41,6 +43,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 SETTINGS_RS = ROOT / "crates/eg-runtime/src/settings.rs"
+# The modules of settings.rs that hold sections of their own ([storage], [brokers]).
+SETTINGS_DIR = ROOT / "crates/eg-runtime/src/settings"
 METRICS_RS = ROOT / "crates/eg-runtime/src/metrics.rs"
 KEYSPACE_RS = ROOT / "crates/eg-store/src/keyspace.rs"
 SOURCES = [ROOT / "bins", ROOT / "crates"]
@@ -554,16 +558,42 @@ def check_dashboards(deploy: Deploy, tools: Tools, report: Report) -> None:
 # ---------------------------------------------------------------- settings
 
 
+# Where a name stands for a named entry (an account, a connection) in a setting of eg_settings.
+NAMED = "<NAME>"
+
+
 def eg_settings() -> dict[str, str]:
-    """EG__SECTION__KEY -> Rust type, from settings.rs."""
-    text = SETTINGS_RS.read_text(encoding="utf-8")
+    """EG__SECTION__KEY -> Rust type, from settings.rs and its modules. A section field
+    that maps names to entries (`s3: BTreeMap<String, S3ConnectionSettings>`) gives one
+    setting per field of the entry: EG__STORAGE__S3__<NAME>__REGION."""
+    sources = [SETTINGS_RS, *sorted(SETTINGS_DIR.glob("*.rs"))]
+    text = "\n".join(path.read_text(encoding="utf-8") for path in sources)
     structs = {name: body for name, body in re.findall(r"pub struct (\w+) \{(.*?)\n\}", text, re.S)}
-    fields = lambda body: re.findall(r"^\s*pub (\w+): ([^,\n]+),", body, re.M)  # noqa: E731
+    fields = lambda body: re.findall(r"^\s*pub (\w+): (.+),\s*$", body, re.M)  # noqa: E731
     settings = {}
     for section, section_type in fields(structs.get("Settings", "")):
         for key, rust_type in fields(structs.get(section_type.strip(), "")):
-            settings[f"EG__{section.upper()}__{key.upper()}"] = rust_type.strip()
+            name = f"EG__{section.upper()}__{key.upper()}"
+            entry = re.fullmatch(r"BTreeMap<String, (\w+)>", rust_type.strip())
+            if entry:
+                for field, field_type in fields(structs.get(entry.group(1), "")):
+                    settings[f"{name}__{NAMED}__{field.upper()}"] = field_type.strip()
+            else:
+                settings[name] = rust_type.strip()
     return settings
+
+
+def setting_type(settings: dict[str, str], name: str) -> str | None:
+    """The Rust type of the setting `name`, None when it is not one. An entry's name is
+    what the code allows (lower-case letters, digits, '_'), upper-cased; a double '_'
+    would be read as one more level."""
+    if name in settings:
+        return settings[name]
+    for setting, rust_type in settings.items():
+        prefix, _, field = setting.partition(f"__{NAMED}__")
+        if field and re.fullmatch(rf"{prefix}__[A-Z0-9]+(_[A-Z0-9]+)*__{field}", name):
+            return rust_type
+    return None
 
 
 DURATION = re.compile(
@@ -573,6 +603,7 @@ DURATION = re.compile(
 
 def check_setting_value(where: str, name: str, value: object, rust_type: str, report: Report) -> None:
     text = str(value).lower() if isinstance(value, bool) else str(value)
+    rust_type = re.sub(r"^Option<(.*)>$", r"\1", rust_type)
     ok = True
     if rust_type == "Duration":
         ok = bool(DURATION.fullmatch(text))
@@ -629,18 +660,19 @@ def check_settings(deploy: Deploy, report: Report) -> None:
             pairs = dockerfile_env(path)
         for name, value in pairs:
             values += 1
-            if name not in settings:
+            rust_type = setting_type(settings, name)
+            if rust_type is None:
                 report.fail(path, f"{name} is not a setting (crates/eg-runtime/src/settings.rs)")
             elif value is not None and not (isinstance(value, str) and "${" in value):
-                check_setting_value(rel(path), name, value, settings[name], report)
+                check_setting_value(rel(path), name, value, rust_type, report)
         # Names in prose and comments too: a stale one misleads as much as a wrong value.
         if path.suffix in (".md", ".yaml", ".yml", ".sh", "") or path.name == "Dockerfile":
             for name in set(re.findall(r"\bEG__[A-Z0-9]+__[A-Z0-9_]*[A-Z0-9]\b", path.read_text(encoding="utf-8"))):
                 named += 1
-                if name not in settings and name != "EG__SECTION__KEY":
+                if setting_type(settings, name) is None and name != "EG__SECTION__KEY":
                     report.fail(path, f"names {name}, which is not a setting")
     report.done(f"settings: {values} EG__ values and {named} names are real settings of the right type "
-                f"({len(settings)} settings in settings.rs)", before)
+                f"({len(settings)} settings in settings.rs and settings/)", before)
 
 
 # ---------------------------------------------------------------- consistency

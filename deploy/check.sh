@@ -39,7 +39,9 @@ install_tools() {
   mkdir -p "$tools"
   rm -f "$stamp"
 
-  if [ ! -x "$tools/venv/bin/python" ]; then
+  # Looks for pip, not python: where venv lacks ensurepip (Debian without python3-venv)
+  # it fails after creating bin/python, and a second run must create it again.
+  if [ ! -x "$tools/venv/bin/pip" ]; then
     python3 -m venv "$tools/venv"
   fi
   "$tools/venv/bin/pip" install --quiet --disable-pip-version-check --no-input \

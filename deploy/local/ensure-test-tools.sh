@@ -72,6 +72,14 @@ if [ -z "${EG_AZURITE:-}" ] &&
   if ! command -v npm >/dev/null; then
     apt_install nodejs npm || true
   fi
+  # Azurite dropped Node 18 in 3.36 (3.37.0 declares node >=22 and starts on 20), but npm
+  # installs it on 18 with only a warning, and Debian 12's nodejs, the fallback above, is
+  # 18: stop here rather than in the tests.
+  node_major="$(node --version 2>/dev/null | sed -nE 's/^v([0-9]+)\..*/\1/p')"
+  if [ "${node_major:-0}" -lt 20 ]; then
+    echo "error: Azurite $azurite_version needs Node.js 20 or newer, found $(node --version 2>/dev/null || echo none) (Debian 12's nodejs is 18: install Node.js from https://nodejs.org or NodeSource), or set EG_AZURITE to an azurite program." >&2
+    exit 1
+  fi
   echo "installing Azurite $azurite_version into target/test-tools (for the Azure storage tests)" >&2
   mkdir -p target/test-tools
   npm install --prefix target/test-tools --no-audit --no-fund --loglevel=error "azurite@$azurite_version" >/dev/null || {

@@ -17,7 +17,7 @@ use eg_core::subscription::DeadLetterStore;
 use eg_core::{Delivery, UnixMillis};
 use eg_runtime::settings::DeadLetterSection;
 use eg_store::queue::EventToStore;
-use eg_store::{Catalog, Clock, Partition, RedisSettings, Retention, Settle, Settlement, Store};
+use eg_store::{Catalog, Clock, Partition, RedisSettings, Retention, Settlement, Store};
 use eg_testkit::RedisServer;
 use futures_util::stream::BoxStream;
 use object_store::local::LocalFileSystem;
@@ -225,12 +225,7 @@ impl Setup {
             let settlement = Settlement::DeadLetter {
                 entry: entry(&h.delivery),
             };
-            let item = Settle {
-                entry_id: &h.entry_id,
-                delivery: &h.delivery,
-                settlement: &settlement,
-                history: None,
-            };
+            let item = h.settle(&settlement, None);
             self.store.settle_many(&p, &[item], &Retention::NONE).await.unwrap();
         }
     }

@@ -181,6 +181,7 @@ async fn end_unread_past_ttl(
             delivery: &e.delivery,
             settlement,
             history: None,
+            carries_body: false,
         })
         .collect();
     let counters = vec![1; items.len()];
@@ -233,6 +234,7 @@ async fn sweep(
             delivery,
             settlement,
             history: None,
+            carries_body: false,
         })
         .collect();
     let counters: Vec<u32> = ended.iter().map(|(_, _, c, _, _)| *c).collect();

@@ -6,7 +6,7 @@
 use eg_core::{LastAttempt, OutcomeName};
 use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
-use eg_store::{Clock, Partition, Retention, Settle, Settlement, Store};
+use eg_store::{Clock, Partition, Retention, Settlement, Store};
 use std::time::Duration;
 
 const CLAIM_BATCH: usize = 100;
@@ -51,12 +51,7 @@ pub async fn reclaim_loop(
                 });
                 // Back to the ready stream with no history step: no attempt ended here.
                 let requeue = Settlement::Requeue { delivery: requeued };
-                let item = Settle {
-                    entry_id: &ready.entry_id,
-                    delivery: d,
-                    settlement: &requeue,
-                    history: None,
-                };
+                let item = ready.settle(&requeue, None);
                 match store.settle_many(&partition, &[item], &Retention::NONE).await {
                     Ok(settled) if settled.first().is_some_and(|s| s.took_effect) => {
                         metrics::counter!(m::RECLAIMED_DELIVERY_COUNT, "topic" => d.topic.clone(), "subscription" => d.subscription.clone()).increment(1);

@@ -164,6 +164,7 @@ mod tests {
                 reason: None,
                 hold: None,
             }),
+            carries_body: ready.carries_body,
         }
     }
 

@@ -126,10 +126,9 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
     pub async fn look_up(
         &self,
         partition: &Partition,
-        deliveries: Vec<ReadyDelivery>,
+        mut deliveries: Vec<ReadyDelivery>,
     ) -> Result<Vec<(Arc<Subscription>, Held)>, StoreError> {
-        let keys: Vec<&str> = deliveries.iter().map(|d| d.delivery.event_key.as_str()).collect();
-        let bodies = self.store.event_bodies(partition, &keys).await?;
+        let bodies = self.bodies_of(partition, &mut deliveries).await?;
         let mut found = Vec::with_capacity(deliveries.len());
         for (ready, body) in deliveries.into_iter().zip(bodies) {
             let delivery = &ready.delivery;
@@ -165,6 +164,31 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
             }
         }
         Ok(found)
+    }
+
+    /// Each delivery's event body, in order (`None`: gone): taken from the entry that
+    /// carries it, else read from the event hashes in one round trip (none when every
+    /// entry carries its body).
+    async fn bodies_of(
+        &self,
+        partition: &Partition,
+        deliveries: &mut [ReadyDelivery],
+    ) -> Result<Vec<Option<String>>, StoreError> {
+        let mut bodies: Vec<Option<String>> = deliveries.iter_mut().map(|d| d.carried_body.take()).collect();
+        let stored: Vec<(usize, &str)> = deliveries
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| !d.carries_body)
+            .map(|(at, d)| (at, d.delivery.event_key.as_str()))
+            .collect();
+        if !stored.is_empty() {
+            let keys: Vec<&str> = stored.iter().map(|(_, key)| *key).collect();
+            let read = self.store.event_bodies(partition, &keys).await?;
+            for ((at, _), body) in stored.iter().zip(read) {
+                bodies[*at] = body;
+            }
+        }
+        Ok(bodies)
     }
 
     /// One batch, from pick-up to settlement.
@@ -409,6 +433,7 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
                 delivery: ready.delivery.clone(),
                 settlement: verdict.settlement.clone(),
                 history: Some(verdict.history.clone()),
+                carries_body: ready.carries_body,
             };
             match self.store.settle(partition, settle).await {
                 Ok(settled) if settled.took_effect => {
@@ -736,6 +761,8 @@ mod tests {
                 partition: 0,
                 entry_id: format!("{id}-0"),
                 delivery,
+                carried_body: None,
+                carries_body: false,
             },
             body: body.into(),
         }
@@ -1026,6 +1053,35 @@ mod tests {
         assert!(found.iter().all(|(s, _)| s.name.as_str() == "billing"));
         assert!(found[0].1.body.contains("\"a\""), "{}", found[0].1.body);
         assert!(steps.store.settled().is_empty(), "nothing dropped");
+    }
+
+    #[tokio::test]
+    async fn look_up_takes_a_carried_body_from_its_entry_and_reads_only_the_others() {
+        let steps = steps(status(200));
+        // Only "stored" is in the event store; "carried" brings its body along, and a
+        // body the store had under its key would be a different one.
+        stored(&steps, &["stored"], &["billing"]);
+        steps
+            .store
+            .0
+            .bodies
+            .lock()
+            .unwrap()
+            .insert("event-carried".into(), "not this one".into());
+        let mut carried = read("carried", "billing");
+        carried.carried_body = Some(event("carried").body);
+        carried.carries_body = true;
+        let partition = Keyspace::new("eg", 1).partition(0);
+        let found = steps
+            .look_up(&partition, vec![carried, read("stored", "billing")])
+            .await
+            .unwrap();
+
+        let ids: Vec<_> = found.iter().map(|(_, h)| h.ready.delivery.id.as_str()).collect();
+        assert_eq!(ids, ["carried", "stored"]);
+        assert!(found[0].1.body.contains("\"carried\""), "{}", found[0].1.body);
+        assert!(found[0].1.ready.carries_body, "settled as carrying its body");
+        assert!(found[1].1.body.contains("\"stored\""), "{}", found[1].1.body);
     }
 
     #[tokio::test]

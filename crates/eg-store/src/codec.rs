@@ -5,6 +5,11 @@
 //! - A **delivery record** ([`encode_delivery`], [`decode_delivery`]): the JSON of one
 //!   `eg_core::Delivery` with short field names, as it sits in a ready stream entry
 //!   (field [`DELIVERY_FIELD`]), a retry set, a paused set or a redrive.
+//! - A **ready entry** ([`EntryLayout`]): layout 1 is the record alone, its event in the
+//!   event hash; layout 2 ([`ENTRY_LAYOUT_FIELD`] = 2) also carries the event's body
+//!   ([`ENTRY_BODY_FIELD`]), written when an event has exactly one push delivery, so
+//!   that delivery needs no event hash at all. Entries without the layout field are
+//!   layout 1 (everything written before layouts were numbered).
 //! - A **dead-letter record** ([`decode_dead_letter`]): the dead-letter entry JSON, a
 //!   newline, and the event body. `settle.lua` joins the two (the body is read inside
 //!   the script); `redrive.lua` splits them again.
@@ -37,6 +42,10 @@ use std::borrow::Cow;
 
 /// The stream entry field holding a delivery record (ready streams).
 pub const DELIVERY_FIELD: &str = "d";
+/// The ready entry field naming its layout ([`EntryLayout`]; absent: layout 1).
+pub const ENTRY_LAYOUT_FIELD: &str = "v";
+/// The ready entry field carrying the event's body (layout 2).
+pub const ENTRY_BODY_FIELD: &str = "b";
 /// The stream entry field holding a dead-letter record (dead-letter streams).
 pub const DEAD_LETTER_FIELD: &str = "r";
 /// The event hash field holding the event's body.
@@ -47,6 +56,37 @@ pub const EVENT_OUTSTANDING_FIELD: &str = "r";
 /// What separates a dead-letter record's entry from its event body. Entry JSON never
 /// holds a raw newline, so the first one is always the separator.
 pub const DEAD_LETTER_SEPARATOR: char = '\n';
+
+/// How a ready entry holds its event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryLayout {
+    /// The delivery record alone; the body is in the event hash (shared by every
+    /// delivery of the event, counted down as they finish).
+    EventHash = 1,
+    /// The record and the event's body: the event's only delivery carries it, from the
+    /// publish to its end or its first retry (which moves the body into an event hash).
+    Carried = 2,
+}
+
+impl EntryLayout {
+    /// The layout a ready entry names (`None` in the field: layout 1). `Err` holds a
+    /// layout this release does not know (written by a newer one).
+    pub fn of(field: Option<&str>) -> Result<Self, String> {
+        match field {
+            None | Some("1") => Ok(Self::EventHash),
+            Some("2") => Ok(Self::Carried),
+            Some(other) => Err(other.to_owned()),
+        }
+    }
+
+    /// The value of [`ENTRY_LAYOUT_FIELD`] for this layout.
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::EventHash => "1",
+            Self::Carried => "2",
+        }
+    }
+}
 
 /// A stored record that does not have the form this version reads.
 #[derive(Debug, thiserror::Error)]
@@ -165,8 +205,8 @@ pub(crate) const SETTLE_KEYS_PER_ITEM: usize = 6;
 /// histories, most steps, most archived, item count.
 pub(crate) const SETTLE_FIXED_ARGS: usize = 6;
 /// `settle.lua`'s ARGV per item: entry id, action, record, time, history entry,
-/// archive id, subscription.
-pub(crate) const SETTLE_ARGS_PER_ITEM: usize = 7;
+/// archive id, subscription, whether the entry carries the event's body.
+pub(crate) const SETTLE_ARGS_PER_ITEM: usize = 8;
 
 /// What `settle.lua` does with one item, by the name it reads in ARGV.
 fn settle_action(settlement: &Settlement) -> &'static str {
@@ -269,6 +309,7 @@ impl SettleCall {
                 history,
                 archive_id,
                 subscription,
+                if item.carries_body { "1" } else { "" }.to_owned(),
             ]);
         }
         Ok(Self { keys, args })
@@ -418,12 +459,14 @@ mod tests {
                 delivery: &delivery,
                 settlement: &Settlement::Done,
                 history: None,
+                carries_body: false,
             },
             Settle {
                 entry_id: "2-0",
                 delivery: &delivery,
                 settlement: &retry,
                 history: None,
+                carries_body: true,
             },
         ];
         let call = SettleCall::new(&p, &items, &Retention::NONE).unwrap();
@@ -438,6 +481,8 @@ mod tests {
         assert_eq!(call.args[a + 2], encode_delivery(&delivery));
         assert_eq!(call.args[a + 3], "42");
         assert_eq!(call.args[a + 6], "orders/billing");
+        assert_eq!(call.args[a + 7], "1", "ARGV[a+8] carried");
+        assert_eq!(call.args[SETTLE_FIXED_ARGS + 7], "", "the first item's entry holds no body");
         // KEYS[b+1] the event hash, KEYS[b+6] the paused set.
         let b = SETTLE_FIXED_KEYS + SETTLE_KEYS_PER_ITEM;
         assert_eq!(call.keys[b], p.event("e1"));

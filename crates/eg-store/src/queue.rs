@@ -10,6 +10,7 @@ use crate::scripts;
 pub use crate::settlement::{OwnedSettle, Retention, Settle, Settled, Settlement};
 use eg_core::Delivery;
 use eg_core::deadletter::DeadLetterEntry;
+use eg_core::history::HistoryEntry;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -36,6 +37,25 @@ pub struct ReadyDelivery {
     pub partition: u16,
     pub entry_id: String,
     pub delivery: Delivery,
+    /// The event's body, when the entry carries it (layout 2: the event's only push
+    /// delivery); `None`: it is in the event hash ([`Store::event_bodies`]), or was taken.
+    pub carried_body: Option<String>,
+    /// Whether the entry carries the body: what [`Settle::carries_body`] must say when
+    /// this hold is settled (kept when `carried_body` is taken).
+    pub carries_body: bool,
+}
+
+impl ReadyDelivery {
+    /// A settle of this hold, saying where its event's body is.
+    pub fn settle<'a>(&'a self, settlement: &'a Settlement, history: Option<&'a HistoryEntry>) -> Settle<'a> {
+        Settle {
+            entry_id: &self.entry_id,
+            delivery: &self.delivery,
+            settlement,
+            history,
+            carries_body: self.carries_body,
+        }
+    }
 }
 
 /// What one promote call did.
@@ -243,7 +263,9 @@ impl Store {
     }
 
     /// Entries that do not decode cannot be delivered by anyone: they are logged in full
-    /// and removed, so they do not block the stream forever.
+    /// and removed, so they do not block the stream forever. An entry of a layout this
+    /// release does not know (a newer release wrote it) is left held, not removed: it is
+    /// taken back after the visibility timeout, for a sender that reads it.
     async fn decode_deliveries(
         &self,
         partition: &Partition,
@@ -251,13 +273,28 @@ impl Store {
     ) -> Result<Vec<ReadyDelivery>, StoreError> {
         let mut out = Vec::with_capacity(ids.len());
         let mut poison = Vec::new();
-        for entry in ids {
+        for mut entry in ids {
+            let layout: Option<String> = entry.get(codec::ENTRY_LAYOUT_FIELD);
+            let layout = match codec::EntryLayout::of(layout.as_deref()) {
+                Ok(layout) => layout,
+                Err(unknown) => {
+                    tracing::error!(stream = %partition.ready(), entry = %entry.id, layout = %unknown, "a ready entry of a newer layout than this sender reads: upgrade it; the entry is left for a newer sender");
+                    continue;
+                }
+            };
             let raw: Option<String> = entry.get(codec::DELIVERY_FIELD);
+            let carried_body = match layout {
+                codec::EntryLayout::Carried => take_string(&mut entry, codec::ENTRY_BODY_FIELD),
+                codec::EntryLayout::EventHash => None,
+            };
+            let carries_body = layout == codec::EntryLayout::Carried;
             match raw.as_deref().map(codec::decode_delivery) {
-                Some(Ok(delivery)) => out.push(ReadyDelivery {
+                Some(Ok(delivery)) if carried_body.is_some() || !carries_body => out.push(ReadyDelivery {
                     partition: partition.index,
                     entry_id: entry.id,
                     delivery,
+                    carried_body,
+                    carries_body,
                 }),
                 _ => {
                     tracing::error!(stream = %partition.ready(), entry = %entry.id, record = ?raw, "removing a ready entry that is not a delivery record");
@@ -488,5 +525,13 @@ impl Store {
             paused,
             deadletter_backlog: delayed + dl,
         })
+    }
+}
+
+/// Takes a string field out of a stream entry without copying it.
+fn take_string(entry: &mut StreamId, field: &str) -> Option<String> {
+    match entry.map.remove(field)? {
+        redis::Value::BulkString(bytes) => String::from_utf8(bytes).ok(),
+        other => redis::from_redis_value(other).ok(),
     }
 }

@@ -63,6 +63,9 @@ pub struct Settle<'a> {
     pub settlement: &'a Settlement,
     /// The step to append to the event's history (`None`: none).
     pub history: Option<&'a HistoryEntry>,
+    /// The held entry carries the event's body (`ReadyDelivery::carries_body`): there is
+    /// no event hash to count down, and a delivery that lives on takes the body along.
+    pub carries_body: bool,
 }
 
 /// A [`Settle`] that owns what it settles, for a caller that hands it to another task
@@ -75,6 +78,8 @@ pub struct OwnedSettle {
     pub settlement: Settlement,
     /// The step to append to the event's history (`None`: none).
     pub history: Option<HistoryEntry>,
+    /// As [`Settle::carries_body`].
+    pub carries_body: bool,
 }
 
 impl OwnedSettle {
@@ -85,6 +90,7 @@ impl OwnedSettle {
             delivery: &self.delivery,
             settlement: &self.settlement,
             history: self.history.as_ref(),
+            carries_body: self.carries_body,
         }
     }
 }

@@ -10,7 +10,7 @@ use common::*;
 use eg_core::deadletter::RedriveTarget;
 use eg_core::history::{DeliveryState, HistoryEntry};
 use eg_core::{Delivery, UnixMillis};
-use eg_store::{Partition, ReadyDelivery, Retention, Selection, Settle, Settled, Settlement, Store, TimeRange};
+use eg_store::{Partition, ReadyDelivery, Retention, Selection, Settled, Settlement, Store, TimeRange};
 use std::time::Duration;
 
 const RETENTION: Retention = Retention {
@@ -54,12 +54,7 @@ async fn settle_within(
     history: Option<&HistoryEntry>,
     retention: &Retention,
 ) -> Settled {
-    let item = Settle {
-        entry_id: &r.entry_id,
-        delivery: &r.delivery,
-        settlement,
-        history,
-    };
+    let item = r.settle(settlement, history);
     store.settle_many(p, &[item], retention).await.unwrap()[0]
 }
 

@@ -44,6 +44,7 @@ async fn settle_one(
         delivery: &entry.delivery,
         settlement,
         history: None,
+        carries_body: false,
     };
     store
         .settle_queue(&p, SUB, &[item], &[counter], LOCK, check, &Retention::NONE)
@@ -182,6 +183,7 @@ async fn renew_keeps_the_same_lock_and_expired_locks_are_taken_again() {
                 delivery: &entry.delivery,
                 settlement: &Settlement::RenewLock,
                 history: None,
+                carries_body: false,
             };
             store
                 .settle_queue(&p, SUB, &[item], &[counter], short, LockCheck::Held, &Retention::NONE)
@@ -218,6 +220,7 @@ async fn the_sweep_ends_only_expired_locks() {
         delivery: &entry.delivery,
         settlement: &Settlement::Done,
         history: None,
+        carries_body: false,
     };
     // A lock still held (here: idle far below a minute) is not the sweep's to end.
     let held = h

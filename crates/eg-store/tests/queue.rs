@@ -41,12 +41,13 @@ async fn publish_stores_each_event_once_and_enqueues_one_entry_per_delivery() {
     assert_eq!(outcome, PublishOutcome::Stored);
 
     let mut redis = h.redis();
-    for e in &events {
-        let key = event_hash(&e.event_key);
-        assert_eq!(hget(&mut redis, &key, "b"), Some(e.body.clone()));
-        assert_eq!(hget(&mut redis, &key, "r"), Some(e.deliveries.len().to_string()));
-        assert_eq!(query::<u64>(&mut redis, &["HLEN", &key]), 2, "only b and r");
-    }
+    // e1's two deliveries share its event hash; e2's only delivery carries its body in
+    // its entry, and e2 has no hash (layout 2, tests/carried.rs).
+    let key = event_hash("e1");
+    assert_eq!(hget(&mut redis, &key, "b"), Some(events[0].body.clone()));
+    assert_eq!(hget(&mut redis, &key, "r").as_deref(), Some("2"));
+    assert_eq!(query::<u64>(&mut redis, &["HLEN", &key]), 2, "only b and r");
+    assert!(!exists(&mut redis, &event_hash("e2")));
     let enqueued: Vec<Delivery> = ready_entries(&mut redis, &ready_key())
         .into_iter()
         .map(|(_, d)| d)
@@ -277,12 +278,7 @@ async fn settle_many_settles_each_item_as_settle_would_in_one_call() {
     let items: Vec<Settle> = held
         .iter()
         .zip(&settlements)
-        .map(|(d, settlement)| Settle {
-            entry_id: &d.entry_id,
-            delivery: &d.delivery,
-            settlement,
-            history: None,
-        })
+        .map(|(d, settlement)| d.settle(settlement, None))
         .collect();
     let retention = Retention {
         archived_per_partition: 10,
@@ -627,7 +623,10 @@ async fn an_abandoned_delivery_is_claimed_requeued_and_the_late_settle_is_refuse
     assert_ne!(entries[0].0, held_by_a.entry_id, "a new entry");
     assert_eq!(entries[0].1, requeued);
     assert_eq!(entries[0].1.attempts, held_by_a.delivery.attempts + 1);
-    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
+    // The requeued entry still carries the event's body; no event hash was made.
+    let carried = entry_field(&mut redis, &ready_key(), &entries[0].0, codec::ENTRY_BODY_FIELD);
+    assert_eq!(carried, Some(body("e1")));
+    assert!(!exists(&mut redis, &event_hash("e1")));
 
     // sender-a comes back late: whatever it says about the old entry changes nothing.
     for late in [
@@ -645,7 +644,7 @@ async fn an_abandoned_delivery_is_claimed_requeued_and_the_late_settle_is_refuse
     ] {
         assert!(!settle(&h.store, &p0, &held_by_a, &late).await, "{late:?}");
     }
-    assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
+    assert!(!exists(&mut redis, &event_hash("e1")), "no hash made by a refused settle");
     assert_eq!(ready_entries(&mut redis, &ready_key()), entries);
     assert_eq!(pending(&mut redis, &ready_key(), "senders"), 0);
     assert_eq!(zcard(&mut redis, &retry_key()), 0);

@@ -155,6 +155,7 @@ pub async fn settle_held(
             delivery: &entry.delivery,
             settlement,
             history: None,
+            carries_body: false,
         })
         .collect();
     let counters: Vec<u32> = items.iter().map(|(e, _)| e.counter).collect();

@@ -92,6 +92,7 @@ pub async fn settle(
                 delivery: &held[i],
                 settlement: &settlements[i],
                 history: None,
+                carries_body: false,
             })
             .collect();
         let results = pull

@@ -5,7 +5,9 @@
 --
 -- KEYS[1]  catalog version seen by this partition (string)
 -- KEYS[2]  ready stream of the partition
--- KEYS[3..2+N]  one event hash per event (fields: b = body, r = deliveries outstanding)
+-- KEYS[3..2+N]  one event hash per event (fields: b = body, r = deliveries outstanding);
+--               not written for an event whose only delivery is a push one: its ready
+--               entry carries the body (layout 2: v = 2, d = record, b = body)
 -- KEYS[3+N]  the partition's queues index (set)   KEYS[4+N]  the queue signal stream
 -- KEYS[5+N..4+N+Q]  one queue stream per queue-mode subscription written to
 -- ARGV[1]  catalog version the caller matched against
@@ -42,7 +44,15 @@ for i = 1, n do
   local body = ARGV[at]
   local m = tonumber(ARGV[at + 1])
   at = at + 2
-  redis.call('HSET', KEYS[2 + i], 'b', body, 'r', m)
+  if m == 1 and tonumber(ARGV[at]) == 0 then
+    -- One push delivery: the body travels in its entry, and no event hash is written,
+    -- read or freed (codec::EntryLayout::Carried).
+    redis.call('XADD', KEYS[2], '*', 'v', '2', 'd', ARGV[at + 1], 'b', body)
+    at = at + 2
+    m = 0
+  else
+    redis.call('HSET', KEYS[2 + i], 'b', body, 'r', m)
+  end
   for _ = 1, m do
     local target = tonumber(ARGV[at])
     if target == 0 then

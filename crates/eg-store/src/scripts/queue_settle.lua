@@ -9,9 +9,9 @@
 -- KEYS[1]  the queue stream    KEYS[2]  the subscription's delayed set (score = due, ms)
 -- KEYS[3]  dead-letter delay sorted set    KEYS[4]  history index   KEYS[5]  queues index
 -- then per item the 6 keys of settle.lua (event hash, history list, archive ×3, unused)
--- ARGV[1..6] as settle.lua (ARGV[1] = `receivers`), then per item the 7 ARGV of
--- settle.lua, with one more action: renew.
--- After the items (N = ARGV[6], base c = 6 + 7 * N):
+-- ARGV[1..6] as settle.lua (ARGV[1] = `receivers`), then per item the 8 ARGV of
+-- settle.lua (a queue entry never carries its body), with one more action: renew.
+-- After the items (N = ARGV[6], base c = 6 + 8 * N):
 -- ARGV[c+1]  the lock duration, ms
 -- ARGV[c+2]  check: held (the lock must still be held: idle < duration) or expired
 --            (the scheduler's sweep: idle >= duration, nobody holds it)
@@ -20,7 +20,7 @@
 -- An item is settled only if its entry is pending with exactly that counter and passes
 -- the check; otherwise nothing changes for it and its result is 0 (Event Grid's
 -- TokenLost): a token goes stale the moment its event is delivered again.
-local c = 6 + 7 * n
+local c = 6 + 8 * n
 local lock_ms = tonumber(ARGV[c + 1])
 local check = ARGV[c + 2]
 
@@ -39,7 +39,7 @@ end
 
 local results = {}
 for i = 1, n do
-  local k, a = 5 + 6 * (i - 1), 6 + 7 * (i - 1)
+  local k, a = 5 + 6 * (i - 1), 6 + 8 * (i - 1)
   local id = ARGV[a + 1]
   if not holds(id, tonumber(ARGV[c + 2 + i])) then
     results[i] = 0

@@ -26,7 +26,7 @@
 -- ARGV[3]  most history lists per partition     ARGV[4]  most entries per list
 -- ARGV[5]  most archived records per subscription and partition
 -- ARGV[6]  N
--- then per item i (base a = 6 + 7 * (i - 1)):
+-- then per item i (base a = 6 + 8 * (i - 1)):
 -- ARGV[a+1] entry id
 -- ARGV[a+2] action: done | retry | requeue | deadletter | park
 -- ARGV[a+3] retry/requeue/park: the delivery record; deadletter: the dead-letter entry
@@ -34,6 +34,8 @@
 -- ARGV[a+5] history entry ('' = keep none)
 -- ARGV[a+6] deadletter: archive record id ('' = do not archive)
 -- ARGV[a+7] park: the subscription (`<topic>/<subscription>`, the paused index member)
+-- ARGV[a+8] '1' when the entry carries the event's body (layout 2, codec::EntryLayout):
+--           no event hash exists; a delivery that lives on takes the body along
 --
 -- The steps themselves are in settle_steps.lua, sent in front of this file.
 --
@@ -41,7 +43,7 @@
 -- index holds: keys of this partition's hash tag, so the same slot on a cluster.
 local results = {}
 for i = 1, n do
-  results[i] = settle(5 + 6 * (i - 1), 6 + 7 * (i - 1))
+  results[i] = settle(5 + 6 * (i - 1), 6 + 8 * (i - 1))
 end
 bound_history()
 return results

@@ -4,7 +4,8 @@
 -- It reads the fixed KEYS and ARGV and the per-item layout that settle.lua's header
 -- documents (KEYS[1] the stream the holds are on, ARGV[1] its consumer group), and
 -- defines settle(k, a), which settles item at KEYS base k and ARGV base a, and
--- bound_history(), which the caller runs once at the end.
+-- bound_history(), which the caller runs once at the end. Ready entries of layout 2
+-- (codec::EntryLayout) carry the event's body in field b beside the record in d.
 local group = ARGV[1]
 local retention = tonumber(ARGV[2])
 local most_histories = tonumber(ARGV[3])
@@ -16,9 +17,33 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local wrote_history = false
 
+-- The body an entry carries (layout 2), read before the entry is deleted; nil if the
+-- entry is gone or carries none.
+local function carried_body(id)
+  local entry = redis.call('XRANGE', KEYS[1], id, id)[1]
+  if entry then
+    local fields = entry[2]
+    for j = 1, #fields, 2 do
+      if fields[j] == 'b' then
+        return fields[j + 1]
+      end
+    end
+  end
+  return nil
+end
+
 local function settle(k, a)
   if redis.call('XACK', KEYS[1], group, ARGV[a + 1]) == 0 then
     return 0
+  end
+  local action = ARGV[a + 2]
+  -- An entry carrying its event's body is the event's only delivery: no event hash to
+  -- count down. A delivery that lives on (retry, requeue, park) or is dead-lettered takes
+  -- the body along before the entry goes.
+  local carried = ARGV[a + 8] == '1'
+  local body = nil
+  if carried and action ~= 'done' then
+    body = carried_body(ARGV[a + 1])
   end
   redis.call('XDEL', KEYS[1], ARGV[a + 1])
 
@@ -30,12 +55,20 @@ local function settle(k, a)
     wrote_history = true
   end
 
-  local action = ARGV[a + 2]
+  if body and (action == 'retry' or action == 'park') then
+    -- Waiting in a sorted set, the record names its event by key: the body moves into
+    -- the event hash the record names (layout 1 from here on).
+    redis.call('HSET', KEYS[k + 1], 'b', body, 'r', 1)
+  end
   if action == 'retry' then
     redis.call('ZADD', KEYS[2], ARGV[a + 4], ARGV[a + 3])
     return 1
   elseif action == 'requeue' then
-    redis.call('XADD', KEYS[1], '*', 'd', ARGV[a + 3])
+    if body then
+      redis.call('XADD', KEYS[1], '*', 'v', '2', 'd', ARGV[a + 3], 'b', body)
+    else
+      redis.call('XADD', KEYS[1], '*', 'd', ARGV[a + 3])
+    end
     return 1
   elseif action == 'park' then
     redis.call('ZADD', KEYS[k + 6], ARGV[a + 4], ARGV[a + 3])
@@ -45,7 +78,7 @@ local function settle(k, a)
 
   local evicted = 0
   if action == 'deadletter' then
-    local body = redis.call('HGET', KEYS[k + 1], 'b') or 'null'
+    body = body or redis.call('HGET', KEYS[k + 1], 'b') or 'null'
     -- The record carries its own copy of the event, so the event hash can go now.
     local record = ARGV[a + 3] .. '\n' .. body
     redis.call('ZADD', KEYS[3], now, record)
@@ -66,7 +99,7 @@ local function settle(k, a)
     end
   end
   -- done and deadletter: this delivery no longer needs the stored event.
-  if redis.call('HINCRBY', KEYS[k + 1], 'r', -1) <= 0 then
+  if not carried and redis.call('HINCRBY', KEYS[k + 1], 'r', -1) <= 0 then
     redis.call('DEL', KEYS[k + 1])
   end
   return 1 + evicted

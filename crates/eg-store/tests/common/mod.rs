@@ -8,7 +8,7 @@ use eg_core::{
     DeadLetterReason, Delivery, LastAttempt, OutcomeName, Subscription, SubscriptionName, Topic, TopicName, UnixMillis,
 };
 use eg_store::queue::EventToStore;
-use eg_store::{Catalog, Partition, ReadyDelivery, RedisSettings, Retention, Settle, Settlement, Store, codec};
+use eg_store::{Catalog, Partition, ReadyDelivery, RedisSettings, Retention, Settlement, Store, codec};
 use eg_testkit::RedisServer;
 use serde_json::json;
 use std::time::Duration;
@@ -155,12 +155,7 @@ pub async fn publish(store: &Store, partition: &Partition, events: &[EventToStor
 /// Settles one held delivery with the real call (`settle_many`), keeping no history or
 /// archive; whether it took effect.
 pub async fn settle(store: &Store, partition: &Partition, held: &ReadyDelivery, settlement: &Settlement) -> bool {
-    let item = Settle {
-        entry_id: &held.entry_id,
-        delivery: &held.delivery,
-        settlement,
-        history: None,
-    };
+    let item = held.settle(settlement, None);
     let settled = store.settle_many(partition, &[item], &Retention::NONE).await.unwrap();
     settled[0].took_effect
 }
@@ -217,6 +212,12 @@ pub fn pending(conn: &mut redis::Connection, stream: &str, group: &str) -> u64 {
 pub fn pending_owners(conn: &mut redis::Connection, stream: &str, group: &str) -> Vec<(String, String)> {
     let rows: Vec<(String, String, u64, u64)> = query(conn, &["XPENDING", stream, group, "-", "+", "100"]);
     rows.into_iter().map(|(id, consumer, _, _)| (id, consumer)).collect()
+}
+
+/// One field of one stream entry (`None`: no such entry or field).
+pub fn entry_field(conn: &mut redis::Connection, stream: &str, id: &str, field: &str) -> Option<String> {
+    let reply: redis::streams::StreamRangeReply = query(conn, &["XRANGE", stream, id, id]);
+    reply.ids.first().and_then(|e| e.get(field))
 }
 
 /// `(entry id, field d)` of every entry of a ready stream, oldest first.

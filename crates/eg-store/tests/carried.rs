@@ -1,0 +1,172 @@
+//! Ready entries that carry their event's body (layout 2, `codec::EntryLayout`) against
+//! a real Redis: an event with one push delivery has no event hash; the body goes
+//! wherever the delivery goes (retry, park, requeue, dead-letter); and entries of the
+//! previous layout, as a Redis upgraded in place still holds them, are delivered as
+//! before.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use eg_core::UnixMillis;
+use eg_store::codec::{self, EntryLayout};
+use eg_store::{Retention, Settlement};
+use std::time::Duration;
+
+/// Publishes one event with one push delivery and reads it back, held.
+async fn publish_one(h: &Harness, key: &str) -> eg_store::ReadyDelivery {
+    publish(&h.store, &h.p0(), &[event(key, 1)]).await;
+    let mut got = read(&h.store, &h.p0(), "sender", 10).await;
+    assert_eq!(got.len(), 1);
+    got.remove(0)
+}
+
+#[tokio::test]
+async fn an_event_with_one_push_delivery_travels_in_its_entry_and_leaves_nothing_behind() {
+    let h = Harness::start().await;
+    let held = publish_one(&h, "e1").await;
+    let mut redis = h.redis();
+
+    assert!(held.carries_body);
+    assert_eq!(held.carried_body, Some(body("e1")));
+    assert!(!exists(&mut redis, &h.p0().event("e1")), "no event hash");
+    assert_eq!(
+        entry_field(&mut redis, &h.p0().ready(), &held.entry_id, codec::ENTRY_LAYOUT_FIELD).as_deref(),
+        Some(EntryLayout::Carried.field())
+    );
+
+    assert!(settle(&h.store, &h.p0(), &held, &Settlement::Done).await);
+    assert_eq!(xlen(&mut redis, &h.p0().ready()), 0);
+    assert!(!exists(&mut redis, &h.p0().event("e1")), "done makes no hash either");
+}
+
+#[tokio::test]
+async fn a_retry_moves_the_body_into_the_event_hash_its_record_names() {
+    let h = Harness::start().await;
+    let held = publish_one(&h, "e1").await;
+    let retry = held.delivery.after_attempt(failed_attempt());
+    let settlement = Settlement::Retry {
+        delivery: retry.clone(),
+        due: UnixMillis(0),
+    };
+    assert!(settle(&h.store, &h.p0(), &held, &settlement).await);
+    let mut redis = h.redis();
+    assert_eq!(hget(&mut redis, &h.p0().event("e1"), "b"), Some(body("e1")));
+    assert_eq!(hget(&mut redis, &h.p0().event("e1"), "r").as_deref(), Some("1"));
+
+    // Promoted, it is an entry of layout 1, read through the event hash.
+    assert_eq!(promote_due(&h.store, &h.p0(), 10).await, 1);
+    let again = read(&h.store, &h.p0(), "sender", 10).await.remove(0);
+    assert!(!again.carries_body);
+    assert_eq!(again.delivery, retry);
+    assert_eq!(
+        h.store.event_bodies(&h.p0(), &["e1"]).await.unwrap(),
+        [Some(body("e1"))]
+    );
+    assert!(settle(&h.store, &h.p0(), &again, &Settlement::Done).await);
+    assert!(!exists(&mut redis, &h.p0().event("e1")), "freed with its last delivery");
+}
+
+#[tokio::test]
+async fn a_parked_delivery_keeps_its_body_in_the_event_hash() {
+    let h = Harness::start().await;
+    let held = publish_one(&h, "e1").await;
+    let settlement = Settlement::Park {
+        delivery: held.delivery.clone(),
+        until: UnixMillis(i64::MAX / 2),
+    };
+    assert!(settle(&h.store, &h.p0(), &held, &settlement).await);
+    let mut redis = h.redis();
+    assert_eq!(zcard(&mut redis, &h.p0().paused("orders/billing")), 1);
+    assert_eq!(hget(&mut redis, &h.p0().event("e1"), "b"), Some(body("e1")));
+    assert_eq!(hget(&mut redis, &h.p0().event("e1"), "r").as_deref(), Some("1"));
+}
+
+#[tokio::test]
+async fn a_requeued_delivery_still_carries_its_body() {
+    let h = Harness::start().await;
+    let held = publish_one(&h, "e1").await;
+    let settlement = Settlement::Requeue {
+        delivery: held.delivery.clone(),
+    };
+    assert!(settle(&h.store, &h.p0(), &held, &settlement).await);
+    let again = read(&h.store, &h.p0(), "sender", 10).await.remove(0);
+    assert_ne!(again.entry_id, held.entry_id);
+    assert!(again.carries_body);
+    assert_eq!(again.carried_body, Some(body("e1")));
+    let mut redis = h.redis();
+    assert!(!exists(&mut redis, &h.p0().event("e1")));
+}
+
+#[tokio::test]
+async fn a_dead_lettered_delivery_takes_its_carried_body_into_the_record() {
+    let h = Harness::start().await;
+    let held = publish_one(&h, "e1").await;
+    let settlement = Settlement::DeadLetter {
+        entry: dead_letter_entry(&held.delivery),
+    };
+    let retention = Retention {
+        archived_per_partition: 10,
+        ..Retention::NONE
+    };
+    let item = held.settle(&settlement, None);
+    let settled = h.store.settle_many(&h.p0(), &[item], &retention).await.unwrap();
+    assert!(settled[0].took_effect);
+
+    let moved = h
+        .store
+        .promote_due_dead_letters(&h.p0(), Duration::ZERO, 10)
+        .await
+        .unwrap();
+    assert_eq!(moved, 1);
+    let records = h
+        .store
+        .read_dead_letters(&h.p0(), "worker", 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].event_json, body("e1"));
+    let mut redis = h.redis();
+    assert!(!exists(&mut redis, &h.p0().event("e1")), "no hash left behind");
+    let archived: Option<String> = query(
+        &mut redis,
+        &["HGET", &h.p0().archive("orders/billing").records, &held.delivery.id],
+    );
+    assert!(archived.unwrap().ends_with(&body("e1")), "the archive keeps it too");
+}
+
+/// What a Redis upgraded in place holds: entries written by the release before layouts
+/// were numbered (the record alone, its event in a hash), read by this one.
+#[tokio::test]
+async fn entries_of_the_previous_layout_are_delivered_after_an_upgrade() {
+    let h = Harness::start().await;
+    let mut redis = h.redis();
+    let old = event("old", 1);
+    let record = codec::encode_delivery(&old.deliveries[0]);
+    let hash = h.p0().event("old");
+    let _: () = query(&mut redis, &["HSET", &hash, "b", &old.body, "r", "1"]);
+    let _: String = query(&mut redis, &["XADD", &h.p0().ready(), "*", "d", &record]);
+
+    let held = read(&h.store, &h.p0(), "sender", 10).await.remove(0);
+    assert!(!held.carries_body);
+    assert_eq!(held.carried_body, None);
+    assert_eq!(held.delivery, old.deliveries[0]);
+    assert_eq!(
+        h.store.event_bodies(&h.p0(), &["old"]).await.unwrap(),
+        [Some(old.body.clone())]
+    );
+    assert!(settle(&h.store, &h.p0(), &held, &Settlement::Done).await);
+    assert!(!exists(&mut redis, &hash), "the old event hash is freed as before");
+}
+
+#[tokio::test]
+async fn an_entry_of_an_unknown_newer_layout_is_left_for_a_sender_that_reads_it() {
+    let h = Harness::start().await;
+    let mut redis = h.redis();
+    let record = codec::encode_delivery(&delivery("d1", "e1"));
+    let _: String = query(&mut redis, &["XADD", &h.p0().ready(), "*", "v", "9", "d", &record]);
+
+    assert!(read(&h.store, &h.p0(), "sender", 10).await.is_empty());
+    assert_eq!(xlen(&mut redis, &h.p0().ready()), 1, "not removed as poison");
+    assert_eq!(pending(&mut redis, &h.p0().ready(), "senders"), 1);
+}

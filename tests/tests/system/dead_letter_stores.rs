@@ -429,18 +429,36 @@ async fn wrong_credentials_and_missing_containers_are_seen_and_written_once_fixe
     }
     system.publish_ok("orders", &json!(numbered_events("cfg", 0..3))).await;
 
-    // Seen: the metric by store and kind, and each subscription's problem.
+    // Seen: the metric by store and kind, and each subscription's problem. A refused key
+    // or secret is `Unauthenticated`, though both stores answer it with a 403.
     for (subscription, kind) in [
-        ("WrongKey", "PermissionDenied"),
-        ("NoContainer", "PermissionDenied"),
+        ("WrongKey", "Unauthenticated"),
+        ("NoContainer", "Unauthenticated"),
         ("NoBucket", "ContainerNotFound"),
-        ("WrongSecret", "PermissionDenied"),
+        ("WrongSecret", "Unauthenticated"),
     ] {
         wait_problem(&system, "orders", subscription, kind).await;
     }
-    assert!(write_failures(&system, "azure:devstoreaccount1", "PermissionDenied").await >= 1.0);
+    assert!(write_failures(&system, "azure:devstoreaccount1", "Unauthenticated").await >= 1.0);
     assert!(write_failures(&system, "s3:moto", "ContainerNotFound").await >= 1.0);
-    assert!(write_failures(&system, "s3:moto_wrong", "PermissionDenied").await >= 1.0);
+    assert!(write_failures(&system, "s3:moto_wrong", "Unauthenticated").await >= 1.0);
+    assert_eq!(write_failures(&system, "s3:moto_wrong", "PermissionDenied").await, 0.0);
+    // The problem quotes what the store said, with its status and code.
+    let refused_key = wait_problem(&system, "orders", "WrongKey", "Unauthenticated").await;
+    assert!(
+        refused_key
+            .message
+            .starts_with("Server failed to authenticate the request.")
+            && refused_key.message.ends_with("(403 AuthorizationFailure)"),
+        "{}",
+        refused_key.message
+    );
+    let wrong_secret = wait_problem(&system, "orders", "WrongSecret", "Unauthenticated").await;
+    assert!(
+        wrong_secret.message.ends_with("(403 SignatureDoesNotMatch)"),
+        "{}",
+        wrong_secret.message
+    );
     let problem = wait_problem(&system, "orders", "NoBucket", "ContainerNotFound").await;
     assert_eq!(
         (problem.store.as_str(), problem.container.as_str()),

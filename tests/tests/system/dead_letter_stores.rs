@@ -7,8 +7,9 @@
 use eg_system_tests::{Behaviour, json_reply};
 use eg_system_tests::{
     DEADLINE, DeadLettered, Options, Receiver, System, TierId, assert_subscription_refused, azure_dead_letter_to,
-    azurite_container, create_container, event, eventually, metric, numbered_events, object_layout, object_records,
-    s3_bucket, s3_dead_letter_to, subscription, wait_object_records,
+    azurite_container, check_dead_letter_operations, create_container, event, eventually, metric, numbered_events,
+    object_layout, object_records, refusing_three_times, s3_bucket, s3_dead_letter_to, subscription,
+    wait_object_records,
 };
 use eg_testkit::{Azurite, S3Server};
 use reqwest::StatusCode;
@@ -510,6 +511,39 @@ async fn wrong_credentials_and_missing_containers_are_seen_and_written_once_fixe
         store.dead_letter_problems().await.unwrap().is_empty().then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_in_azurite_and_s3_are_listed_shown_redriven_and_purged_as_local_ones() {
+    let (azurite, s3) = start_stores().await;
+    create_container(&azurite, "dead");
+    s3.create_bucket("dead");
+    let system = System::start(quick("1s").azurite(&azurite).s3_server(&s3, MOTO)).await;
+    let to_azure = refusing_three_times().await;
+    let to_s3 = refusing_three_times().await;
+    for (topic, receiver, destination) in [
+        ("orders", &to_azure, azure_dead_letter_to("dead")),
+        ("invoices", &to_s3, s3_dead_letter_to(MOTO, "dead", PREFIX)),
+    ] {
+        system.create_topic(topic).await;
+        let body = subscription(receiver.url(), json!({"deadLetterDestination": destination}));
+        system.create_subscription(topic, "Billing", body).await;
+    }
+
+    check_dead_letter_operations(&system, &to_azure, "orders", "Billing").await;
+    check_dead_letter_operations(&system, &to_s3, "invoices", "Billing").await;
+
+    // The objects were written, and stay: a purge forgets eg's copy, not the store's.
+    for (store, key_prefix) in [
+        (azurite_container(&azurite, "dead"), ""),
+        (s3_bucket(&s3, "dead"), PREFIX),
+    ] {
+        let records = wait_object_records(store.as_ref(), "dead", 3, DEADLINE).await;
+        let found = by_subscription(&records, "dead", key_prefix);
+        let mut ids: Vec<&str> = found["BILLING"].iter().filter_map(|r| r["id"].as_str()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, ["a", "b", "c"], "{key_prefix:?}: {records:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -407,6 +407,47 @@ async fn a_store_that_is_down_keeps_the_records_until_it_is_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_a_store_down_past_give_up_after_are_dropped_counted_and_gone_from_redis() {
+    let mut azurite = tokio::task::spawn_blocking(Azurite::start).await.unwrap();
+    create_container(&azurite, "dead");
+    let options = quick("1s").azurite(&azurite).env("EG__DEADLETTER__GIVE_UP_AFTER", "2s");
+    let system = System::start(options).await;
+    let rejecting = Receiver::start(Behaviour::Status(400)).await;
+    system.create_topic("orders").await;
+    let to_azure = dying(&rejecting, azure_dead_letter_to("dead"), json!({}));
+    system.create_subscription("orders", "Billing", to_azure).await;
+
+    azurite.stop();
+    system.publish_ok("orders", &json!(numbered_events("lost", 0..3))).await;
+    let reason = [("reason", "DeadLetterDestinationUnavailable")];
+    eventually(DEADLINE, "three records dropped", || async {
+        let dropped = metric(&system.deadletter_metrics().await, "DroppedEventCount", &reason);
+        (dropped >= 3.0).then_some(())
+    })
+    .await;
+    let page = system.deadletter_metrics().await;
+    let labels = [("topic", "orders"), ("subscription", "billing"), reason[0]];
+    assert_eq!(metric(&page, "DroppedEventCount", &labels), 3.0, "each record once");
+    assert!(write_failures(&system, "azure:devstoreaccount1", "Unavailable").await >= 1.0);
+    wait_all_finished(&system).await;
+    assert_eq!(
+        system.redis_keys("*deadletter:object*"),
+        Vec::<String>::new(),
+        "no object name outlives its records"
+    );
+
+    // Dropped, not written late: the store back, nothing arrives.
+    let azurite = tokio::task::spawn_blocking(move || {
+        azurite.start_again();
+        azurite
+    })
+    .await
+    .unwrap();
+    let store = azurite_container(&azurite, "dead");
+    assert_eq!(object_records(store.as_ref(), "dead").await.len(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_credentials_and_missing_containers_are_seen_and_written_once_fixed() {
     let (azurite, s3) = start_stores().await;
     create_container(&azurite, "dead");

@@ -22,6 +22,7 @@
 //! | `system` | the deployment: tier processes, Redis, admin and publish calls, metrics pages, dead-letter files, logs |
 //! | `receiver` | the recording webhook endpoint and how it answers |
 //! | `fixtures` | events (one, or numbered ones by the batch) and subscription bodies in the APIs' shapes |
+//! | `dead_letter_operations` | list, show, redrive and purge dead letters through the management API, checked the same for every destination |
 //! | `replies` | reading HTTP answers; checking Event Grid's error body |
 //! | `metrics` | summing samples of Prometheus text |
 //! | `object_stores` | dead letters in Azurite and the S3 server: reading objects, creating containers, `[storage]` settings |
@@ -30,6 +31,7 @@
 //! | `sas` | SAS tokens and percent encoding as Event Grid's SDKs build them |
 //! | `python_sdk` | running a `tests/python/` script under a Python with Azure's `azure-eventgrid` |
 
+mod dead_letter_operations;
 mod fixtures;
 mod ids;
 mod metrics;
@@ -43,6 +45,7 @@ mod waiting;
 
 pub use eg_testkit::tier::PROXY_VARIABLES;
 
+pub use dead_letter_operations::{check_dead_letter_operations, order_events, refusing_three_times};
 pub use fixtures::{dead_letter_to, event, numbered_events, subscription};
 pub use ids::{duplicates, ids_of, sorted, strings, tally};
 pub use metrics::metric;

@@ -11,6 +11,7 @@
 //! failure up to a cap, so a store that is down is not hammered by every pass of every
 //! partition, and the other stores keep flowing. It is pure: the caller passes the time.
 
+use crate::store_said;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -20,10 +21,11 @@ pub enum FailureKind {
     /// The subscription names an account or connection this worker has no configuration
     /// for (removed since the subscription was created), or the configuration is unusable.
     NotConfigured,
-    /// The store did not accept the credentials as credentials (HTTP 401).
+    /// The store refused the credentials themselves: HTTP 401, or a 403 whose code says so
+    /// (Azure `AuthenticationFailed`, S3 `InvalidAccessKeyId`, `SignatureDoesNotMatch`).
     Unauthenticated,
-    /// The store refused the credentials or their rights (HTTP 403: a wrong key, a wrong
-    /// secret, a missing permission).
+    /// The credentials are valid but may not write there: any other 403 (Azure
+    /// `AuthorizationFailure` from a firewall rule, S3 `AccessDenied`).
     PermissionDenied,
     /// The container or bucket does not exist (HTTP 404 on a write).
     ContainerNotFound,
@@ -71,19 +73,30 @@ impl WriteFailure {
         Self { kind, message }
     }
 
-    /// A failed `put` (never `AlreadyExists`: the caller counts that as written).
+    /// A failed `put` (never `AlreadyExists`: the caller counts that as written). The
+    /// message is what the store said when it answered with an error code, else
+    /// `object_store`'s whole account.
     pub fn from_store(error: &object_store::Error) -> Self {
-        Self::new(classify(error), error.to_string())
+        let text = error.to_string();
+        let message = store_said::read(&text).map_or_else(|| text.clone(), |said| said.describe());
+        Self::new(classify(error), message)
     }
 }
 
 /// The kind of a failed `put`. A 404 on a write can only mean the container or bucket:
-/// the object itself is being created.
+/// the object itself is being created. A 403 is told apart by the store's code.
 pub fn classify(error: &object_store::Error) -> FailureKind {
     use object_store::Error as E;
     match error {
         E::Unauthenticated { .. } => FailureKind::Unauthenticated,
-        E::PermissionDenied { .. } => FailureKind::PermissionDenied,
+        E::PermissionDenied { .. } => {
+            let text = error.to_string();
+            if store_said::read(&text).is_some_and(|said| said.credentials_refused()) {
+                FailureKind::Unauthenticated
+            } else {
+                FailureKind::PermissionDenied
+            }
+        }
         E::NotFound { .. } => FailureKind::ContainerNotFound,
         E::InvalidPath { .. } | E::NotSupported { .. } | E::NotImplemented { .. } => FailureKind::Rejected,
         E::UnknownConfigurationKey { .. } => FailureKind::NotConfigured,
@@ -203,6 +216,35 @@ mod tests {
         for (error, kind) in cases {
             assert_eq!(classify(&error), kind, "{error}");
             assert_eq!(WriteFailure::from_store(&error).kind, kind);
+        }
+    }
+
+    /// A 403 as `object_store` returns it, with the store's error body.
+    fn forbidden(code: &str, message: &str) -> object_store::Error {
+        object_store::Error::PermissionDenied {
+            path: "SUB/x.json".into(),
+            source: format!(
+                "Server returned non-2xx status code: 403 Forbidden: \
+                 <Error><Code>{code}</Code><Message>{message}\nRequestId:1</Message></Error>"
+            )
+            .into(),
+        }
+    }
+
+    #[test]
+    fn a_403_is_unauthenticated_when_the_store_refused_the_credentials() {
+        for code in ["AuthenticationFailed", "InvalidAccessKeyId", "SignatureDoesNotMatch"] {
+            let failure = WriteFailure::from_store(&forbidden(code, "Refused."));
+            assert_eq!(failure.kind, FailureKind::Unauthenticated, "{code}");
+            assert_eq!(failure.message, format!("Refused. (403 {code})"));
+        }
+        for code in [
+            "AuthorizationFailure",
+            "AuthorizationPermissionMismatch",
+            "AccessDenied",
+        ] {
+            let error = forbidden(code, "This request is not authorized to perform this operation.");
+            assert_eq!(classify(&error), FailureKind::PermissionDenied, "{code}");
         }
     }
 

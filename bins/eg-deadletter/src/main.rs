@@ -8,6 +8,7 @@ mod notify;
 mod object_name;
 #[cfg(test)]
 mod one_object_tests;
+mod store_said;
 mod stores;
 mod worker;
 mod written;

@@ -7,8 +7,9 @@
 use eg_system_tests::{Behaviour, json_reply};
 use eg_system_tests::{
     DEADLINE, DeadLettered, Options, Receiver, System, TierId, assert_subscription_refused, azure_dead_letter_to,
-    azurite_container, create_container, event, eventually, metric, numbered_events, object_layout, object_records,
-    s3_bucket, s3_dead_letter_to, subscription, wait_object_records,
+    azurite_container, check_dead_letter_operations, create_container, event, eventually, metric, numbered_events,
+    object_layout, object_records, refusing_three_times, s3_bucket, s3_dead_letter_to, subscription,
+    wait_object_records,
 };
 use eg_testkit::{Azurite, S3Server};
 use reqwest::StatusCode;
@@ -406,6 +407,47 @@ async fn a_store_that_is_down_keeps_the_records_until_it_is_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_a_store_down_past_give_up_after_are_dropped_counted_and_gone_from_redis() {
+    let mut azurite = tokio::task::spawn_blocking(Azurite::start).await.unwrap();
+    create_container(&azurite, "dead");
+    let options = quick("1s").azurite(&azurite).env("EG__DEADLETTER__GIVE_UP_AFTER", "2s");
+    let system = System::start(options).await;
+    let rejecting = Receiver::start(Behaviour::Status(400)).await;
+    system.create_topic("orders").await;
+    let to_azure = dying(&rejecting, azure_dead_letter_to("dead"), json!({}));
+    system.create_subscription("orders", "Billing", to_azure).await;
+
+    azurite.stop();
+    system.publish_ok("orders", &json!(numbered_events("lost", 0..3))).await;
+    let reason = [("reason", "DeadLetterDestinationUnavailable")];
+    eventually(DEADLINE, "three records dropped", || async {
+        let dropped = metric(&system.deadletter_metrics().await, "DroppedEventCount", &reason);
+        (dropped >= 3.0).then_some(())
+    })
+    .await;
+    let page = system.deadletter_metrics().await;
+    let labels = [("topic", "orders"), ("subscription", "billing"), reason[0]];
+    assert_eq!(metric(&page, "DroppedEventCount", &labels), 3.0, "each record once");
+    assert!(write_failures(&system, "azure:devstoreaccount1", "Unavailable").await >= 1.0);
+    wait_all_finished(&system).await;
+    assert_eq!(
+        system.redis_keys("*deadletter:object*"),
+        Vec::<String>::new(),
+        "no object name outlives its records"
+    );
+
+    // Dropped, not written late: the store back, nothing arrives.
+    let azurite = tokio::task::spawn_blocking(move || {
+        azurite.start_again();
+        azurite
+    })
+    .await
+    .unwrap();
+    let store = azurite_container(&azurite, "dead");
+    assert_eq!(object_records(store.as_ref(), "dead").await.len(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_credentials_and_missing_containers_are_seen_and_written_once_fixed() {
     let (azurite, s3) = start_stores().await;
     create_container(&azurite, "dead");
@@ -429,18 +471,36 @@ async fn wrong_credentials_and_missing_containers_are_seen_and_written_once_fixe
     }
     system.publish_ok("orders", &json!(numbered_events("cfg", 0..3))).await;
 
-    // Seen: the metric by store and kind, and each subscription's problem.
+    // Seen: the metric by store and kind, and each subscription's problem. A refused key
+    // or secret is `Unauthenticated`, though both stores answer it with a 403.
     for (subscription, kind) in [
-        ("WrongKey", "PermissionDenied"),
-        ("NoContainer", "PermissionDenied"),
+        ("WrongKey", "Unauthenticated"),
+        ("NoContainer", "Unauthenticated"),
         ("NoBucket", "ContainerNotFound"),
-        ("WrongSecret", "PermissionDenied"),
+        ("WrongSecret", "Unauthenticated"),
     ] {
         wait_problem(&system, "orders", subscription, kind).await;
     }
-    assert!(write_failures(&system, "azure:devstoreaccount1", "PermissionDenied").await >= 1.0);
+    assert!(write_failures(&system, "azure:devstoreaccount1", "Unauthenticated").await >= 1.0);
     assert!(write_failures(&system, "s3:moto", "ContainerNotFound").await >= 1.0);
-    assert!(write_failures(&system, "s3:moto_wrong", "PermissionDenied").await >= 1.0);
+    assert!(write_failures(&system, "s3:moto_wrong", "Unauthenticated").await >= 1.0);
+    assert_eq!(write_failures(&system, "s3:moto_wrong", "PermissionDenied").await, 0.0);
+    // The problem quotes what the store said, with its status and code.
+    let refused_key = wait_problem(&system, "orders", "WrongKey", "Unauthenticated").await;
+    assert!(
+        refused_key
+            .message
+            .starts_with("Server failed to authenticate the request.")
+            && refused_key.message.ends_with("(403 AuthorizationFailure)"),
+        "{}",
+        refused_key.message
+    );
+    let wrong_secret = wait_problem(&system, "orders", "WrongSecret", "Unauthenticated").await;
+    assert!(
+        wrong_secret.message.ends_with("(403 SignatureDoesNotMatch)"),
+        "{}",
+        wrong_secret.message
+    );
     let problem = wait_problem(&system, "orders", "NoBucket", "ContainerNotFound").await;
     assert_eq!(
         (problem.store.as_str(), problem.container.as_str()),
@@ -492,6 +552,39 @@ async fn wrong_credentials_and_missing_containers_are_seen_and_written_once_fixe
         store.dead_letter_problems().await.unwrap().is_empty().then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_in_azurite_and_s3_are_listed_shown_redriven_and_purged_as_local_ones() {
+    let (azurite, s3) = start_stores().await;
+    create_container(&azurite, "dead");
+    s3.create_bucket("dead");
+    let system = System::start(quick("1s").azurite(&azurite).s3_server(&s3, MOTO)).await;
+    let to_azure = refusing_three_times().await;
+    let to_s3 = refusing_three_times().await;
+    for (topic, receiver, destination) in [
+        ("orders", &to_azure, azure_dead_letter_to("dead")),
+        ("invoices", &to_s3, s3_dead_letter_to(MOTO, "dead", PREFIX)),
+    ] {
+        system.create_topic(topic).await;
+        let body = subscription(receiver.url(), json!({"deadLetterDestination": destination}));
+        system.create_subscription(topic, "Billing", body).await;
+    }
+
+    check_dead_letter_operations(&system, &to_azure, "orders", "Billing").await;
+    check_dead_letter_operations(&system, &to_s3, "invoices", "Billing").await;
+
+    // The objects were written, and stay: a purge forgets eg's copy, not the store's.
+    for (store, key_prefix) in [
+        (azurite_container(&azurite, "dead"), ""),
+        (s3_bucket(&s3, "dead"), PREFIX),
+    ] {
+        let records = wait_object_records(store.as_ref(), "dead", 3, DEADLINE).await;
+        let found = by_subscription(&records, "dead", key_prefix);
+        let mut ids: Vec<&str> = found["BILLING"].iter().filter_map(|r| r["id"].as_str()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, ["a", "b", "c"], "{key_prefix:?}: {records:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

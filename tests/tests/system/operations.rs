@@ -3,8 +3,8 @@
 //! delivery history, queue depths, and each tier's process metrics.
 
 use eg_system_tests::{
-    Behaviour, DEADLINE, Options, Receiver, System, Validation, dead_letter_to, event, eventually, json_reply, metric,
-    subscription,
+    Behaviour, DEADLINE, Options, Receiver, System, Validation, check_dead_letter_operations, dead_letter_to,
+    eventually, json_reply, metric, order_events, refusing_three_times, subscription,
 };
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -14,14 +14,6 @@ async fn queues(system: &System) -> Value {
     let (status, body) = system.get("/queues").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body
-}
-
-fn events(ids: &[&str]) -> Value {
-    Value::Array(
-        ids.iter()
-            .map(|id| event(id, "Order.Created", &format!("/orders/{id}"), json!({"id": id})))
-            .collect(),
-    )
 }
 
 /// Waits until the history of `event_id` has an entry in `state`; returns the history.
@@ -94,7 +86,7 @@ async fn a_paused_subscription_accumulates_events_and_resume_delivers_each_once(
     assert_eq!(status, StatusCode::OK, "{paused}");
     assert_eq!(paused["properties"]["paused"], true);
 
-    system.publish_ok("orders", &events(&["p1", "p2", "p3"])).await;
+    system.publish_ok("orders", &order_events(&["p1", "p2", "p3"])).await;
     eventually(DEADLINE, "three deliveries set aside", || async {
         (queues(&system).await["total"]["paused"] == 3).then_some(())
     })
@@ -120,7 +112,7 @@ async fn a_paused_subscription_accumulates_events_and_resume_delivers_each_once(
         )
         .await;
     assert_eq!(updated["properties"]["paused"], true);
-    system.publish_ok("orders", &events(&["p4"])).await;
+    system.publish_ok("orders", &order_events(&["p4"])).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(receiver.count(), 0, "nothing is attempted while paused");
 
@@ -174,7 +166,7 @@ async fn a_paused_subscriptions_events_still_expire_by_their_ttl() {
     );
     let created = system.create_subscription("orders", "Billing", body).await;
     assert_eq!(created["properties"]["paused"], true, "created paused");
-    system.publish_ok("orders", &events(&["ttl-1"])).await;
+    system.publish_ok("orders", &order_events(&["ttl-1"])).await;
 
     let records = system.wait_dead_letters(1, Duration::from_secs(100)).await;
     assert_eq!(records[0].record["id"], "ttl-1");
@@ -186,87 +178,11 @@ async fn a_paused_subscriptions_events_still_expire_by_their_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_letters_are_listed_redriven_once_with_their_ids_and_purged() {
     let system = System::start(Options::default()).await;
-    // The first three deliveries are refused for good (400: dead-lettered at once).
-    let receiver = Receiver::start(Behaviour::FailFirst {
-        failures: 3,
-        status: 400,
-    })
-    .await;
+    let receiver = refusing_three_times().await;
     system.create_topic("orders").await;
     let body = subscription(receiver.url(), json!({"deadLetterDestination": dead_letter_to("dead")}));
     system.create_subscription("orders", "Billing", body).await;
-    system.publish_ok("orders", &events(&["a"])).await;
-    receiver.wait_for(1, DEADLINE).await;
-    system.publish_ok("orders", &events(&["b"])).await;
-    receiver.wait_for(2, DEADLINE).await;
-    system.publish_ok("orders", &events(&["c"])).await;
-    receiver.wait_for(3, DEADLINE).await;
-
-    let base = "/topics/orders/eventSubscriptions/Billing/deadLetters";
-    let listed = eventually(DEADLINE, "three dead letters listed", || async {
-        let (status, body) = system.get(base).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        let value = body["value"].as_array().cloned().unwrap_or_default();
-        (value.len() == 3).then_some(value)
-    })
-    .await;
-    let event_ids: Vec<&str> = listed.iter().filter_map(|r| r["eventId"].as_str()).collect();
-    assert_eq!(event_ids, ["a", "b", "c"], "oldest first");
-    for r in &listed {
-        assert_eq!(r["deadLetterReason"], "NonRetriableFailure", "{r}");
-        assert_eq!(r["lastHttpStatusCode"], 400, "{r}");
-        assert_eq!(r["eventType"], "Order.Created", "{r}");
-        assert!(r["redrivenAt"].is_null(), "{r}");
-    }
-    // Paging: one at a time, following the cursor.
-    let (_, first) = system.get(&format!("{base}?limit=1")).await;
-    assert_eq!(first["value"][0]["eventId"], "a");
-    let cursor = first["nextCursor"].as_str().unwrap();
-    let (_, second) = system.get(&format!("{base}?limit=1&cursor={cursor}")).await;
-    assert_eq!(second["value"][0]["eventId"], "b");
-
-    let id_of = |event_id: &str| {
-        listed.iter().find(|r| r["eventId"] == event_id).unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
-    let (status, shown) = system.get(&format!("{base}/{}", id_of("a"))).await;
-    assert_eq!(status, StatusCode::OK, "{shown}");
-    assert_eq!(shown["record"]["id"], "a");
-    assert_eq!(shown["record"]["deadLetterReason"], "NonRetriableFailure");
-
-    // Selected by event id: only b goes back.
-    let (status, progress) = system
-        .post(&format!("{base}/redrive"), Some(&json!({"eventIds": ["b"]})))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{progress}");
-    assert_eq!(progress, json!({"redriven": 1, "remaining": 0}));
-    receiver.wait_for(4, DEADLINE).await;
-
-    // All: a and c go back; b is not sent twice.
-    let (_, progress) = system
-        .post(&format!("{base}/redrive"), Some(&json!({"all": true})))
-        .await;
-    assert_eq!(progress, json!({"redriven": 2, "remaining": 0}));
-    receiver.wait_for(6, DEADLINE).await;
-    let (_, again) = system
-        .post(&format!("{base}/redrive"), Some(&json!({"all": true})))
-        .await;
-    assert_eq!(again, json!({"redriven": 0, "remaining": 0}), "a redrive is idempotent");
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let redelivered: Vec<_> = receiver.received().into_iter().skip(3).collect();
-    let mut ids: Vec<String> = redelivered.iter().flat_map(|r| r.event_ids()).collect();
-    ids.sort();
-    assert_eq!(
-        ids,
-        ["a", "b", "c"],
-        "each redriven event delivered once, under its own id"
-    );
-    assert!(
-        redelivered.iter().all(|r| r.header("aeg-delivery-count") == Some("0")),
-        "fresh attempt counts"
-    );
+    check_dead_letter_operations(&system, &receiver, "orders", "Billing").await;
 
     let steps = history_with(&system, "orders", "a", "Delivered").await;
     let summary: Vec<(String, Option<u64>)> = steps
@@ -280,21 +196,6 @@ async fn dead_letters_are_listed_redriven_once_with_their_ids_and_purged() {
     );
     assert_eq!(steps[0]["reason"], "NonRetriableFailure");
     assert!(steps.iter().all(|s| s["durationMs"].is_u64()), "{steps:?}");
-
-    // The records stay, marked, until purged.
-    let (_, listed) = system.get(base).await;
-    let value = listed["value"].as_array().unwrap();
-    assert_eq!(value.len(), 3);
-    assert!(value.iter().all(|r| r["redrivenAt"].is_string()), "{listed}");
-    let (_, purged) = system
-        .post(&format!("{base}/purge"), Some(&json!({"ids": [id_of("a")]})))
-        .await;
-    assert_eq!(purged, json!({"purged": 1, "remaining": 0}));
-    let (_, purged) = system.post(&format!("{base}/purge"), Some(&json!({"all": true}))).await;
-    assert_eq!(purged, json!({"purged": 2, "remaining": 0}));
-    let (_, listed) = system.get(base).await;
-    assert_eq!(listed["value"], json!([]));
-    assert_eq!(receiver.count(), 6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,7 +210,7 @@ async fn history_shows_every_attempt_and_refusals_name_what_was_wrong() {
     system
         .create_subscription("orders", "Billing", subscription(receiver.url(), json!({})))
         .await;
-    system.publish_ok("orders", &events(&["h1"])).await;
+    system.publish_ok("orders", &order_events(&["h1"])).await;
     let steps = history_with(&system, "orders", "h1", "Delivered").await;
     let shape: Vec<(u64, &str, Option<u64>, &str)> = steps
         .iter()

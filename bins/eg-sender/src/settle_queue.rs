@@ -168,6 +168,15 @@ mod tests {
         }
     }
 
+    /// [`done`], as if the event were in the event hash (where [`corrupt_event_record`]
+    /// breaks it).
+    fn settled_through_the_hash(ready: &eg_store::ReadyDelivery) -> OwnedSettle {
+        OwnedSettle {
+            carries_body: false,
+            ..done(ready)
+        }
+    }
+
     async fn connect(server: &RedisServer) -> Store {
         let store = Store::connect(&RedisSettings {
             url: server.url(),
@@ -243,7 +252,9 @@ mod tests {
     }
 
     /// Breaks the stored event's reference count, so `settle.lua` fails at it (after it
-    /// ended the delivery's hold).
+    /// ended the delivery's hold) when the delivery is settled as one whose event is in
+    /// the event hash ([`settled_through_the_hash`]): these events' only deliveries
+    /// carry their bodies, which never touch a hash.
     fn corrupt_event_record(server: &RedisServer, partition: &Partition, event_key: &str) {
         let _: () = redis::cmd("HSET")
             .arg(partition.event(event_key))
@@ -261,7 +272,7 @@ mod tests {
         let held = publish_and_read(&store, 1).await;
         corrupt_event_record(&server, &p0, "e0");
         let queue = SettleQueue::start(&store, Retention::NONE);
-        let answer = queue.settle(&p0, done(&held[0])).await;
+        let answer = queue.settle(&p0, settled_through_the_hash(&held[0])).await;
         // The same answer as when it fails among others: the script ended the hold
         // before it stopped at the bad record.
         assert!(matches!(answer, Ok(Settled { took_effect: false, .. })), "{answer:?}");
@@ -280,7 +291,7 @@ mod tests {
         let settles: Vec<_> = held
             .iter()
             .map(|ready| {
-                let (queue, p0, item) = (queue.clone(), p0.clone(), done(ready));
+                let (queue, p0, item) = (queue.clone(), p0.clone(), settled_through_the_hash(ready));
                 tokio::spawn(async move { queue.settle(&p0, item).await })
             })
             .collect();

@@ -482,7 +482,11 @@ mod tests {
         assert_eq!(call.args[a + 3], "42");
         assert_eq!(call.args[a + 6], "orders/billing");
         assert_eq!(call.args[a + 7], "1", "ARGV[a+8] carried");
-        assert_eq!(call.args[SETTLE_FIXED_ARGS + 7], "", "the first item's entry holds no body");
+        assert_eq!(
+            call.args[SETTLE_FIXED_ARGS + 7],
+            "",
+            "the first item's entry holds no body"
+        );
         // KEYS[b+1] the event hash, KEYS[b+6] the paused set.
         let b = SETTLE_FIXED_KEYS + SETTLE_KEYS_PER_ITEM;
         assert_eq!(call.keys[b], p.event("e1"));

@@ -644,7 +644,10 @@ async fn an_abandoned_delivery_is_claimed_requeued_and_the_late_settle_is_refuse
     ] {
         assert!(!settle(&h.store, &p0, &held_by_a, &late).await, "{late:?}");
     }
-    assert!(!exists(&mut redis, &event_hash("e1")), "no hash made by a refused settle");
+    assert!(
+        !exists(&mut redis, &event_hash("e1")),
+        "no hash made by a refused settle"
+    );
     assert_eq!(ready_entries(&mut redis, &ready_key()), entries);
     assert_eq!(pending(&mut redis, &ready_key(), "senders"), 0);
     assert_eq!(zcard(&mut redis, &retry_key()), 0);

@@ -522,6 +522,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_broker_that_stops_answering_times_the_attempt_out_and_its_channel_is_not_reused() {
+        let server = RabbitMqServer::start();
+        bound_queue(&admin(&server).await, "events", "orders", "#", FieldTable::default()).await;
+        let rabbit = destination(&[("main", server.amqp_url())], Duration::from_secs(1));
+        let subscription = to_exchange("main", "events", json!({"routingKey": "orders.created"}));
+        assert_eq!(send(&rabbit, &subscription, TWO_EVENTS).await, AttemptOutcome::Stored);
+
+        // The connection stays open, the publish is written, and no confirm comes.
+        server.pause();
+        let started = Instant::now();
+        let outcome = send(&rabbit, &subscription, TWO_EVENTS).await;
+        let took = started.elapsed();
+        server.resume();
+        assert_eq!(outcome, AttemptOutcome::TimedOut);
+        assert!(
+            took < Duration::from_secs(3),
+            "bounded by the attempt timeout: {took:?}"
+        );
+
+        // The confirms the paused broker still owes arrive on a channel eg closed: the
+        // next attempt is confirmed on a fresh one, not mistaken for the old batch's.
+        assert_eq!(send(&rabbit, &subscription, TWO_EVENTS).await, AttemptOutcome::Stored);
+    }
+
+    #[tokio::test]
     async fn a_broker_restart_fails_an_attempt_and_the_next_one_reconnects() {
         let mut server = RabbitMqServer::start();
         bound_queue(&admin(&server).await, "events", "orders", "#", FieldTable::default()).await;

@@ -16,6 +16,7 @@ use crate::destination::{Destination, RenderedBatch, Sent};
 use async_nats::connection::State;
 use async_nats::jetstream::context::{PublishError, PublishErrorKind};
 use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::{Error as JetStreamError, ErrorCode};
 use async_nats::{Client, ConnectErrorKind, ConnectOptions, HeaderMap, HeaderName, ServerAddr};
 use eg_core::subscription::Endpoint;
 use eg_core::{AttemptOutcome, OutcomeName};
@@ -23,6 +24,7 @@ use eg_runtime::metrics::DESTINATION_DUPLICATE_COUNT;
 use eg_runtime::settings::NatsConnectionSettings;
 use futures_util::future::join_all;
 use std::collections::BTreeMap;
+use std::error::Error as _;
 use std::future::IntoFuture;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -159,6 +161,7 @@ impl Publish<'_> {
     /// | no stream for the subject (no responders) | NotFound | 404 |
     /// | message over the server's `max_payload` | PayloadTooLarge | 413 |
     /// | too many acknowledgements pending | Busy | 503 |
+    /// | the stream refused the message | see [`stream_refusal`] | |
     /// | no acknowledgement in time | TimedOut, or SocketError while disconnected | |
     /// | connection broken | SocketError | |
     /// | anything else | GenericError | 500 |
@@ -171,9 +174,33 @@ impl Publish<'_> {
             PublishErrorKind::BrokenPipe => AttemptOutcome::SocketError,
             _ => {
                 tracing::warn!(error = %e, "JetStream refused a publish");
-                refused(OutcomeName::GenericError, 500)
+                e.source()
+                    .and_then(|source| source.downcast_ref::<JetStreamError>())
+                    .map_or(refused(OutcomeName::GenericError, 500), stream_refusal)
             }
         }
+    }
+}
+
+/// A stream's refusal of a publish, by JetStream's error code:
+///
+/// | JetStream says | outcome | as HTTP |
+/// |---|---|---|
+/// | 10077 "maximum messages/bytes (per subject) exceeded": a limit with `discard: new` | Full | 503 |
+/// | 10047, 10023: the server's JetStream storage is used up | Full | 503 |
+/// | 10109: the stream is sealed and takes no message ever again | Disabled | 503 |
+/// | anything else | GenericError | 500 |
+///
+/// Full and Disabled are retried, like a full RabbitMQ queue or a disabled storage
+/// queue: consumers, an operator raising a limit, or a new stream for the subject heal
+/// them. 10077 is any store failure; only its limit messages (all "maximum … exceeded")
+/// mean the stream is full.
+fn stream_refusal(e: &JetStreamError) -> AttemptOutcome {
+    match e.error_code() {
+        ErrorCode::STREAM_STORE_FAILED if e.to_string().starts_with("maximum ") => refused(OutcomeName::Full, 503),
+        ErrorCode::STORAGE_RESOURCES_EXCEEDED | ErrorCode::INSUFFICIENT_RESOURCES => refused(OutcomeName::Full, 503),
+        ErrorCode::STREAM_SEALED => refused(OutcomeName::Disabled, 503),
+        _ => refused(OutcomeName::GenericError, 500),
     }
 }
 
@@ -302,14 +329,19 @@ mod tests {
         ]}}))
     }
 
-    /// The test's own JetStream context, with stream `EVENTS` on `events.>`.
-    async fn events_stream(server: &NatsServer, user: Option<(&str, &str)>) -> stream::Stream {
+    /// The test's own JetStream context.
+    async fn admin(server: &NatsServer, user: Option<(&str, &str)>) -> jetstream::Context {
         let mut options = ConnectOptions::new();
         if let Some((user, password)) = user {
             options = options.user_and_password(user.into(), password.into());
         }
-        let client = options.connect(server.url()).await.unwrap();
-        jetstream::new(client)
+        jetstream::new(options.connect(server.url()).await.unwrap())
+    }
+
+    /// Stream `EVENTS` on `events.>`.
+    async fn events_stream(server: &NatsServer, user: Option<(&str, &str)>) -> stream::Stream {
+        admin(server, user)
+            .await
             .get_or_create_stream(stream::Config {
                 name: "EVENTS".into(),
                 subjects: vec!["events.>".into()],
@@ -374,6 +406,80 @@ mod tests {
             refused(OutcomeName::Unauthorized, 401)
         );
         assert_eq!(stored(&mut stream).await, 2);
+    }
+
+    #[tokio::test]
+    async fn a_stream_at_its_limit_is_full_and_a_sealed_one_is_disabled() {
+        let server = NatsServer::start();
+        let js = admin(&server, None).await;
+        let one_only = stream::Config {
+            name: "ONE".into(),
+            subjects: vec!["one.>".into()],
+            max_messages: 1,
+            discard: stream::DiscardPolicy::New,
+            ..stream::Config::default()
+        };
+        let mut one = js.create_stream(one_only.clone()).await.unwrap();
+        let nats = destination(&server, None, Duration::from_secs(5));
+        let refused = |outcome, as_status| AttemptOutcome::Refused { outcome, as_status };
+
+        let first = r#"[{"id":"e-1","data":{}}]"#;
+        assert_eq!(
+            send(&nats, &to_subject("one.orders"), first).await,
+            AttemptOutcome::Stored
+        );
+        assert_eq!(
+            send(&nats, &to_subject("one.orders"), TWO_EVENTS).await,
+            refused(OutcomeName::Full, 503),
+            "max_msgs 1 with discard new refuses the second message"
+        );
+        assert_eq!(stored(&mut one).await, 1);
+
+        js.update_stream(stream::Config {
+            sealed: true,
+            ..one_only
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            send(&nats, &to_subject("one.orders"), r#"[{"id":"e-9","data":{}}]"#).await,
+            refused(OutcomeName::Disabled, 503),
+            "a sealed stream takes nothing"
+        );
+        assert_eq!(stored(&mut one).await, 1);
+    }
+
+    #[tokio::test]
+    async fn a_server_that_stops_answering_times_the_attempt_out() {
+        let server = NatsServer::start();
+        let mut stream = events_stream(&server, None).await;
+        let nats = destination(&server, None, Duration::from_secs(1));
+        let subscription = to_subject("events.orders");
+        assert_eq!(send(&nats, &subscription, TWO_EVENTS).await, AttemptOutcome::Stored);
+
+        // The connection stays up (no ping is missed in a second): the publish is
+        // written and no acknowledgement comes.
+        server.pause();
+        let started = Instant::now();
+        let outcome = send(&nats, &subscription, r#"[{"id":"e-3","data":{}}]"#).await;
+        let took = started.elapsed();
+        server.resume();
+        assert_eq!(outcome, AttemptOutcome::TimedOut);
+        assert!(
+            took < Duration::from_secs(3),
+            "bounded by the attempt timeout: {took:?}"
+        );
+
+        assert_eq!(
+            send(&nats, &subscription, r#"[{"id":"e-3","data":{}}]"#).await,
+            AttemptOutcome::Stored,
+            "the retry is acknowledged"
+        );
+        assert_eq!(
+            stored(&mut stream).await,
+            3,
+            "the unanswered publish and its retry are one message"
+        );
     }
 
     #[tokio::test]

@@ -13,7 +13,7 @@
 //! retry schedule. No lock is held while publishing.
 //!
 //! Failures are reported as Event Grid names them, with the HTTP status the retry table
-//! treats them as (see [`outcome_of`] and docs/delivery.md).
+//! treats them as (see [`outcome_of`], [`Broker::unanswered`] and docs/delivery.md).
 
 use crate::broker_message::{EventMessage, event_field, message_content_type, messages};
 use crate::destination::{Destination, RenderedBatch, Sent};
@@ -91,11 +91,16 @@ impl RabbitMq {
             Ok(Err(outcome)) => return outcome,
             Err(_) => return AttemptOutcome::TimedOut,
         };
-        let outcome = timeout_at(deadline, publish.all(&channel, &messages))
-            .await
-            .unwrap_or(AttemptOutcome::TimedOut);
-        broker.checkin(channel, &outcome);
-        outcome
+        match timeout_at(deadline, publish.all(&channel, &messages)).await {
+            Ok(outcome) => {
+                broker.checkin(channel);
+                outcome
+            }
+            Err(_) => {
+                broker.retire(channel);
+                broker.unanswered()
+            }
+        }
     }
 }
 
@@ -250,15 +255,35 @@ impl Broker {
         Ok(channel)
     }
 
-    /// Gives a channel back after an attempt. One that timed out may still owe confirms,
-    /// and one the broker closed is useless: those are closed instead.
-    fn checkin(&self, channel: Channel, outcome: &AttemptOutcome) {
-        if channel.status().connected() && *outcome != AttemptOutcome::TimedOut {
+    /// Gives a channel back after an attempt that was answered; one the broker closed
+    /// is useless and dropped.
+    fn checkin(&self, channel: Channel) {
+        if channel.status().connected() {
             self.idle.lock().unwrap_or_else(PoisonError::into_inner).push(channel);
-        } else if channel.status().connected() {
+        }
+    }
+
+    /// Closes the channel of an attempt that timed out: it may still owe confirms, which
+    /// must not be taken for the next delivery's.
+    fn retire(&self, channel: Channel) {
+        if channel.status().connected() {
             tokio::spawn(async move {
                 let _ = channel.close(200, "eg: attempt timed out".into()).await;
             });
+        }
+    }
+
+    /// What no confirm within the attempt's timeout means. A broker under a memory or
+    /// disk alarm blocks publishing connections (`connection.blocked`) and confirms
+    /// nothing until it has room again: `Full`, retried like a queue at its limit (and
+    /// by a namespace topic, whose table does not retry `TimedOut`). Otherwise the broker
+    /// is slow or gone: `TimedOut`.
+    fn unanswered(&self) -> AttemptOutcome {
+        if self.open_connection().is_some_and(|c| c.status().blocked()) {
+            tracing::warn!(connection = %self.name, "RabbitMQ blocks publishing (a memory or disk alarm)");
+            refused(OutcomeName::Full, 503)
+        } else {
+            AttemptOutcome::TimedOut
         }
     }
 
@@ -518,6 +543,66 @@ mod tests {
         assert_eq!(
             send(&fresh, &by_subject, TWO_EVENTS).await,
             refused(OutcomeName::PayloadTooLarge, 413)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_broker_that_stops_answering_times_the_attempt_out_and_its_channel_is_not_reused() {
+        let server = RabbitMqServer::start();
+        bound_queue(&admin(&server).await, "events", "orders", "#", FieldTable::default()).await;
+        let rabbit = destination(&[("main", server.amqp_url())], Duration::from_secs(1));
+        let subscription = to_exchange("main", "events", json!({"routingKey": "orders.created"}));
+        assert_eq!(send(&rabbit, &subscription, TWO_EVENTS).await, AttemptOutcome::Stored);
+
+        // The connection stays open, the publish is written, and no confirm comes.
+        server.pause();
+        let started = Instant::now();
+        let outcome = send(&rabbit, &subscription, TWO_EVENTS).await;
+        let took = started.elapsed();
+        server.resume();
+        assert_eq!(outcome, AttemptOutcome::TimedOut);
+        assert!(
+            took < Duration::from_secs(3),
+            "bounded by the attempt timeout: {took:?}"
+        );
+
+        // The confirms the paused broker still owes arrive on a channel eg closed: the
+        // next attempt is confirmed on a fresh one, not mistaken for the old batch's.
+        assert_eq!(send(&rabbit, &subscription, TWO_EVENTS).await, AttemptOutcome::Stored);
+    }
+
+    #[tokio::test]
+    async fn a_broker_blocking_publishers_under_a_resource_alarm_is_full() {
+        let server = RabbitMqServer::start();
+        bound_queue(&admin(&server).await, "events", "orders", "#", FieldTable::default()).await;
+        let rabbit = destination(&[("main", server.amqp_url())], Duration::from_secs(2));
+        let subscription = to_exchange("main", "events", json!({"routingKey": "orders.created"}));
+        assert_eq!(send(&rabbit, &subscription, TWO_EVENTS).await, AttemptOutcome::Stored);
+
+        // A memory alarm: the broker blocks every connection that publishes.
+        server.ctl(&["set_vm_memory_high_watermark", "0"]);
+        let outcome = send(&rabbit, &subscription, TWO_EVENTS).await;
+        server.ctl(&["set_vm_memory_high_watermark", "0.4"]);
+        assert_eq!(
+            outcome,
+            AttemptOutcome::Refused {
+                outcome: OutcomeName::Full,
+                as_status: 503
+            }
+        );
+        let mut outcomes = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let outcome = send(&rabbit, &subscription, TWO_EVENTS).await;
+            outcomes.push(outcome);
+            if outcome == AttemptOutcome::Stored {
+                break;
+            }
+        }
+        assert_eq!(
+            outcomes.last(),
+            Some(&AttemptOutcome::Stored),
+            "delivered once the alarm cleared: {outcomes:?}"
         );
     }
 

@@ -308,6 +308,7 @@ pub(crate) mod tests {
     use eg_core::render::DeliveryBody;
     use eg_core::subscription::Subscription;
     use eg_core::{SubscriptionName, Topic, TopicName, UnixMillis};
+    use eg_testkit::hostile::{Act, Hostile};
     use serde_json::{Value, json};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
@@ -351,13 +352,17 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn queues_at(endpoint: &str) -> StorageQueues {
+        queues_with_timeout(endpoint, Duration::from_secs(5))
+    }
+
+    fn queues_with_timeout(endpoint: &str, timeout: Duration) -> StorageQueues {
         let account = AzureAccount {
             name: ACCOUNT.into(),
             key: eg_runtime::settings::Secret::new(KEY),
             blob_endpoint: String::new(),
             queue_endpoint: endpoint.into(),
         };
-        StorageQueues::new(&BTreeMap::from([(ACCOUNT.to_owned(), account)]), Duration::from_secs(5)).unwrap()
+        StorageQueues::new(&BTreeMap::from([(ACCOUNT.to_owned(), account)]), timeout).unwrap()
     }
 
     pub(crate) fn subscription_with(destination: Value) -> Subscription {
@@ -462,6 +467,28 @@ pub(crate) mod tests {
         drop(closed);
         let sent = queues_at(&endpoint).send(batch(&subscription), None).await;
         assert_eq!(sent.outcome, AttemptOutcome::SocketError);
+    }
+
+    #[tokio::test]
+    async fn a_service_that_takes_the_request_and_never_answers_times_the_attempt_out() {
+        let silent = Hostile::start(Act::Silent).await;
+        let endpoint = format!("http://{}/{ACCOUNT}", silent.addr());
+        let subscription = queue_subscription();
+        let started = Instant::now();
+        let sent = queues_with_timeout(&endpoint, Duration::from_secs(1))
+            .send(batch(&subscription), None)
+            .await;
+        assert_eq!(sent.outcome, AttemptOutcome::TimedOut);
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "bounded by the attempt timeout: {:?}",
+            started.elapsed()
+        );
+        let conns = silent.wait_closed(1, Duration::from_secs(10)).await;
+        assert!(
+            String::from_utf8_lossy(&conns[0].request()).starts_with("POST /devstoreaccount1/orders/messages"),
+            "the request was sent before the silence"
+        );
     }
 
     #[test]

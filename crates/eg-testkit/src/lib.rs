@@ -6,7 +6,8 @@
 //!
 //! The outside servers of the object-storage and broker tests are started the same way,
 //! one per test on free loopback ports in a temp dir, killed when dropped, with `kill`
-//! and `restart` for outages: Azurite ([`azurite`]), an S3-compatible server
+//! and `restart` for outages (and `pause`/`resume` for a broker that stops answering):
+//! Azurite ([`azurite`]), an S3-compatible server
 //! ([`s3_server`], moto), RabbitMQ ([`rabbitmq`]) and NATS with JetStream ([`nats`]).
 //! `deploy/local/ensure-test-tools.sh` installs them.
 //!

@@ -162,6 +162,21 @@ impl Nats {
         }
     }
 
+    /// SIGSTOP: the server holds its connections open and answers nothing until
+    /// [`Nats::resume`]. A no-op while it is killed.
+    pub fn pause(&self) {
+        if let Some(process) = &self.process {
+            process.pause();
+        }
+    }
+
+    /// SIGCONT after [`Nats::pause`].
+    pub fn resume(&self) {
+        if let Some(process) = &self.process {
+            process.resume();
+        }
+    }
+
     /// [`Nats::kill`], then [`Nats::start_again`].
     pub fn restart(&mut self) {
         self.kill();

@@ -237,6 +237,21 @@ impl RabbitMq {
         }
     }
 
+    /// SIGSTOP: the server holds its connections open and answers nothing until
+    /// [`RabbitMq::resume`]. A no-op while it is killed.
+    pub fn pause(&self) {
+        if let Some(process) = &self.process {
+            process.pause();
+        }
+    }
+
+    /// SIGCONT after [`RabbitMq::pause`].
+    pub fn resume(&self) {
+        if let Some(process) = &self.process {
+            process.resume();
+        }
+    }
+
     /// [`RabbitMq::kill`], then [`RabbitMq::start_again`].
     pub fn restart(&mut self) {
         self.kill();

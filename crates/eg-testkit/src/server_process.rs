@@ -168,6 +168,26 @@ impl ServerProcess {
         }
     }
 
+    /// SIGSTOPs the whole group: the server keeps its connections open and answers
+    /// nothing, the outage a timeout is for (a kill is one a closed socket shows).
+    /// The watchdog is continued at once, so it still cleans up if the test dies.
+    pub fn pause(&self) {
+        if self.gone {
+            return;
+        }
+        signal_group(self.child.id(), "STOP");
+        if let Some(watchdog) = &self.watchdog {
+            signal_process(watchdog.id(), "CONT");
+        }
+    }
+
+    /// SIGCONTs the whole group after [`ServerProcess::pause`].
+    pub fn resume(&self) {
+        if !self.gone {
+            signal_group(self.child.id(), "CONT");
+        }
+    }
+
     /// SIGTERMs the group and waits up to `within` for the leader to exit (the server
     /// saves what it keeps in memory), then SIGKILLs whatever is left.
     pub fn stop(&mut self, within: Duration) {
@@ -215,6 +235,17 @@ fn spawn_watchdog(group: u32) -> Option<Child> {
 fn signal_group(pgid: u32, signal: &str) -> bool {
     Command::new("kill")
         .args([&format!("-{signal}"), "--", &format!("-{pgid}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Sends `signal` to the process `pid` alone; whether it existed.
+fn signal_process(pid: u32, signal: &str) -> bool {
+    Command::new("kill")
+        .args([&format!("-{signal}"), "--", &pid.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

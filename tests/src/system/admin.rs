@@ -86,6 +86,15 @@ impl System {
         json_reply(self.admin(Method::PUT, &path, Some(body)).await).await
     }
 
+    /// Redrives every dead letter of a subscription; insists on `200` and returns the
+    /// answer (`{"redriven": n, "remaining": m}`).
+    pub async fn redrive_all(&self, topic: &str, subscription: &str) -> Value {
+        let path = format!("/topics/{topic}/eventSubscriptions/{subscription}/deadLetters/redrive");
+        let (status, answer) = self.post(&path, Some(&json!({"all": true}))).await;
+        assert_eq!(status, StatusCode::OK, "redrive {topic}/{subscription}: {answer}");
+        answer
+    }
+
     /// Publishes `events` (a JSON array) with the topic's `key1`.
     pub async fn publish(&self, topic: &str, events: &Value) -> reqwest::Response {
         let key = self.keys.lock().expect("keys lock").get(topic).cloned();

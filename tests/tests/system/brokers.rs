@@ -2,11 +2,14 @@
 //! management API deliver to a real RabbitMQ node and a real NATS server with JetStream
 //! (started per test by eg-testkit), read back from the broker with the same client
 //! libraries the sender uses. Delivery with headers, a broker killed and restarted
-//! mid-run, refusals retried and then dead-lettered, JetStream absorbing duplicates.
+//! mid-run, refusals retried and then dead-lettered and redriven, JetStream absorbing
+//! duplicates, and the management API refusing a connection eg has no configuration for.
 
 use async_nats::jetstream::{self, stream};
-use eg_system_tests::{DEADLINE, Options, System, dead_letter_to, event, eventually};
-use eg_testkit::{Nats, RabbitMq};
+use eg_system_tests::{
+    DEADLINE, Options, System, assert_subscription_refused, dead_letter_to, event, eventually, metric,
+};
+use eg_testkit::{Nats, RabbitMq, RefusingPort};
 use lapin::options::{BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
@@ -198,24 +201,32 @@ async fn rabbitmq_unroutable_events_are_dead_lettered_as_not_found_and_redriven_
         )
         .await
         .unwrap();
-    let redrive = "/topics/orders/eventSubscriptions/audit/deadLetters/redrive";
-    eventually(DEADLINE, "the dead letter redriven", || async {
-        let (status, body) = system.post(redrive, Some(&json!({"all": true}))).await;
-        assert_eq!(status, 200, "{body}");
-        (body["redriven"] == 1).then_some(())
-    })
-    .await;
+    redrive_one(&system, "orders", "audit").await;
     let messages = rabbitmq_messages(&channel, 1).await;
     assert_eq!(messages[0].0, "ev-1", "routable now, delivered");
 }
 
+/// Redrives the subscription's dead letters until the one there is (the record may be
+/// written before it can be redriven).
+async fn redrive_one(system: &System, topic: &str, subscription: &str) {
+    eventually(DEADLINE, "the dead letter redriven", || async {
+        (system.redrive_all(topic, subscription).await["redriven"] == 1).then_some(())
+    })
+    .await;
+}
+
 /// The test's own JetStream context on `server`, with stream `EVENTS` on `events.>`.
 async fn nats_stream(server: &Nats) -> stream::Stream {
+    nats_stream_named(server, "EVENTS", "events.>").await
+}
+
+/// The test's own JetStream context on `server`, with stream `name` on `subjects`.
+async fn nats_stream_named(server: &Nats, name: &str, subjects: &str) -> stream::Stream {
     let client = async_nats::connect(server.url()).await.unwrap();
     jetstream::new(client)
         .get_or_create_stream(stream::Config {
-            name: "EVENTS".into(),
-            subjects: vec!["events.>".into()],
+            name: name.into(),
+            subjects: vec![subjects.into()],
             ..stream::Config::default()
         })
         .await
@@ -315,7 +326,102 @@ async fn nats_delivers_what_was_published_while_the_server_was_down() {
     system
         .publish_ok("orders", &json!([event("ev-2", "Order.Created", "/o/2", json!({}))]))
         .await;
+    // The server stays down until an attempt failed: ev-2 is stored by a retry, not by
+    // the client flushing the first attempt's publish after a quick restart.
+    let failed = [("subscription", "audit"), ("outcome", "SocketError")];
+    eventually(DEADLINE, "an attempt failed as SocketError", || async {
+        (metric(&system.sender_metrics().await, "DeliveryAttemptFailCount", &failed) >= 1.0).then_some(())
+    })
+    .await;
     server.start_again();
     let stream = nats_stream(&server).await;
     nats_stored(&stream, 2).await;
+    let stored = stream.get_raw_message(2).await.unwrap();
+    assert_eq!(
+        stored
+            .headers
+            .get("Nats-Msg-Id")
+            .map(|v| v.as_str().to_owned())
+            .as_deref(),
+        Some("ev-2")
+    );
+}
+
+#[tokio::test]
+async fn nats_dead_letters_an_event_with_no_stream_and_redrives_it_once_one_takes_the_subject() {
+    let server = Nats::start();
+    let system = System::start(Options::default().env("EG__BROKERS__NATS__EVENTS__URL", &server.url())).await;
+    system.create_topic("orders").await;
+    let extra = json!({
+        "retryPolicy": {"maxDeliveryAttempts": 1, "eventTimeToLiveInMinutes": 5},
+        "deadLetterDestination": dead_letter_to("dead"),
+    });
+    system
+        .create_subscription("orders", "audit", nats_subscription("late.orders", extra))
+        .await;
+    system
+        .publish_ok("orders", &json!([event("ev-1", "Order.Created", "/o/1", json!({}))]))
+        .await;
+    let records = system.wait_dead_letters(1, DEADLINE).await;
+    let record = &records[0].record;
+    assert_eq!(record["deadLetterReason"], "MaxDeliveryAttemptsExceeded", "{record}");
+    assert_eq!(record["lastDeliveryOutcome"], "NotFound", "{record}");
+
+    let stream = nats_stream_named(&server, "LATE", "late.>").await;
+    redrive_one(&system, "orders", "audit").await;
+    nats_stored(&stream, 1).await;
+    let message = stream.get_raw_message(1).await.unwrap();
+    let header = |name: &str| message.headers.get(name).map(|v| v.as_str().to_owned());
+    assert_eq!(header("Nats-Msg-Id").as_deref(), Some("ev-1"), "redriven, delivered");
+    assert_eq!(header("aeg-subscription-name").as_deref(), Some("AUDIT"));
+}
+
+#[tokio::test]
+async fn a_subscription_naming_a_broker_connection_eg_lacks_is_refused() {
+    // Configured, but never connected to: the management API checks names only.
+    let (rabbitmq, nats) = (RefusingPort::new(), RefusingPort::new());
+    let system = System::start(
+        Options::default()
+            .env(
+                "EG__BROKERS__RABBITMQ__MAIN__URL",
+                &format!("amqp://guest:guest@127.0.0.1:{}/%2f", rabbitmq.port()),
+            )
+            .env(
+                "EG__BROKERS__NATS__EVENTS__URL",
+                &format!("nats://127.0.0.1:{}", nats.port()),
+            ),
+    )
+    .await;
+    system.create_topic("orders").await;
+
+    let mut to_rabbitmq = rabbitmq_subscription(json!({"routingKey": "orders.created"}), json!({}));
+    system
+        .create_subscription("orders", "rabbit", to_rabbitmq.clone())
+        .await;
+    to_rabbitmq["properties"]["destination"]["properties"]["connection"] = json!("billing");
+    let message = assert_subscription_refused(
+        &system,
+        "orders",
+        "rabbit-elsewhere",
+        &to_rabbitmq,
+        "properties.destination.properties.connection",
+    )
+    .await;
+    assert!(message.contains("EG__BROKERS__RABBITMQ__BILLING__URL"), "{message}");
+
+    let mut to_nats = nats_subscription("events.orders", json!({}));
+    system.create_subscription("orders", "nats", to_nats.clone()).await;
+    to_nats["properties"]["destination"]["properties"]["connection"] = json!("billing");
+    let message = assert_subscription_refused(
+        &system,
+        "orders",
+        "nats-elsewhere",
+        &to_nats,
+        "properties.destination.properties.connection",
+    )
+    .await;
+    assert!(message.contains("EG__BROKERS__NATS__BILLING__URL"), "{message}");
+
+    let (status, _) = system.get("/topics/orders/eventSubscriptions/rabbit-elsewhere").await;
+    assert_eq!(status, 404, "a refused subscription is not created");
 }

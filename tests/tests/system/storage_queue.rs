@@ -16,7 +16,6 @@ use eg_system_tests::{DEADLINE, Options, System, assert_refused, dead_letter_to,
 use eg_testkit::azurite::{ACCOUNT, ACCOUNT_KEY};
 use eg_testkit::{Azurite, http};
 use hmac::{Hmac, Mac};
-use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::Sha256;
 
@@ -199,13 +198,7 @@ async fn a_missing_queue_is_retried_until_it_exists_and_a_dead_letter_is_redrive
     );
 
     queues.create("gone");
-    let (status, answer) = system
-        .post(
-            "/topics/shop/eventSubscriptions/brief/deadLetters/redrive",
-            Some(&json!({"all": true})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{answer}");
+    let answer = system.redrive_all("shop", "brief").await;
     assert_eq!(answer["redriven"], 1, "{answer}");
     let redriven = queues.wait_for("gone", 1).await;
     assert_eq!(redriven[0].event["id"], "e-1");

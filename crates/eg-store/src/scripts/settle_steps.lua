@@ -48,8 +48,10 @@ local function settle(k, a)
   redis.call('XDEL', KEYS[1], ARGV[a + 1])
 
   if ARGV[a + 5] ~= '' then
-    redis.call('RPUSH', KEYS[k + 2], ARGV[a + 5])
-    redis.call('LTRIM', KEYS[k + 2], -most_steps, -1)
+    -- RPUSH answers the list's length: trim only a list that grew past its bound.
+    if redis.call('RPUSH', KEYS[k + 2], ARGV[a + 5]) > most_steps then
+      redis.call('LTRIM', KEYS[k + 2], -most_steps, -1)
+    end
     redis.call('PEXPIRE', KEYS[k + 2], retention)
     redis.call('ZADD', KEYS[4], now, KEYS[k + 2])
     wrote_history = true

@@ -94,12 +94,18 @@ impl Harness {
                 .await
                 .unwrap();
             for r in ready {
-                let body = self
-                    .store
-                    .event_bodies(&partition, &[&r.delivery.event_key])
-                    .await
-                    .unwrap();
-                let event = serde_json::from_str(body[0].as_deref().unwrap()).unwrap();
+                // The event's only push delivery carries it; others share the event hash.
+                let body = match r.carried_body {
+                    Some(body) => body,
+                    None => self
+                        .store
+                        .event_bodies(&partition, &[&r.delivery.event_key])
+                        .await
+                        .unwrap()
+                        .remove(0)
+                        .unwrap(),
+                };
+                let event = serde_json::from_str(&body).unwrap();
                 found.push((r.delivery.subscription.clone(), event));
             }
         }

@@ -446,6 +446,14 @@ mod tests {
         assert!(source.contains(&format!("ARGV[a+{SETTLE_ARGS_PER_ITEM}]")));
         assert!(!source.contains(&format!("ARGV[a+{}]", SETTLE_ARGS_PER_ITEM + 1)));
         assert!(source.contains(&format!("ARGV[{SETTLE_FIXED_ARGS}]  N")));
+        // queue_settle.lua reads the same layout, and its own ARGV after the items.
+        let queue = include_str!("scripts/queue_settle.lua");
+        assert!(
+            queue.contains(&format!("local k, a = {key_base}, {arg_base}")),
+            "queue loop"
+        );
+        assert!(queue.contains(&format!("local c = {SETTLE_FIXED_ARGS} + {SETTLE_ARGS_PER_ITEM} * n")));
+        assert!(queue.contains(&format!("the {SETTLE_ARGS_PER_ITEM} ARGV of")));
 
         let p = crate::Keyspace::new("eg", 1).partition(0);
         let delivery = full_delivery();

@@ -39,11 +39,14 @@ local function settle(k, a)
   local action = ARGV[a + 2]
   -- An entry carrying its event's body is the event's only delivery: no event hash to
   -- count down. A delivery that lives on (retry, requeue, park) or is dead-lettered takes
-  -- the body along before the entry goes.
+  -- the body along before the entry goes: for those the entry itself says whether it
+  -- carries one, so a caller's mistake can never lose a body. Only a finished delivery
+  -- (done, the hot path) trusts the caller's word and reads nothing more.
   local carried = ARGV[a + 8] == '1'
   local body = nil
-  if carried and action ~= 'done' then
+  if action ~= 'done' then
     body = carried_body(ARGV[a + 1])
+    carried = body ~= nil
   end
   redis.call('XDEL', KEYS[1], ARGV[a + 1])
 

@@ -108,8 +108,13 @@ fn describe(s: &Sample) -> (String, String) {
     (
         "where it is (MEMORY USAGE)".into(),
         format!(
-            "one stored event hash {} B; ready streams {:.0} B per entry ({} entries per event)",
-            s.event_hash, s.stream_per_entry, s.subscriptions
+            "{}; ready streams {:.0} B per entry ({} entries per event)",
+            match s.event_hash {
+                0 => "no event hash (the entry carries the body)".to_owned(),
+                bytes => format!("one stored event hash {bytes} B"),
+            },
+            s.stream_per_entry,
+            s.subscriptions
         ),
     )
 }

@@ -133,26 +133,24 @@ fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis, versio
     events
         .iter()
         .filter_map(|accepted| {
-            let event_key = uuid::Uuid::new_v4().simple().to_string();
+            // The event is named by its first delivery's id: unique, and a lone delivery's
+            // record can then leave its event key out (`codec::encode_carried_delivery`).
+            let mut event_key: Option<String> = None;
             let deliveries: Vec<Delivery> = entry
                 .subscriptions
                 .iter()
                 .filter(|s| s.matches(&accepted.routing(), now))
                 .map(|s| {
-                    Delivery::new(
-                        uuid::Uuid::new_v4().simple().to_string(),
-                        event_key.clone(),
-                        entry.topic.name.key(),
-                        s.name.key(),
-                        now,
-                    )
-                    .with_format(format)
-                    .matched_at(version)
-                    .for_event(accepted.id())
+                    let id = uuid::Uuid::new_v4().simple().to_string();
+                    let key = event_key.get_or_insert_with(|| id.clone()).clone();
+                    Delivery::new(id, key, entry.topic.name.key(), s.name.key(), now)
+                        .with_format(format)
+                        .matched_at(version)
+                        .for_event(accepted.id())
                 })
                 .collect();
-            (!deliveries.is_empty()).then(|| EventToStore {
-                event_key,
+            Some(EventToStore {
+                event_key: event_key?,
                 body: accepted.json.clone(),
                 deliveries,
             })

@@ -106,14 +106,16 @@ pub enum Malformed {
 struct DeliveryRecord<'a> {
     #[serde(borrow)]
     id: Cow<'a, str>,
-    #[serde(rename = "ev", borrow)]
+    /// Left out of a carried entry's record when it equals `id` ([`encode_carried_delivery`]).
+    #[serde(rename = "ev", default, skip_serializing_if = "str::is_empty", borrow)]
     event_key: Cow<'a, str>,
     #[serde(rename = "t", borrow)]
     topic: Cow<'a, str>,
     #[serde(rename = "s", borrow)]
     subscription: Cow<'a, str>,
-    #[serde(rename = "n")]
-    attempts: u32,
+    /// Left out of a carried entry's record when 0 ([`encode_carried_delivery`]).
+    #[serde(rename = "n", default, skip_serializing_if = "Option::is_none")]
+    attempts: Option<u32>,
     #[serde(rename = "p")]
     published_at: i64,
     #[serde(rename = "l", default, skip_serializing_if = "Option::is_none")]
@@ -139,14 +141,39 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-/// The stored form of a delivery.
+/// The stored form of a delivery. Every field is written, so every release since
+/// records were versioned reads it (retry sets, paused sets and redrives hold these).
 pub fn encode_delivery(delivery: &Delivery) -> String {
+    encode_record(delivery, Brevity::Full)
+}
+
+/// The stored form of a delivery whose ready entry carries its event's body (layout 2,
+/// written by a publish): `ev` is left out when the event key is the delivery's own id,
+/// and `n` when no attempt was made yet, ~45 bytes less per pending delivery. Only a
+/// release that reads layout 2 ever sees one, so no older reader meets the short form.
+pub fn encode_carried_delivery(delivery: &Delivery) -> String {
+    encode_record(delivery, Brevity::Carried)
+}
+
+/// Which fields a record may leave out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Brevity {
+    Full,
+    Carried,
+}
+
+fn encode_record(delivery: &Delivery, brevity: Brevity) -> String {
+    let short = brevity == Brevity::Carried;
     let record = DeliveryRecord {
         id: Cow::Borrowed(&delivery.id),
-        event_key: Cow::Borrowed(&delivery.event_key),
+        event_key: if short && delivery.event_key == delivery.id {
+            Cow::Borrowed("")
+        } else {
+            Cow::Borrowed(&delivery.event_key)
+        },
         topic: Cow::Borrowed(&delivery.topic),
         subscription: Cow::Borrowed(&delivery.subscription),
-        attempts: delivery.attempts,
+        attempts: (!short || delivery.attempts > 0).then_some(delivery.attempts),
         published_at: delivery.published_at.0,
         last: delivery.last.map(|last| LastAttemptRecord {
             outcome: last.outcome,
@@ -164,12 +191,17 @@ pub fn encode_delivery(delivery: &Delivery) -> String {
 /// A delivery from its stored form.
 pub fn decode_delivery(raw: &str) -> Result<Delivery, Malformed> {
     let record: DeliveryRecord<'_> = serde_json::from_str(raw).map_err(Malformed::Delivery)?;
+    let event_key = if record.event_key.is_empty() {
+        record.id.clone().into_owned()
+    } else {
+        record.event_key.into_owned()
+    };
     Ok(Delivery {
         id: record.id.into_owned(),
-        event_key: record.event_key.into_owned(),
+        event_key,
         topic: record.topic.into_owned(),
         subscription: record.subscription.into_owned(),
-        attempts: record.attempts,
+        attempts: record.attempts.unwrap_or(0),
         published_at: UnixMillis(record.published_at),
         last: record.last.map(|last| LastAttempt {
             outcome: last.outcome,
@@ -370,6 +402,18 @@ mod tests {
         let bare = r#"{"id":"d2","ev":"e2","t":"t","s":"s","n":0,"p":1}"#;
         assert_eq!(encode_delivery(&plain), bare);
         assert_eq!(decode_delivery(bare).unwrap(), plain);
+    }
+
+    #[test]
+    fn carried_records_leave_out_what_they_imply() {
+        // A publish names the event by its only delivery's id, and nothing was attempted yet.
+        let fresh = Delivery::new("d3".into(), "d3".into(), "t".into(), "s".into(), UnixMillis(1));
+        let short = r#"{"id":"d3","t":"t","s":"s","p":1}"#;
+        assert_eq!(encode_carried_delivery(&fresh), short);
+        assert_eq!(decode_delivery(short).unwrap(), fresh);
+        // Anything not implied is kept.
+        let other = full_delivery();
+        assert_eq!(encode_carried_delivery(&other), encode_delivery(&other));
     }
 
     #[test]

@@ -128,9 +128,17 @@ impl Store {
         for e in events {
             routed.push(e.body.as_str().into());
             routed.push(e.deliveries.len().to_string().into());
+            let carried = e.deliveries.len() == 1;
             for d in &e.deliveries {
-                routed.push(target_of(d).to_string().into());
-                routed.push(codec::encode_delivery(d).into());
+                let target = target_of(d);
+                // publish.lua carries the body in the entry of a lone push delivery.
+                let record = if carried && target == 0 {
+                    codec::encode_carried_delivery(d)
+                } else {
+                    codec::encode_delivery(d)
+                };
+                routed.push(target.to_string().into());
+                routed.push(record.into());
             }
         }
         let mut keys = vec![partition.catalog_version(), partition.ready()];

@@ -228,8 +228,8 @@ pub fn decode_dead_letter(raw: &str) -> Result<(DeadLetterEntry, String), Malfor
 }
 
 /// `settle.lua`'s KEYS before the first item's: ready stream, retry set, dead-letter
-/// delay set, history index, paused index.
-pub(crate) const SETTLE_FIXED_KEYS: usize = 5;
+/// delay set, history index, paused index, delivered log.
+pub(crate) const SETTLE_FIXED_KEYS: usize = 6;
 /// `settle.lua`'s KEYS per item: event hash, history list, the three archive keys,
 /// paused set.
 pub(crate) const SETTLE_KEYS_PER_ITEM: usize = 6;
@@ -276,13 +276,14 @@ impl SettleCall {
             partition.deadletter_delay(),
             partition.history_index(),
             partition.paused_index(),
+            partition.delivered_log(),
         ];
         Self::on_stream(partition, fixed, SENDERS_GROUP, items, retention)
     }
 
-    /// The same layout for holds on another stream: `fixed` are KEYS[1..5] (the stream,
+    /// The same layout for holds on another stream: `fixed` are KEYS[1..6] (the stream,
     /// the set a retry goes into, the dead-letter delay set, the history index, the
-    /// paused index or what stands in its place), `group` ARGV[1].
+    /// paused index or what stands in its place, the delivered log), `group` ARGV[1].
     pub fn on_stream(
         partition: &Partition,
         fixed: [String; SETTLE_FIXED_KEYS],

@@ -1,9 +1,12 @@
-//! Reading delivery history. Entries are written by `settle.lua` in the partition the
-//! delivery lives in; an event's deliveries all live in the partition it was published
-//! to (redriven ones too), but the caller does not know which, so all are asked at once.
+//! Reading delivery history. Steps are written by `settle.lua` in the partition the
+//! delivery lives in: into the event's history list, or, for an event delivered by its
+//! only delivery, as one field of the partition's delivered log (`settle_steps.lua`).
+//! An event's deliveries all live in the partition it was published to (redriven ones
+//! too), but the caller does not know which, so all are asked at once.
 
-use crate::connection::Store;
+use crate::connection::{Link, Store};
 use crate::error::StoreError;
+use crate::keyspace::Partition;
 use eg_core::history::HistoryEntry;
 
 impl Store {
@@ -13,12 +16,11 @@ impl Store {
         // One read per partition, all at once (their keys are in different slots).
         let (_held, link) = self.link().await?;
         let reads = self.keys().all_partitions().map(|p| {
-            let key = p.history(topic, event_id);
             let mut link = link.clone();
-            async move { redis::AsyncCommands::lrange::<_, Vec<String>>(&mut link, key, 0, -1).await }
+            async move { steps_in(&mut link, &p, topic, event_id).await }
         });
-        let lists = futures_util::future::try_join_all(reads).await?;
-        let mut entries: Vec<HistoryEntry> = lists
+        let per_partition = futures_util::future::try_join_all(reads).await?;
+        let mut entries: Vec<HistoryEntry> = per_partition
             .iter()
             .flatten()
             .filter_map(|raw| match serde_json::from_str(raw) {
@@ -32,4 +34,30 @@ impl Store {
         entries.sort_by_key(|e| e.at);
         Ok(entries)
     }
+}
+
+/// The raw steps of one event in one partition: its list, then its fields in the
+/// delivered log's buckets.
+async fn steps_in(
+    link: &mut Link,
+    partition: &Partition,
+    topic: &str,
+    event_id: &str,
+) -> redis::RedisResult<Vec<String>> {
+    let (mut steps, buckets): (Vec<String>, Vec<String>) = redis::pipe()
+        .lrange(partition.history(topic, event_id), 0, -1)
+        .zrange(partition.delivered_log(), 0, -1)
+        .query_async(link)
+        .await?;
+    if buckets.is_empty() {
+        return Ok(steps);
+    }
+    let field = format!("{topic}/{event_id}");
+    let mut pipe = redis::pipe();
+    for bucket in &buckets {
+        pipe.hget(bucket, &field);
+    }
+    let logged: Vec<Option<String>> = pipe.query_async(link).await?;
+    steps.extend(logged.into_iter().flatten());
+    Ok(steps)
 }

@@ -108,6 +108,12 @@ impl Partition {
     pub fn history_index(&self) -> String {
         format!("{}:history", self.tag)
     }
+    /// The delivered log: its buckets (`<this key>:<first entry id logged>`, hashes of
+    /// `<topic>/<event id>` -> the history step of an event delivered by its only
+    /// delivery), scored by when each was created (ms).
+    pub fn delivered_log(&self) -> String {
+        format!("{}:delivered", self.tag)
+    }
     /// Deliveries of a paused subscription (`<topic>/<subscription>`), scored by the end
     /// of their time-to-live (ms).
     pub fn paused(&self, subscription: &str) -> String {
@@ -278,6 +284,7 @@ mod tests {
             p.event("x"),
             p.history("orders", "{e1}"),
             p.history_index(),
+            p.delivered_log(),
             p.paused("orders/billing"),
             p.paused_index(),
             p.archive("orders/billing").all,

@@ -220,6 +220,7 @@ impl Store {
             partition.deadletter_delay(),
             partition.history_index(),
             partition.queues_index(),
+            partition.delivered_log(),
         ];
         let mut call = codec::SettleCall::on_stream(partition, fixed, RECEIVERS_GROUP, items, retention)?;
         call.args.push((lock.as_millis() as u64).to_string());

@@ -37,11 +37,17 @@ fn step(subscription: &str, attempt: u32, state: DeliveryState) -> HistoryEntry 
 
 /// One event `key` (its own id too) with one delivery, read and held by a sender.
 async fn held(store: &Store, p: &Partition, key: &str) -> ReadyDelivery {
-    let mut e = event(key, 1);
+    held_of(store, p, key, 1).await
+}
+
+/// One event `key` (its own id too) with `deliveries` deliveries, all read and held by
+/// a sender: the first is returned.
+async fn held_of(store: &Store, p: &Partition, key: &str, deliveries: usize) -> ReadyDelivery {
+    let mut e = event(key, deliveries);
     e.deliveries = e.deliveries.into_iter().map(|d| d.for_event(key)).collect();
     publish(store, p, &[e]).await;
-    let mut got = read(store, p, "sender", 1).await;
-    assert_eq!(got.len(), 1);
+    let mut got = read(store, p, "sender", deliveries).await;
+    assert_eq!(got.len(), deliveries);
     got.remove(0)
 }
 
@@ -148,10 +154,11 @@ async fn history_is_kept_within_its_bounds() {
         "history expires with the retention: {ttl}"
     );
 
-    // Four more events in the same partition: only three histories are kept, the
-    // least recently written went.
+    // Four more events in the same partition, each with a list (two deliveries: not
+    // delivered by its only one, so not in the delivered log): only three histories are
+    // kept, the least recently written went.
     for key in ["e1", "e2", "e3", "e4"] {
-        let r = held(&h.store, &p0, key).await;
+        let r = held_of(&h.store, &p0, key, 2).await;
         settle(
             &h.store,
             &p0,
@@ -174,6 +181,77 @@ async fn history_is_kept_within_its_bounds() {
         .query(&mut h.redis())
         .unwrap();
     assert_eq!(index, 3);
+}
+
+#[tokio::test]
+async fn an_event_delivered_by_its_only_delivery_is_logged_within_the_same_bounds() {
+    let h = Harness::start().await;
+    let p0 = h.p0();
+    // Three histories per partition: three log buckets of one event each.
+    for key in ["e1", "e2", "e3", "e4"] {
+        let r = held(&h.store, &p0, key).await;
+        assert!(r.carries_body);
+        settle(
+            &h.store,
+            &p0,
+            &r,
+            &Settlement::Done,
+            &step("billing", 1, DeliveryState::Delivered),
+        )
+        .await;
+    }
+    let mut kept = Vec::new();
+    for key in ["e1", "e2", "e3", "e4"] {
+        let steps = h.store.event_history("orders", key).await.unwrap();
+        kept.push(steps.iter().map(|s| s.state).collect::<Vec<_>>());
+    }
+    let delivered = vec![DeliveryState::Delivered];
+    assert_eq!(kept, [vec![], delivered.clone(), delivered.clone(), delivered]);
+    let mut redis = h.redis();
+    let buckets: Vec<String> = redis::cmd("ZRANGE")
+        .arg(p0.delivered_log())
+        .arg(0)
+        .arg(-1)
+        .query(&mut redis)
+        .unwrap();
+    assert_eq!(buckets.len(), 3);
+    let ttl: i64 = redis::cmd("PTTL").arg(&buckets[2]).query(&mut redis).unwrap();
+    assert!(
+        ttl > 3_500_000 && ttl <= 3_600_000,
+        "a bucket expires with the retention: {ttl}"
+    );
+    // No list, no index entry: the step is one field.
+    let lists: u64 = redis::cmd("ZCARD").arg(p0.history_index()).query(&mut redis).unwrap();
+    assert_eq!(lists, 0);
+    let recent = h.store.recent_deliveries("orders", "billing", 10).await.unwrap();
+    assert_eq!(recent.iter().map(|r| r.event_id.as_str()).collect::<Vec<_>>(), ["e4"]);
+}
+
+#[tokio::test]
+async fn an_event_id_logged_twice_keeps_both_steps() {
+    let h = Harness::start().await;
+    let p0 = h.p0();
+    let generous = Retention {
+        histories_per_partition: 100,
+        ..RETENTION
+    };
+    // The same event id published twice (two events, one delivery each), delivered in
+    // one settle call: the second step cannot take the log field and goes to the list.
+    let mut first = event("k1", 1);
+    let mut second = event("k2", 1);
+    for e in [&mut first, &mut second] {
+        e.deliveries = e.deliveries.drain(..).map(|d| d.for_event("same")).collect();
+    }
+    publish(&h.store, &p0, &[first, second]).await;
+    let got = read(&h.store, &p0, "sender", 2).await;
+    let delivered = step("billing", 1, DeliveryState::Delivered);
+    let items: Vec<_> = got
+        .iter()
+        .map(|r| r.settle(&Settlement::Done, Some(&delivered)))
+        .collect();
+    let settled = h.store.settle_many(&p0, &items, &generous).await.unwrap();
+    assert!(settled.iter().all(|s| s.took_effect));
+    assert_eq!(h.store.event_history("orders", "same").await.unwrap().len(), 2);
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@
 --
 -- KEYS[1]  the queue stream    KEYS[2]  the subscription's delayed set (score = due, ms)
 -- KEYS[3]  dead-letter delay sorted set    KEYS[4]  history index   KEYS[5]  queues index
+-- KEYS[6]  the delivered log (unused: a queue entry never carries its body)
 -- then per item the 6 keys of settle.lua (event hash, history list, archive ×3, unused)
 -- ARGV[1..6] as settle.lua (ARGV[1] = `receivers`), then per item the 8 ARGV of
 -- settle.lua (a queue entry never carries its body), with one more action: renew.
@@ -39,7 +40,7 @@ end
 
 local results = {}
 for i = 1, n do
-  local k, a = 5 + 6 * (i - 1), 6 + 8 * (i - 1)
+  local k, a = 6 + 6 * (i - 1), 6 + 8 * (i - 1)
   local id = ARGV[a + 1]
   if not holds(id, tonumber(ARGV[c + 2 + i])) then
     results[i] = 0
@@ -50,5 +51,5 @@ for i = 1, n do
     results[i] = settle(k, a)
   end
 end
-bound_history()
+finish()
 return results

@@ -2,8 +2,9 @@
 -- delivery on, atomically: acknowledge and delete the entry, then retry, requeue,
 -- dead-letter, park or finish it, and append the step to the event's delivery history.
 -- One call settles a whole batch (or whatever a sender's settle queue gathered): the
--- fixed work (TIME, the history index's bound) is done once, and the round trip and
--- script start are paid once instead of N times.
+-- fixed work (TIME, one XDEL of every settled entry, the delivered log, the history
+-- index's bound) is done once, and the round trip and script start are paid once
+-- instead of N times.
 -- If an entry is no longer pending (the scheduler reclaimed it, or another holder
 -- settled it first), nothing is changed for it and its result is 0: the delivery belongs
 -- to whoever holds it now, so it is never moved twice (nor its history written twice).
@@ -16,7 +17,8 @@
 -- KEYS[1]  ready stream        KEYS[2]  retry sorted set (score = due, ms)
 -- KEYS[3]  dead-letter delay sorted set (score = dead-letter time, ms)
 -- KEYS[4]  history index (list key -> last write, ms)    KEYS[5]  paused index
--- then per item i (base b = 5 + 6 * (i - 1)):
+-- KEYS[6]  delivered log (bucket key -> created, ms; see settle_steps.lua)
+-- then per item i (base b = 6 + 6 * (i - 1)):
 -- KEYS[b+1] the event hash (fields: b = body, r = deliveries outstanding)
 -- KEYS[b+2] the event's history list
 -- KEYS[b+3] archive: every record id   KEYS[b+4] archive: ids not redriven yet
@@ -39,11 +41,12 @@
 --
 -- The steps themselves are in settle_steps.lua, sent in front of this file.
 --
--- History lists evicted for room (ZPOPMIN of the index) are deleted by the names the
--- index holds: keys of this partition's hash tag, so the same slot on a cluster.
+-- History lists and log buckets evicted for room (ZPOPMIN of their index) are deleted by
+-- the names the index holds, and a new log bucket is named after the log's key: keys of
+-- this partition's hash tag, so the same slot on a cluster.
 local results = {}
 for i = 1, n do
-  results[i] = settle(5 + 6 * (i - 1), 6 + 8 * (i - 1))
+  results[i] = settle(6 + 6 * (i - 1), 6 + 8 * (i - 1))
 end
-bound_history()
+finish()
 return results

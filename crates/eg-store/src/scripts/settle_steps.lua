@@ -4,8 +4,20 @@
 -- It reads the fixed KEYS and ARGV and the per-item layout that settle.lua's header
 -- documents (KEYS[1] the stream the holds are on, ARGV[1] its consumer group), and
 -- defines settle(k, a), which settles item at KEYS base k and ARGV base a, and
--- bound_history(), which the caller runs once at the end. Ready entries of layout 2
--- (codec::EntryLayout) carry the event's body in field b beside the record in d.
+-- finish(), which the caller runs once at the end: it deletes the settled entries (one
+-- XDEL for the call), writes the delivered log and keeps history within its bounds.
+-- Ready entries of layout 2 (codec::EntryLayout) carry the event's body in field b
+-- beside the record in d.
+--
+-- The delivered log (KEYS[6], codec::DELIVERED_LOG): the history step of an event
+-- delivered by its only delivery (a carried entry, done) is its whole history, so it
+-- is not given a list of its own (RPUSH, PEXPIRE, an index entry and, at the bound, an
+-- eviction: five commands) but one field in the partition's newest log bucket, a hash
+-- `<log>:<first entry id logged>` of `<topic>/<event id>` -> step (one HSETNX). Buckets rotate
+-- every retention/24 or when full, expire a retention after their last write, and at
+-- most min(24, most histories) are kept of ~most histories/that many fields each, so
+-- the log is bounded like the lists. A field already taken (an event id published
+-- twice) falls back to the event's list.
 local group = ARGV[1]
 local retention = tonumber(ARGV[2])
 local most_histories = tonumber(ARGV[3])
@@ -16,6 +28,10 @@ local n = tonumber(ARGV[6])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local wrote_history = false
+-- Entry ids to delete, and delivered-log steps (field, step, list key, entry id), at
+-- finish().
+local settled_ids = {}
+local logged = {}
 
 -- The body an entry carries (layout 2), read before the entry is deleted; nil if the
 -- entry is gone or carries none.
@@ -30,6 +46,18 @@ local function carried_body(id)
     end
   end
   return nil
+end
+
+-- Appends a step to an event's history list, which expires a retention after its last
+-- write and is named in the history index.
+local function append_step(list, step)
+  -- RPUSH answers the list's length: trim only a list that grew past its bound.
+  if redis.call('RPUSH', list, step) > most_steps then
+    redis.call('LTRIM', list, -most_steps, -1)
+  end
+  redis.call('PEXPIRE', list, retention)
+  redis.call('ZADD', KEYS[4], now, list)
+  wrote_history = true
 end
 
 local function settle(k, a)
@@ -48,16 +76,13 @@ local function settle(k, a)
     body = carried_body(ARGV[a + 1])
     carried = body ~= nil
   end
-  redis.call('XDEL', KEYS[1], ARGV[a + 1])
+  settled_ids[#settled_ids + 1] = ARGV[a + 1]
 
-  if ARGV[a + 5] ~= '' then
-    -- RPUSH answers the list's length: trim only a list that grew past its bound.
-    if redis.call('RPUSH', KEYS[k + 2], ARGV[a + 5]) > most_steps then
-      redis.call('LTRIM', KEYS[k + 2], -most_steps, -1)
-    end
-    redis.call('PEXPIRE', KEYS[k + 2], retention)
-    redis.call('ZADD', KEYS[4], now, KEYS[k + 2])
-    wrote_history = true
+  if ARGV[a + 5] ~= '' and action == 'done' and carried then
+    -- The list key is `<history index>:<topic>/<event id>`: the log field is its tail.
+    logged[#logged + 1] = { string.sub(KEYS[k + 2], #KEYS[4] + 2), ARGV[a + 5], KEYS[k + 2], ARGV[a + 1] }
+  elseif ARGV[a + 5] ~= '' then
+    append_step(KEYS[k + 2], ARGV[a + 5])
   end
 
   if body and (action == 'retry' or action == 'park') then
@@ -111,6 +136,42 @@ local function settle(k, a)
 end
 
 
+-- The delivered log's newest bucket, or a new one when there is none, it is older than
+-- its span or full.
+local function log_bucket(span, per_bucket, first_entry)
+  local newest = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
+  if newest[1] and now - tonumber(newest[2]) < span and redis.call('HLEN', newest[1]) < per_bucket then
+    return newest[1]
+  end
+  -- Named after the first entry it logs: stream entry ids are unique, so two buckets
+  -- started in the same millisecond are still two.
+  local bucket = KEYS[6] .. ':' .. first_entry
+  redis.call('ZADD', KEYS[6], now, bucket)
+  return bucket
+end
+
+local function write_delivered_log()
+  local buckets = math.max(1, math.min(24, most_histories))
+  local span = math.max(1, math.ceil(retention / 24))
+  local bucket = log_bucket(span, math.ceil(most_histories / buckets), logged[1][4])
+  for _, step in ipairs(logged) do
+    if redis.call('HSETNX', bucket, step[1], step[2]) == 0 then
+      append_step(step[3], step[2])
+    end
+  end
+  redis.call('PEXPIRE', bucket, retention)
+  -- Buckets past the retention expired by themselves; forget their names. Then keep
+  -- the newest `buckets`, dropping whole buckets, oldest first.
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - retention - span)
+  local over = redis.call('ZCARD', KEYS[6]) - buckets
+  if over > 0 then
+    local oldest = redis.call('ZPOPMIN', KEYS[6], over)
+    for i = 1, #oldest, 2 do
+      redis.call('UNLINK', oldest[i])
+    end
+  end
+end
+
 local function bound_history()
   if wrote_history then
     -- Lists older than the retention expired by themselves; forget their names. Then keep
@@ -124,4 +185,14 @@ local function bound_history()
       end
     end
   end
+end
+
+local function finish()
+  if #settled_ids > 0 then
+    redis.call('XDEL', KEYS[1], unpack(settled_ids))
+  end
+  if #logged > 0 then
+    write_delivered_log()
+  end
+  bound_history()
 end

@@ -19,7 +19,7 @@ for p in "${ports[@]}"; do
   mkdir -p "$dir/cluster/$p"
   redis-server --port "$p" --bind 127.0.0.1 --dir "$dir/cluster/$p" \
     --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
-    --appendonly yes --appendfsync always --save "" \
+    --appendonly yes --appendfsync always --save "" --stream-node-max-bytes 16384 \
     --pidfile "$dir/run/redis-$p.pid" --logfile "$dir/logs/redis-$p.log" --daemonize yes
 done
 for p in "${ports[@]}"; do

@@ -62,7 +62,7 @@ if [ -n "${EG__REDIS__CLUSTER_NODES:-}" ]; then
 else
   if ! running redis; then
     redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/data" \
-      --appendonly yes --appendfsync always --save "" \
+      --appendonly yes --appendfsync always --save "" --stream-node-max-bytes 16384 \
       --pidfile "$dir/run/redis.pid" --logfile "$dir/logs/redis.log" --daemonize yes
     started+=(redis)
   fi

@@ -1,6 +1,8 @@
 //! `latency` (with scenario 2): publish→receipt latency at a fixed, moderate load —
 //! 1,000 events/s, one event per publish request, one subscription, no batching — the
-//! delay a publisher's event sees when eg is not saturated.
+//! delay a publisher's event sees when eg is not saturated. Redis flushes every write
+//! before answering (`appendfsync always`, what the target names and eg deploys) unless
+//! `--everysec` is given.
 
 use super::{Rows, Scenario};
 use crate::args::Flags;
@@ -27,6 +29,7 @@ usage: eg-bench latency [options]
 
   --rate N               events (= requests) per second (default 1000)
   --duration D           measured window (default 10s; quick 3s)
+  --everysec             appendfsync everysec instead of always
 
 ";
 
@@ -34,8 +37,13 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
     Box::pin(async move {
         let rate: f64 = flags.number("rate", 1000.0)?;
         let duration = flags.duration("duration", ctx.seconds(10, 3))?;
+        let fsync = if flags.switch("everysec")? {
+            Fsync::EverySec
+        } else {
+            Fsync::Always
+        };
         flags.finish()?;
-        let setup = Setup::new(Fsync::EverySec);
+        let setup = Setup::new(fsync);
         eprintln!("latency: {rate} events/s …");
         let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
         let template = Template::new(1, 1024);
@@ -60,7 +68,13 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         let request = progress.request_latency.latency();
         d.finish(ctx.keep);
 
-        let mut row = Row::new("2 latency", format!("fixed {rate:.0} events/s, 1 event per request"));
+        let mut row = Row::new(
+            "2 latency",
+            format!(
+                "fixed {rate:.0} events/s, 1 event per request, appendfsync {}",
+                fsync.name()
+            ),
+        );
         row.rate = Some((received as f64 / seconds, "events/s"));
         row.latency = Some(latency);
         row.cpu = Some((cpu, seconds));

@@ -23,7 +23,7 @@
 //! limit of 1,000 events. The body is then parsed like any CloudEvents publish.
 
 use crate::api_error::InvalidField;
-use crate::event::{AcceptedEvent, InputSchemaMapping, cloudevents, eventgrid};
+use crate::event::{AcceptedEvent, InputSchemaMapping, cloudevents, eventgrid, raw};
 use crate::json::{self, JsonError};
 use crate::schema::InputSchema;
 use crate::time::UnixMillis;
@@ -261,7 +261,11 @@ impl PublishedBatch {
 
     /// Parses an Event Grid schema publish body for the topic whose id is `topic_id`.
     pub fn parse_event_grid(body: &[u8], topic_id: &str, limits: PublishLimits) -> Result<Self, PublishError> {
-        let items = raw_array(body)?;
+        let text = checked_text(body)?;
+        if !text.trim_start().starts_with('[') {
+            return Err(PublishError::NotAnArray);
+        }
+        let items = raw::events_of(text).map_err(unreadable)?;
         accept_all(items, limits, |item| eventgrid::accept_raw(item, topic_id))
     }
 }
@@ -278,11 +282,15 @@ fn json_value(body: &[u8]) -> Result<Value, PublishError> {
 /// The body checked as strictly as [`json_value`] reads it, with the same errors, but
 /// kept as text: events are then read borrowed from it and nothing is built for `data`.
 fn raw_value(body: &[u8]) -> Result<&RawValue, PublishError> {
+    serde_json::from_str(checked_text(body)?).map_err(unreadable)
+}
+
+/// The body's text, once [`json::validate`] found nothing to refuse.
+fn checked_text(body: &[u8]) -> Result<&str, PublishError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(PublishError::EmptyBody);
     }
-    let text = json::validate(body).map_err(located)?;
-    serde_json::from_str(text).map_err(unreadable)
+    json::validate(body).map_err(located)
 }
 
 /// The elements of a checked body that must be an array.
@@ -573,10 +581,10 @@ mod tests {
         e["beta"] = json!(2);
         cases.push(e);
         for case in cases {
-            let text = case.to_string();
-            let raw: &RawValue = serde_json::from_str(&text).unwrap();
+            let text = format!("[{case}]");
+            let item = raw::events_of(&text).unwrap().remove(0);
             assert_eq!(
-                eventgrid::accept_raw(raw, TOPIC),
+                eventgrid::accept_raw(item, TOPIC),
                 EventGridEvent::from_published(case.clone(), TOPIC).map(|e| e.accepted()),
                 "{text}"
             );

@@ -8,7 +8,7 @@
 
 use crate::api_error::InvalidField;
 use crate::event::accepted::AcceptedEvent;
-use crate::event::raw::{self, RawFields, push_json_str, raw_str, raw_type};
+use crate::event::raw::{self, RawEvent, RawFields, push_json_str, raw_str, raw_type};
 use crate::json::json_type;
 use chrono::DateTime;
 use serde::{Deserialize, Serialize};
@@ -81,8 +81,10 @@ impl EventGridEvent {
 /// Validates one published event read from its text (the same rules and messages as
 /// [`EventGridEvent::from_published`]) and writes its stored form, with `data` copied
 /// as it was published rather than parsed and written again.
-pub fn accept_raw(item: &RawValue, topic_id: &str) -> Result<AcceptedEvent, InvalidField> {
-    let mut fields = RawFields::of(item).ok_or_else(not_an_object)?;
+pub fn accept_raw(item: RawEvent<'_>, topic_id: &str) -> Result<AcceptedEvent, InvalidField> {
+    let RawEvent::Object(mut fields) = item else {
+        return Err(not_an_object());
+    };
     let checked = check(&mut fields, topic_id)?;
     let json = stored_json(&checked, topic_id, fields.get("data"));
     Ok(AcceptedEvent::stored(

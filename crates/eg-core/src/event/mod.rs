@@ -8,7 +8,7 @@ mod accepted;
 pub mod cloudevents;
 pub mod custom;
 pub mod eventgrid;
-mod raw;
+pub mod raw;
 
 pub use accepted::AcceptedEvent;
 pub use custom::InputSchemaMapping;

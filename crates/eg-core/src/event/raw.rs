@@ -7,7 +7,7 @@
 //! reported as the event not being an object rather than trusted.
 
 use crate::json::Key;
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
@@ -55,6 +55,70 @@ impl<'de> Visitor<'de> for FieldsVisitor {
             fields.push((key, map.next_value::<&RawValue>()?));
         }
         Ok(fields)
+    }
+}
+
+/// One element of a published array, read in one pass: an object's fields, or the
+/// JSON type of anything else (for the error that refuses it).
+#[derive(Debug)]
+pub enum RawEvent<'a> {
+    Object(RawFields<'a>),
+    Other(&'static str),
+}
+
+/// The elements of the JSON array `text`, each split into its fields as the array is
+/// read, so an event's `data` is skipped once rather than once per step.
+pub fn events_of(text: &str) -> Result<Vec<RawEvent<'_>>, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
+impl<'de> Deserialize<'de> for RawEvent<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(EventVisitor)
+    }
+}
+
+struct EventVisitor;
+
+impl<'de> Visitor<'de> for EventVisitor {
+    type Value = RawEvent<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        let fields = FieldsVisitor.visit_map(map)?;
+        Ok(RawEvent::Object(RawFields { fields }))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(RawEvent::Other("an array"))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(RawEvent::Other("a boolean"))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(RawEvent::Other("a number"))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(RawEvent::Other("a number"))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(RawEvent::Other("a number"))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(RawEvent::Other("a string"))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(RawEvent::Other("null"))
     }
 }
 
@@ -113,6 +177,23 @@ mod tests {
         assert_eq!(fields.get("data").unwrap().get(), r#"{ "a" : [1.50, "\u00e9"] }"#);
         assert!(fields.get("other").is_none());
         assert!(RawFields::of(raw("[1]")).is_none());
+    }
+
+    #[test]
+    fn an_array_is_read_into_events() {
+        let events = events_of(r#"[{"id": "1", "data": [1, {"a": null}]}, 5, "s", [1, [2]], null, true]"#).unwrap();
+        let RawEvent::Object(first) = &events[0] else {
+            panic!("{events:?}");
+        };
+        assert_eq!(first.get("data").unwrap().get(), r#"[1, {"a": null}]"#);
+        let others: Vec<_> = events[1..]
+            .iter()
+            .map(|e| match e {
+                RawEvent::Other(kind) => *kind,
+                RawEvent::Object(_) => "an object",
+            })
+            .collect();
+        assert_eq!(others, ["a number", "a string", "an array", "null", "a boolean"]);
     }
 
     #[test]

@@ -16,6 +16,11 @@
 //!   (`application/json`, none) leniently as an array or a single object. Other
 //!   `application/cloudevents…` types (binary or non-JSON formats) are refused.
 //!
+//! Event Grid and CloudEvents bodies are checked whole by `json::validate` (duplicate
+//! keys, depth, UTF-8, syntax: the same errors as a parse) and then read borrowed from
+//! their text, so no tree is built for an event's `data`, which is stored as sent. A
+//! custom-schema body is parsed into values: its mapping reads paths of each object.
+//!
 //! A namespace publish (`POST /topics/{topic}:publish`, Event Grid's namespace data
 //! plane) is stricter, as Event Grid is: [`check_namespace_publish`] wants a
 //! CloudEvents topic and one of the two structured content types before the body is

@@ -110,19 +110,17 @@ fn stored_json(checked: &Checked, topic_id: &str, data: Option<&RawValue>) -> St
         out.push_str(data.get());
         out.push(',');
     }
+    out.push_str("\"dataVersion\":");
+    push_json_str(&mut out, &checked.data_version);
     for (name, value) in [
-        ("dataVersion", checked.data_version.as_str()),
-        ("eventTime", &checked.event_time),
+        ("eventTime", checked.event_time.as_str()),
         ("eventType", &checked.event_type),
         ("id", &checked.id),
         ("metadataVersion", "1"),
         ("subject", &checked.subject),
         ("topic", topic_id),
     ] {
-        if name != "dataVersion" {
-            out.push(',');
-        }
-        out.push('"');
+        out.push_str(",\"");
         out.push_str(name);
         out.push_str("\":");
         push_json_str(&mut out, value);

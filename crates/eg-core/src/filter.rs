@@ -150,7 +150,7 @@ mod tests {
         Routing {
             event_type,
             subject,
-            fields: &EMPTY,
+            fields: &*EMPTY,
         }
     }
 

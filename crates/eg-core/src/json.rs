@@ -14,15 +14,19 @@
 //! lone surrogates in `\u` escapes, trailing characters) is `serde_json`'s own check,
 //! reported with the path of the value being read when it failed.
 //!
-//! The parse is one pass building a `serde_json::Value` through a visitor that keeps
+//! [`parse`] is one pass building a `serde_json::Value` through a visitor that keeps
 //! the current path; keys are moved, not copied, so it costs about what
-//! `serde_json::from_slice::<Value>` does.
+//! `serde_json::from_slice::<Value>` does. [`validate`] makes the same checks with the
+//! same errors but builds nothing, for a caller that then reads the text borrowed (a
+//! publish keeps each event's `data` as the bytes it was sent).
 //!
 //! [`json_type`] is how every refusal of a client's JSON names what it found instead.
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt;
 
 /// The deepest nesting of arrays and objects accepted: a top-level array of events is
@@ -120,6 +124,23 @@ pub fn json_type(v: &Value) -> &'static str {
 /// Parses `bytes` as one JSON value, refusing what the module doc lists. A UTF-8 byte
 /// order mark at the start is skipped (RFC 8259 §8.1 allows ignoring it).
 pub fn parse(bytes: &[u8]) -> Result<Value, JsonError> {
+    read(bytes, |state, deserializer| Strict { state }.deserialize(deserializer)).map(|(value, _)| value)
+}
+
+/// Checks `bytes` as [`parse`] does, with the same errors, without building a value;
+/// returns the JSON text (after any byte order mark).
+pub fn validate(bytes: &[u8]) -> Result<&str, JsonError> {
+    read(bytes, |state, deserializer| Check { state }.deserialize(deserializer)).map(|((), text)| text)
+}
+
+type Reader<'de> = serde_json::Deserializer<serde_json::de::StrRead<'de>>;
+
+/// Runs `visit` over the text of `bytes` to its end, locating any error with the path
+/// the visitor kept.
+fn read<'de, T>(
+    bytes: &'de [u8],
+    visit: impl FnOnce(&mut State<'de>, &mut Reader<'de>) -> Result<T, serde_json::Error>,
+) -> Result<(T, &'de str), JsonError> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let text = std::str::from_utf8(bytes).map_err(|e| JsonError {
         path: String::new(),
@@ -131,10 +152,8 @@ pub fn parse(bytes: &[u8]) -> Result<Value, JsonError> {
     })?;
     let mut state = State::default();
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let parsed = Strict { state: &mut state }
-        .deserialize(&mut deserializer)
-        .and_then(|value| deserializer.end().map(|()| value));
-    parsed.map_err(|e| {
+    let parsed = visit(&mut state, &mut deserializer).and_then(|value| deserializer.end().map(|()| value));
+    parsed.map(|value| (value, text)).map_err(|e| {
         let truncated = e.classify() == serde_json::error::Category::Eof;
         let problem = state.problem.take().unwrap_or_else(|| {
             if truncated {
@@ -159,23 +178,40 @@ fn message_of(e: &serde_json::Error) -> String {
     full.strip_suffix(&suffix).map(str::to_owned).unwrap_or(full)
 }
 
-enum Segment {
+/// A key is borrowed from the text unless it had escapes to decode.
+enum Segment<'de> {
     Index(usize),
-    Key(String),
+    Key(Cow<'de, str>),
 }
 
 /// Where the parse is. On an error the path is left as it was at the failing value.
 #[derive(Default)]
-struct State {
-    path: Vec<Segment>,
+struct State<'de> {
+    path: Vec<Segment<'de>>,
     /// Set by the visitor for the problems it finds itself.
     problem: Option<JsonProblem>,
 }
 
-impl State {
+impl<'de> State<'de> {
     fn refuse<E: de::Error>(&mut self, problem: JsonProblem) -> E {
         self.problem = Some(problem);
         E::custom("refused")
+    }
+
+    /// The depth of the container being entered: one more than the values around it.
+    fn enter<E: de::Error>(&mut self) -> Result<(), E> {
+        if self.path.len() + 1 > MAX_DEPTH {
+            return Err(self.refuse(JsonProblem::TooDeep));
+        }
+        Ok(())
+    }
+
+    /// Takes back the key pushed before its value was read (it is on top again).
+    fn pop_key<E: de::Error>(&mut self) -> Result<Cow<'de, str>, E> {
+        match self.path.pop() {
+            Some(Segment::Key(key)) => Ok(key),
+            _ => Err(self.refuse(JsonProblem::Syntax("unreadable object key".into()))),
+        }
     }
 }
 
@@ -183,7 +219,7 @@ impl State {
 const MAX_SEGMENTS_SHOWN: usize = 12;
 
 /// `[2].data.items[0]`; a very deep path as its first 8 and last 3 segments around `…`.
-fn render_path(path: &[Segment]) -> String {
+fn render_path(path: &[Segment<'_>]) -> String {
     if path.len() > MAX_SEGMENTS_SHOWN {
         let (head, tail) = (&path[..8], &path[path.len() - 3..]);
         return format!("{}…{}", render_path(head), render_path(tail));
@@ -223,11 +259,11 @@ fn shortened(key: &str) -> String {
 }
 
 /// Builds a `Value`, checking depth and duplicate keys on the way.
-struct Strict<'a> {
-    state: &'a mut State,
+struct Strict<'s, 'de> {
+    state: &'s mut State<'de>,
 }
 
-impl<'de> DeserializeSeed<'de> for Strict<'_> {
+impl<'de> DeserializeSeed<'de> for Strict<'_, 'de> {
     type Value = Value;
 
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
@@ -235,17 +271,7 @@ impl<'de> DeserializeSeed<'de> for Strict<'_> {
     }
 }
 
-impl Strict<'_> {
-    /// The depth of the container being entered: one more than the values around it.
-    fn enter<E: de::Error>(&mut self) -> Result<(), E> {
-        if self.state.path.len() + 1 > MAX_DEPTH {
-            return Err(self.state.refuse(JsonProblem::TooDeep));
-        }
-        Ok(())
-    }
-}
-
-impl<'de> Visitor<'de> for Strict<'_> {
+impl<'de> Visitor<'de> for Strict<'_, 'de> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -292,8 +318,8 @@ impl<'de> Visitor<'de> for Strict<'_> {
         deserializer.deserialize_any(self)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
-        self.enter()?;
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        self.state.enter()?;
         let mut items = Vec::new();
         loop {
             self.state.path.push(Segment::Index(items.len()));
@@ -307,17 +333,13 @@ impl<'de> Visitor<'de> for Strict<'_> {
         Ok(Value::Array(items))
     }
 
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
-        self.enter()?;
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        self.state.enter()?;
         let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
+        while let Some(key) = map.next_key_seed(Key)? {
             self.state.path.push(Segment::Key(key));
             let value = map.next_value_seed(Strict { state: self.state })?;
-            // The key pushed above is on top again: take it back rather than copy it.
-            let Some(Segment::Key(key)) = self.state.path.pop() else {
-                return Err(self.state.refuse(JsonProblem::Syntax("unreadable object key".into())));
-            };
-            match object.entry(key) {
+            match object.entry(self.state.pop_key()?.into_owned()) {
                 Entry::Vacant(slot) => {
                     slot.insert(value);
                 }
@@ -328,6 +350,164 @@ impl<'de> Visitor<'de> for Strict<'_> {
             }
         }
         Ok(Value::Object(object))
+    }
+}
+
+/// An object key, borrowed from the text when it has no escapes.
+pub(crate) struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v))
+    }
+}
+
+/// Makes [`Strict`]'s checks while keeping nothing but each open object's keys.
+struct Check<'s, 'de> {
+    state: &'s mut State<'de>,
+}
+
+impl<'de> DeserializeSeed<'de> for Check<'_, 'de> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Check<'_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        // As in `Strict`: a non-finite number would have no JSON form.
+        if v.is_finite() {
+            Ok(())
+        } else {
+            Err(self.state.refuse(JsonProblem::Syntax("number out of range".into())))
+        }
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.state.enter()?;
+        let mut index = 0;
+        loop {
+            self.state.path.push(Segment::Index(index));
+            if seq.next_element_seed(Check { state: self.state })?.is_none() {
+                break;
+            }
+            self.state.path.pop();
+            index += 1;
+        }
+        self.state.path.pop();
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.state.enter()?;
+        let mut seen = KeySet::default();
+        while let Some(key) = map.next_key_seed(Key)? {
+            self.state.path.push(Segment::Key(key));
+            map.next_value_seed(Check { state: self.state })?;
+            let key = self.state.pop_key()?;
+            if let Err(key) = seen.insert(key) {
+                return Err(self.state.refuse(JsonProblem::DuplicateKey(shortened(&key))));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The keys seen so far in one object. Most objects have a handful of keys, which a
+/// scan of a vector checks faster than hashing; a large one gets a set.
+enum KeySet<'de> {
+    Few(Vec<Cow<'de, str>>),
+    Many(HashSet<Cow<'de, str>>),
+}
+
+/// Past this many keys an object's keys go into a set.
+const FEW_KEYS: usize = 16;
+
+impl Default for KeySet<'_> {
+    fn default() -> Self {
+        Self::Few(Vec::new())
+    }
+}
+
+impl<'de> KeySet<'de> {
+    /// Adds `key`, or gives it back when the object already has it.
+    fn insert(&mut self, key: Cow<'de, str>) -> Result<(), Cow<'de, str>> {
+        match self {
+            Self::Few(keys) if keys.contains(&key) => Err(key),
+            Self::Few(keys) if keys.len() < FEW_KEYS => {
+                keys.push(key);
+                Ok(())
+            }
+            Self::Few(keys) => {
+                let mut set: HashSet<_> = keys.drain(..).collect();
+                set.insert(key);
+                *self = Self::Many(set);
+                Ok(())
+            }
+            Self::Many(set) if set.contains(&key) => Err(key),
+            Self::Many(set) => {
+                set.insert(key);
+                Ok(())
+            }
+        }
     }
 }
 
@@ -414,6 +594,39 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "the request body is not UTF-8: invalid byte sequence at offset 9"
+        );
+    }
+
+    #[test]
+    fn validate_refuses_what_parse_refuses_in_the_same_words() {
+        let many_keys: String = (0..40).map(|i| format!("\"k{i}\": {i},")).collect();
+        let bodies = [
+            r#"[{"id": "1", "data": {"a": [1, {"b": null}], "c": "x\u00e9"}}]"#.to_owned(),
+            r#"[{"id": "1"}, {"data": {"a": 1, "b": 2, "a": 3}}]"#.to_owned(),
+            r#"{"a": 1, "\u0061": 2}"#.to_owned(),
+            format!("{{{many_keys} \"k7\": 0}}"),
+            format!("{{{many_keys} \"last\": 0}}"),
+            format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1)),
+            "{\"a\":".repeat(10_000),
+            r#"[{"id": "1", "data": {"n": 1e400}}]"#.to_owned(),
+            r#"[{"id": "#.to_owned(),
+            "[] []".to_owned(),
+            r#"["\ud800"]"#.to_owned(),
+            "{\"a\":\"\u{1}\"}".to_owned(),
+            String::new(),
+            "\u{feff}{}".to_owned(),
+        ];
+        for body in &bodies {
+            assert_eq!(
+                validate(body.as_bytes()).map(|_| ()),
+                parse(body.as_bytes()).map(|_| ()),
+                "{body:.80}"
+            );
+        }
+        assert_eq!(validate(b"\xEF\xBB\xBF [1] "), Ok(" [1] "));
+        assert_eq!(
+            validate(b"[{\"id\": \"\xff\"}]").unwrap_err().problem,
+            JsonProblem::NotUtf8 { offset: 9 }
         );
     }
 

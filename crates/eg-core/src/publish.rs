@@ -16,6 +16,11 @@
 //!   (`application/json`, none) leniently as an array or a single object. Other
 //!   `application/cloudevents…` types (binary or non-JSON formats) are refused.
 //!
+//! Event Grid and CloudEvents bodies are checked whole by `json::validate` (duplicate
+//! keys, depth, UTF-8, syntax: the same errors as a parse) and then read borrowed from
+//! their text, so no tree is built for an event's `data`, which is stored as sent. A
+//! custom-schema body is parsed into values: its mapping reads paths of each object.
+//!
 //! A namespace publish (`POST /topics/{topic}:publish`, Event Grid's namespace data
 //! plane) is stricter, as Event Grid is: [`check_namespace_publish`] wants a
 //! CloudEvents topic and one of the two structured content types before the body is
@@ -23,12 +28,13 @@
 //! limit of 1,000 events. The body is then parsed like any CloudEvents publish.
 
 use crate::api_error::InvalidField;
-use crate::event::{AcceptedEvent, EventGridEvent, InputSchemaMapping, cloudevents};
+use crate::event::{AcceptedEvent, InputSchemaMapping, cloudevents, eventgrid, raw};
 use crate::json::{self, JsonError};
 use crate::schema::InputSchema;
 use crate::time::UnixMillis;
 use crate::topic::Topic;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::fmt;
 
 /// Limits on what one publish request may hold.
@@ -230,12 +236,7 @@ impl PublishedBatch {
                     content_type: content_type.unwrap_or_default().trim().to_owned(),
                 })
             }
-            InputSchema::EventGridSchema => {
-                let items = json_array(body)?;
-                accept_all(items, limits, |item| {
-                    EventGridEvent::from_published(item, &topic_id).map(|e| e.accepted())
-                })
-            }
+            InputSchema::EventGridSchema => Self::parse_event_grid(body, &topic_id, limits),
             InputSchema::CustomEventSchema => {
                 let items = json_array(body)?;
                 // A custom topic always has a mapping (`Topic::from_resource` sees to it);
@@ -248,53 +249,94 @@ impl PublishedBatch {
             InputSchema::CloudEventSchemaV1_0 => {
                 let items = match body_type {
                     BodyType::OtherCloudEvents(t) => return Err(PublishError::UnsupportedContentType(t)),
-                    BodyType::CloudEvent => match json_value(body)? {
-                        item @ Value::Object(_) => vec![item],
+                    BodyType::CloudEvent => match raw_value(body)? {
+                        item if item.get().starts_with('{') => vec![item],
                         _ => return Err(PublishError::NotAnObject),
                     },
-                    BodyType::CloudEventBatch => json_array(body)?,
-                    BodyType::Json => match json_value(body)? {
-                        Value::Array(items) => items,
-                        item @ Value::Object(_) => vec![item],
-                        _ => return Err(PublishError::NotAnArray),
+                    BodyType::CloudEventBatch => raw_array(body)?,
+                    BodyType::Json => match raw_value(body)? {
+                        item if item.get().starts_with('{') => vec![item],
+                        items => raw_elements(items)?,
                     },
                 };
-                accept_all(items, limits, cloudevents::accept)
+                accept_all(items, limits, cloudevents::accept_raw)
             }
         }
     }
 
     /// Parses an Event Grid schema publish body for the topic whose id is `topic_id`.
     pub fn parse_event_grid(body: &[u8], topic_id: &str, limits: PublishLimits) -> Result<Self, PublishError> {
-        let items = json_array(body)?;
-        accept_all(items, limits, |item| {
-            EventGridEvent::from_published(item, topic_id).map(|e| e.accepted())
-        })
+        let text = checked_text(body)?;
+        if !text.trim_start().starts_with('[') {
+            return Err(PublishError::NotAnArray);
+        }
+        let items = raw::events_of(text).map_err(unreadable)?;
+        accept_all(items, limits, |item| eventgrid::accept_raw(item, topic_id))
     }
 }
 
 /// The body as one strict JSON value ([`crate::json`]), problems located as
-/// `events[i]…`: in an array of events from its index, in a single event (a
-/// CloudEvent) as `events[0]`.
+/// `events[i]…` ([`located`]).
 fn json_value(body: &[u8]) -> Result<Value, PublishError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(PublishError::EmptyBody);
     }
-    json::parse(body).map_err(|mut e| {
-        // A publish cut short is wrong as a whole, not at the event the reader was in.
-        if matches!(e.problem, json::JsonProblem::Truncated(_)) {
-            e.path.clear();
-        }
-        // Only an object has keys: a duplicate at the top is in a single event.
-        let e = if e.path.starts_with('[') {
-            e.within("events")
-        } else if !e.path.is_empty() || matches!(e.problem, json::JsonProblem::DuplicateKey(_)) {
-            e.within("events[0]")
-        } else {
-            e
-        };
-        PublishError::MalformedJson(e)
+    json::parse(body).map_err(located)
+}
+
+/// The body checked as strictly as [`json_value`] reads it, with the same errors, but
+/// kept as text: events are then read borrowed from it and nothing is built for `data`.
+fn raw_value(body: &[u8]) -> Result<&RawValue, PublishError> {
+    serde_json::from_str(checked_text(body)?).map_err(unreadable)
+}
+
+/// The body's text, once [`json::validate`] found nothing to refuse.
+fn checked_text(body: &[u8]) -> Result<&str, PublishError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(PublishError::EmptyBody);
+    }
+    json::validate(body).map_err(located)
+}
+
+/// The elements of a checked body that must be an array.
+fn raw_array(body: &[u8]) -> Result<Vec<&RawValue>, PublishError> {
+    raw_elements(raw_value(body)?)
+}
+
+fn raw_elements(value: &RawValue) -> Result<Vec<&RawValue>, PublishError> {
+    if !value.get().starts_with('[') {
+        return Err(PublishError::NotAnArray);
+    }
+    serde_json::from_str(value.get()).map_err(unreadable)
+}
+
+/// Text that passed `json::validate` and that serde_json then failed to read: not
+/// expected, but refused rather than trusted.
+fn unreadable(e: serde_json::Error) -> PublishError {
+    PublishError::MalformedJson(JsonError {
+        path: String::new(),
+        problem: json::JsonProblem::Syntax(e.to_string()),
+        line: 0,
+        column: 0,
     })
+}
+
+/// A problem in the body, named for the publisher: in an array of events from its
+/// index, in a single event (a CloudEvent) as `events[0]`.
+fn located(mut e: JsonError) -> PublishError {
+    // A publish cut short is wrong as a whole, not at the event the reader was in.
+    if matches!(e.problem, json::JsonProblem::Truncated(_)) {
+        e.path.clear();
+    }
+    // Only an object has keys: a duplicate at the top is in a single event.
+    let e = if e.path.starts_with('[') {
+        e.within("events")
+    } else if !e.path.is_empty() || matches!(e.problem, json::JsonProblem::DuplicateKey(_)) {
+        e.within("events[0]")
+    } else {
+        e
+    };
+    PublishError::MalformedJson(e)
 }
 
 fn json_array(body: &[u8]) -> Result<Vec<Value>, PublishError> {
@@ -306,10 +348,10 @@ fn json_array(body: &[u8]) -> Result<Vec<Value>, PublishError> {
 
 /// Accepts every item or none: the count limit, each item's validation, then the size
 /// of its stored form.
-fn accept_all(
-    items: Vec<Value>,
+fn accept_all<T>(
+    items: Vec<T>,
     limits: PublishLimits,
-    mut accept: impl FnMut(Value) -> Result<AcceptedEvent, InvalidField>,
+    mut accept: impl FnMut(T) -> Result<AcceptedEvent, InvalidField>,
 ) -> Result<PublishedBatch, PublishError> {
     if items.is_empty() {
         return Err(PublishError::Empty);
@@ -341,6 +383,7 @@ fn accept_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::EventGridEvent;
     use serde_json::json;
 
     const TOPIC: &str = "/topics/orders";
@@ -454,6 +497,105 @@ mod tests {
         let err = PublishedBatch::parse_event_grid(json!([big]).to_string().as_bytes(), TOPIC, limits).unwrap_err();
         assert!(err.is_too_large());
     }
+    fn parse_text(body: &str) -> Result<PublishedBatch, PublishError> {
+        PublishedBatch::parse_event_grid(body.as_bytes(), TOPIC, PublishLimits::default())
+    }
+
+    const HEAD: &str = r#""id":"1","subject":"/a","eventType":"Created","eventTime":"2026-11-21T10:00:00Z""#;
+
+    #[test]
+    fn data_is_checked_as_strictly_as_the_rest() {
+        let err = parse_text(&format!(
+            r#"[{{{HEAD}}}, {{{HEAD},"data":{{"a":1,"b":{{"c":1,"c":2}}}}}}]"#
+        ))
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "events[1].data.b has the key \"c\" twice (a JSON object must not repeat a key) at line 1 column 198"
+        );
+        let deep = format!(r#"[{{{HEAD},"data":{}1{}}}]"#, "[".repeat(63), "]".repeat(63));
+        let err = parse_text(&deep).unwrap_err();
+        assert!(
+            err.to_string().contains("is nested too deeply: at most 64 levels"),
+            "{err}"
+        );
+        assert!(err.to_string().starts_with("events[0].data[0]"), "{err}");
+        let ok = format!(r#"[{{{HEAD},"data":{}1{}}}]"#, "[".repeat(62), "]".repeat(62));
+        assert!(parse_text(&ok).is_ok());
+    }
+
+    #[test]
+    fn data_is_stored_as_published() {
+        let data = "{\n  \"name\": \"caf\\u00e9 \\\"x\\\"\",\t\"n\": 1.50, \"big\": 18446744073709551616 }";
+        let batch = parse_text(&format!("[ {{{HEAD}, \"data\" : {data} }} ]")).unwrap();
+        let stored = &batch.events[0].json;
+        assert!(stored.contains(&format!("\"data\":{data},")), "{stored}");
+        let e: Value = serde_json::from_str(stored).unwrap();
+        assert_eq!(e["data"]["name"], "café \"x\"");
+        assert_eq!(e["data"]["n"], 1.5);
+    }
+
+    #[test]
+    fn the_stored_form_has_the_fields_it_always_had() {
+        let batch = parse_text(&format!(r#"[{{{HEAD},"data":{{"k":1}}}}]"#)).unwrap();
+        assert_eq!(
+            batch.events[0].json,
+            r#"{"data":{"k":1},"dataVersion":"","eventTime":"2026-11-21T10:00:00Z","eventType":"Created","id":"1","metadataVersion":"1","subject":"/a","topic":"/topics/orders"}"#
+        );
+        // Published topic (any case) and metadataVersion are replaced by the stamped ones;
+        // data null is kept, data absent stays absent.
+        let body = format!(
+            r#"[{{{HEAD},"topic":"/TOPICS/orders","metadataVersion":null,"dataVersion":"2","data":null}}, {{{HEAD}}}]"#
+        );
+        let batch = parse_text(&body).unwrap();
+        let first: Value = serde_json::from_str(&batch.events[0].json).unwrap();
+        assert_eq!(first["topic"], TOPIC);
+        assert_eq!(first["metadataVersion"], "1");
+        assert_eq!(first["dataVersion"], "2");
+        assert_eq!(first.get("data"), Some(&Value::Null));
+        let second: Value = serde_json::from_str(&batch.events[1].json).unwrap();
+        assert_eq!(second.get("data"), None);
+        assert_eq!(batch.events[1].id(), "1");
+    }
+
+    /// The text path refuses and stores exactly what the `Value` path does.
+    #[test]
+    fn read_from_text_as_from_a_value() {
+        let mut cases = vec![event(), json!(1), json!([event()]), json!({})];
+        for (field, value) in [
+            ("id", json!("")),
+            ("id", json!(5)),
+            ("subject", Value::Null),
+            ("eventType", json!("")),
+            ("eventTime", json!("yesterday")),
+            ("dataVersion", json!({})),
+            ("metadataVersion", json!("2")),
+            ("topic", json!("/topics/other")),
+            ("topic", json!(true)),
+            ("zeta", json!(1)),
+            ("alpha", json!(1)),
+            ("subject", json!("needs \"escapes\"\n")),
+        ] {
+            let mut e = event();
+            e[field] = value;
+            cases.push(e);
+        }
+        // Of several unknown fields, the first in key order is named.
+        let mut e = event();
+        e["zeta"] = json!(1);
+        e["beta"] = json!(2);
+        cases.push(e);
+        for case in cases {
+            let text = format!("[{case}]");
+            let item = raw::events_of(&text).unwrap().remove(0);
+            assert_eq!(
+                eventgrid::accept_raw(item, TOPIC),
+                EventGridEvent::from_published(case.clone(), TOPIC).map(|e| e.accepted()),
+                "{text}"
+            );
+        }
+    }
+
     mod dispatch {
         use super::*;
         use crate::names::TopicName;

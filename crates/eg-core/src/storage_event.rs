@@ -366,14 +366,14 @@ mod tests {
         let event = blob_created(&written(&store, Some(AZURE_ID)), at());
 
         let as_event_grid = stored_form(&topic(InputSchema::EventGridSchema), &event).unwrap();
-        assert_eq!(as_event_grid.fields["eventType"], BLOB_CREATED);
+        assert_eq!(as_event_grid.fields()["eventType"], BLOB_CREATED);
         assert_eq!(as_event_grid.subject, event.subject);
 
         let as_cloud_event = stored_form(&topic(InputSchema::CloudEventSchemaV1_0), &event).unwrap();
-        assert_eq!(as_cloud_event.fields["type"], BLOB_CREATED);
-        assert_eq!(as_cloud_event.fields["source"], AZURE_ID);
-        assert_eq!(as_cloud_event.fields["subject"], event.subject.as_str());
-        assert_eq!(as_cloud_event.fields["data"]["url"], written(&store, None).url);
+        assert_eq!(as_cloud_event.fields()["type"], BLOB_CREATED);
+        assert_eq!(as_cloud_event.fields()["source"], AZURE_ID);
+        assert_eq!(as_cloud_event.fields()["subject"], event.subject.as_str());
+        assert_eq!(as_cloud_event.fields()["data"]["url"], written(&store, None).url);
 
         let refused = stored_form(&topic(InputSchema::CustomEventSchema), &event).unwrap_err();
         assert!(refused.to_string().contains("dead-letter-events"), "{refused}");

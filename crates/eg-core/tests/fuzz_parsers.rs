@@ -332,6 +332,18 @@ proptest! {
         }
     }
 
+    /// Checking without building refuses exactly what the parse refuses, in the same words.
+    #[test]
+    fn validating_agrees_with_parsing(
+        body in prop_oneof![
+            arb_json().prop_map(|v| serde_json::to_vec(&v).unwrap()),
+            arb_mutated(arb_json().prop_map(|v| serde_json::to_vec(&v).unwrap())),
+            prop::collection::vec(any::<u8>(), 0..64),
+        ]
+    ) {
+        prop_assert_eq!(json::validate(&body).map(|_| ()), json::parse(&body).map(|_| ()));
+    }
+
     #[test]
     fn generated_json_round_trips_through_the_strict_reader(value in arb_json()) {
         let text = serde_json::to_string(&value).unwrap();

@@ -1,18 +1,23 @@
 //! One validated event in the form every later step uses, whatever its schema.
 
-use crate::routing::Routing;
+use crate::routing::{EventFields, Routing};
 use serde_json::{Map, Value};
+use std::fmt;
+use std::sync::OnceLock;
 
-/// A validated event, whatever its schema: its stored JSON form (serialized once for
-/// the size check and reused as the body that is stored) and what filters read.
-#[derive(Debug, Clone, PartialEq)]
+/// A validated event, whatever its schema: its stored JSON form (written once, measured
+/// by the size check and stored as is) and what filters read.
+#[derive(Clone)]
 pub struct AcceptedEvent {
     /// The event as stored: Event Grid schema, a CloudEvent, or a custom event's
     /// Event Grid envelope (the published object in `data`).
     pub json: String,
-    pub fields: Map<String, Value>,
     pub event_type: String,
     pub subject: String,
+    id: String,
+    /// The stored event as a tree, built only when a filter reads a field of it
+    /// (most filters read the type and subject only).
+    fields: OnceLock<Map<String, Value>>,
 }
 
 impl AcceptedEvent {
@@ -20,24 +25,112 @@ impl AcceptedEvent {
     pub fn new(fields: Map<String, Value>, event_type: String, subject: String) -> Self {
         // Serializing a map of `Value`s cannot fail.
         let json = serde_json::to_string(&fields).unwrap_or_default();
+        let id = fields.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
         Self {
             json,
-            fields,
             event_type,
             subject,
+            id,
+            fields: OnceLock::from(fields),
+        }
+    }
+
+    /// An event whose stored form is already written: `json` is a JSON object whose
+    /// `id` (Event Grid) or `id` attribute (CloudEvents) is `id`.
+    pub fn stored(json: String, id: String, event_type: String, subject: String) -> Self {
+        Self {
+            json,
+            event_type,
+            subject,
+            id,
+            fields: OnceLock::new(),
         }
     }
 
     /// The event's own `id` (every accepted form has one).
     pub fn id(&self) -> &str {
-        self.fields.get("id").and_then(Value::as_str).unwrap_or_default()
+        &self.id
+    }
+
+    /// The stored event's top-level fields, parsed on first use.
+    pub fn fields(&self) -> &Map<String, Value> {
+        // The stored form is a JSON object this service wrote or validated; an empty
+        // map could only come from a bug, and then matches no field filter.
+        self.fields
+            .get_or_init(|| serde_json::from_str(&self.json).unwrap_or_default())
     }
 
     pub fn routing(&self) -> Routing<'_> {
         Routing {
             event_type: &self.event_type,
             subject: &self.subject,
-            fields: &self.fields,
+            fields: self,
         }
+    }
+}
+
+impl EventFields for AcceptedEvent {
+    fn field(&self, name: &str) -> Option<&Value> {
+        self.fields().get(name)
+    }
+}
+
+/// Two accepted events are equal when they store the same thing; whether their fields
+/// were parsed yet does not matter.
+impl PartialEq for AcceptedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        self.json == other.json
+            && self.event_type == other.event_type
+            && self.subject == other.subject
+            && self.id == other.id
+    }
+}
+
+impl fmt::Debug for AcceptedEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcceptedEvent")
+            .field("json", &self.json)
+            .field("event_type", &self.event_type)
+            .field("subject", &self.subject)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::filter::EventFilter;
+    use crate::publish::{PublishLimits, PublishedBatch};
+    use serde_json::json;
+
+    fn accepted(data: &str) -> super::AcceptedEvent {
+        let body = format!(
+            r#"[{{"id":"1","subject":"/orders/1","eventType":"Order.Created","eventTime":"2026-11-21T10:00:00Z","data":{data}}}]"#
+        );
+        let mut batch =
+            PublishedBatch::parse_event_grid(body.as_bytes(), "/topics/orders", PublishLimits::default()).unwrap();
+        batch.events.remove(0)
+    }
+
+    fn filter(v: serde_json::Value) -> EventFilter {
+        EventFilter::from_json(&v).unwrap()
+    }
+
+    #[test]
+    fn fields_are_parsed_only_when_a_filter_reads_one() {
+        let event = accepted(r#"{ "x": "caf\u00e9", "n": 150 }"#);
+        let by_subject = filter(json!({"subjectBeginsWith": "/orders/", "includedEventTypes": ["Order.Created"]}));
+        assert!(by_subject.matches(&event.routing()));
+        assert!(event.fields.get().is_none(), "a subject filter parsed the event");
+
+        let by_data = filter(json!({"advancedFilters": [
+            {"operatorType": "StringIn", "key": "data.x", "values": ["café"]},
+            {"operatorType": "NumberGreaterThan", "key": "data.n", "value": 100}
+        ]}));
+        assert!(by_data.matches(&event.routing()));
+        assert!(event.fields.get().is_some());
+        let other =
+            filter(json!({"advancedFilters": [{"operatorType": "StringIn", "key": "data.x", "values": ["tea"]}]}));
+        assert!(!other.matches(&event.routing()));
+        assert_eq!(event.routing().lookup("topic"), Some(&json!("/topics/orders")));
     }
 }

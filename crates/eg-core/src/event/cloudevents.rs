@@ -1,7 +1,7 @@
 //! CloudEvents 1.0 in structured JSON mode (spec §1): validating one published event.
 //!
-//! The stored form of a CloudEvent is the event as published, attribute for attribute,
-//! so a subscriber receives what the publisher sent. Validation follows the CloudEvents
+//! The stored form of a CloudEvent is the event as published, byte for byte (a publish
+//! reads it with [`accept_raw`]), so a subscriber receives what the publisher sent. Validation follows the CloudEvents
 //! 1.0 core specification and its JSON format:
 //! - required: `id`, `source` (a URI-reference), `type` (non-empty strings) and
 //!   `specversion` = `"1.0"`;
@@ -17,9 +17,11 @@
 
 use crate::api_error::InvalidField;
 use crate::event::accepted::AcceptedEvent;
+use crate::event::raw::{self, RawFields, raw_type};
 use crate::json::json_type;
 use base64::Engine;
 use chrono::DateTime;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 pub const SPEC_VERSION: &str = "1.0";
@@ -48,20 +50,44 @@ const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::n
 /// Validates one published CloudEvent and returns its accepted (stored) form.
 pub fn accept(item: Value) -> Result<AcceptedEvent, InvalidField> {
     let Value::Object(fields) = item else {
-        return Err(InvalidField::new(
-            "",
-            format!(
-                "each event must be a JSON object (a CloudEvent), got {}",
-                json_type(&item)
-            ),
-        ));
+        return Err(not_an_object(json_type(&item)));
     };
-    let (event_type, subject) = validate(&fields)?;
+    let has_data = fields.get("data").is_some_and(|v| !v.is_null());
+    let (event_type, subject) = validate(&fields, has_data)?;
     Ok(AcceptedEvent::new(fields, event_type, subject))
 }
 
+/// Validates one published CloudEvent read from its text, as [`accept`] does; its
+/// stored form is that text, byte for byte. Only the attributes are parsed: `data` is
+/// seen only as there or not.
+pub fn accept_raw(item: &RawValue) -> Result<AcceptedEvent, InvalidField> {
+    let fields = RawFields::of(item).ok_or_else(|| not_an_object(raw_type(item)))?;
+    let mut attributes = Map::new();
+    let mut has_data = false;
+    for (name, value) in fields.iter() {
+        if name == "data" {
+            has_data = !raw::is_null(value);
+            continue;
+        }
+        let value = serde_json::from_str(value.get())
+            .map_err(|e| InvalidField::new(name, format!("is not valid JSON: {e}")))?;
+        attributes.insert(name.to_owned(), value);
+    }
+    let (event_type, subject) = validate(&attributes, has_data)?;
+    let id = required_non_empty(&attributes, "id")?.to_owned();
+    Ok(AcceptedEvent::stored(item.get().to_owned(), id, event_type, subject))
+}
+
+fn not_an_object(found: &str) -> InvalidField {
+    InvalidField::new(
+        "",
+        format!("each event must be a JSON object (a CloudEvent), got {found}"),
+    )
+}
+
 /// Checks every attribute; returns the event's `type` and `subject` (`""` when absent).
-fn validate(fields: &Map<String, Value>) -> Result<(String, String), InvalidField> {
+/// `has_data` says whether the event carries a `data` that is not `null`.
+fn validate(fields: &Map<String, Value>, has_data: bool) -> Result<(String, String), InvalidField> {
     match fields.get("specversion") {
         Some(Value::String(v)) if v == SPEC_VERSION => {}
         Some(Value::String(v)) => {
@@ -100,7 +126,6 @@ fn validate(fields: &Map<String, Value>) -> Result<(String, String), InvalidFiel
             format!("{schema:?} is not an absolute URI"),
         ));
     }
-    let has_data = fields.get("data").is_some_and(|v| !v.is_null());
     if let Some(encoded) = optional_string(fields, "data_base64")? {
         if has_data {
             return Err(InvalidField::new(
@@ -282,6 +307,40 @@ mod tests {
         );
         assert!(problem(with("list", json!([1]))).contains("got an array"));
         assert!(problem(with("nothing", Value::Null)).contains("got null"));
+    }
+
+    /// The text path refuses what the `Value` path refuses, and stores the text as sent.
+    #[test]
+    fn read_from_text_as_from_a_value() {
+        let mut cases = vec![event(), json!(5), json!([event()])];
+        for (key, value) in [
+            ("id", json!("")),
+            ("type", Value::Null),
+            ("time", json!("yesterday")),
+            ("data", json!({"k": [1, 2]})),
+            ("data", Value::Null),
+            ("data_base64", json!("aGVsbG8=")),
+            ("nested", json!({"a": 1})),
+            ("Upper", json!("v")),
+        ] {
+            cases.push(with(key, value));
+        }
+        let mut both = with("data_base64", json!("aGVsbG8="));
+        both["data"] = json!({});
+        cases.push(both);
+        for case in cases {
+            let text = serde_json::to_string_pretty(&case).unwrap();
+            let raw: &RawValue = serde_json::from_str(&text).unwrap();
+            let from_text = accept_raw(raw);
+            match accept(case.clone()) {
+                Ok(a) => {
+                    let b = from_text.unwrap();
+                    assert_eq!(b.json, text);
+                    assert_eq!((b.id(), &b.event_type, &b.subject), (a.id(), &a.event_type, &a.subject));
+                }
+                Err(e) => assert_eq!(from_text.unwrap_err(), e, "{text}"),
+            }
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod accepted;
 pub mod cloudevents;
 pub mod custom;
 pub mod eventgrid;
+pub mod raw;
 
 pub use accepted::AcceptedEvent;
 pub use custom::InputSchemaMapping;

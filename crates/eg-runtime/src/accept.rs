@@ -9,6 +9,7 @@
 
 use eg_core::event::AcceptedEvent;
 use eg_core::{Delivery, TopicName, UnixMillis};
+use eg_store::codec;
 use eg_store::queue::EventToStore;
 use eg_store::{CatalogCache, CatalogSnapshot, Clock, PublishOutcome, Store, StoreError, TopicEntry};
 use std::collections::HashSet;
@@ -126,6 +127,18 @@ fn queue_subscriptions(entry: &TopicEntry) -> HashSet<String> {
         .collect()
 }
 
+/// The id of delivery `index` of `matched` deliveries of the event `event_key`: a lone
+/// delivery is named like its event, so its carried record can leave the event key out
+/// (`codec::encode_carried_delivery`); several are named `<event key>-<index>`, so they
+/// can be stored as one fan-out entry listing their subscriptions (`codec::encode_fan_out`).
+fn delivery_id(event_key: &str, index: usize, matched: usize) -> String {
+    if matched == 1 {
+        event_key.to_owned()
+    } else {
+        codec::fan_out_delivery_id(event_key, index)
+    }
+}
+
 /// One stored event per event that matched something, with one delivery per match
 /// (each remembers the catalog version it was matched against).
 fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis, version: u64) -> Vec<EventToStore> {
@@ -133,24 +146,30 @@ fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis, versio
     events
         .iter()
         .filter_map(|accepted| {
-            // The event is named by its first delivery's id: unique, and a lone delivery's
-            // record can then leave its event key out (`codec::encode_carried_delivery`).
-            let mut event_key: Option<String> = None;
-            let deliveries: Vec<Delivery> = entry
+            let matched: Vec<_> = entry
                 .subscriptions
                 .iter()
                 .filter(|s| s.matches(&accepted.routing(), now))
-                .map(|s| {
-                    let id = uuid::Uuid::new_v4().simple().to_string();
-                    let key = event_key.get_or_insert_with(|| id.clone()).clone();
-                    Delivery::new(id, key, entry.topic.name.key(), s.name.key(), now)
-                        .with_format(format)
-                        .matched_at(version)
-                        .for_event(accepted.id())
+                .collect();
+            let event_key = uuid::Uuid::new_v4().simple().to_string();
+            let deliveries: Vec<Delivery> = matched
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    Delivery::new(
+                        delivery_id(&event_key, i, matched.len()),
+                        event_key.clone(),
+                        entry.topic.name.key(),
+                        s.name.key(),
+                        now,
+                    )
+                    .with_format(format)
+                    .matched_at(version)
+                    .for_event(accepted.id())
                 })
                 .collect();
-            Some(EventToStore {
-                event_key: event_key?,
+            (!deliveries.is_empty()).then(|| EventToStore {
+                event_key,
                 body: accepted.json.clone(),
                 deliveries,
             })

@@ -66,6 +66,11 @@ pub enum EntryLayout {
     /// The record and the event's body: the event's only delivery carries it, from the
     /// publish to its end or its first retry (which moves the body into an event hash).
     Carried = 2,
+    /// An event with several push deliveries, as published: the body and one fan-out
+    /// record ([`encode_fan_out`]) naming the matched subscriptions. The first reader
+    /// expands it (`expand_fan_out.lua`) into an event hash and one layout-1 entry per
+    /// delivery, so a pending fan-out costs one body and a few bytes per subscription.
+    FanOut = 3,
 }
 
 impl EntryLayout {
@@ -75,6 +80,7 @@ impl EntryLayout {
         match field {
             None | Some("1") => Ok(Self::EventHash),
             Some("2") => Ok(Self::Carried),
+            Some("3") => Ok(Self::FanOut),
             Some(other) => Err(other.to_owned()),
         }
     }
@@ -84,6 +90,7 @@ impl EntryLayout {
         match self {
             Self::EventHash => "1",
             Self::Carried => "2",
+            Self::FanOut => "3",
         }
     }
 }
@@ -212,6 +219,93 @@ pub fn decode_delivery(raw: &str) -> Result<Delivery, Malformed> {
         catalog_version: record.catalog_version,
         event_id: record.event_id.into_owned(),
     })
+}
+
+/// The id of delivery `index` (from 0) of a fanned-out event: its event key, a dash,
+/// the index. The ingress names a fan-out's deliveries so, which lets a fan-out record
+/// list subscriptions alone and its expansion give every delivery the id it was
+/// published with.
+pub fn fan_out_delivery_id(event_key: &str, index: usize) -> String {
+    format!("{event_key}-{index}")
+}
+
+/// A fan-out record as stored (layout 3): what the deliveries of one event share, and
+/// the subscriptions they go to, in order.
+#[derive(Serialize, Deserialize)]
+struct FanOutRecord<'a> {
+    #[serde(rename = "ev", borrow)]
+    event_key: Cow<'a, str>,
+    #[serde(rename = "t", borrow)]
+    topic: Cow<'a, str>,
+    #[serde(rename = "ss", borrow)]
+    subscriptions: Vec<Cow<'a, str>>,
+    #[serde(rename = "p")]
+    published_at: i64,
+    #[serde(rename = "f", default, skip_serializing_if = "StoredFormat::is_event_grid")]
+    format: StoredFormat,
+    #[serde(rename = "cv", default, skip_serializing_if = "is_zero")]
+    catalog_version: u64,
+    #[serde(rename = "e", default, skip_serializing_if = "str::is_empty", borrow)]
+    event_id: Cow<'a, str>,
+}
+
+/// The fan-out record of an event's push deliveries (layout 3), or `None` when they do
+/// not have its shape: at least two, named by [`fan_out_delivery_id`] in order, not yet
+/// attempted, one topic, and the same publish time, format, catalog version and event
+/// id. Deliveries of another shape are stored one entry each.
+pub fn encode_fan_out(event_key: &str, deliveries: &[Delivery]) -> Option<String> {
+    let first = deliveries.first()?;
+    let same_shape = deliveries.len() > 1
+        && deliveries.iter().enumerate().all(|(i, d)| {
+            d.id == fan_out_delivery_id(event_key, i)
+                && d.event_key == event_key
+                && d.attempts == 0
+                && d.last.is_none()
+                && d.topic == first.topic
+                && d.published_at == first.published_at
+                && d.format == first.format
+                && d.catalog_version == first.catalog_version
+                && d.event_id == first.event_id
+        });
+    if !same_shape {
+        return None;
+    }
+    let record = FanOutRecord {
+        event_key: Cow::Borrowed(event_key),
+        topic: Cow::Borrowed(&first.topic),
+        subscriptions: deliveries
+            .iter()
+            .map(|d| Cow::Borrowed(d.subscription.as_str()))
+            .collect(),
+        published_at: first.published_at.0,
+        format: first.format,
+        catalog_version: first.catalog_version,
+        event_id: Cow::Borrowed(&first.event_id),
+    };
+    // Strings and numbers only: serializing cannot fail.
+    serde_json::to_string(&record).ok()
+}
+
+/// The deliveries a fan-out record stands for, each as [`encode_fan_out`] took it.
+pub fn decode_fan_out(raw: &str) -> Result<Vec<Delivery>, Malformed> {
+    let record: FanOutRecord<'_> = serde_json::from_str(raw).map_err(Malformed::Delivery)?;
+    Ok(record
+        .subscriptions
+        .iter()
+        .enumerate()
+        .map(|(i, subscription)| Delivery {
+            id: fan_out_delivery_id(&record.event_key, i),
+            event_key: record.event_key.clone().into_owned(),
+            topic: record.topic.clone().into_owned(),
+            subscription: subscription.clone().into_owned(),
+            attempts: 0,
+            published_at: UnixMillis(record.published_at),
+            last: None,
+            format: record.format,
+            catalog_version: record.catalog_version,
+            event_id: record.event_id.clone().into_owned(),
+        })
+        .collect())
 }
 
 /// The entry half of a dead-letter record, as handed to `settle.lua` (which appends
@@ -415,6 +509,44 @@ mod tests {
         // Anything not implied is kept.
         let other = full_delivery();
         assert_eq!(encode_carried_delivery(&other), encode_delivery(&other));
+    }
+
+    #[test]
+    fn a_fan_out_record_stands_for_its_deliveries() {
+        let fan_out: Vec<Delivery> = ["audit", "billing", "ship"]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                Delivery::new(
+                    fan_out_delivery_id("k", i),
+                    "k".into(),
+                    "orders".into(),
+                    (*s).into(),
+                    UnixMillis(5),
+                )
+                .matched_at(7)
+                .for_event("evt-1")
+            })
+            .collect();
+        let raw = encode_fan_out("k", &fan_out).unwrap();
+        assert_eq!(
+            raw,
+            r#"{"ev":"k","t":"orders","ss":["audit","billing","ship"],"p":5,"cv":7,"e":"evt-1"}"#
+        );
+        assert_eq!(decode_fan_out(&raw).unwrap(), fan_out);
+
+        // Anything it could not say is stored one entry per delivery.
+        assert!(encode_fan_out("k", &fan_out[..1]).is_none(), "one delivery is carried");
+        let mut renamed = fan_out.clone();
+        renamed[1].id = "other".into();
+        assert!(encode_fan_out("k", &renamed).is_none());
+        let mut attempted = fan_out.clone();
+        attempted[2] = attempted[2].after_attempt(LastAttempt {
+            outcome: OutcomeName::Busy,
+            status: Some(503),
+            at: UnixMillis(9),
+        });
+        assert!(encode_fan_out("k", &attempted).is_none());
     }
 
     #[test]

@@ -58,6 +58,13 @@ impl ReadyDelivery {
     }
 }
 
+/// A held fan-out entry (layout 3) and the deliveries it stands for.
+struct FanOutEntry {
+    entry_id: String,
+    event_key: String,
+    deliveries: Vec<Delivery>,
+}
+
 /// What one promote call did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Promoted {
@@ -127,6 +134,19 @@ impl Store {
         let mut routed: Vec<Cow<str>> = Vec::new();
         for e in events {
             routed.push(e.body.as_str().into());
+            let all_push = e
+                .deliveries
+                .iter()
+                .all(|d| !queued.contains(&format!("{}/{}", d.topic, d.subscription)));
+            if let Some(fan_out) = all_push
+                .then(|| codec::encode_fan_out(&e.event_key, &e.deliveries))
+                .flatten()
+            {
+                // publish.lua: M = 0, then one fan-out record (layout 3).
+                routed.push("0".into());
+                routed.push(fan_out.into());
+                continue;
+            }
             routed.push(e.deliveries.len().to_string().into());
             let carried = e.deliveries.len() == 1;
             for d in &e.deliveries {
@@ -281,6 +301,7 @@ impl Store {
     ) -> Result<Vec<ReadyDelivery>, StoreError> {
         let mut out = Vec::with_capacity(ids.len());
         let mut poison = Vec::new();
+        let mut fan_outs: Vec<FanOutEntry> = Vec::new();
         for mut entry in ids {
             let layout: Option<String> = entry.get(codec::ENTRY_LAYOUT_FIELD);
             let layout = match codec::EntryLayout::of(layout.as_deref()) {
@@ -291,9 +312,23 @@ impl Store {
                 }
             };
             let raw: Option<String> = entry.get(codec::DELIVERY_FIELD);
+            if layout == codec::EntryLayout::FanOut {
+                match raw.as_deref().map(codec::decode_fan_out) {
+                    Some(Ok(deliveries)) if !deliveries.is_empty() => fan_outs.push(FanOutEntry {
+                        event_key: deliveries[0].event_key.clone(),
+                        entry_id: entry.id,
+                        deliveries,
+                    }),
+                    _ => {
+                        tracing::error!(stream = %partition.ready(), entry = %entry.id, record = ?raw, "removing a ready entry that is not a fan-out record");
+                        poison.push(entry.id);
+                    }
+                }
+                continue;
+            }
             let carried_body = match layout {
                 codec::EntryLayout::Carried => take_string(&mut entry, codec::ENTRY_BODY_FIELD),
-                codec::EntryLayout::EventHash => None,
+                codec::EntryLayout::EventHash | codec::EntryLayout::FanOut => None,
             };
             let carries_body = layout == codec::EntryLayout::Carried;
             match raw.as_deref().map(codec::decode_delivery) {
@@ -313,7 +348,29 @@ impl Store {
         if !poison.is_empty() {
             self.ack_delete(&partition.ready(), SENDERS_GROUP, &poison).await?;
         }
+        self.expand_fan_outs(partition, &fan_outs).await?;
         Ok(out)
+    }
+
+    /// Expands held fan-out entries (layout 3) into an event hash and one ready entry per
+    /// delivery (`expand_fan_out.lua`). Their deliveries are read next, like any others.
+    async fn expand_fan_outs(&self, partition: &Partition, fan_outs: &[FanOutEntry]) -> Result<(), StoreError> {
+        if fan_outs.is_empty() {
+            return Ok(());
+        }
+        let mut call = scripts::EXPAND_FAN_OUT.prepare_invoke();
+        call.key(partition.ready());
+        call.arg(SENDERS_GROUP).arg(fan_outs.len());
+        for fan_out in fan_outs {
+            call.key(partition.event(&fan_out.event_key));
+            call.arg(&fan_out.entry_id).arg(fan_out.deliveries.len());
+            for delivery in &fan_out.deliveries {
+                call.arg(codec::encode_delivery(delivery));
+            }
+        }
+        let mut conn = self.conn().await?;
+        let _expanded: u64 = call.invoke_async(&mut conn).await?;
+        Ok(())
     }
 
     /// The stored bodies of these events (`None` where an event is gone).

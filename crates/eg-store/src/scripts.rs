@@ -43,6 +43,7 @@ script!(QUEUE_RECEIVE, "queue_receive.lua");
 script!(QUEUE_DROP, "queue_drop.lua");
 script!(PROMOTE, "promote.lua");
 script!(ACK_DELETE, "ack_delete.lua");
+script!(EXPAND_FAN_OUT, "expand_fan_out.lua");
 script!(NAME_DEAD_LETTER_OBJECTS, "name_dead_letter_objects.lua");
 script!(FINISH_DEAD_LETTERS, "finish_dead_letters.lua");
 script!(RAISE_VERSION, "raise_version.lua");

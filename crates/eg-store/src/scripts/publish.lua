@@ -13,7 +13,10 @@
 -- ARGV[1]  catalog version the caller matched against
 -- ARGV[2]  N, the number of events     ARGV[3]  Q, the number of queue streams
 -- then, per event in KEYS order: body, M (its number of deliveries), and M pairs of
--- (target, delivery record): target 0 = the ready stream, q = the q-th queue stream
+-- (target, delivery record): target 0 = the ready stream, q = the q-th queue stream;
+-- or body, 0 and one fan-out record: several push deliveries in one ready entry
+-- (layout 3: v = 3, d = fan-out record, b = body; the first reader expands it, see
+-- expand_fan_out.lua), and no event hash written yet
 -- then Q subscription names (`<topic>/<subscription>`), in queue stream order
 --
 -- Returns {"OK"} or {"STALE", version} when the catalog changed after the caller's
@@ -44,7 +47,10 @@ for i = 1, n do
   local body = ARGV[at]
   local m = tonumber(ARGV[at + 1])
   at = at + 2
-  if m == 1 and tonumber(ARGV[at]) == 0 then
+  if m == 0 then
+    redis.call('XADD', KEYS[2], '*', 'v', '3', 'd', ARGV[at], 'b', body)
+    at = at + 1
+  elseif m == 1 and tonumber(ARGV[at]) == 0 then
     -- One push delivery: the body travels in its entry, and no event hash is written,
     -- read or freed (codec::EntryLayout::Carried).
     redis.call('XADD', KEYS[2], '*', 'v', '2', 'd', ARGV[at + 1], 'b', body)

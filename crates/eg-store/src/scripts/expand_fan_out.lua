@@ -1,0 +1,45 @@
+-- Expands fan-out entries (layout 3: v = 3, d = fan-out record, b = body) that a reader
+-- of the ready stream holds: for each, the event's body goes into its event hash with
+-- one outstanding delivery per subscription, one layout-1 entry per delivery is added
+-- to the ready stream (read next, by any sender), and the fan-out entry is acknowledged
+-- and deleted, all in one step. The records are built by the caller from the fan-out
+-- record (codec::decode_fan_out), so their form is defined once, in Rust.
+-- An entry no longer pending (another reader expanded it first: a reclaim after the
+-- visibility timeout) is left alone, so a fan-out is expanded exactly once.
+--
+-- KEYS[1]  ready stream
+-- KEYS[1+i]  the event hash of entry i
+-- ARGV[1]  consumer group   ARGV[2]  N, the number of entries
+-- then per entry: its id, M, and M delivery records
+-- Returns how many entries were expanded.
+local group = ARGV[1]
+local n = tonumber(ARGV[2])
+local at = 3
+local expanded = 0
+for i = 1, n do
+  local id = ARGV[at]
+  local m = tonumber(ARGV[at + 1])
+  at = at + 2
+  if redis.call('XACK', KEYS[1], group, id) == 1 then
+    local entry = redis.call('XRANGE', KEYS[1], id, id)[1]
+    local body = nil
+    if entry then
+      local fields = entry[2]
+      for j = 1, #fields, 2 do
+        if fields[j] == 'b' then
+          body = fields[j + 1]
+        end
+      end
+    end
+    redis.call('XDEL', KEYS[1], id)
+    if body then
+      redis.call('HSET', KEYS[1 + i], 'b', body, 'r', m)
+      for j = 0, m - 1 do
+        redis.call('XADD', KEYS[1], '*', 'd', ARGV[at + j])
+      end
+      expanded = expanded + 1
+    end
+  end
+  at = at + m
+end
+return expanded

@@ -58,6 +58,11 @@ impl ReadyDelivery {
     }
 }
 
+/// How many entries a read that expanded fan-outs reads on with, and at most how many
+/// times ([`Store::read_ready`]).
+const FAN_OUT_READ_ON: usize = 64;
+const FAN_OUT_READ_ROUNDS: usize = 4;
+
 /// A held fan-out entry (layout 3) and the deliveries it stands for.
 struct FanOutEntry {
     entry_id: String,
@@ -223,6 +228,7 @@ impl Store {
 
     /// Reads up to `count` new deliveries for `consumer`, waiting up to `block` for some
     /// (a zero `block` does not wait: Redis would take `BLOCK 0` as "wait forever").
+    /// When it met only fan-out entries it reads on (see below), and may hand back more.
     pub async fn read_ready(
         &self,
         partition: &Partition,
@@ -230,6 +236,33 @@ impl Store {
         count: usize,
         block: Duration,
     ) -> Result<Vec<ReadyDelivery>, StoreError> {
+        let (mut out, mut expanded) = self.read_group(partition, consumer, count, block).await?;
+        // Fan-out entries met by a read were expanded, their deliveries added at the back
+        // of the stream: read on at once, more at a time, so a backlog of fan-outs is
+        // expanded a batch per round trip and the reader is not handed nothing. This may
+        // hand back more than `count` (at most FAN_OUT_READ_ON more per round).
+        for _ in 0..FAN_OUT_READ_ROUNDS {
+            if expanded == 0 || out.len() >= count {
+                break;
+            }
+            let (more, more_expanded) = self
+                .read_group(partition, consumer, FAN_OUT_READ_ON, Duration::ZERO)
+                .await?;
+            out.extend(more);
+            expanded = more_expanded;
+        }
+        Ok(out)
+    }
+
+    /// One `XREADGROUP` of new entries, decoded: the deliveries, and how many fan-out
+    /// entries it expanded.
+    async fn read_group(
+        &self,
+        partition: &Partition,
+        consumer: &str,
+        count: usize,
+        block: Duration,
+    ) -> Result<(Vec<ReadyDelivery>, usize), StoreError> {
         let mut opts = StreamReadOptions::default().group(SENDERS_GROUP, consumer).count(count);
         if block.as_millis() > 0 {
             opts = opts.block(block.as_millis() as usize);
@@ -239,7 +272,7 @@ impl Store {
             redis::AsyncCommands::xread_options(&mut conn, &[partition.ready()], &[">"], &opts).await?;
         drop(conn);
         let ids = reply.into_iter().flat_map(|r| r.keys).flat_map(|k| k.ids).collect();
-        self.decode_deliveries(partition, ids).await
+        self.decode_entries(partition, ids).await
     }
 
     /// Takes over deliveries held longer than `min_idle` by any consumer (a crashed or
@@ -254,7 +287,7 @@ impl Store {
         let ids = self
             .auto_claim(&partition.ready(), SENDERS_GROUP, consumer, min_idle, count)
             .await?;
-        self.decode_deliveries(partition, ids).await
+        Ok(self.decode_entries(partition, ids).await?.0)
     }
 
     /// `XAUTOCLAIM`, following its cursor through the whole pending list: one call scans
@@ -294,11 +327,13 @@ impl Store {
     /// and removed, so they do not block the stream forever. An entry of a layout this
     /// release does not know (a newer release wrote it) is left held, not removed: it is
     /// taken back after the visibility timeout, for a sender that reads it.
-    async fn decode_deliveries(
+    /// Fan-out entries are expanded (`expand_fan_out.lua`); the count of those comes back
+    /// beside the deliveries.
+    async fn decode_entries(
         &self,
         partition: &Partition,
         ids: Vec<StreamId>,
-    ) -> Result<Vec<ReadyDelivery>, StoreError> {
+    ) -> Result<(Vec<ReadyDelivery>, usize), StoreError> {
         let mut out = Vec::with_capacity(ids.len());
         let mut poison = Vec::new();
         let mut fan_outs: Vec<FanOutEntry> = Vec::new();
@@ -349,7 +384,7 @@ impl Store {
             self.ack_delete(&partition.ready(), SENDERS_GROUP, &poison).await?;
         }
         self.expand_fan_outs(partition, &fan_outs).await?;
-        Ok(out)
+        Ok((out, fan_outs.len()))
     }
 
     /// Expands held fan-out entries (layout 3) into an event hash and one ready entry per

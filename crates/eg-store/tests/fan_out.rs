@@ -54,15 +54,15 @@ async fn an_event_to_several_subscriptions_is_one_entry_until_it_is_read() {
     assert_eq!(stored[0].0.as_deref(), Some(EntryLayout::FanOut.field()));
     assert!(!exists(&mut redis, &h.p0().event("k1")), "no event hash yet");
 
-    // The first read expands it: nothing to send from this read, three entries to read.
-    assert!(read(&h.store, &h.p0(), "sender", 10).await.is_empty());
+    // The first read expands it and reads on: the three deliveries, as published.
+    let held = read(&h.store, &h.p0(), "sender", 1).await;
     assert_eq!(hget(&mut redis, &h.p0().event("k1"), "b"), Some(body("k1")));
     assert_eq!(hget(&mut redis, &h.p0().event("k1"), "r").as_deref(), Some("3"));
-    let held = read(&h.store, &h.p0(), "sender", 10).await;
     let got: Vec<Delivery> = held.iter().map(|r| r.delivery.clone()).collect();
     assert_eq!(got, event.deliveries, "each delivery as published, ids and all");
     assert!(held.iter().all(|r| !r.carries_body));
     assert_eq!(xlen(&mut redis, &h.p0().ready()), 3, "the fan-out entry is gone");
+    assert!(read(&h.store, &h.p0(), "sender", 10).await.is_empty(), "each read once");
 
     for r in &held {
         assert!(settle(&h.store, &h.p0(), r, &Settlement::Done).await);
@@ -127,4 +127,20 @@ async fn deliveries_of_another_shape_keep_one_entry_each() {
     assert_eq!(stored.len(), 2);
     assert!(stored.iter().all(|(layout, _)| layout.is_none()));
     assert_eq!(hget(&mut redis, &h.p0().event("k1"), "r").as_deref(), Some("2"));
+}
+
+#[tokio::test]
+async fn a_backlog_of_fan_outs_is_expanded_a_batch_per_read() {
+    let h = Harness::start().await;
+    let events: Vec<EventToStore> = (0..100).map(|i| fanned_out(&format!("k{i}"), &["a", "b"])).collect();
+    publish(&h.store, &h.p0(), &events).await;
+    let mut redis = h.redis();
+    // A reader asking for one delivery gets deliveries in the same call, though the first
+    // hundred entries are fan-outs: it read on, 64 entries at a time.
+    let held = read(&h.store, &h.p0(), "sender", 1).await;
+    assert!(!held.is_empty());
+    let hashes: u64 = (0..100)
+        .filter(|i| exists(&mut redis, &h.p0().event(&format!("k{i}"))))
+        .count() as u64;
+    assert_eq!(hashes, 100, "every fan-out expanded in this call");
 }

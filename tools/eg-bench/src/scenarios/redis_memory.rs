@@ -43,6 +43,8 @@ struct Sample {
     bytes: f64,
     event_hash: u64,
     stream_per_entry: f64,
+    /// Ready entries in all partitions (a fan-out is one entry until it is read).
+    entries: u64,
     events: u64,
 }
 
@@ -108,13 +110,13 @@ fn describe(s: &Sample) -> (String, String) {
     (
         "where it is (MEMORY USAGE)".into(),
         format!(
-            "{}; ready streams {:.0} B per entry ({} entries per event)",
+            "{}; ready streams {:.0} B per entry ({:.1} entries per event)",
             match s.event_hash {
                 0 => "no event hash (the entry carries the body)".to_owned(),
                 bytes => format!("one stored event hash {bytes} B"),
             },
             s.stream_per_entry,
-            s.subscriptions
+            s.entries as f64 / s.events.max(1) as f64
         ),
     )
 }
@@ -146,13 +148,14 @@ async fn measure(ctx: &Ctx, subscriptions: usize, events: u64) -> anyhow::Result
     tokio::time::sleep(Duration::from_millis(200)).await;
     let after = used_memory(&mut conn).await?;
     let keys = Keyspace::new(PREFIX, PARTITIONS);
-    let (event_hash, stream_per_entry) = usage(&mut conn, &keys).await?;
+    let (event_hash, stream_per_entry, entries) = usage(&mut conn, &keys).await?;
     d.finish(ctx.keep);
     Ok(Sample {
         subscriptions,
         bytes: after as f64 - before as f64,
         event_hash,
         stream_per_entry,
+        entries,
         events: progress.published(),
     })
 }
@@ -165,8 +168,8 @@ async fn used_memory(conn: &mut MultiplexedConnection) -> anyhow::Result<u64> {
         .context("INFO memory has no used_memory")
 }
 
-/// `MEMORY USAGE` of one stored event, and of the ready streams per entry.
-async fn usage(conn: &mut MultiplexedConnection, keys: &Keyspace) -> anyhow::Result<(u64, f64)> {
+/// `MEMORY USAGE` of one stored event, of the ready streams per entry, and their entries.
+async fn usage(conn: &mut MultiplexedConnection, keys: &Keyspace) -> anyhow::Result<(u64, f64, u64)> {
     let p = keys.partition(0);
     let pattern = p.event("*");
     let (_, found): (String, Vec<String>) = redis::cmd("SCAN")
@@ -194,5 +197,5 @@ async fn usage(conn: &mut MultiplexedConnection, keys: &Keyspace) -> anyhow::Res
         bytes += b.unwrap_or(0);
         entries += n;
     }
-    Ok((event_hash, bytes as f64 / entries.max(1) as f64))
+    Ok((event_hash, bytes as f64 / entries.max(1) as f64, entries))
 }

@@ -17,6 +17,9 @@
 //!   count of its outstanding deliveries ([`EVENT_OUTSTANDING_FIELD`]).
 //! - The **settle call** (`SettleCall`): the positional KEYS and ARGV that
 //!   `settle.lua` reads, built in one place whose layout the script's header mirrors.
+//! - A **delivered-log field** ([`shared_step_record`]): a history step, or the name
+//!   (`#<entry id>`) of a record field of the same bucket holding a step several events
+//!   share (`settle_steps.lua` writes them).
 //! - The **probation record** ([`probation`]): an endpoint's hash, its field names and
 //!   [`decode_probation_record`].
 //! - The **stats bucket** ([`stats`]): bucket numbers ([`bucket_of`], [`window_span`])
@@ -56,6 +59,16 @@ pub const EVENT_OUTSTANDING_FIELD: &str = "r";
 /// What separates a dead-letter record's entry from its event body. Entry JSON never
 /// holds a raw newline, so the first one is always the separator.
 pub const DEAD_LETTER_SEPARATOR: char = '\n';
+
+/// What starts a delivered-log value that names a shared step's record instead of
+/// holding a step (a step is JSON, so it starts with `{`).
+pub const SHARED_STEP_MARK: char = '#';
+
+/// The record field a delivered-log value names, when it names one (a step several
+/// events of one settle call share: a delivered batch); `None` when it is a step.
+pub fn shared_step_record(logged: &str) -> Option<&str> {
+    logged.starts_with(SHARED_STEP_MARK).then_some(logged)
+}
 
 /// How a ready entry holds its event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

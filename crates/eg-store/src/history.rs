@@ -4,6 +4,7 @@
 //! An event's deliveries all live in the partition it was published to (redriven ones
 //! too), but the caller does not know which, so all are asked at once.
 
+use crate::codec;
 use crate::connection::{Link, Store};
 use crate::error::StoreError;
 use crate::keyspace::Partition;
@@ -58,6 +59,22 @@ async fn steps_in(
         pipe.hget(bucket, &field);
     }
     let logged: Vec<Option<String>> = pipe.query_async(link).await?;
-    steps.extend(logged.into_iter().flatten());
+    // A step a batch shared is a record of its bucket, named by the event's field.
+    let mut records = redis::pipe();
+    let mut named = 0;
+    for (bucket, value) in buckets.iter().zip(logged) {
+        let Some(value) = value else { continue };
+        match codec::shared_step_record(&value) {
+            Some(record) => {
+                records.hget(bucket, record);
+                named += 1;
+            }
+            None => steps.push(value),
+        }
+    }
+    if named > 0 {
+        let shared: Vec<Option<String>> = records.query_async(link).await?;
+        steps.extend(shared.into_iter().flatten());
+    }
     Ok(steps)
 }

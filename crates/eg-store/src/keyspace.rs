@@ -110,7 +110,8 @@ impl Partition {
     }
     /// The delivered log: its buckets (`<this key>:<first entry id logged>`, hashes of
     /// `<topic>/<event id>` -> the history step of an event delivered by its only
-    /// delivery), scored by when each was created (ms).
+    /// delivery, or the name of a `#<entry id>` field holding a step several share;
+    /// `codec::shared_step_record`), scored by when each was created (ms).
     pub fn delivered_log(&self) -> String {
         format!("{}:delivered", self.tag)
     }

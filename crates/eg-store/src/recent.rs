@@ -5,6 +5,7 @@
 //! and the steps of one subscription kept. Bounded work per call, and true: what it
 //! shows happened, though on a busy partition it may show fewer than asked for.
 
+use crate::codec;
 use crate::connection::{Link, Store};
 use crate::error::StoreError;
 use crate::keyspace::Partition;
@@ -92,12 +93,13 @@ async fn histories_in(
     }
     let mut replies: Vec<redis::Value> = pipe.query_async(link).await?;
     // The HSCAN reply is last: (cursor, [field, step, …]).
-    let logged: Vec<(String, String)> = if newest_bucket.is_empty() {
-        Vec::new()
-    } else {
-        let (_cursor, pairs): (String, Vec<(String, String)>) =
-            redis::from_redis_value(replies.pop().unwrap_or(redis::Value::Nil))?;
-        pairs
+    let logged: Vec<(String, String)> = match newest_bucket.first() {
+        None => Vec::new(),
+        Some(bucket) => {
+            let (_cursor, pairs): (String, Vec<(String, String)>) =
+                redis::from_redis_value(replies.pop().unwrap_or(redis::Value::Nil))?;
+            with_shared_steps(link, bucket, pairs).await?
+        }
     };
     let lists: Vec<Vec<String>> = replies
         .into_iter()
@@ -113,6 +115,38 @@ async fn histories_in(
                 .into_iter()
                 .filter_map(|(field, step)| Some((field.strip_prefix(&field_prefix)?.to_owned(), vec![step]))),
         )
+        .collect())
+}
+
+/// `logged` (field, value) pairs of `bucket` with each value that names a shared step's
+/// record (a delivered batch's) replaced by that step; pairs whose record is gone are
+/// left out.
+async fn with_shared_steps(
+    link: &mut Link,
+    bucket: &str,
+    logged: Vec<(String, String)>,
+) -> redis::RedisResult<Vec<(String, String)>> {
+    let mut records: Vec<&str> = logged
+        .iter()
+        .filter_map(|(_, value)| codec::shared_step_record(value))
+        .collect();
+    if records.is_empty() {
+        return Ok(logged);
+    }
+    records.sort_unstable();
+    records.dedup();
+    let steps: Vec<Option<String>> = redis::cmd("HMGET").arg(bucket).arg(&records).query_async(link).await?;
+    let shared: HashMap<String, String> = records
+        .into_iter()
+        .zip(steps)
+        .filter_map(|(record, step)| Some((record.to_owned(), step?)))
+        .collect();
+    Ok(logged
+        .into_iter()
+        .filter_map(|(field, value)| match codec::shared_step_record(&value) {
+            Some(record) => Some((field, shared.get(record)?.clone())),
+            None => Some((field, value)),
+        })
         .collect())
 }
 

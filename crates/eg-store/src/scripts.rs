@@ -25,11 +25,25 @@ macro_rules! catalog_script {
 script!(PUBLISH, "publish.lua");
 /// The publish script's text, for sending it with `EVAL` in one pipeline with `WAIT`.
 pub const PUBLISH_SOURCE: &str = include_str!("scripts/publish.lua");
-/// A script that settles holds: `settle_steps.lua` (the steps every settle shares) goes first.
+/// A script that works on stream entries: `stream_steps.lua` (helpers) goes first.
+macro_rules! stream_script {
+    ($name:ident, $file:literal) => {
+        pub static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("scripts/stream_steps.lua"),
+                include_str!(concat!("scripts/", $file))
+            ))
+        });
+    };
+}
+
+/// A script that settles holds: `stream_steps.lua`, then `settle_steps.lua` (the steps
+/// every settle shares) go first.
 macro_rules! settle_script {
     ($name:ident, $file:literal) => {
         pub static $name: LazyLock<Script> = LazyLock::new(|| {
             Script::new(concat!(
+                include_str!("scripts/stream_steps.lua"),
                 include_str!("scripts/settle_steps.lua"),
                 include_str!(concat!("scripts/", $file))
             ))
@@ -43,7 +57,7 @@ script!(QUEUE_RECEIVE, "queue_receive.lua");
 script!(QUEUE_DROP, "queue_drop.lua");
 script!(PROMOTE, "promote.lua");
 script!(ACK_DELETE, "ack_delete.lua");
-script!(EXPAND_FAN_OUT, "expand_fan_out.lua");
+stream_script!(EXPAND_FAN_OUT, "expand_fan_out.lua");
 script!(NAME_DEAD_LETTER_OBJECTS, "name_dead_letter_objects.lua");
 script!(FINISH_DEAD_LETTERS, "finish_dead_letters.lua");
 script!(RAISE_VERSION, "raise_version.lua");

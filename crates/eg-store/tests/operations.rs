@@ -254,6 +254,99 @@ async fn an_event_id_logged_twice_keeps_both_steps() {
     assert_eq!(h.store.event_history("orders", "same").await.unwrap().len(), 2);
 }
 
+/// How many times Redis has run `command` (scripts' calls included) since the last
+/// `CONFIG RESETSTAT`.
+fn calls_of(redis: &mut redis::Connection, command: &str) -> u64 {
+    let stats: String = redis::cmd("INFO").arg("commandstats").query(redis).unwrap();
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_delivered_batch_is_acknowledged_and_logged_as_one() {
+    let h = Harness::start().await;
+    let p0 = h.p0();
+    let generous = Retention {
+        histories_per_partition: 100,
+        ..RETENTION
+    };
+    let keys = ["b1", "b2", "b3", "b4", "b5"];
+    let events: Vec<_> = keys
+        .iter()
+        .map(|key| {
+            let mut e = event(key, 1);
+            e.deliveries = e.deliveries.drain(..).map(|d| d.for_event(*key)).collect();
+            e
+        })
+        .collect();
+    publish(&h.store, &p0, &events).await;
+    let got = read(&h.store, &p0, "sender", keys.len()).await;
+    assert_eq!(got.len(), keys.len());
+    // b1 was settled by someone else first (its hold reclaimed, say).
+    let delivered = step("billing", 1, DeliveryState::Delivered);
+    let taken = settle_within(&h.store, &p0, &got[0], &Settlement::Done, Some(&delivered), &generous).await;
+    assert!(taken.took_effect);
+
+    // The batch, with b5 named twice: one call, one acknowledgement, one step record.
+    let mut items: Vec<_> = got
+        .iter()
+        .map(|r| r.settle(&Settlement::Done, Some(&delivered)))
+        .collect();
+    items.push(got[4].settle(&Settlement::Done, Some(&delivered)));
+    let mut redis = h.redis();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut redis).unwrap();
+    let settled = h.store.settle_many(&p0, &items, &generous).await.unwrap();
+    let took: Vec<bool> = settled.iter().map(|s| s.took_effect).collect();
+    assert_eq!(took, [false, true, true, true, true, false]);
+    assert_eq!(calls_of(&mut redis, "xack"), 1);
+    assert_eq!(calls_of(&mut redis, "xdel"), 1);
+    assert_eq!(calls_of(&mut redis, "hset"), 1);
+
+    let pending: Vec<redis::Value> = redis::cmd("XPENDING")
+        .arg(p0.ready())
+        .arg(eg_store::keyspace::SENDERS_GROUP)
+        .query(&mut redis)
+        .unwrap();
+    assert_eq!(pending[0], redis::Value::Int(0), "nothing is left held");
+    let entries: u64 = redis::cmd("XLEN").arg(p0.ready()).query(&mut redis).unwrap();
+    assert_eq!(entries, 0);
+
+    // The four share one record; each event still has its step.
+    let buckets: Vec<String> = redis::cmd("ZRANGE")
+        .arg(p0.delivered_log())
+        .arg(0)
+        .arg(-1)
+        .query(&mut redis)
+        .unwrap();
+    let newest: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(buckets.last().unwrap())
+        .query(&mut redis)
+        .unwrap();
+    let records: Vec<&String> = newest.keys().filter(|f| f.starts_with('#')).collect();
+    assert_eq!(records.len(), 1, "{newest:?}");
+    assert_eq!(newest[records[0]], delivered.to_json());
+    for key in &keys[1..] {
+        assert_eq!(&newest[&format!("orders/{key}")], records[0]);
+    }
+    for key in keys {
+        let steps = h.store.event_history("orders", key).await.unwrap();
+        assert_eq!(steps, [delivered.clone()], "{key}");
+    }
+    let mut recent: Vec<String> = h
+        .store
+        .recent_deliveries("orders", "billing", 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.event_id)
+        .collect();
+    recent.sort();
+    assert_eq!(recent, keys);
+}
+
 #[tokio::test]
 async fn a_settle_that_finds_the_delivery_taken_back_records_nothing() {
     let h = Harness::start().await;

@@ -6,6 +6,7 @@
 -- record (codec::decode_fan_out), so their form is defined once, in Rust.
 -- An entry no longer pending (another reader expanded it first: a reclaim after the
 -- visibility timeout) is left alone, so a fan-out is expanded exactly once.
+-- stream_steps.lua is sent in front of this file.
 --
 -- KEYS[1]  ready stream
 -- KEYS[1+i]  the event hash of entry i
@@ -21,16 +22,7 @@ for i = 1, n do
   local m = tonumber(ARGV[at + 1])
   at = at + 2
   if redis.call('XACK', KEYS[1], group, id) == 1 then
-    local entry = redis.call('XRANGE', KEYS[1], id, id)[1]
-    local body = nil
-    if entry then
-      local fields = entry[2]
-      for j = 1, #fields, 2 do
-        if fields[j] == 'b' then
-          body = fields[j + 1]
-        end
-      end
-    end
+    local body = entry_field(KEYS[1], id, 'b')
     redis.call('XDEL', KEYS[1], id)
     if body then
       redis.call('HSET', KEYS[1 + i], 'b', body, 'r', m)

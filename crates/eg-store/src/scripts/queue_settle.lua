@@ -51,5 +51,7 @@ for i = 1, n do
     results[i] = settle(k, a)
   end
 end
+-- The locks of every settled item end together: one XACK.
+call_with_all('XACK', { KEYS[1], group }, settled_ids)
 finish()
 return results

@@ -5,9 +5,12 @@
 -- fixed work (TIME, one XDEL of every settled entry, the delivered log, the history
 -- index's bound) is done once, and the round trip and script start are paid once
 -- instead of N times.
--- If an entry is no longer pending (the scheduler reclaimed it, or another holder
--- settled it first), nothing is changed for it and its result is 0: the delivery belongs
--- to whoever holds it now, so it is never moved twice (nor its history written twice).
+-- The holds are ended together, by one XACK of every entry still pending
+-- (acknowledge_held in settle_steps.lua). If an entry is no longer pending (another
+-- holder settled it first, say after the scheduler reclaimed it), nothing is changed
+-- for it and its result is 0: the delivery belongs to whoever settled it, so it is never
+-- moved twice (nor its history written twice); an entry named twice in one call is
+-- settled once.
 -- Otherwise its result is 1 + the number of old records evicted from the dead-letter
 -- archive. Returns the N results in order.
 --
@@ -39,14 +42,25 @@
 -- ARGV[a+8] '1' when the entry carries the event's body (layout 2, codec::EntryLayout):
 --           no event hash exists; a delivery that lives on takes the body along
 --
--- The steps themselves are in settle_steps.lua, sent in front of this file.
+-- The steps themselves are in settle_steps.lua, sent in front of this file (after
+-- stream_steps.lua).
 --
 -- History lists and log buckets evicted for room (ZPOPMIN of their index) are deleted by
 -- the names the index holds, and a new log bucket is named after the log's key: keys of
 -- this partition's hash tag, so the same slot on a cluster.
+local ids = {}
+for i = 1, n do
+  ids[i] = ARGV[6 + 8 * (i - 1) + 1]
+end
+local held = acknowledge_held(ids)
 local results = {}
 for i = 1, n do
-  results[i] = settle(6 + 6 * (i - 1), 6 + 8 * (i - 1))
+  if held[ids[i]] then
+    held[ids[i]] = nil
+    results[i] = settle(6 + 6 * (i - 1), 6 + 8 * (i - 1))
+  else
+    results[i] = 0
+  end
 end
 finish()
 return results

@@ -1,23 +1,28 @@
 -- The steps of settling shared by settle.lua (ready streams, senders) and
--- queue_settle.lua (queue streams, pull delivery): sent in front of either script, so
--- the dead-letter, archive, history and free-the-body code exists once.
+-- queue_settle.lua (queue streams, pull delivery): sent in front of either script (after
+-- stream_steps.lua), so the acknowledgement, dead-letter, archive, history and
+-- free-the-body code exists once.
 -- It reads the fixed KEYS and ARGV and the per-item layout that settle.lua's header
 -- documents (KEYS[1] the stream the holds are on, ARGV[1] its consumer group), and
--- defines settle(k, a), which settles item at KEYS base k and ARGV base a, and
--- finish(), which the caller runs once at the end: it deletes the settled entries (one
--- XDEL for the call), writes the delivered log and keeps history within its bounds.
--- Ready entries of layout 2 (codec::EntryLayout) carry the event's body in field b
--- beside the record in d.
+-- defines settle(k, a), which settles the item at KEYS base k and ARGV base a once its
+-- hold is known to be ended, and finish(), which the caller runs once at the end: it
+-- deletes the settled entries (one XDEL for the call), writes the delivered log and
+-- keeps history within its bounds. Ready entries of layout 2 (codec::EntryLayout) carry
+-- the event's body in field b beside the record in d.
 --
--- The delivered log (KEYS[6], codec::DELIVERED_LOG): the history step of an event
+-- The delivered log (KEYS[6], Partition::delivered_log, codec::shared_step_record): the history step of an event
 -- delivered by its only delivery (a carried entry, done) is its whole history, so it
 -- is not given a list of its own (RPUSH, PEXPIRE, an index entry and, at the bound, an
 -- eviction: five commands) but one field in the partition's newest log bucket, a hash
--- `<log>:<first entry id logged>` of `<topic>/<event id>` -> step (one HSETNX). Buckets rotate
--- every retention/24 or when full, expire a retention after their last write, and at
--- most min(24, most histories) are kept of ~most histories/that many fields each, so
--- the log is bounded like the lists. A field already taken (an event id published
--- twice) falls back to the event's list.
+-- `<log>:<first entry id logged>` of `<topic>/<event id>` -> step. Steps of one call that
+-- are the same step (a delivered batch: one attempt, one outcome, for every event of it)
+-- are written once, as a record field `#<entry id>` (the first such entry's id) that
+-- each event's field names instead of repeating the step. One HMGET and one HSET write
+-- a call's steps. Buckets rotate every retention/24 or when full, expire a retention
+-- after their last write, and at most min(24, most histories) are kept of ~most
+-- histories/that many fields each, so the log is bounded like the lists; a record and
+-- the fields naming it are in the same bucket, so they go together. A field already
+-- taken (an event id published twice) falls back to the event's list.
 local group = ARGV[1]
 local retention = tonumber(ARGV[2])
 local most_histories = tonumber(ARGV[3])
@@ -33,19 +38,26 @@ local wrote_history = false
 local settled_ids = {}
 local logged = {}
 
--- The body an entry carries (layout 2), read before the entry is deleted; nil if the
--- entry is gone or carries none.
-local function carried_body(id)
-  local entry = redis.call('XRANGE', KEYS[1], id, id)[1]
-  if entry then
-    local fields = entry[2]
-    for j = 1, #fields, 2 do
-      if fields[j] == 'b' then
-        return fields[j + 1]
-      end
+-- Acknowledges, with one XACK, those of `ids` still pending in the group (held by any
+-- reader: a reclaimed entry settles for whoever settles it first), and answers which
+-- those were, as a set. One id: XACK answers that itself. Several: XCLAIM … JUSTID with
+-- a minimum idle time of 0 answers which are pending, changing nothing but their
+-- holder, for the instant until the XACK that follows (to the consumer `settling`,
+-- which holds nothing between calls).
+local function acknowledge_held(ids)
+  local held = {}
+  if #ids == 1 then
+    if redis.call('XACK', KEYS[1], group, ids[1]) == 1 then
+      held[ids[1]] = true
     end
+    return held
   end
-  return nil
+  local _, pending = call_with_all('XCLAIM', { KEYS[1], group, 'settling', 0 }, ids, { 'JUSTID' })
+  call_with_all('XACK', { KEYS[1], group }, pending)
+  for _, id in ipairs(pending) do
+    held[id] = true
+  end
+  return held
 end
 
 -- Appends a step to an event's history list, which expires a retention after its last
@@ -61,9 +73,6 @@ local function append_step(list, step)
 end
 
 local function settle(k, a)
-  if redis.call('XACK', KEYS[1], group, ARGV[a + 1]) == 0 then
-    return 0
-  end
   local action = ARGV[a + 2]
   -- An entry carrying its event's body is the event's only delivery: no event hash to
   -- count down. A delivery that lives on (retry, requeue, park) or is dead-lettered takes
@@ -73,7 +82,7 @@ local function settle(k, a)
   local carried = ARGV[a + 8] == '1'
   local body = nil
   if action ~= 'done' then
-    body = carried_body(ARGV[a + 1])
+    body = entry_field(KEYS[1], ARGV[a + 1], 'b')
     carried = body ~= nil
   end
   settled_ids[#settled_ids + 1] = ARGV[a + 1]
@@ -136,6 +145,21 @@ local function settle(k, a)
 end
 
 
+-- Keeps at most `most` members of the sorted-set index `index` (member = key, score =
+-- last write), first forgetting those scored before `older_than` (expired by
+-- themselves), then removing the lowest-scored keys beyond `most` with `remove` (DEL or
+-- UNLINK).
+local function keep_newest(index, older_than, most, remove)
+  redis.call('ZREMRANGEBYSCORE', index, '-inf', older_than)
+  local over = redis.call('ZCARD', index) - most
+  if over > 0 then
+    local oldest = redis.call('ZPOPMIN', index, over)
+    for i = 1, #oldest, 2 do
+      redis.call(remove, oldest[i])
+    end
+  end
+end
+
 -- The delivered log's newest bucket, or a new one when there is none, it is older than
 -- its span or full.
 local function log_bucket(span, per_bucket, first_entry)
@@ -150,49 +174,70 @@ local function log_bucket(span, per_bucket, first_entry)
   return bucket
 end
 
+-- The HSET arguments (field, value, …) that log `logged` into the bucket, taken[i] saying whether
+-- step i's field is already there: a step that several free fields share is written once
+-- as a record that they name. Steps whose field is taken (or named twice in this call)
+-- go to their lists.
+local function log_writes(taken)
+  local free, sharing = {}, {}
+  for i, step in ipairs(logged) do
+    if taken[i] or free[step[1]] then
+      append_step(step[3], step[2])
+    else
+      free[step[1]] = i
+      sharing[step[2]] = (sharing[step[2]] or 0) + 1
+    end
+  end
+  local writes, records = {}, {}
+  for i, step in ipairs(logged) do
+    if free[step[1]] == i then
+      local value = step[2]
+      if sharing[value] > 1 then
+        if not records[value] then
+          records[value] = '#' .. step[4]
+          writes[#writes + 1] = records[value]
+          writes[#writes + 1] = value
+        end
+        value = records[value]
+      end
+      writes[#writes + 1] = step[1]
+      writes[#writes + 1] = value
+    end
+  end
+  return writes
+end
+
 local function write_delivered_log()
   local buckets = math.max(1, math.min(24, most_histories))
   local span = math.max(1, math.ceil(retention / 24))
   local bucket = log_bucket(span, math.ceil(most_histories / buckets), logged[1][4])
-  for _, step in ipairs(logged) do
-    if redis.call('HSETNX', bucket, step[1], step[2]) == 0 then
-      append_step(step[3], step[2])
+  if #logged == 1 then
+    -- The unbatched hot path: one command.
+    if redis.call('HSETNX', bucket, logged[1][1], logged[1][2]) == 0 then
+      append_step(logged[1][3], logged[1][2])
     end
+  else
+    local fields = {}
+    for i, step in ipairs(logged) do
+      fields[i] = step[1]
+    end
+    local _, taken = call_with_all('HMGET', { bucket }, fields)
+    call_with_all('HSET', { bucket }, log_writes(taken))
   end
   redis.call('PEXPIRE', bucket, retention)
-  -- Buckets past the retention expired by themselves; forget their names. Then keep
-  -- the newest `buckets`, dropping whole buckets, oldest first.
-  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - retention - span)
-  local over = redis.call('ZCARD', KEYS[6]) - buckets
-  if over > 0 then
-    local oldest = redis.call('ZPOPMIN', KEYS[6], over)
-    for i = 1, #oldest, 2 do
-      redis.call('UNLINK', oldest[i])
-    end
-  end
-end
-
-local function bound_history()
-  if wrote_history then
-    -- Lists older than the retention expired by themselves; forget their names. Then keep
-    -- the partition within its bound, least recently written first.
-    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - retention)
-    local over = redis.call('ZCARD', KEYS[4]) - most_histories
-    if over > 0 then
-      local oldest = redis.call('ZPOPMIN', KEYS[4], over)
-      for i = 1, #oldest, 2 do
-        redis.call('DEL', oldest[i])
-      end
-    end
-  end
+  -- Keep the newest `buckets`, dropping whole buckets, oldest first.
+  keep_newest(KEYS[6], now - retention - span, buckets, 'UNLINK')
 end
 
 local function finish()
   if #settled_ids > 0 then
-    redis.call('XDEL', KEYS[1], unpack(settled_ids))
+    call_with_all('XDEL', { KEYS[1] }, settled_ids)
   end
   if #logged > 0 then
     write_delivered_log()
   end
-  bound_history()
+  if wrote_history then
+    -- Keep the partition's lists within their bound, least recently written first.
+    keep_newest(KEYS[4], now - retention, most_histories, 'DEL')
+  end
 end

@@ -1,0 +1,43 @@
+-- Helpers for scripts that work on stream entries, sent in front of them
+-- (settle_steps.lua and expand_fan_out.lua; see scripts.rs).
+
+-- Field `name` of stream entry `id`, or nil when the entry is gone or has no such field.
+local function entry_field(stream, id, name)
+  local entry = redis.call('XRANGE', stream, id, id)[1]
+  if entry then
+    local fields = entry[2]
+    for j = 1, #fields, 2 do
+      if fields[j] == name then
+        return fields[j + 1]
+      end
+    end
+  end
+  return nil
+end
+
+-- Calls `cmd` with `head` (a table of its leading arguments), then `items`, then `tail`
+-- (its trailing arguments, or nil), in chunks:
+-- Lua's unpack() has a limit of a few thousand values, and a settle call may carry a
+-- batch of 5,000 (pairs stay whole: a chunk is an even count). Returns the sum of the
+-- integer replies and the elements of the list replies.
+local function call_with_all(cmd, head, items, tail)
+  local total, listed = 0, {}
+  for first = 1, #items, 1000 do
+    local args = { unpack(head) }
+    for j = first, math.min(first + 999, #items) do
+      args[#args + 1] = items[j]
+    end
+    for _, arg in ipairs(tail or {}) do
+      args[#args + 1] = arg
+    end
+    local reply = redis.call(cmd, unpack(args))
+    if type(reply) == 'number' then
+      total = total + reply
+    elseif type(reply) == 'table' then
+      for _, element in ipairs(reply) do
+        listed[#listed + 1] = element
+      end
+    end
+  end
+  return total, listed
+end

@@ -333,7 +333,7 @@ async fn a_delivered_batch_is_acknowledged_and_logged_as_one() {
     }
     for key in keys {
         let steps = h.store.event_history("orders", key).await.unwrap();
-        assert_eq!(steps, [delivered.clone()], "{key}");
+        assert_eq!(steps, std::slice::from_ref(&delivered), "{key}");
     }
     let mut recent: Vec<String> = h
         .store

@@ -7,7 +7,6 @@
 use eg_core::render::DeliveryBody;
 use eg_core::subscription::Subscription;
 use eg_core::{AttemptOutcome, UnixMillis};
-use serde_json::Value;
 use std::future::Future;
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -17,8 +16,9 @@ use tokio::task::JoinHandle;
 pub struct RenderedBatch<'a> {
     pub subscription: &'a Subscription,
     pub body: DeliveryBody,
-    /// The first event as delivered: dynamic delivery headers read their source field here.
-    pub first_event: Value,
+    /// The subscription's delivery properties, dynamic ones read from the batch's first
+    /// event (`eg_core::subscription::resolve_headers`).
+    pub delivery_headers: Vec<(String, String)>,
     /// Attempts the batch's first event has had before this one (`aeg-delivery-count`).
     pub delivery_count: u32,
     /// The same for every attempt at these deliveries (`eg_core::signing::webhook_id`), so

@@ -391,7 +391,7 @@ pub(crate) mod tests {
                 content_type: "application/json; charset=utf-8",
                 data_version: Some("1".into()),
             },
-            first_event: json!({"id": "a"}),
+            delivery_headers: Vec::new(),
             delivery_count: 0,
             batch_id: "msg_1".into(),
             sent_at: UnixMillis(0),

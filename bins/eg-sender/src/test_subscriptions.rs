@@ -2,7 +2,7 @@
 
 use crate::destination::RenderedBatch;
 use eg_core::render::DeliveryBody;
-use eg_core::subscription::Subscription;
+use eg_core::subscription::{Subscription, resolve_headers};
 use eg_core::{SubscriptionName, Topic, TopicName, UnixMillis};
 use serde_json::{Value, json};
 
@@ -28,6 +28,7 @@ pub fn batch_of<'a>(subscription: &'a Subscription, body: &str, data_version: Op
         Ok(one) => one,
         Err(_) => Value::Null,
     };
+    let delivery_headers = resolve_headers(&subscription.delivery_headers, &first_event.to_string());
     RenderedBatch {
         subscription,
         body: DeliveryBody {
@@ -35,7 +36,7 @@ pub fn batch_of<'a>(subscription: &'a Subscription, body: &str, data_version: Op
             content_type: "application/json; charset=utf-8",
             data_version: data_version.map(str::to_owned),
         },
-        first_event,
+        delivery_headers,
         delivery_count: 3,
         batch_id: "msg_1".into(),
         sent_at: UnixMillis(0),

@@ -33,7 +33,7 @@ impl Destination for Webhook {
         let RenderedBatch {
             subscription,
             body,
-            first_event,
+            delivery_headers,
             delivery_count,
             batch_id,
             sent_at,
@@ -51,13 +51,11 @@ impl Destination for Webhook {
         if let Some(version) = &body.data_version {
             builder = builder.header("aeg-data-version", version.as_str());
         }
-        for h in &subscription.delivery_headers {
+        for (name, value) in delivery_headers {
             // A dynamic value that cannot be a header value (a line break, say) is left out
             // rather than failing the whole request.
-            if let Some(value) = h.value_for(&first_event)
-                && reqwest::header::HeaderValue::from_str(&value).is_ok()
-            {
-                builder = builder.header(h.name.as_str(), value);
+            if reqwest::header::HeaderValue::from_str(&value).is_ok() {
+                builder = builder.header(name, value);
             }
         }
         // Signed over exactly the bytes sent; the secrets never leave this call.
@@ -113,7 +111,7 @@ mod tests {
     use super::*;
     use eg_core::address::AddressPolicy;
     use eg_core::render::DeliveryBody;
-    use eg_core::subscription::Subscription;
+    use eg_core::subscription::{Subscription, resolve_headers};
     use eg_core::{SubscriptionName, Topic, TopicName, UnixMillis};
     use eg_outbound::OutboundSettings;
     use serde_json::json;
@@ -183,7 +181,7 @@ mod tests {
                 content_type: "application/json; charset=utf-8",
                 data_version: Some("1".into()),
             },
-            first_event: json!({"id": "a"}),
+            delivery_headers: resolve_headers(&subscription.delivery_headers, r#"{"id":"a"}"#),
             delivery_count: 3,
             batch_id: "msg_1".into(),
             sent_at: UnixMillis(0),

@@ -61,17 +61,8 @@ impl<'a> RenderedEvent<'a> {
         self.json
     }
 
-    /// The delivered event as a JSON value, for a dynamic delivery header's source
-    /// field. Parsed here only when rendering did not already build it; `Null` if the
-    /// stored event was not JSON.
-    pub fn value(&self) -> Cow<'_, Value> {
-        match &self.value {
-            Some(v) => Cow::Borrowed(v),
-            None => Cow::Owned(serde_json::from_str(&self.json).unwrap_or(Value::Null)),
-        }
-    }
-
-    /// The delivered event as a JSON value, owned.
+    /// The delivered event as a JSON value, parsed only when rendering did not already
+    /// build it; `Null` if the stored event was not JSON.
     pub fn into_value(self) -> Value {
         match self.value {
             Some(v) => v,
@@ -240,7 +231,7 @@ mod tests {
         let r = render(EG, StoredFormat::EventGrid, DeliverySchema::EventGridSchema).unwrap();
         assert!(matches!(r.json, Cow::Borrowed(s) if std::ptr::eq(s, EG)));
         assert_eq!(r.data_version(), Some("2.0"));
-        assert_eq!(r.value()["data"]["k"], 1);
+        assert_eq!(r.clone().into_value()["data"]["k"], 1);
     }
 
     #[test]
@@ -255,7 +246,7 @@ mod tests {
             })
         );
         assert_eq!(r.data_version(), None);
-        assert_eq!(r.value()["type"], "Created");
+        assert_eq!(r.clone().into_value()["type"], "Created");
     }
 
     #[test]
@@ -327,7 +318,7 @@ mod tests {
 
         let custom = render(&stored, StoredFormat::Custom, DeliverySchema::CustomInputSchema).unwrap();
         assert_eq!(parsed(custom.json()), json!({"no": "7", "kind": "Sold", "price": 3}));
-        assert_eq!(custom.value()["price"], 3);
+        assert_eq!(custom.clone().into_value()["price"], 3);
         assert_eq!(custom.data_version(), None);
     }
 

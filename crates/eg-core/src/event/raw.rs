@@ -122,6 +122,23 @@ impl<'de> Visitor<'de> for EventVisitor {
     }
 }
 
+/// The value at dotted `path` (`subject`, `data.region`) inside the object `event`,
+/// reading only the objects on the way, each into its fields without building them.
+pub fn field_at<'a>(event: &'a RawValue, path: &str) -> Option<&'a RawValue> {
+    path.split('.')
+        .try_fold(event, |value, key| RawFields::of(value)?.get(key))
+}
+
+/// A scalar's text as a header carries it: a string's contents, a number as written,
+/// `true` or `false`; `None` for null, objects and arrays.
+pub fn scalar_text(value: &RawValue) -> Option<String> {
+    match raw_type(value) {
+        "a string" => raw_str(value).map(Cow::into_owned),
+        "a number" | "a boolean" => Some(value.get().to_owned()),
+        _ => None,
+    }
+}
+
 /// How an error names a raw value's JSON type, as `json::json_type` does for a `Value`.
 pub fn raw_type(value: &RawValue) -> &'static str {
     match value.get().as_bytes().first() {

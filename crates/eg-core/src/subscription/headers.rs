@@ -3,9 +3,11 @@
 //! and the rules that keep them from replacing what the sender itself must set.
 
 use crate::api_error::InvalidField;
+use crate::event::raw;
 use crate::json::json_type;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 pub const MAX_DELIVERY_HEADERS: usize = 10;
 pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
@@ -44,6 +46,28 @@ impl DeliveryHeader {
             }
         }
     }
+}
+
+/// The delivery properties of `headers` for one event, `event` being its JSON as
+/// delivered: static values as set, dynamic ones read from the event's fields as
+/// stored, without building its tree (and without reading it at all when every
+/// property is static). A dynamic property whose field is missing, or is not a string,
+/// number or boolean, is left out.
+pub fn resolve_headers(headers: &[DeliveryHeader], event: &str) -> Vec<(String, String)> {
+    let mut root: Option<Option<&RawValue>> = None;
+    headers
+        .iter()
+        .filter_map(|h| {
+            let value = match &h.value {
+                HeaderValueSource::Static { value, .. } => value.clone(),
+                HeaderValueSource::Dynamic { source_field } => {
+                    let event = (*root.get_or_insert_with(|| serde_json::from_str(event).ok()))?;
+                    raw::scalar_text(raw::field_at(event, source_field)?)?
+                }
+            };
+            Some((h.name.clone(), value))
+        })
+        .collect()
 }
 
 /// Reads `deliveryAttributeMappings`: at most [`MAX_DELIVERY_HEADERS`] headers, each a
@@ -200,5 +224,48 @@ mod tests {
         assert_eq!(h.value_for(&json!({"data": {"k": 5}})), Some("5".into()));
         assert_eq!(h.value_for(&json!({"data": {"k": {"x": 1}}})), None);
         assert_eq!(h.value_for(&json!({"data": {}})), None);
+    }
+
+    #[test]
+    fn resolved_properties_read_the_delivered_json_as_values_do() {
+        let dynamic = |field: &str| DeliveryHeader {
+            name: field.into(),
+            value: HeaderValueSource::Dynamic {
+                source_field: field.into(),
+            },
+        };
+        let fixed = DeliveryHeader {
+            name: "fixed".into(),
+            value: HeaderValueSource::Static {
+                value: "v".into(),
+                is_secret: true,
+            },
+        };
+        let headers = [
+            fixed,
+            dynamic("subject"),
+            dynamic("data.n"),
+            dynamic("data.ok"),
+            dynamic("data.escaped"),
+            dynamic("data.nested.deep"),
+            dynamic("data.object"),
+            dynamic("data.missing"),
+            dynamic("data.none"),
+        ];
+        let event = r#"{"data":{"n":5,"ok":false,"escaped":"a\"b","nested":{"deep":"x"},"object":{},"none":null},"subject":"s/1"}"#;
+        let value: Value = serde_json::from_str(event).unwrap();
+        let resolved = resolve_headers(&headers, event);
+        let from_values: Vec<(String, String)> = headers
+            .iter()
+            .filter_map(|h| Some((h.name.clone(), h.value_for(&value)?)))
+            .collect();
+        assert_eq!(resolved, from_values);
+        assert_eq!(resolved.len(), 6, "{resolved:?}");
+        // Nothing to read when every property is static, even from a body that is not JSON.
+        assert_eq!(
+            resolve_headers(&headers[..1], "not json"),
+            [("fixed".to_owned(), "v".to_owned())]
+        );
+        assert!(resolve_headers(&headers[1..], "not json").is_empty());
     }
 }

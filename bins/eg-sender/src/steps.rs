@@ -516,7 +516,8 @@ pub fn render(subscription: &Subscription, held: Vec<Held>, now: UnixMillis) -> 
     let mut events: Vec<RenderedEvent<'_>> = Vec::with_capacity(held.len());
     let mut renderable = Vec::with_capacity(held.len());
     for h in &held {
-        match render::render(&h.body, h.ready.delivery.format, schema) {
+        let delivery = &h.ready.delivery;
+        match render::render_stamped(&h.body, delivery.format, schema, delivery.data_version.as_deref()) {
             Ok(event) => {
                 events.push(event);
                 renderable.push(true);

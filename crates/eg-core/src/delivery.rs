@@ -31,6 +31,11 @@ pub struct Delivery {
     /// The event's own `id` (as published), for delivery history and dead-letter
     /// listings without parsing the stored body. Empty in records written before it existed.
     pub event_id: String,
+    /// The event's `dataVersion` (an Event Grid event's, or a custom event's envelope's),
+    /// stamped at the publish so an Event Grid schema delivery's `aeg-data-version` is
+    /// not read out of the stored event. `None` for CloudEvents and in records written
+    /// before it existed (the renderer then reads the stored event).
+    pub data_version: Option<String>,
 }
 
 /// The outcome of the latest attempt.
@@ -54,6 +59,7 @@ impl Delivery {
             format: StoredFormat::EventGrid,
             catalog_version: 0,
             event_id: String::new(),
+            data_version: None,
         }
     }
 
@@ -69,6 +75,14 @@ impl Delivery {
     pub fn matched_at(self, version: u64) -> Self {
         Self {
             catalog_version: version,
+            ..self
+        }
+    }
+
+    /// The same delivery of an event whose `dataVersion` is `version` (`None`: not known).
+    pub fn with_data_version(self, version: Option<String>) -> Self {
+        Self {
+            data_version: version,
             ..self
         }
     }

@@ -79,6 +79,19 @@ impl<'a> RenderedEvent<'a> {
 
 /// Renders a stored event (`stored`, written in `format`) in the delivery `schema`.
 pub fn render(stored: &str, format: StoredFormat, schema: DeliverySchema) -> Result<RenderedEvent<'_>, RenderError> {
+    render_stamped(stored, format, schema, None)
+}
+
+/// The same, for an event whose `dataVersion` was stamped in its delivery record
+/// (`data_version`): an Event Grid schema delivery then takes it from there and the
+/// stored event is not read at all. `None` reads it from the stored event (records
+/// written before the stamp).
+pub fn render_stamped<'a>(
+    stored: &'a str,
+    format: StoredFormat,
+    schema: DeliverySchema,
+    data_version: Option<&str>,
+) -> Result<RenderedEvent<'a>, RenderError> {
     use DeliverySchema as D;
     use StoredFormat as S;
     match (format, schema) {
@@ -86,7 +99,10 @@ pub fn render(stored: &str, format: StoredFormat, schema: DeliverySchema) -> Res
         (S::EventGrid | S::Custom, D::EventGridSchema) => Ok(RenderedEvent {
             json: Cow::Borrowed(stored),
             value: None,
-            data_version: Some(data_version_of(stored)?),
+            data_version: Some(match data_version {
+                Some(stamped) => stamped.to_owned(),
+                None => data_version_of(stored)?,
+            }),
         }),
         (S::CloudEvents, D::CloudEventSchemaV1_0) => Ok(RenderedEvent {
             json: Cow::Borrowed(stored),
@@ -232,6 +248,15 @@ mod tests {
         assert!(matches!(r.json, Cow::Borrowed(s) if std::ptr::eq(s, EG)));
         assert_eq!(r.data_version(), Some("2.0"));
         assert_eq!(r.clone().into_value()["data"]["k"], 1);
+        // Stamped in the record: taken from there, the stored event not read.
+        let r = render_stamped(
+            EG,
+            StoredFormat::EventGrid,
+            DeliverySchema::EventGridSchema,
+            Some("3.0"),
+        )
+        .unwrap();
+        assert_eq!((r.json(), r.data_version()), (EG, Some("3.0")));
     }
 
     #[test]

@@ -166,6 +166,7 @@ fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis, versio
                     .with_format(format)
                     .matched_at(version)
                     .for_event(accepted.id())
+                    .with_data_version(accepted.data_version().map(str::to_owned))
                 })
                 .collect();
             (!deliveries.is_empty()).then(|| EventToStore {

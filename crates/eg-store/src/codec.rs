@@ -146,6 +146,8 @@ struct DeliveryRecord<'a> {
     catalog_version: u64,
     #[serde(rename = "e", default, skip_serializing_if = "str::is_empty", borrow)]
     event_id: Cow<'a, str>,
+    #[serde(rename = "dv", default, skip_serializing_if = "Option::is_none", borrow)]
+    data_version: Option<Cow<'a, str>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -203,6 +205,7 @@ fn encode_record(delivery: &Delivery, brevity: Brevity) -> String {
         format: delivery.format,
         catalog_version: delivery.catalog_version,
         event_id: Cow::Borrowed(&delivery.event_id),
+        data_version: delivery.data_version.as_deref().map(Cow::Borrowed),
     };
     // Strings and numbers only: serializing cannot fail.
     serde_json::to_string(&record).unwrap_or_default()
@@ -231,6 +234,7 @@ pub fn decode_delivery(raw: &str) -> Result<Delivery, Malformed> {
         format: record.format,
         catalog_version: record.catalog_version,
         event_id: record.event_id.into_owned(),
+        data_version: record.data_version.map(Cow::into_owned),
     })
 }
 
@@ -260,6 +264,8 @@ struct FanOutRecord<'a> {
     catalog_version: u64,
     #[serde(rename = "e", default, skip_serializing_if = "str::is_empty", borrow)]
     event_id: Cow<'a, str>,
+    #[serde(rename = "dv", default, skip_serializing_if = "Option::is_none", borrow)]
+    data_version: Option<Cow<'a, str>>,
 }
 
 /// The fan-out record of an event's push deliveries (layout 3), or `None` when they do
@@ -279,6 +285,7 @@ pub fn encode_fan_out(event_key: &str, deliveries: &[Delivery]) -> Option<String
                 && d.format == first.format
                 && d.catalog_version == first.catalog_version
                 && d.event_id == first.event_id
+                && d.data_version == first.data_version
         });
     if !same_shape {
         return None;
@@ -294,6 +301,7 @@ pub fn encode_fan_out(event_key: &str, deliveries: &[Delivery]) -> Option<String
         format: first.format,
         catalog_version: first.catalog_version,
         event_id: Cow::Borrowed(&first.event_id),
+        data_version: first.data_version.as_deref().map(Cow::Borrowed),
     };
     // Strings and numbers only: serializing cannot fail.
     serde_json::to_string(&record).ok()
@@ -317,6 +325,7 @@ pub fn decode_fan_out(raw: &str) -> Result<Vec<Delivery>, Malformed> {
             format: record.format,
             catalog_version: record.catalog_version,
             event_id: record.event_id.clone().into_owned(),
+            data_version: record.data_version.clone().map(Cow::into_owned),
         })
         .collect())
 }
@@ -510,6 +519,14 @@ mod tests {
         let bare = r#"{"id":"d2","ev":"e2","t":"t","s":"s","n":0,"p":1}"#;
         assert_eq!(encode_delivery(&plain), bare);
         assert_eq!(decode_delivery(bare).unwrap(), plain);
+
+        // The data version stamped at the publish; records without it read as unknown.
+        let stamped = plain.clone().with_data_version(Some("2.0".into()));
+        let with_version = r#"{"id":"d2","ev":"e2","t":"t","s":"s","n":0,"p":1,"dv":"2.0"}"#;
+        assert_eq!(encode_delivery(&stamped), with_version);
+        assert_eq!(decode_delivery(with_version).unwrap(), stamped);
+        let empty = plain.with_data_version(Some(String::new()));
+        assert_eq!(decode_delivery(&encode_delivery(&empty)).unwrap(), empty);
     }
 
     #[test]
@@ -539,12 +556,13 @@ mod tests {
                 )
                 .matched_at(7)
                 .for_event("evt-1")
+                .with_data_version(Some("1.0".into()))
             })
             .collect();
         let raw = encode_fan_out("k", &fan_out).unwrap();
         assert_eq!(
             raw,
-            r#"{"ev":"k","t":"orders","ss":["audit","billing","ship"],"p":5,"cv":7,"e":"evt-1"}"#
+            r#"{"ev":"k","t":"orders","ss":["audit","billing","ship"],"p":5,"cv":7,"e":"evt-1","dv":"1.0"}"#
         );
         assert_eq!(decode_fan_out(&raw).unwrap(), fan_out);
 

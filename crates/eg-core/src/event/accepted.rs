@@ -15,6 +15,8 @@ pub struct AcceptedEvent {
     pub event_type: String,
     pub subject: String,
     id: String,
+    /// `dataVersion` of an Event Grid event or custom envelope; `None` for a CloudEvent.
+    data_version: Option<String>,
     /// The stored event as a tree, built only when a filter reads a field of it
     /// (most filters read the type and subject only).
     fields: OnceLock<Map<String, Value>>,
@@ -26,25 +28,34 @@ impl AcceptedEvent {
         // Serializing a map of `Value`s cannot fail.
         let json = serde_json::to_string(&fields).unwrap_or_default();
         let id = fields.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let data_version = fields.get("dataVersion").and_then(Value::as_str).map(str::to_owned);
         Self {
             json,
             event_type,
             subject,
             id,
+            data_version,
             fields: OnceLock::from(fields),
         }
     }
 
     /// An event whose stored form is already written: `json` is a JSON object whose
-    /// `id` (Event Grid) or `id` attribute (CloudEvents) is `id`.
-    pub fn stored(json: String, id: String, event_type: String, subject: String) -> Self {
+    /// `id` (Event Grid) or `id` attribute (CloudEvents) is `id`, and whose
+    /// `dataVersion` is `data_version` (`None` for a CloudEvent).
+    pub fn stored(json: String, id: String, event_type: String, subject: String, data_version: Option<String>) -> Self {
         Self {
             json,
             event_type,
             subject,
             id,
+            data_version,
             fields: OnceLock::new(),
         }
+    }
+
+    /// The event's `dataVersion`, when its form has one (not a CloudEvent).
+    pub fn data_version(&self) -> Option<&str> {
+        self.data_version.as_deref()
     }
 
     /// The event's own `id` (every accepted form has one).

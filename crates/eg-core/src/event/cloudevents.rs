@@ -75,7 +75,13 @@ pub fn accept_raw(item: &RawValue) -> Result<AcceptedEvent, InvalidField> {
     }
     let (event_type, subject) = validate(&attributes, has_data)?;
     let id = required_non_empty(&attributes, "id")?.to_owned();
-    Ok(AcceptedEvent::stored(item.get().to_owned(), id, event_type, subject))
+    Ok(AcceptedEvent::stored(
+        item.get().to_owned(),
+        id,
+        event_type,
+        subject,
+        None,
+    ))
 }
 
 fn not_an_object(found: &str) -> InvalidField {

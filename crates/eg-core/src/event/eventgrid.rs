@@ -92,6 +92,7 @@ pub fn accept_raw(item: RawEvent<'_>, topic_id: &str) -> Result<AcceptedEvent, I
         checked.id,
         checked.event_type,
         checked.subject,
+        Some(checked.data_version),
     ))
 }
 

@@ -33,7 +33,6 @@ use crate::json::{self, JsonError};
 use crate::schema::InputSchema;
 use crate::time::UnixMillis;
 use crate::topic::Topic;
-use serde_json::Value;
 use serde_json::value::RawValue;
 use std::fmt;
 
@@ -238,7 +237,7 @@ impl PublishedBatch {
             }
             InputSchema::EventGridSchema => Self::parse_event_grid(body, &topic_id, limits),
             InputSchema::CustomEventSchema => {
-                let items = json_array(body)?;
+                let items = raw_array(body)?;
                 // A custom topic always has a mapping (`Topic::from_resource` sees to it);
                 // an empty one still refuses every event, naming eventType.
                 let fallback = InputSchemaMapping::default();
@@ -275,17 +274,8 @@ impl PublishedBatch {
     }
 }
 
-/// The body as one strict JSON value ([`crate::json`]), problems located as
-/// `events[i]…` ([`located`]).
-fn json_value(body: &[u8]) -> Result<Value, PublishError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(PublishError::EmptyBody);
-    }
-    json::parse(body).map_err(located)
-}
-
-/// The body checked as strictly as [`json_value`] reads it, with the same errors, but
-/// kept as text: events are then read borrowed from it and nothing is built for `data`.
+/// The body checked as strict JSON ([`crate::json`]: duplicate keys, depth; problems
+/// located as `events[i]…`), kept as text: events are then read borrowed from it and nothing is built for `data`.
 fn raw_value(body: &[u8]) -> Result<&RawValue, PublishError> {
     serde_json::from_str(checked_text(body)?).map_err(unreadable)
 }
@@ -339,13 +329,6 @@ fn located(mut e: JsonError) -> PublishError {
     PublishError::MalformedJson(e)
 }
 
-fn json_array(body: &[u8]) -> Result<Vec<Value>, PublishError> {
-    match json_value(body)? {
-        Value::Array(items) => Ok(items),
-        _ => Err(PublishError::NotAnArray),
-    }
-}
-
 /// Accepts every item or none: the count limit, each item's validation, then the size
 /// of its stored form.
 fn accept_all<T>(
@@ -384,7 +367,7 @@ fn accept_all<T>(
 mod tests {
     use super::*;
     use crate::event::EventGridEvent;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     const TOPIC: &str = "/topics/orders";
 

@@ -311,7 +311,8 @@ mod tests {
         .unwrap();
         mapping
             .apply(
-                json!({"no": "7", "kind": "Sold", "price": 3}),
+                &serde_json::from_str::<Box<serde_json::value::RawValue>>(r#"{"no": "7", "kind": "Sold", "price": 3}"#)
+                    .unwrap(),
                 "/topics/shop",
                 UnixMillis(0),
                 &mut String::new,

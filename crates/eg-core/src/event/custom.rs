@@ -27,11 +27,13 @@
 
 use crate::api_error::InvalidField;
 use crate::event::accepted::AcceptedEvent;
-use crate::event::eventgrid::EventGridEvent;
+use crate::event::eventgrid::{Envelope, stored_json};
+use crate::event::raw::{self, RawFields, raw_str, raw_type};
 use crate::json::json_type;
 use crate::time::UnixMillis;
 use chrono::DateTime;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 /// A topic's `inputSchemaMapping` (Event Grid's `JsonInputSchemaMapping`).
@@ -159,19 +161,21 @@ impl InputSchemaMapping {
         json!({"inputSchemaMappingType": "Json", "properties": props})
     }
 
-    /// Builds the stored envelope of one published object. `new_id` makes the id of an
+    /// Builds the stored envelope of one published object, read from its text (`item`,
+    /// checked as strict JSON by the publish): only the mapped fields are read, and the
+    /// object goes into `data` byte for byte as published. `new_id` makes the id of an
     /// object whose topic maps none; field names in errors are the object's paths.
     pub fn apply(
         &self,
-        item: Value,
+        item: &RawValue,
         topic_id: &str,
         now: UnixMillis,
         new_id: &mut dyn FnMut() -> String,
     ) -> Result<AcceptedEvent, InvalidField> {
-        let Value::Object(object) = item else {
+        let Some(object) = RawFields::of(item) else {
             return Err(InvalidField::new(
                 "",
-                format!("each event must be a JSON object, got {}", json_type(&item)),
+                format!("each event must be a JSON object, got {}", raw_type(item)),
             ));
         };
         let id = match &self.id {
@@ -209,33 +213,38 @@ impl InputSchemaMapping {
         };
         let subject = defaulted(&object, &self.subject, "subject")?.unwrap_or_default();
         let data_version = defaulted(&object, &self.data_version, "dataVersion")?.unwrap_or_default();
-        let envelope = EventGridEvent {
-            id,
-            topic: topic_id.to_owned(),
-            subject,
-            event_type,
-            event_time,
-            data: Some(Value::Object(object)),
-            data_version,
-            metadata_version: "1".to_owned(),
+        let envelope = Envelope {
+            id: &id,
+            subject: &subject,
+            event_type: &event_type,
+            event_time: &event_time,
+            data_version: &data_version,
         };
-        Ok(envelope.accepted())
+        let json = stored_json(&envelope, topic_id, Some(item));
+        Ok(AcceptedEvent::stored(json, id, event_type, subject, Some(data_version)))
     }
 }
 
 /// The value at a dotted path; `null` counts as missing.
-fn lookup<'a>(object: &'a Map<String, Value>, path: &str) -> Option<&'a Value> {
-    let mut parts = path.split('.');
-    let first = object.get(parts.next()?)?;
-    parts.try_fold(first, |v, part| v.get(part)).filter(|v| !v.is_null())
+fn lookup<'a>(object: &RawFields<'a>, path: &str) -> Option<&'a RawValue> {
+    let found = match path.split_once('.') {
+        Some((first, rest)) => raw::field_at(object.get(first)?, rest)?,
+        None => object.get(path)?,
+    };
+    (!raw::is_null(found)).then_some(found)
 }
 
-fn required(object: &Map<String, Value>, path: &str, target: &str) -> Result<String, InvalidField> {
-    match lookup(object, path) {
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(InvalidField::new(
+/// A looked-up value as a string, or the JSON type it has instead.
+fn string_of(value: &RawValue) -> Result<String, &'static str> {
+    raw_str(value).map(|s| s.into_owned()).ok_or_else(|| raw_type(value))
+}
+
+fn required(object: &RawFields<'_>, path: &str, target: &str) -> Result<String, InvalidField> {
+    match lookup(object, path).map(string_of) {
+        Some(Ok(s)) => Ok(s),
+        Some(Err(found)) => Err(InvalidField::new(
             path,
-            format!("must be a string, got {} (mapped to {target})", json_type(other)),
+            format!("must be a string, got {found} (mapped to {target})"),
         )),
         None => Err(InvalidField::new(
             path,
@@ -244,14 +253,14 @@ fn required(object: &Map<String, Value>, path: &str, target: &str) -> Result<Str
     }
 }
 
-fn defaulted(object: &Map<String, Value>, field: &MappedField, target: &str) -> Result<Option<String>, InvalidField> {
+fn defaulted(object: &RawFields<'_>, field: &MappedField, target: &str) -> Result<Option<String>, InvalidField> {
     if let Some(path) = &field.source_field {
-        match lookup(object, path) {
-            Some(Value::String(s)) => return Ok(Some(s.clone())),
-            Some(other) => {
+        match lookup(object, path).map(string_of) {
+            Some(Ok(s)) => return Ok(Some(s)),
+            Some(Err(found)) => {
                 return Err(InvalidField::new(
                     path.clone(),
-                    format!("must be a string, got {} (mapped to {target})", json_type(other)),
+                    format!("must be a string, got {found} (mapped to {target})"),
                 ));
             }
             None if field.default_value.is_none() => {
@@ -368,8 +377,12 @@ mod tests {
         .unwrap()
     }
 
+    fn raw(text: &str) -> Box<RawValue> {
+        serde_json::from_str(text).unwrap()
+    }
+
     fn apply(m: &InputSchemaMapping, item: Value) -> Result<AcceptedEvent, InvalidField> {
-        m.apply(item, TOPIC, UnixMillis(0), &mut || "generated".to_owned())
+        m.apply(&raw(&item.to_string()), TOPIC, UnixMillis(0), &mut || "generated".to_owned())
     }
 
     fn envelope(a: &AcceptedEvent) -> Value {
@@ -392,6 +405,16 @@ mod tests {
         assert_eq!(a.event_type, "Shop.Sold");
         assert_eq!(a.subject, "/shop");
         assert_eq!(a.routing().lookup("data.n"), Some(&json!(5)));
+    }
+
+    #[test]
+    fn the_object_is_stored_byte_for_byte_as_published() {
+        let text = r#"{ "header": {"id": "e1"}, "when": "2026-01-02T03:04:05Z", "v": "2", "n": 1.50, "z": 1, "a": 2 }"#;
+        let a = mapping()
+            .apply(&raw(text), TOPIC, UnixMillis(0), &mut || "generated".to_owned())
+            .unwrap();
+        assert!(a.json.starts_with(&format!("{{\"data\":{text},")), "{}", a.json);
+        assert_eq!(a.data_version(), Some("2"));
     }
 
     #[test]
@@ -449,7 +472,7 @@ mod tests {
         }))
         .unwrap();
         let a = m
-            .apply(json!({"x": 1}), TOPIC, UnixMillis(1_000), &mut || "uuid-1".to_owned())
+            .apply(&raw(r#"{"x": 1}"#), TOPIC, UnixMillis(1_000), &mut || "uuid-1".to_owned())
             .unwrap();
         let e = envelope(&a);
         assert_eq!(e["id"], "uuid-1");

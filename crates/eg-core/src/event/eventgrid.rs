@@ -86,7 +86,7 @@ pub fn accept_raw(item: RawEvent<'_>, topic_id: &str) -> Result<AcceptedEvent, I
         return Err(not_an_object());
     };
     let checked = check(&mut fields, topic_id)?;
-    let json = stored_json(&checked, topic_id, fields.get("data"));
+    let json = stored_json(&checked.envelope(), topic_id, fields.get("data"));
     Ok(AcceptedEvent::stored(
         json,
         checked.id,
@@ -100,9 +100,18 @@ fn not_an_object() -> InvalidField {
     InvalidField::new("", "each event must be a JSON object")
 }
 
+/// The string fields of a stored event (a custom event's envelope too).
+pub(crate) struct Envelope<'a> {
+    pub id: &'a str,
+    pub subject: &'a str,
+    pub event_type: &'a str,
+    pub event_time: &'a str,
+    pub data_version: &'a str,
+}
+
 /// The stored form: the fields `EventGridEvent` serializes to, in the same (sorted)
 /// order, with `data` as published. `data: null` is kept, like an absent `data` is.
-fn stored_json(checked: &Checked, topic_id: &str, data: Option<&RawValue>) -> String {
+pub(crate) fn stored_json(checked: &Envelope<'_>, topic_id: &str, data: Option<&RawValue>) -> String {
     let data_len = data.map_or(0, |d| d.get().len());
     let mut out = String::with_capacity(data_len + 256);
     out.push('{');
@@ -112,13 +121,13 @@ fn stored_json(checked: &Checked, topic_id: &str, data: Option<&RawValue>) -> St
         out.push(',');
     }
     out.push_str("\"dataVersion\":");
-    push_json_str(&mut out, &checked.data_version);
+    push_json_str(&mut out, checked.data_version);
     for (name, value) in [
-        ("eventTime", checked.event_time.as_str()),
-        ("eventType", &checked.event_type),
-        ("id", &checked.id),
+        ("eventTime", checked.event_time),
+        ("eventType", checked.event_type),
+        ("id", checked.id),
         ("metadataVersion", "1"),
-        ("subject", &checked.subject),
+        ("subject", checked.subject),
         ("topic", topic_id),
     ] {
         out.push_str(",\"");
@@ -137,6 +146,18 @@ struct Checked {
     event_type: String,
     event_time: String,
     data_version: String,
+}
+
+impl Checked {
+    fn envelope(&self) -> Envelope<'_> {
+        Envelope {
+            id: &self.id,
+            subject: &self.subject,
+            event_type: &self.event_type,
+            event_time: &self.event_time,
+            data_version: &self.data_version,
+        }
+    }
 }
 
 /// Where [`check`] reads a published event's fields: its parsed object, or its text.

@@ -11,8 +11,10 @@
 
 use crate::batch_events::events_of;
 use crate::destination::RenderedBatch;
+use eg_core::event::raw::{self, RawFields, raw_str};
 use eg_core::render::content_type;
-use serde_json::Value;
+use eg_core::subscription::resolve_headers;
+use serde_json::value::RawValue;
 
 /// One event of a batch, ready to publish.
 pub struct EventMessage {
@@ -22,8 +24,6 @@ pub struct EventMessage {
     /// The event as rendered in the subscription's delivery schema, byte for byte as a
     /// webhook would receive it inside its batch.
     pub payload: String,
-    /// The same, parsed: routing keys and dynamic delivery properties read fields here.
-    pub event: Value,
     /// `aeg-*` headers, then the subscription's delivery properties.
     pub headers: Vec<(String, String)>,
 }
@@ -49,32 +49,33 @@ pub fn messages(batch: &RenderedBatch<'_>) -> Result<Vec<EventMessage>, NotEvent
     events_of(&batch.body.body)?
         .into_iter()
         .enumerate()
-        .map(|(index, raw)| {
-            let event: Value = serde_json::from_str(raw)?;
+        .map(|(index, payload)| {
+            let event: &RawValue = serde_json::from_str(payload)?;
+            let fields = RawFields::of(event);
+            let field = |name: &str| fields.as_ref()?.get(name).and_then(raw_str);
             Ok(EventMessage {
-                id: event_id(&event, batch, index),
-                headers: headers(batch, &event),
-                payload: raw.to_owned(),
-                event,
+                id: match field("id") {
+                    Some(id) if !id.is_empty() => id.into_owned(),
+                    _ => fallback_id(batch, index),
+                },
+                headers: headers(batch, payload, field("dataVersion").unwrap_or_default().as_ref()),
+                payload: payload.to_owned(),
             })
         })
         .collect()
 }
 
-/// The event's own `id` (Event Grid and CloudEvents schemas both have one). A custom
-/// delivery schema may carry none: then the batch id and the event's place in the batch,
-/// which stay the same across retries of the same batch.
-fn event_id(event: &Value, batch: &RenderedBatch<'_>, index: usize) -> String {
-    match event.get("id") {
-        Some(Value::String(id)) if !id.is_empty() => id.clone(),
-        _ => format!("{}.{index}", batch.batch_id),
-    }
+/// The id of an event without one of its own (Event Grid and CloudEvents events both
+/// have one; a custom delivery schema may carry none): the batch id and the event's place
+/// in the batch, which stay the same across retries of the same batch.
+fn fallback_id(batch: &RenderedBatch<'_>, index: usize) -> String {
+    format!("{}.{index}", batch.batch_id)
 }
 
 /// What a webhook request carries besides its body, for one event: Event Grid's `aeg-*`
 /// headers and the subscription's delivery properties (a dynamic one whose field the event
 /// lacks is left out).
-fn headers(batch: &RenderedBatch<'_>, event: &Value) -> Vec<(String, String)> {
+fn headers(batch: &RenderedBatch<'_>, event: &str, data_version: &str) -> Vec<(String, String)> {
     let subscription = batch.subscription;
     let mut headers = vec![
         ("aeg-event-type".to_owned(), "Notification".to_owned()),
@@ -87,28 +88,17 @@ fn headers(batch: &RenderedBatch<'_>, event: &Value) -> Vec<(String, String)> {
     ];
     if batch.body.data_version.is_some() {
         // An Event Grid schema delivery: each message has its own event's version.
-        let version = event.get("dataVersion").and_then(Value::as_str).unwrap_or_default();
-        headers.push(("aeg-data-version".to_owned(), version.to_owned()));
+        headers.push(("aeg-data-version".to_owned(), data_version.to_owned()));
     }
-    for h in &subscription.delivery_headers {
-        if let Some(value) = h.value_for(event) {
-            headers.push((h.name.clone(), value));
-        }
-    }
+    headers.extend(resolve_headers(&subscription.delivery_headers, event));
     headers
 }
 
-/// A scalar field of `event` by its dotted path (`subject`, `data.region`), read as
-/// dynamic delivery properties read theirs.
-pub fn event_field(event: &Value, path: &str) -> Option<String> {
-    use eg_core::subscription::{DeliveryHeader, HeaderValueSource};
-    DeliveryHeader {
-        name: String::new(),
-        value: HeaderValueSource::Dynamic {
-            source_field: path.to_owned(),
-        },
-    }
-    .value_for(event)
+/// A scalar field of `event` (its JSON) by its dotted path (`subject`, `data.region`),
+/// read as dynamic delivery properties read theirs.
+pub fn event_field(event: &str, path: &str) -> Option<String> {
+    let event: &RawValue = serde_json::from_str(event).ok()?;
+    raw::scalar_text(raw::field_at(event, path)?)
 }
 
 #[cfg(test)]
@@ -169,10 +159,10 @@ mod tests {
 
     #[test]
     fn event_fields_are_read_by_dotted_path() {
-        let event = json!({"subject": "/orders/1", "data": {"n": 5, "o": {}}});
-        assert_eq!(event_field(&event, "subject").as_deref(), Some("/orders/1"));
-        assert_eq!(event_field(&event, "data.n").as_deref(), Some("5"));
-        assert_eq!(event_field(&event, "data.o"), None);
-        assert_eq!(event_field(&event, "missing"), None);
+        let event = r#"{"subject": "/orders/1", "data": {"n": 5, "o": {}}}"#;
+        assert_eq!(event_field(event, "subject").as_deref(), Some("/orders/1"));
+        assert_eq!(event_field(event, "data.n").as_deref(), Some("5"));
+        assert_eq!(event_field(event, "data.o"), None);
+        assert_eq!(event_field(event, "missing"), None);
     }
 }

@@ -184,7 +184,7 @@ impl Publish<'_> {
     fn routing_key_of(&self, message: &EventMessage) -> Option<ShortString> {
         let key = match self.routing_key {
             RoutingKey::Static(key) => key.clone(),
-            RoutingKey::FromEvent(field) => event_field(&message.event, field).unwrap_or_default(),
+            RoutingKey::FromEvent(field) => event_field(&message.payload, field).unwrap_or_default(),
         };
         (key.len() <= SHORT_STRING_MAX).then(|| key.into())
     }

@@ -80,15 +80,20 @@ async fn send_gathered(
             }
             // Redis refused the call itself (a script error at one item, a record that
             // does not encode): settle each alone, so one bad item cannot fail the others
-            // again and again. Those settled before the failure answer "not held" now:
-            // XACK already ended their hold, and their callers count them as taken. A
-            // call of one is settled again too, so whether the bad item went out with
-            // others or alone, its caller gets the same answer.
+            // again and again. A call of several ends its holds only at its end, so the
+            // others are still held and settle now. A call of one ends its hold first: the
+            // bad item, refused alone, is settled once more and answers "no longer held"
+            // (its caller counts it as taken), the same answer whether it first went out
+            // with others or alone.
             Err(e) if !is_transport(&e) => {
                 tracing::warn!(error = %e, items = call.len(), "a settle call failed; settling its items one by one");
                 for queued in call.drain(..) {
-                    let alone = settle_in_one_call(&store, &partition, &retention, std::slice::from_ref(&queued)).await;
-                    let answer = alone
+                    let alone = std::slice::from_ref(&queued);
+                    let mut answer = settle_in_one_call(&store, &partition, &retention, alone).await;
+                    if matches!(&answer, Err(e) if !is_transport(e)) {
+                        answer = settle_in_one_call(&store, &partition, &retention, alone).await;
+                    }
+                    let answer = answer
                         .map_err(|e| SettleError::Call(e.to_string()))
                         .and_then(|mut settled| settled.pop().ok_or(SettleError::NoAnswer));
                     let _ = queued.reply.send(answer);
@@ -300,9 +305,15 @@ mod tests {
             answers.push(settle.await.unwrap());
         }
         // Every caller is answered at once (none is failed again and again with the bad
-        // item): the script ended each hold (XACK) before it stopped at the bad record,
-        // so settled again alone they answer "no longer held".
+        // item): the call ends its holds only at its end, so the good items, settled
+        // again alone, take effect; the bad one, refused alone too (a call of one ends
+        // its hold first), answers "no longer held".
+        let took: Vec<bool> = answers
+            .iter()
+            .map(|a| a.as_ref().map(|s| s.took_effect).unwrap_or(false))
+            .collect();
         assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+        assert_eq!(took, [true, true, false], "{answers:?}");
         assert_eq!(store.depths(&p0).await.unwrap().in_flight, 0, "every hold ended");
     }
 }

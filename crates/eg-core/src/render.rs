@@ -21,8 +21,10 @@
 //! attribute must be.) `metadataVersion` has no CloudEvents counterpart and is dropped.
 
 use crate::event::cloudevents::SPEC_VERSION;
+use crate::event::raw::{self, RawFields, push_json_str, raw_str};
 use crate::schema::{DeliverySchema, StoredFormat};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
@@ -109,22 +111,17 @@ pub fn render_stamped<'a>(
             value: None,
             data_version: None,
         }),
-        (S::EventGrid | S::Custom, D::CloudEventSchemaV1_0) => {
-            let event = Value::Object(event_grid_to_cloud_event(object(stored)?));
-            Ok(RenderedEvent {
-                json: Cow::Owned(event.to_string()),
-                value: Some(event),
-                data_version: None,
-            })
-        }
-        (S::Custom, D::CustomInputSchema) => {
-            let data = object(stored)?.remove("data").unwrap_or(Value::Null);
-            Ok(RenderedEvent {
-                json: Cow::Owned(data.to_string()),
-                value: Some(data),
-                data_version: None,
-            })
-        }
+        (S::EventGrid | S::Custom, D::CloudEventSchemaV1_0) => Ok(RenderedEvent {
+            json: Cow::Owned(cloud_event_json(&fields_of(stored)?)),
+            value: None,
+            data_version: None,
+        }),
+        // The published object, as stored: a slice of the envelope.
+        (S::Custom, D::CustomInputSchema) => Ok(RenderedEvent {
+            json: Cow::Borrowed(fields_of(stored)?.get("data").map_or("null", RawValue::get)),
+            value: None,
+            data_version: None,
+        }),
         (from, to) => Err(RenderError::Unsupported { from, to }),
     }
 }
@@ -154,6 +151,47 @@ pub fn event_grid_to_cloud_event(mut event: Map<String, Value>) -> Map<String, V
         ce.insert("data".into(), data);
     }
     ce
+}
+
+/// The CloudEvent of a stored Event Grid event (or custom envelope), written from its
+/// fields as stored: as [`event_grid_to_cloud_event`] builds it, with `data` copied byte
+/// for byte.
+fn cloud_event_json(event: &RawFields<'_>) -> String {
+    let text = |name: &str| event.get(name).and_then(raw_str).unwrap_or_default();
+    let data = event.get("data").filter(|d| !raw::is_null(d));
+    let mut out = String::with_capacity(data.map_or(0, |d| d.get().len()) + 256);
+    out.push_str("{\"specversion\":");
+    push_json_str(&mut out, SPEC_VERSION);
+    let attributes = [
+        ("id", text("id")),
+        ("source", text("topic")),
+        ("type", text("eventType")),
+        ("subject", text("subject")),
+        ("time", text("eventTime")),
+        ("dataversion", text("dataVersion")),
+    ];
+    for (name, value) in &attributes {
+        // A CloudEvents subject is never empty; an empty data version is left out.
+        if value.is_empty() && matches!(*name, "subject" | "dataversion") {
+            continue;
+        }
+        out.push_str(",\"");
+        out.push_str(name);
+        out.push_str("\":");
+        push_json_str(&mut out, value);
+    }
+    if let Some(data) = data {
+        out.push_str(",\"datacontenttype\":\"application/json\",\"data\":");
+        out.push_str(data.get());
+    }
+    out.push('}');
+    out
+}
+
+/// The top-level fields of a stored event, read without building it.
+fn fields_of(stored: &str) -> Result<RawFields<'_>, RenderError> {
+    let raw: &RawValue = serde_json::from_str(stored).map_err(|e| RenderError::Malformed(e.to_string()))?;
+    RawFields::of(raw).ok_or_else(|| RenderError::Malformed("not an object".into()))
 }
 
 /// A delivery request's body and headers that depend on the events in it.
@@ -201,14 +239,6 @@ pub fn content_type(schema: DeliverySchema, count: usize) -> &'static str {
         DeliverySchema::CloudEventSchemaV1_0 if count == 1 => CLOUD_EVENT,
         DeliverySchema::CloudEventSchemaV1_0 => CLOUD_EVENT_BATCH,
         DeliverySchema::EventGridSchema | DeliverySchema::CustomInputSchema => JSON,
-    }
-}
-
-fn object(stored: &str) -> Result<Map<String, Value>, RenderError> {
-    match serde_json::from_str(stored) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(RenderError::Malformed("not an object".into())),
-        Err(e) => Err(RenderError::Malformed(e.to_string())),
     }
 }
 

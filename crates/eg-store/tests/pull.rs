@@ -107,6 +107,47 @@ async fn acknowledge_ends_the_lock_and_frees_the_event() {
 }
 
 #[tokio::test]
+async fn a_lock_token_given_twice_in_one_call_settles_once() {
+    let h = Harness::start().await;
+    // The event also has a push delivery, which still needs its body afterwards.
+    let mut mixed = event("e1", 2);
+    mixed.deliveries[1].subscription = "audit".into();
+    publish_queued(&h, &[mixed]).await;
+    let got = h.store.receive_queue(&h.p0(), SUB, LOCK, 1).await.unwrap();
+    let entry = &got[0];
+    let item = || Settle {
+        entry_id: &entry.entry_id,
+        delivery: &entry.delivery,
+        settlement: &Settlement::Done,
+        history: None,
+        carries_body: false,
+    };
+    let p = h.p0();
+    let settled = h
+        .store
+        .settle_queue(
+            &p,
+            SUB,
+            &[item(), item()],
+            &[1, 1],
+            LOCK,
+            LockCheck::Held,
+            &Retention::NONE,
+        )
+        .await
+        .unwrap();
+    assert_eq!(settled, [true, false]);
+    let mut redis = h.redis();
+    assert_eq!(xlen(&mut redis, &p.queue(SUB)), 0);
+    let outstanding: Option<i64> = redis::cmd("HGET")
+        .arg(p.event("e1"))
+        .arg("r")
+        .query(&mut redis)
+        .unwrap();
+    assert_eq!(outstanding, Some(1), "the push delivery's count is left alone");
+}
+
+#[tokio::test]
 async fn release_now_requeues_with_the_count_carried_and_the_old_lock_lost() {
     let h = Harness::start().await;
     publish_queued(&h, &[event("e1", 1)]).await;

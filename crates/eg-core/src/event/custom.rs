@@ -382,7 +382,9 @@ mod tests {
     }
 
     fn apply(m: &InputSchemaMapping, item: Value) -> Result<AcceptedEvent, InvalidField> {
-        m.apply(&raw(&item.to_string()), TOPIC, UnixMillis(0), &mut || "generated".to_owned())
+        m.apply(&raw(&item.to_string()), TOPIC, UnixMillis(0), &mut || {
+            "generated".to_owned()
+        })
     }
 
     fn envelope(a: &AcceptedEvent) -> Value {
@@ -472,7 +474,9 @@ mod tests {
         }))
         .unwrap();
         let a = m
-            .apply(&raw(r#"{"x": 1}"#), TOPIC, UnixMillis(1_000), &mut || "uuid-1".to_owned())
+            .apply(&raw(r#"{"x": 1}"#), TOPIC, UnixMillis(1_000), &mut || {
+                "uuid-1".to_owned()
+            })
             .unwrap();
         let e = envelope(&a);
         assert_eq!(e["id"], "uuid-1");

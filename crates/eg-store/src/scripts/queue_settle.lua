@@ -39,19 +39,23 @@ local function holds(id, want)
 end
 
 local results = {}
+-- A lock token given twice in one call settles once: after it is settled, its lock is
+-- ended for the rest of the call (renewing it too).
+local settled_here = {}
 for i = 1, n do
   local k, a = 6 + 6 * (i - 1), 6 + 8 * (i - 1)
   local id = ARGV[a + 1]
-  if not holds(id, tonumber(ARGV[c + 2 + i])) then
+  if settled_here[id] or not holds(id, tonumber(ARGV[c + 2 + i])) then
     results[i] = 0
   elseif ARGV[a + 2] == 'renew' then
     redis.call('XCLAIM', KEYS[1], group, 'locks', 0, id, 'IDLE', 0, 'JUSTID')
     results[i] = 1
   else
     results[i] = settle(k, a)
+    to_acknowledge[#to_acknowledge + 1] = id
+    settled_here[id] = true
   end
 end
--- The locks of every settled item end together: one XACK.
-call_with_all('XACK', { KEYS[1], group }, settled_ids)
+-- The locks of the settled items end together, with one XACK.
 finish()
 return results

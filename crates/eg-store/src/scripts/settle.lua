@@ -6,7 +6,7 @@
 -- index's bound) is done once, and the round trip and script start are paid once
 -- instead of N times.
 -- The holds are ended together, by one XACK of every entry still pending
--- (acknowledge_held in settle_steps.lua). If an entry is no longer pending (another
+-- (held_now and finish in settle_steps.lua). If an entry is no longer pending (another
 -- holder settled it first, say after the scheduler reclaimed it), nothing is changed
 -- for it and its result is 0: the delivery belongs to whoever settled it, so it is never
 -- moved twice (nor its history written twice); an entry named twice in one call is
@@ -52,7 +52,7 @@ local ids = {}
 for i = 1, n do
   ids[i] = ARGV[6 + 8 * (i - 1) + 1]
 end
-local held = acknowledge_held(ids)
+local held = held_now(ids)
 local results = {}
 for i = 1, n do
   if held[ids[i]] then

@@ -4,9 +4,10 @@
 -- free-the-body code exists once.
 -- It reads the fixed KEYS and ARGV and the per-item layout that settle.lua's header
 -- documents (KEYS[1] the stream the holds are on, ARGV[1] its consumer group), and
--- defines settle(k, a), which settles the item at KEYS base k and ARGV base a once its
--- hold is known to be ended, and finish(), which the caller runs once at the end: it
--- deletes the settled entries (one XDEL for the call), writes the delivered log and
+-- defines held_now(ids) (which holds are still held), settle(k, a), which settles the
+-- item at KEYS base k and ARGV base a once its hold is known to be held, and finish(),
+-- which the caller runs once at the end: it ends the holds still to end (one XACK for
+-- the call) and deletes the settled entries (one XDEL), writes the delivered log and
 -- keeps history within its bounds. Ready entries of layout 2 (codec::EntryLayout) carry
 -- the event's body in field b beside the record in d.
 --
@@ -37,14 +38,19 @@ local wrote_history = false
 -- finish().
 local settled_ids = {}
 local logged = {}
+-- Entry ids whose holds finish() ends, with one XACK for the call: those not
+-- acknowledged already (see held_now).
+local to_acknowledge = {}
 
--- Acknowledges, with one XACK, those of `ids` still pending in the group (held by any
--- reader: a reclaimed entry settles for whoever settles it first), and answers which
--- those were, as a set. One id: XACK answers that itself. Several: XCLAIM … JUSTID with
--- a minimum idle time of 0 answers which are pending, changing nothing but their
--- holder, for the instant until the XACK that follows (to the consumer `settling`,
--- which holds nothing between calls).
-local function acknowledge_held(ids)
+-- Which of `ids` are still pending in the group (held by any reader: a reclaimed entry
+-- settles for whoever settles it first), as a set. One id: its XACK answers that, and
+-- ends the hold at once. Several: XCLAIM … JUSTID with a minimum idle time of 0 answers
+-- which are pending, changing nothing but their holder (the consumer `settling`), and
+-- their holds end at finish(), with one XACK: were the script to fail half way, the
+-- holds not settled yet stay pending and are taken back after the visibility timeout
+-- rather than left acknowledged and never moved on. `settling` holds nothing between
+-- calls.
+local function held_now(ids)
   local held = {}
   if #ids == 1 then
     if redis.call('XACK', KEYS[1], group, ids[1]) == 1 then
@@ -53,9 +59,9 @@ local function acknowledge_held(ids)
     return held
   end
   local _, pending = call_with_all('XCLAIM', { KEYS[1], group, 'settling', 0 }, ids, { 'JUSTID' })
-  call_with_all('XACK', { KEYS[1], group }, pending)
   for _, id in ipairs(pending) do
     held[id] = true
+    to_acknowledge[#to_acknowledge + 1] = id
   end
   return held
 end
@@ -230,6 +236,9 @@ local function write_delivered_log()
 end
 
 local function finish()
+  if #to_acknowledge > 0 then
+    call_with_all('XACK', { KEYS[1], group }, to_acknowledge)
+  end
   if #settled_ids > 0 then
     call_with_all('XDEL', { KEYS[1] }, settled_ids)
   end

@@ -80,20 +80,14 @@ async fn send_gathered(
             }
             // Redis refused the call itself (a script error at one item, a record that
             // does not encode): settle each alone, so one bad item cannot fail the others
-            // again and again. A call of several ends its holds only at its end, so the
-            // others are still held and settle now. A call of one ends its hold first: the
-            // bad item, refused alone, is settled once more and answers "no longer held"
-            // (its caller counts it as taken), the same answer whether it first went out
-            // with others or alone.
+            // again and again. The call had ended every hold, but an entry stays in the
+            // stream until its settle deletes it, and that is what a settle of it now
+            // goes by: the others settle; the bad one is refused again, alone.
             Err(e) if !is_transport(&e) => {
                 tracing::warn!(error = %e, items = call.len(), "a settle call failed; settling its items one by one");
                 for queued in call.drain(..) {
-                    let alone = std::slice::from_ref(&queued);
-                    let mut answer = settle_in_one_call(&store, &partition, &retention, alone).await;
-                    if matches!(&answer, Err(e) if !is_transport(e)) {
-                        answer = settle_in_one_call(&store, &partition, &retention, alone).await;
-                    }
-                    let answer = answer
+                    let alone = settle_in_one_call(&store, &partition, &retention, std::slice::from_ref(&queued)).await;
+                    let answer = alone
                         .map_err(|e| SettleError::Call(e.to_string()))
                         .and_then(|mut settled| settled.pop().ok_or(SettleError::NoAnswer));
                     let _ = queued.reply.send(answer);
@@ -270,7 +264,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_item_redis_refuses_alone_is_answered_as_no_longer_held() {
+    async fn an_item_redis_refuses_alone_is_answered_with_the_refusal() {
         let server = RedisServer::start();
         let store = connect(&server).await;
         let p0 = store.keys().partition(0);
@@ -278,9 +272,9 @@ mod tests {
         corrupt_event_record(&server, &p0, "e0");
         let queue = SettleQueue::start(&store, Retention::NONE);
         let answer = queue.settle(&p0, settled_through_the_hash(&held[0])).await;
-        // The same answer as when it fails among others: the script ended the hold
-        // before it stopped at the bad record.
-        assert!(matches!(answer, Ok(Settled { took_effect: false, .. })), "{answer:?}");
+        // The same answer as when it fails among others (refused again, alone); the
+        // script ended the hold before it stopped at the bad record.
+        assert!(matches!(answer, Err(SettleError::Call(_))), "{answer:?}");
         assert_eq!(store.depths(&p0).await.unwrap().in_flight, 0);
     }
 
@@ -305,15 +299,10 @@ mod tests {
             answers.push(settle.await.unwrap());
         }
         // Every caller is answered at once (none is failed again and again with the bad
-        // item): the call ends its holds only at its end, so the good items, settled
-        // again alone, take effect; the bad one, refused alone too (a call of one ends
-        // its hold first), answers "no longer held".
-        let took: Vec<bool> = answers
-            .iter()
-            .map(|a| a.as_ref().map(|s| s.took_effect).unwrap_or(false))
-            .collect();
-        assert!(answers.iter().all(Result::is_ok), "{answers:?}");
-        assert_eq!(took, [true, true, false], "{answers:?}");
+        // item): the good items take effect, settled again alone if they went out with
+        // the bad one (still in the stream, so still theirs); the bad one is refused.
+        let took: Vec<Option<bool>> = answers.iter().map(|a| a.as_ref().ok().map(|s| s.took_effect)).collect();
+        assert_eq!(took, [Some(true), Some(true), None], "{answers:?}");
         assert_eq!(store.depths(&p0).await.unwrap().in_flight, 0, "every hold ended");
     }
 }

@@ -2,15 +2,13 @@
 -- delivery on, atomically: acknowledge and delete the entry, then retry, requeue,
 -- dead-letter, park or finish it, and append the step to the event's delivery history.
 -- One call settles a whole batch (or whatever a sender's settle queue gathered): the
--- fixed work (TIME, one XDEL of every settled entry, the delivered log, the history
--- index's bound) is done once, and the round trip and script start are paid once
--- instead of N times.
--- The holds are ended together, by one XACK of every entry still pending
--- (held_now and finish in settle_steps.lua). If an entry is no longer pending (another
--- holder settled it first, say after the scheduler reclaimed it), nothing is changed
--- for it and its result is 0: the delivery belongs to whoever settled it, so it is never
--- moved twice (nor its history written twice); an entry named twice in one call is
--- settled once.
+-- fixed work (TIME, one XACK and one XDEL of every settled entry, the delivered log,
+-- the history index's bound) is done once, and the round trip and script start are
+-- paid once instead of N times.
+-- If an entry was settled already (by another holder, say after the scheduler
+-- reclaimed it; held_now in settle_steps.lua), nothing is changed for it and its result
+-- is 0: the delivery belongs to whoever settled it, so it is never moved twice (nor its
+-- history written twice); an entry named twice in one call is settled once.
 -- Otherwise its result is 1 + the number of old records evicted from the dead-letter
 -- archive. Returns the N results in order.
 --

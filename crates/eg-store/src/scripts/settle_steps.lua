@@ -4,11 +4,11 @@
 -- free-the-body code exists once.
 -- It reads the fixed KEYS and ARGV and the per-item layout that settle.lua's header
 -- documents (KEYS[1] the stream the holds are on, ARGV[1] its consumer group), and
--- defines held_now(ids) (which holds are still held), settle(k, a), which settles the
--- item at KEYS base k and ARGV base a once its hold is known to be held, and finish(),
--- which the caller runs once at the end: it ends the holds still to end (one XACK for
--- the call) and deletes the settled entries (one XDEL), writes the delivered log and
--- keeps history within its bounds. Ready entries of layout 2 (codec::EntryLayout) carry
+-- defines held_now(ids) (ends the holds, answers which were held), settle(k, a), which
+-- settles the item at KEYS base k and ARGV base a once its hold is known to be ended,
+-- and finish(), which the caller runs once at the end: it ends the holds still to end
+-- (one XACK for the call), deletes the settled entries (one XDEL), writes the delivered
+-- log and keeps history within its bounds. Ready entries of layout 2 (codec::EntryLayout) carry
 -- the event's body in field b beside the record in d.
 --
 -- The delivered log (KEYS[6], Partition::delivered_log, codec::shared_step_record): the history step of an event
@@ -38,30 +38,32 @@ local wrote_history = false
 -- finish().
 local settled_ids = {}
 local logged = {}
--- Entry ids whose holds finish() ends, with one XACK for the call: those not
--- acknowledged already (see held_now).
+-- Entry ids whose holds finish() ends, with one XACK for the call (queue_settle.lua's;
+-- settle.lua's are ended by held_now).
 local to_acknowledge = {}
 
--- Which of `ids` are still pending in the group (held by any reader: a reclaimed entry
--- settles for whoever settles it first), as a set. One id: its XACK answers that, and
--- ends the hold at once. Several: XCLAIM … JUSTID with a minimum idle time of 0 answers
--- which are pending, changing nothing but their holder (the consumer `settling`), and
--- their holds end at finish(), with one XACK: were the script to fail half way, the
--- holds not settled yet stay pending and are taken back after the visibility timeout
--- rather than left acknowledged and never moved on. `settling` holds nothing between
--- calls.
+-- Ends the holds on `ids` with one XACK and answers which of them this call settles,
+-- as a set: those it acknowledged. An entry stays in the stream exactly until the
+-- settle that acknowledges it deletes it (in the same script), so when XACK counts
+-- fewer than it was given, the ids still in the stream are told apart from those
+-- another holder settled and deleted first (a reclaimed entry settles for whoever
+-- settles it first) by one XRANGE each. An entry left acknowledged but not moved on
+-- (a settle that failed half way, on a record Redis refuses) is still in the stream, so
+-- its holder settling it again settles it then. An id given twice is in the set once.
 local function held_now(ids)
-  local held = {}
-  if #ids == 1 then
-    if redis.call('XACK', KEYS[1], group, ids[1]) == 1 then
-      held[ids[1]] = true
+  local held, unique = {}, {}
+  for _, id in ipairs(ids) do
+    if not held[id] then
+      held[id] = true
+      unique[#unique + 1] = id
     end
-    return held
   end
-  local _, pending = call_with_all('XCLAIM', { KEYS[1], group, 'settling', 0 }, ids, { 'JUSTID' })
-  for _, id in ipairs(pending) do
-    held[id] = true
-    to_acknowledge[#to_acknowledge + 1] = id
+  if call_with_all('XACK', { KEYS[1], group }, unique) < #unique then
+    for _, id in ipairs(unique) do
+      if not redis.call('XRANGE', KEYS[1], id, id)[1] then
+        held[id] = nil
+      end
+    end
   end
   return held
 end

@@ -20,6 +20,12 @@ const RETENTION: Retention = Retention {
     archived_per_partition: 2,
 };
 
+/// [`RETENTION`] with room for every history a test keeps.
+const GENEROUS: Retention = Retention {
+    histories_per_partition: 100,
+    ..RETENTION
+};
+
 fn step(subscription: &str, attempt: u32, state: DeliveryState) -> HistoryEntry {
     HistoryEntry {
         subscription: subscription.into(),
@@ -40,12 +46,17 @@ async fn held(store: &Store, p: &Partition, key: &str) -> ReadyDelivery {
     held_of(store, p, key, 1).await
 }
 
+/// Event `key` with `deliveries` deliveries, whose own id is `event_id`.
+fn event_with_id(key: &str, deliveries: usize, event_id: &str) -> eg_store::queue::EventToStore {
+    let mut e = event(key, deliveries);
+    e.deliveries = e.deliveries.into_iter().map(|d| d.for_event(event_id)).collect();
+    e
+}
+
 /// One event `key` (its own id too) with `deliveries` deliveries, all read and held by
 /// a sender: the first is returned.
 async fn held_of(store: &Store, p: &Partition, key: &str, deliveries: usize) -> ReadyDelivery {
-    let mut e = event(key, deliveries);
-    e.deliveries = e.deliveries.into_iter().map(|d| d.for_event(key)).collect();
-    publish(store, p, &[e]).await;
+    publish(store, p, &[event_with_id(key, deliveries, key)]).await;
     let mut got = read(store, p, "sender", deliveries).await;
     assert_eq!(got.len(), deliveries);
     got.remove(0)
@@ -231,25 +242,17 @@ async fn an_event_delivered_by_its_only_delivery_is_logged_within_the_same_bound
 async fn an_event_id_logged_twice_keeps_both_steps() {
     let h = Harness::start().await;
     let p0 = h.p0();
-    let generous = Retention {
-        histories_per_partition: 100,
-        ..RETENTION
-    };
     // The same event id published twice (two events, one delivery each), delivered in
     // one settle call: the second step cannot take the log field and goes to the list.
-    let mut first = event("k1", 1);
-    let mut second = event("k2", 1);
-    for e in [&mut first, &mut second] {
-        e.deliveries = e.deliveries.drain(..).map(|d| d.for_event("same")).collect();
-    }
-    publish(&h.store, &p0, &[first, second]).await;
+    let twice = [event_with_id("k1", 1, "same"), event_with_id("k2", 1, "same")];
+    publish(&h.store, &p0, &twice).await;
     let got = read(&h.store, &p0, "sender", 2).await;
     let delivered = step("billing", 1, DeliveryState::Delivered);
     let items: Vec<_> = got
         .iter()
         .map(|r| r.settle(&Settlement::Done, Some(&delivered)))
         .collect();
-    let settled = h.store.settle_many(&p0, &items, &generous).await.unwrap();
+    let settled = h.store.settle_many(&p0, &items, &GENEROUS).await.unwrap();
     assert!(settled.iter().all(|s| s.took_effect));
     assert_eq!(h.store.event_history("orders", "same").await.unwrap().len(), 2);
 }
@@ -269,25 +272,14 @@ fn calls_of(redis: &mut redis::Connection, command: &str) -> u64 {
 async fn a_delivered_batch_is_acknowledged_and_logged_as_one() {
     let h = Harness::start().await;
     let p0 = h.p0();
-    let generous = Retention {
-        histories_per_partition: 100,
-        ..RETENTION
-    };
     let keys = ["b1", "b2", "b3", "b4", "b5"];
-    let events: Vec<_> = keys
-        .iter()
-        .map(|key| {
-            let mut e = event(key, 1);
-            e.deliveries = e.deliveries.drain(..).map(|d| d.for_event(*key)).collect();
-            e
-        })
-        .collect();
+    let events: Vec<_> = keys.iter().map(|key| event_with_id(key, 1, key)).collect();
     publish(&h.store, &p0, &events).await;
     let got = read(&h.store, &p0, "sender", keys.len()).await;
     assert_eq!(got.len(), keys.len());
     // b1 was settled by someone else first (its hold reclaimed, say).
     let delivered = step("billing", 1, DeliveryState::Delivered);
-    let taken = settle_within(&h.store, &p0, &got[0], &Settlement::Done, Some(&delivered), &generous).await;
+    let taken = settle_within(&h.store, &p0, &got[0], &Settlement::Done, Some(&delivered), &GENEROUS).await;
     assert!(taken.took_effect);
 
     // The batch, with b5 named twice: one call, one acknowledgement, one step record.
@@ -298,7 +290,7 @@ async fn a_delivered_batch_is_acknowledged_and_logged_as_one() {
     items.push(got[4].settle(&Settlement::Done, Some(&delivered)));
     let mut redis = h.redis();
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut redis).unwrap();
-    let settled = h.store.settle_many(&p0, &items, &generous).await.unwrap();
+    let settled = h.store.settle_many(&p0, &items, &GENEROUS).await.unwrap();
     let took: Vec<bool> = settled.iter().map(|s| s.took_effect).collect();
     assert_eq!(took, [false, true, true, true, true, false]);
     assert_eq!(calls_of(&mut redis, "xack"), 1);

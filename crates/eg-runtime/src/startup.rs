@@ -56,7 +56,7 @@ impl Startup {
     /// counts) and binds the tier's address (logging `listening address=…`).
     pub async fn start(self) -> anyhow::Result<Process> {
         let settings = Settings::from_args(std::env::args())?;
-        telemetry::init(&settings.log);
+        let log = telemetry::init(&settings.log);
         let tally = Arc::new(stats::Tally::default());
         let metrics = metrics::install(|prometheus| stats::TallyingRecorder::new(prometheus, tally.clone()))?;
         let shutdown = Shutdown::on_signals(settings.shutdown.grace);
@@ -91,6 +91,7 @@ impl Startup {
             }))
         };
         Ok(Process {
+            _log: log,
             consumer,
             heartbeat,
             settings,
@@ -123,6 +124,8 @@ pub struct Process {
     http: Http,
     /// Writes this process's heartbeat until shutdown, then removes it.
     heartbeat: JoinHandle<()>,
+    /// Writes out the log's last lines when the process is done with it.
+    _log: telemetry::LogFlush,
 }
 
 /// What listens on the tier's address.

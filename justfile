@@ -105,18 +105,23 @@ chaos *ARGS:
     cargo build -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter -p eg-chaos
     cargo run -q -p eg-chaos -- {{ARGS}}
 
-# Formatting, unused dependencies (cargo-machete) and lints, as CI checks them.
+# Formatting, unused dependencies (cargo-machete), layout and docs checks, and lints, as CI checks them.
 lint:
     cargo fmt --all -- --check
     @command -v cargo-machete >/dev/null || { echo "error: cargo-machete is missing: cargo install --locked cargo-machete" >&2; exit 1; }
     cargo machete
     {{just_executable()}} check-layout
+    {{just_executable()}} check-docs
     cargo clippy --workspace --all-targets -- -D warnings
     {{just_executable()}} check-deploy
 
 # The layout rules of docs/architecture.md: no import cycle in a crate, no Redis key or script outside eg-store, no fate reason outside eg-core, bins/ only deployable programs.
 check-layout:
     python3 tools/check-layout.py
+
+# Every setting, metric and HTTP route of the code documented (README.md, docs/*.md, deploy/README.md), and every one documented real.
+check-docs:
+    python3 tools/check-docs.py
 
 # Check every file in deploy/ against its schema (Kubernetes, KEDA, compose, Prometheus), the Dockerfile, the dashboard's metrics and every EG__ setting; installs pinned tools into target/deploy-check on first use.
 check-deploy:

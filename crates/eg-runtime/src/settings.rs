@@ -56,6 +56,10 @@ pub struct RedisSection {
     pub prefix: String,
     /// Partitions of the delivery keyspace (each one hash tag); every tier must agree.
     pub partitions: u16,
+    /// Start a new deployment under `prefix` on a Redis that holds other prefixes'
+    /// deployments and none of this one's. Without it a tier refuses, taking the prefix
+    /// for a typo. Needed once, by the new deployment's first tier.
+    pub new_deployment: bool,
     pub pool_size: usize,
     #[serde(with = "humantime_serde")]
     pub command_timeout: Duration,
@@ -89,6 +93,7 @@ impl Default for RedisSection {
             cluster_nodes: String::new(),
             prefix: "eg".into(),
             partitions: 4,
+            new_deployment: false,
             pool_size: 32,
             command_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(1),

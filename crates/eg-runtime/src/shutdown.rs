@@ -26,6 +26,7 @@ impl Shutdown {
                 }
                 _ = wait_for_signal() => tracing::warn!("second signal; exiting at once"),
             }
+            crate::telemetry::flush();
             std::process::exit(1);
         });
         shutdown

@@ -56,14 +56,15 @@ impl Startup {
     /// counts) and binds the tier's address (logging `listening address=…`).
     pub async fn start(self) -> anyhow::Result<Process> {
         let settings = Settings::from_args(std::env::args())?;
-        telemetry::init(&settings.log);
+        let log = telemetry::init(&settings.log);
         let tally = Arc::new(stats::Tally::default());
         let metrics = metrics::install(|prometheus| stats::TallyingRecorder::new(prometheus, tally.clone()))?;
         let shutdown = Shutdown::on_signals(settings.shutdown.grace);
         let store = Store::connect(&settings.redis_settings())?;
         let clock = Clock::default();
         tracing::info!(tier = self.tier, partitions = settings.redis.partitions, "starting");
-        until_ready("prepare redis", &shutdown, || prepare(&store, &clock)).await?;
+        let new_deployment = settings.redis.new_deployment;
+        until_ready("prepare redis", &shutdown, || prepare(&store, &clock, new_deployment)).await?;
         spawn_clock_sync(store.clone(), clock.clone(), shutdown.clone());
         let stats = Stats::new(&settings.redis_settings())?;
         stats::spawn_flusher(
@@ -90,6 +91,7 @@ impl Startup {
             }))
         };
         Ok(Process {
+            _log: log,
             consumer,
             heartbeat,
             settings,
@@ -122,6 +124,8 @@ pub struct Process {
     http: Http,
     /// Writes this process's heartbeat until shutdown, then removes it.
     heartbeat: JoinHandle<()>,
+    /// Writes out the log's last lines when the process is done with it.
+    _log: telemetry::LogFlush,
 }
 
 /// What listens on the tier's address.
@@ -232,7 +236,8 @@ where
     }
 }
 
-async fn prepare(store: &Store, clock: &Clock) -> Result<(), eg_store::StoreError> {
+async fn prepare(store: &Store, clock: &Clock, new_deployment: bool) -> Result<(), eg_store::StoreError> {
+    store.check_prefix(new_deployment).await?;
     store.check_layout().await?;
     store.ensure_groups().await?;
     clock.sync(store).await
@@ -240,7 +245,10 @@ async fn prepare(store: &Store, clock: &Clock) -> Result<(), eg_store::StoreErro
 
 /// Announces this process every [`HEARTBEAT_INTERVAL`] until shutdown, then removes
 /// its heartbeat. A failed beat is logged and tried again at the next tick: the status
-/// page only shows the copy as gone after several.
+/// page only shows the copy as gone after several. Each beat also records the
+/// deployment's layout again ([`Store::check_layout`]): a Redis that lost its data would
+/// otherwise hold no partition count, and the next tier to start would be checked
+/// against nothing.
 fn spawn_heartbeat(
     store: Store,
     clock: Clock,
@@ -261,9 +269,7 @@ fn spawn_heartbeat(
             tokio::select! {
                 _ = tick.tick() => {
                     copy.last_seen = clock.now();
-                    if let Err(e) = store.beat(&copy).await {
-                        tracing::warn!(error = %e, "cannot write this process's heartbeat");
-                    }
+                    beat(&store, &copy).await;
                 }
                 _ = shutdown.requested() => break,
             }
@@ -274,6 +280,21 @@ fn spawn_heartbeat(
             Err(_) => tracing::warn!("removing this process's heartbeat timed out; it lapses on its own"),
         }
     })
+}
+
+/// One heartbeat: this process's, then the deployment's layout. A layout that no longer
+/// matches (Redis lost its data and a tier configured otherwise recorded its own first)
+/// is an error the operator must fix; this process keeps running on its own settings.
+async fn beat(store: &Store, copy: &LiveCopy) {
+    if let Err(e) = store.beat(copy).await {
+        tracing::warn!(error = %e, "cannot write this process's heartbeat");
+        return;
+    }
+    match store.check_layout().await {
+        Ok(()) => {}
+        Err(e @ eg_store::StoreError::Layout(_)) => tracing::error!(error = %e, "the deployment's layout changed"),
+        Err(e) => tracing::warn!(error = %e, "cannot record the deployment's layout"),
+    }
 }
 
 /// Waits for the heartbeat task to remove this process's heartbeat (shutdown has fired).

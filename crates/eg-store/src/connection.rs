@@ -8,12 +8,13 @@
 //! on it failed in a way that may have broken it, not checked with a `PING` on every use.
 
 use crate::error::StoreError;
-use crate::keyspace::{DEADLETTER_GROUP, Keyspace, LAYOUT_VERSION, SENDERS_GROUP};
+use crate::keyspace::{DEADLETTER_GROUP, DEPLOYMENTS, Keyspace, LAYOUT_VERSION, SENDERS_GROUP};
 use deadpool::managed::{self, Metrics, Object, RecycleError, RecycleResult};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisError, RedisFuture, Value};
+use redis::{AsyncCommands, AsyncConnectionConfig, Cmd, Pipeline, RedisError, RedisFuture, Value};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -330,8 +331,42 @@ impl Store {
             .map_err(|_| StoreError::Timeout(self.ping_timeout))?
     }
 
-    /// Records the partition count on first start and refuses to run with another one:
-    /// a tier reading fewer partitions than ingress writes would strand deliveries.
+    /// Refuses to start a deployment by mistake: when this Redis holds deployments under
+    /// other prefixes ([`DEPLOYMENTS`]) and none under this one, the prefix is most
+    /// likely mistyped, and a tier started under it would run, report ready and deliver
+    /// nothing. `new_deployment` (`EG__REDIS__NEW_DEPLOYMENT`) says a new prefix is meant.
+    /// An empty Redis is a deployment's first start and passes; so does a prefix whose
+    /// partition count is recorded.
+    pub async fn check_prefix(&self, new_deployment: bool) -> Result<(), StoreError> {
+        let mut conn = self.conn().await?;
+        let recorded: bool = conn.exists(self.keys.layout()).await?;
+        if recorded || new_deployment {
+            return Ok(());
+        }
+        let deployments: BTreeMap<String, String> = conn.hgetall(DEPLOYMENTS).await?;
+        let others: Vec<String> = deployments
+            .iter()
+            .filter(|(prefix, _)| prefix.as_str() != self.keys.prefix())
+            .map(|(prefix, partitions)| format!("{prefix:?} ({partitions} partitions)"))
+            .collect();
+        if others.is_empty() {
+            return Ok(());
+        }
+        Err(StoreError::Layout(format!(
+            "this Redis holds no eg deployment under EG__REDIS__PREFIX={:?}, the prefix this process has, \
+             but deployments under {}: set EG__REDIS__PREFIX to the prefix of the deployment this tier \
+             belongs to (every tier must agree), or, to start a new deployment beside them, start its \
+             first tier with EG__REDIS__NEW_DEPLOYMENT=true",
+            self.keys.prefix(),
+            others.join(", ")
+        )))
+    }
+
+    /// Records the partition count (and this prefix among the [`DEPLOYMENTS`]) when
+    /// missing and refuses to run with another count: a tier reading fewer partitions
+    /// than ingress writes would strand deliveries. Every tier calls it at start and on
+    /// each heartbeat, so a Redis that lost its data gets the record back while tiers
+    /// run, and the next tier to start is checked against it.
     pub async fn check_layout(&self) -> Result<(), StoreError> {
         let mut conn = self.conn().await?;
         let wanted = self.keys.partitions();
@@ -359,6 +394,7 @@ impl Store {
                  set EG__REDIS__PARTITIONS={stored} (every tier must agree)"
             )));
         }
+        let _: i64 = conn.hset(DEPLOYMENTS, self.keys.prefix(), wanted).await?;
         Ok(())
     }
 

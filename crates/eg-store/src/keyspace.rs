@@ -17,6 +17,13 @@ pub const LOCKS_CONSUMER: &str = "locks";
 /// Redis Cluster's hash slots.
 pub const SLOTS: u16 = 16384;
 
+/// Every deployment on this Redis: a hash of prefix -> partition count, written by
+/// every tier when it starts and on each heartbeat. The one key outside every prefix
+/// (prefixed keys all start with `{`), so a tier whose prefix has no deployment yet can
+/// see the prefixes that do with one `HGETALL`: no `KEYS` or `SCAN`, which a cluster
+/// would answer for one node only.
+pub const DEPLOYMENTS: &str = "eg:deployments";
+
 /// The layout of the keys, recorded in Redis beside the partition count: a process
 /// refuses to run on a Redis holding keys of another layout.
 pub const LAYOUT_VERSION: &str = "slot-spread-1";
@@ -232,9 +239,16 @@ impl Keyspace {
     pub fn catalog_version(&self) -> String {
         self.catalog("version")
     }
-    /// The partition count the deployment was first started with.
+    /// The partition count the deployment was first started with: this prefix's
+    /// deployment marker. Recorded again on every heartbeat, so a Redis that lost its
+    /// data gets it back while tiers run.
     pub fn layout(&self) -> String {
         self.catalog("partitions")
+    }
+    /// This prefix, as the deployments of this Redis know it (the field of
+    /// [`DEPLOYMENTS`]).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
     }
     /// The secret lock tokens are signed with (pull delivery), created once.
     pub fn lock_secret(&self) -> String {

@@ -673,6 +673,43 @@ async fn check_layout_refuses_another_partition_count() {
     same.check_layout().await.unwrap();
 }
 
+/// A prefix with no deployment on a Redis that holds another prefix's is refused (a
+/// typo), unless a new deployment is meant; an empty Redis and a recorded prefix pass.
+#[tokio::test]
+async fn check_prefix_refuses_a_prefix_of_no_deployment_beside_another() {
+    let server = eg_testkit::RedisServer::start();
+    let mut redis = server.client();
+    let prefixed = |prefix: &str| {
+        Store::connect(&eg_store::RedisSettings {
+            prefix: prefix.into(),
+            ..settings(server.url(), PARTITIONS)
+        })
+        .unwrap()
+    };
+    let first = prefixed("eg");
+    first.check_prefix(false).await.unwrap();
+    first.check_layout().await.unwrap();
+    assert_eq!(
+        query::<Vec<String>>(&mut redis, &["HGETALL", eg_store::keyspace::DEPLOYMENTS]),
+        ["eg", &PARTITIONS.to_string()]
+    );
+
+    let mistyped = prefixed("eg-prdo");
+    match mistyped.check_prefix(false).await {
+        Err(StoreError::Layout(message)) => {
+            assert!(message.contains(r#"EG__REDIS__PREFIX="eg-prdo""#), "{message}");
+            assert!(message.contains(r#""eg" (2 partitions)"#), "{message}");
+        }
+        other => panic!("expected a layout error, got {other:?}"),
+    }
+    let second = prefixed("eg-two");
+    second.check_prefix(true).await.unwrap();
+    second.check_layout().await.unwrap();
+    // Recorded now: its next tiers start without being told.
+    second.check_prefix(false).await.unwrap();
+    first.check_prefix(false).await.unwrap();
+}
+
 #[tokio::test]
 async fn check_layout_refuses_a_redis_written_with_the_old_partition_tags() {
     let server = eg_testkit::RedisServer::start();

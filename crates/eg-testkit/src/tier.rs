@@ -87,6 +87,14 @@ pub fn command(
     env: &[(String, String)],
     log: File,
 ) -> std::io::Result<Command> {
+    let mut command = hermetic_command(bin_dir, role, listen, env);
+    command.stdout(log.try_clone()?).stderr(log);
+    Ok(command)
+}
+
+/// [`command`] with stdin closed and the output not set yet (a test that gives the
+/// tier a pipe nobody reads, say).
+pub fn hermetic_command(bin_dir: &Path, role: Role, listen: &str, env: &[(String, String)]) -> Command {
     let mut command = Command::new(bin_dir.join(role.binary()));
     for (key, _) in std::env::vars() {
         if key.starts_with("EG__") {
@@ -101,10 +109,8 @@ pub fn command(
     command
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env(role.listen_variable(), listen)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    Ok(command)
+        .stdin(Stdio::null());
+    command
 }
 
 /// A tier that started and answers its health checks.

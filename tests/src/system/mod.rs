@@ -22,8 +22,8 @@ pub use admin::ADMIN_TOKEN;
 pub use dead_letters::DeadLettered;
 pub use options::Options;
 use redis::{Backend, PARTITIONS};
-pub use tiers::TierId;
 use tiers::{Launcher, Tier};
+pub use tiers::{TierId, UnloggedTier};
 
 /// A whole eg deployment for one test. Dropping it kills every process.
 pub struct System {

@@ -77,6 +77,28 @@ impl System {
         self.redis.server().start_again();
     }
 
+    /// Empties Redis (`FLUSHALL` on the server, or on every primary of the cluster) with
+    /// the tiers left running: Redis lost its data.
+    pub fn flush_redis(&self) {
+        match &self.redis {
+            Backend::Server(_) => {
+                self.redis_cli(&["FLUSHALL"]);
+            }
+            Backend::Cluster(cluster) => {
+                for url in cluster.urls() {
+                    let port = url
+                        .rsplit(':')
+                        .next()
+                        .and_then(|p| p.parse().ok())
+                        .expect("a node's port");
+                    if cluster.node_cli(port, &["ROLE"]).starts_with("master") {
+                        cluster.node_cli(port, &["FLUSHALL"]);
+                    }
+                }
+            }
+        }
+    }
+
     /// The single Redis server under this system (tests that signal or restart it).
     pub fn redis(&self) -> &RedisServer {
         match &self.redis {

@@ -3,7 +3,7 @@
 //! a test has over them: probe, signal, kill, restart.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
@@ -73,22 +73,32 @@ impl Launcher {
 
     /// [`Launcher::spawn`] with `extra` settings on top of the system's (later ones win).
     pub(super) async fn spawn_with(&self, role: Role, label: &str, extra: &[(&str, &str)]) -> Tier {
+        match self.try_spawn_with(role, label, extra).await {
+            Ok(tier) => tier,
+            Err((failure, log)) => panic!(
+                "{label} ({}) {failure}; its log:\n{}",
+                self.bin_dir.join(role.binary()).display(),
+                tail(&log, LOG_TAIL_LINES)
+            ),
+        }
+    }
+
+    /// [`Launcher::spawn_with`], answering why the tier did not start, with its log.
+    async fn try_spawn_with(
+        &self,
+        role: Role,
+        label: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<Tier, (tier::StartFailure, String)> {
         let log_path = self.log_dir.join(format!("{label}.log"));
         let mut env = self.env.clone();
         env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
         match tier::start(&self.bin_dir, role, &env, &log_path, &self.http, START_DEADLINE).await {
-            Ok(started) => Tier {
+            Ok(started) => Ok(Tier {
                 child: started.child,
                 url: started.url,
-            },
-            Err(failure) => {
-                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                panic!(
-                    "{label} ({}) {failure}; its log:\n{}",
-                    self.bin_dir.join(role.binary()).display(),
-                    tail(&log, LOG_TAIL_LINES)
-                );
-            }
+            }),
+            Err(failure) => Err((failure, std::fs::read_to_string(&log_path).unwrap_or_default())),
         }
     }
 }
@@ -123,6 +133,20 @@ impl System {
         let label = format!("deadletter-{}", self.extra_deadletter.len() + 1);
         let tier = self.launcher.spawn(Role::DeadLetter, &label).await;
         self.extra_deadletter.push(tier);
+    }
+
+    /// Starts one more `role` with `settings` on top of the system's, which must refuse
+    /// to start: exit before it is healthy (the test fails if it starts, or hangs
+    /// unhealthy). Returns its log.
+    pub async fn start_refused(&self, role: Role, label: &str, settings: &[(&str, &str)]) -> String {
+        match self.launcher.try_spawn_with(role, label, settings).await {
+            Ok(_started) => panic!("{label} started with {settings:?}; it should have refused"),
+            Err((tier::StartFailure::Exited(_), log)) => log,
+            Err((failure, log)) => panic!(
+                "{label} {failure} instead of refusing to start; its log:\n{}",
+                tail(&log, LOG_TAIL_LINES)
+            ),
+        }
     }
 
     fn tier(&self, which: TierId) -> &Tier {
@@ -177,22 +201,47 @@ impl System {
     /// Sends SIGTERM and waits (at most `within`, else the test fails) for the process to
     /// exit; returns how it exited and how long that took.
     pub async fn terminate(&mut self, which: TierId, within: Duration) -> (std::process::ExitStatus, Duration) {
-        let pid = self.tier_pid(which).to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
-        assert!(sent.success(), "kill -TERM {pid} failed");
+        let pid = self.tier_pid(which);
+        sigterm(pid);
         self.wait_exit(which, within).await
     }
 
     /// Waits (at most `within`, else the test fails) for a tier's process to exit.
     pub async fn wait_exit(&mut self, which: TierId, within: Duration) -> (std::process::ExitStatus, Duration) {
         let tier = self.tier_mut(which);
+        wait_child_exit(&mut tier.child, &format!("{which:?}"), within).await
+    }
+
+    /// Starts one more `role` whose stdout and stderr are `stdout` and `stderr` instead
+    /// of a log file (a pipe nobody reads, say), and waits until it is healthy. It listens
+    /// on a port chosen here: its log, where a tier tells the port it bound, may be
+    /// unreadable.
+    pub async fn start_with_output(&self, role: Role, stdout: Stdio, stderr: Stdio) -> UnloggedTier {
+        let url = format!("http://127.0.0.1:{}", eg_testkit::ports::free_port());
+        let listen = url.trim_start_matches("http://");
+        let mut command = tier::hermetic_command(&self.launcher.bin_dir, role, listen, &self.launcher.env);
+        let child = command.stdout(stdout).stderr(stderr).spawn().expect("start a tier");
+        let mut tier = UnloggedTier { child };
         let started = Instant::now();
         loop {
             if let Some(status) = tier.child.try_wait().expect("poll a child process") {
-                return (status, started.elapsed());
+                panic!("{} exited during start-up ({status})", role.binary());
             }
-            assert!(started.elapsed() < within, "{which:?} did not exit within {within:?}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            let answer = self
+                .http
+                .get(format!("{url}/healthz"))
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await;
+            if answer.is_ok_and(|r| r.status().is_success()) {
+                return tier;
+            }
+            assert!(
+                started.elapsed() < START_DEADLINE,
+                "{} was not healthy within {START_DEADLINE:?}",
+                role.binary()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -230,6 +279,45 @@ impl System {
             .chain(self.extra_ingress.iter())
             .chain(self.extra_deadletter.iter())
             .chain(self.senders.iter().flatten())
+    }
+}
+
+/// A tier started by [`System::start_with_output`]; killed (SIGKILL) when dropped.
+pub struct UnloggedTier {
+    child: Child,
+}
+
+impl UnloggedTier {
+    /// Sends SIGTERM and waits (at most `within`, else the test fails) for the process
+    /// to exit; returns how it exited and how long that took.
+    pub async fn terminate(&mut self, within: Duration) -> (std::process::ExitStatus, Duration) {
+        sigterm(self.child.id());
+        wait_child_exit(&mut self.child, "the tier", within).await
+    }
+}
+
+impl Drop for UnloggedTier {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sigterm(pid: u32) {
+    let pid = pid.to_string();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
+    assert!(sent.success(), "kill -TERM {pid} failed");
+}
+
+/// Waits (at most `within`, else the test fails) for `child` to exit.
+async fn wait_child_exit(child: &mut Child, what: &str, within: Duration) -> (std::process::ExitStatus, Duration) {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("poll a child process") {
+            return (status, started.elapsed());
+        }
+        assert!(started.elapsed() < within, "{what} did not exit within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -1,11 +1,14 @@
 //! Operator tasks through the management API, against the four binaries: pause and
 //! resume, dead-letter listing, redrive (once, keeping ids, fresh attempts) and purge,
-//! delivery history, queue depths, and each tier's process metrics.
+//! delivery history, queue depths, and each tier's process metrics; and the deployment's
+//! record in Redis (prefix and partition count): checked at start, recorded again while
+//! tiers run.
 
 use eg_system_tests::{
     Behaviour, DEADLINE, Options, Receiver, System, Validation, check_dead_letter_operations, dead_letter_to,
     eventually, json_reply, metric, order_events, refusing_three_times, subscription,
 };
+use eg_testkit::tier::Role;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -347,4 +350,55 @@ async fn tier_logs_written_to_a_file_are_plain_text() {
         assert!(text.contains("INFO"), "{name} was read: {text}");
         assert!(!text.contains('\u{1b}'), "{name} holds ANSI escape codes: {text}");
     }
+}
+
+/// The deployments a system's Redis records (`eg:deployments`), as `prefix partitions`.
+fn deployments(system: &System) -> Vec<String> {
+    let listed = system.redis_cli(&["HGETALL", eg_store::keyspace::DEPLOYMENTS]);
+    let fields: Vec<&str> = listed.lines().collect();
+    fields.chunks(2).map(|pair| pair.join(" ")).collect()
+}
+
+/// The first tiers of a deployment start on an empty Redis and record it: its partition
+/// count under its prefix, and its prefix among the deployments of this Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_start_on_an_empty_redis_records_the_deployment() {
+    let system = System::start(Options::default().senders(0)).await;
+    assert_eq!(system.redis_cli(&["GET", "{eg:catalog}:partitions"]), "2");
+    assert_eq!(deployments(&system), ["eg 2"]);
+}
+
+/// A tier whose `EG__REDIS__PREFIX` names no deployment of a Redis that holds another
+/// one's refuses to start, naming the setting, its prefix and the prefixes found (it
+/// would otherwise run, report ready and deliver nothing). A new deployment beside the
+/// other is started on purpose with `EG__REDIS__NEW_DEPLOYMENT=true`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_with_a_prefix_of_no_deployment_refuses_to_start_and_says_why() {
+    let system = System::start(Options::default().senders(0)).await;
+    let log = system
+        .start_refused(Role::Sender, "mistyped-sender", &[("EG__REDIS__PREFIX", "eg-prdo")])
+        .await;
+    assert!(
+        log.contains(r#"no eg deployment under EG__REDIS__PREFIX="eg-prdo""#)
+            && log.contains(r#"deployments under "eg" (2 partitions)"#)
+            && log.contains("EG__REDIS__NEW_DEPLOYMENT=true"),
+        "the refusal names the setting, the prefix and the prefixes found:\n{log}"
+    );
+    assert_eq!(deployments(&system), ["eg 2"], "the refused prefix is not recorded");
+}
+
+/// Redis loses its data while the tiers run: the tiers record the deployment again
+/// (on their heartbeat), so a tier started next is still checked against it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deployment_is_recorded_again_after_redis_lost_its_data() {
+    let system = System::start(Options::default().senders(0)).await;
+    system.flush_redis();
+    eventually(DEADLINE, "the running tiers recording the deployment again", || async {
+        (system.redis_cli(&["GET", "{eg:catalog}:partitions"]) == "2" && deployments(&system) == ["eg 2"]).then_some(())
+    })
+    .await;
+    let log = system
+        .start_refused(Role::Sender, "four-partition-sender", &[("EG__REDIS__PARTITIONS", "4")])
+        .await;
+    assert!(log.contains("EG__REDIS__PARTITIONS=2"), "{log}");
 }

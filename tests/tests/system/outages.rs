@@ -1,12 +1,13 @@
 //! Outages and restarts: Redis down, Redis hanging, Redis back without its consumer
-//! groups or without any data, and each tier stopped with SIGTERM. Publishers get a
-//! prompt `503` and never hang; every tier keeps running and resumes on its own;
-//! nothing acknowledged is lost.
+//! groups or without any data, and each tier stopped with SIGTERM (also with a log pipe
+//! nobody reads). Publishers get a prompt `503` and never hang; every tier keeps running
+//! and resumes on its own; nothing acknowledged is lost.
 
 use eg_system_tests::{
     Behaviour, DEADLINE, Options, Receiver, Reply, System, TierId, dead_letter_to, eventually, numbered_events,
     subscription, tally, text_reply,
 };
+use eg_testkit::tier::Role;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -379,4 +380,58 @@ async fn sigterm_scheduler_and_deadletter_exit_promptly_and_lose_nothing() {
         1,
         "the dead-letter record was written once"
     );
+}
+
+/// A tier whose stdout and stderr are a pipe nobody reads still stops on SIGTERM within
+/// its grace: a log write must never hold it up. The sender's pipe is full before it
+/// starts (its reader stopped reading: a write would block); the scheduler's reader is
+/// gone (a write fails with `EPIPE`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_a_tier_whose_log_pipe_nobody_reads() {
+    const GRACE: Duration = Duration::from_secs(10);
+    let system = System::start(
+        Options::default()
+            .senders(0)
+            .env("EG__SHUTDOWN__GRACE", "10s")
+            .env("EG__LOG__LEVEL", "debug"),
+    )
+    .await;
+    let (reader, full) = std::io::pipe().unwrap();
+    fill(&full);
+    let mut sender = system
+        .start_with_output(Role::Sender, full.try_clone().unwrap().into(), full.into())
+        .await;
+    let (gone, closed) = std::io::pipe().unwrap();
+    drop(gone);
+    let mut scheduler = system
+        .start_with_output(Role::Scheduler, closed.try_clone().unwrap().into(), closed.into())
+        .await;
+    for (name, tier) in [("sender", &mut sender), ("scheduler", &mut scheduler)] {
+        let (status, took) = tier.terminate(GRACE).await;
+        assert!(status.success(), "{name} exit after SIGTERM: {status} (after {took:?})");
+    }
+    drop(reader);
+}
+
+/// Fills `pipe` through a non-blocking descriptor of its own, so the one a tier is given
+/// stays blocking: a pipe whose reader stopped reading.
+fn fill(pipe: &std::io::PipeWriter) {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut own = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(format!("/proc/self/fd/{}", pipe.as_raw_fd()))
+        .unwrap();
+    // Page-sized writes are all or nothing: single bytes fill what they leave.
+    for chunk in [&[b'x'; 4096][..], b"x"] {
+        loop {
+            match own.write(chunk) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("cannot fill the pipe: {e}"),
+            }
+        }
+    }
 }

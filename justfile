@@ -56,14 +56,17 @@ egctl *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
     cargo build -q {{local_packages}}
-    export EGCTL_URL="http://${EG__INGRESS__LISTEN:-127.0.0.1:8080}" EGCTL_TOKEN_FILE="$EG_LOCAL_DIR/admin-token"
+    # EGCTL_HINT_PREFIX: egctl's hints then say `just egctl …`, the command to type here.
+    export EGCTL_URL="http://${EG__INGRESS__LISTEN:-127.0.0.1:8080}" EGCTL_TOKEN_FILE="$EG_LOCAL_DIR/admin-token" EGCTL_HINT_PREFIX="just egctl"
     exec "${CARGO_TARGET_DIR:-target}/debug/egctl" "$@"
 
 # The local deployment at a glance: topics, subscriptions, rates, queues.
+[no-exit-message]
 status:
     @{{just_executable()}} egctl status
 
 # Redrive every dead letter of a subscription of the local deployment: `just redrive demo/demo-receiver`.
+[no-exit-message]
 redrive SUB:
     #!/usr/bin/env bash
     set -euo pipefail

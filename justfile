@@ -74,6 +74,12 @@ redrive SUB:
     if [[ "$sub" != */* ]]; then echo "error: SUB is topic/subscription, e.g. demo/demo-receiver" >&2; exit 2; fi
     exec {{just_executable()}} egctl deadletters redrive "${sub%%/*}" "${sub#*/}" --all
 
+# Create a JetStream stream for NatsJetStream subscriptions with nothing but bash: `just nats-stream EVENTS 'events.>'` (server: $NATS_URL, default nats://127.0.0.1:4222; docs/destinations.md).
+[positional-arguments]
+[no-exit-message]
+nats-stream NAME +SUBJECTS:
+    @deploy/local/nats-stream.sh "$@"
+
 # Start a local 3-primary Redis Cluster (ports 7001-7003; EG_LOCAL_CLUSTER_REPLICAS=1 adds a replica each); `just up` then uses it.
 cluster-up:
     deploy/local/ensure-redis.sh

@@ -56,20 +56,29 @@ egctl *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
     cargo build -q {{local_packages}}
-    export EGCTL_URL="http://${EG__INGRESS__LISTEN:-127.0.0.1:8080}" EGCTL_TOKEN_FILE="$EG_LOCAL_DIR/admin-token"
+    # EGCTL_HINT_PREFIX: egctl's hints then say `just egctl …`, the command to type here.
+    export EGCTL_URL="http://${EG__INGRESS__LISTEN:-127.0.0.1:8080}" EGCTL_TOKEN_FILE="$EG_LOCAL_DIR/admin-token" EGCTL_HINT_PREFIX="just egctl"
     exec "${CARGO_TARGET_DIR:-target}/debug/egctl" "$@"
 
 # The local deployment at a glance: topics, subscriptions, rates, queues.
+[no-exit-message]
 status:
     @{{just_executable()}} egctl status
 
 # Redrive every dead letter of a subscription of the local deployment: `just redrive demo/demo-receiver`.
+[no-exit-message]
 redrive SUB:
     #!/usr/bin/env bash
     set -euo pipefail
     sub="{{SUB}}"
     if [[ "$sub" != */* ]]; then echo "error: SUB is topic/subscription, e.g. demo/demo-receiver" >&2; exit 2; fi
     exec {{just_executable()}} egctl deadletters redrive "${sub%%/*}" "${sub#*/}" --all
+
+# Create a JetStream stream for NatsJetStream subscriptions with nothing but bash: `just nats-stream EVENTS 'events.>'` (server: $NATS_URL, default nats://127.0.0.1:4222; docs/destinations.md).
+[positional-arguments]
+[no-exit-message]
+nats-stream NAME +SUBJECTS:
+    @deploy/local/nats-stream.sh "$@"
 
 # Start a local 3-primary Redis Cluster (ports 7001-7003; EG_LOCAL_CLUSTER_REPLICAS=1 adds a replica each); `just up` then uses it.
 cluster-up:

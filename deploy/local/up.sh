@@ -2,7 +2,12 @@
 # Starts a local deployment in the background: Redis (append-only file under
 # $EG_LOCAL_DIR/data), eg-ingress, eg-scheduler, eg-sender, eg-deadletter and the demo
 # receiver; creates topic "demo" with a subscription to the receiver; prints the delivery
-# settings the tiers run with and a curl.
+# settings the tiers run with, the broker and storage connections they were given (names
+# only) and a curl.
+#
+# Broker and storage connections are given as for any deployment, in the environment:
+# `EG__BROKERS__NATS__EVENTS__URL=nats://127.0.0.1:4222 just up` (docs/operations.md,
+# "Broker and storage connections with just up").
 #
 # Every port is checked before anything starts; a port that is taken is named with the
 # component that wanted it and the variable that moves it. If anything fails on the way
@@ -46,6 +51,31 @@ clean_up() {
 }
 trap clean_up EXIT
 
+# connections: the broker and storage connections in the environment the tiers start
+# with, as "<kind> <name>, …" (names as subscriptions name them: lower case), or
+# "none". Only names: the values (URLs, passwords, keys) are secrets.
+connections() {
+  local variable kind rest key joined found=()
+  local -A seen=()
+  while IFS= read -r variable; do
+    case "$variable" in
+      EG__BROKERS__RABBITMQ__*__*) kind=RabbitMQ rest=${variable#EG__BROKERS__RABBITMQ__} ;;
+      EG__BROKERS__NATS__*__*) kind=NATS rest=${variable#EG__BROKERS__NATS__} ;;
+      EG__STORAGE__ACCOUNTS__*__*) kind="Azure storage account" rest=${variable#EG__STORAGE__ACCOUNTS__} ;;
+      EG__STORAGE__S3__*__*) kind=S3 rest=${variable#EG__STORAGE__S3__} ;;
+      *) continue ;;
+    esac
+    rest=${rest%%__*}
+    key="$kind ${rest,,}"
+    [ -n "${seen[$key]:-}" ] && continue
+    seen[$key]=1
+    found+=("$key")
+  done < <(compgen -e | sort)
+  if [ ${#found[@]} -eq 0 ]; then echo none; return; fi
+  printf -v joined '%s, ' "${found[@]}"
+  echo "${joined%, }"
+}
+
 # died NAME: says that NAME stopped at start-up, with its error (its last `Error:` and
 # what follows, without a backtrace), or else the end of its log.
 died() {
@@ -71,8 +101,9 @@ else
   redis_where="Redis on 127.0.0.1:$port"
 fi
 
+already_running=0
 for tier in "${tiers[@]}"; do
-  running "$tier" && { echo "$tier is already running"; continue; }
+  running "$tier" && { echo "$tier is already running"; already_running=1; continue; }
   start "$tier"
   started+=("$tier")
 done
@@ -102,6 +133,13 @@ admin -X PUT "$ingress/admin/topics/demo/eventSubscriptions/demo-receiver" -d "{
 key=$(admin -X POST "$ingress/admin/topics/demo/listKeys" | sed -E 's/.*"key1":"([^"]+)".*/\1/')
 finished=1
 echo "$settings" > "$dir/delivery-settings.txt"
+given=$(connections)
+if [ "$given" = none ]; then
+  given="none (give them as for any deployment: EG__BROKERS__NATS__<NAME>__URL=… just up; docs/operations.md)"
+fi
+if [ "$already_running" = 1 ]; then
+  given="$given (tiers that were already running keep the ones they started with)"
+fi
 
 cat <<TXT
 
@@ -110,12 +148,13 @@ $settings
 eg is running: $redis_where, ingress on $ingress, demo receiver on http://$EG_DEMO_RECEIVER_LISTEN
 Ops endpoints: sender $EG__SENDER__LISTEN, scheduler $EG__SCHEDULER__LISTEN, deadletter $EG__DEADLETTER__LISTEN
 Admin token: $dir/admin-token   Logs: $dir/logs/   Dead-letters: $dir/deadletters/
+Broker and storage connections: $given
 
 Publish an event:
 
   curl -i -X POST '$ingress/topics/demo/api/events?api-version=2018-01-01' \\
     -H 'aeg-sas-key: $key' -H 'content-type: application/json' \\
-    -d '[{"id":"'\$RANDOM'","subject":"/demo/hello","eventType":"Demo.Hello","eventTime":"'\$(date -u +%FT%TZ)'","data":{"hello":"world"}}]'
+    -d '[{"id":"'\$RANDOM'","subject":"/demo/hello","eventType":"Demo.Hello","eventTime":"'\$(date -u +%FT%TZ)'","dataVersion":"1.0","data":{"hello":"world"}}]'
 
 See it arrive:   curl -s http://$EG_DEMO_RECEIVER_LISTEN/events    (or: just logs)
 Operate it:      just status, just egctl --help (docs/egctl.md), just scale sender 3

@@ -31,6 +31,9 @@ pub struct RenderedBatch<'a> {
 /// What an attempt came to.
 pub struct Sent {
     pub outcome: AttemptOutcome,
+    /// What the destination said about a failed attempt, for the step's history, when
+    /// the outcome's name alone does not tell an operator what to fix.
+    pub error: Option<String>,
     pub took: Duration,
     /// The answer still on its way after the attempt timed out, when the destination
     /// was asked to listen for a late one (spec §5).

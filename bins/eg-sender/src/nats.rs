@@ -10,6 +10,10 @@
 //! restart; publishes made meanwhile are held by the client and fail as `SocketError`
 //! when their acknowledgement does not come within the attempt's timeout (a retry
 //! publishes them again under the same message id).
+//!
+//! A subject no stream captures is the newcomer's usual mistake, and its outcome name
+//! (`NotFound`) does not say which subject: the attempt's history and the log say
+//! `no JetStream stream captures subject "…"`.
 
 use crate::broker_message::{EventMessage, message_content_type, messages};
 use crate::destination::{Destination, RenderedBatch, Sent};
@@ -49,30 +53,34 @@ impl Nats {
         Self { servers, timeout }
     }
 
-    async fn attempt(&self, batch: &RenderedBatch<'_>) -> AttemptOutcome {
+    async fn attempt(&self, batch: &RenderedBatch<'_>) -> Told {
         let Endpoint::NatsJetStream { connection, subject } = &batch.subscription.endpoint else {
             tracing::error!(
                 endpoint = batch.subscription.endpoint.endpoint_type(),
                 "not a NATS JetStream destination"
             );
-            return refused(OutcomeName::GenericError, 500);
+            return refused(OutcomeName::GenericError, 500).into();
         };
         let Some(server) = self.servers.get(connection) else {
-            tracing::error!(%connection, "eg has no NATS connection by this name (EG__BROKERS__NATS__<NAME>__URL)");
-            return refused(OutcomeName::NotFound, 404);
+            let error = format!(
+                "eg has no NATS connection named {connection:?} (EG__BROKERS__NATS__{}__URL)",
+                connection.to_ascii_uppercase()
+            );
+            tracing::error!("{error}");
+            return Told::with_error(refused(OutcomeName::NotFound, 404), error);
         };
         let messages = match messages(batch) {
             Ok(messages) => messages,
             Err(e) => {
                 tracing::error!(error = %e, "cannot publish the batch");
-                return refused(OutcomeName::BadRequest, 400);
+                return refused(OutcomeName::BadRequest, 400).into();
             }
         };
         let deadline = tokio::time::Instant::now() + self.timeout;
         let client = match timeout_at(deadline, server.client(self.timeout)).await {
             Ok(Ok(client)) => client,
-            Ok(Err(outcome)) => return outcome,
-            Err(_) => return AttemptOutcome::TimedOut,
+            Ok(Err(outcome)) => return outcome.into(),
+            Err(_) => return AttemptOutcome::TimedOut.into(),
         };
         let publish = Publish {
             client: &client,
@@ -81,9 +89,30 @@ impl Nats {
             timeout: self.timeout,
         };
         match timeout_at(deadline, publish.all(messages)).await {
-            Ok(outcome) => outcome,
-            Err(_) => unanswered(&client),
+            Ok(told) => told,
+            Err(_) => unanswered(&client).into(),
         }
+    }
+}
+
+/// An attempt's outcome, and what to tell the operator beyond its name, if anything.
+struct Told {
+    outcome: AttemptOutcome,
+    error: Option<String>,
+}
+
+impl Told {
+    fn with_error(outcome: AttemptOutcome, error: String) -> Self {
+        Self {
+            outcome,
+            error: Some(error),
+        }
+    }
+}
+
+impl From<AttemptOutcome> for Told {
+    fn from(outcome: AttemptOutcome) -> Self {
+        Self { outcome, error: None }
     }
 }
 
@@ -92,9 +121,10 @@ impl Destination for Nats {
         // An acknowledgement after the timeout is not listened for: the retry publishes
         // the same message ids, which the duplicate window absorbs.
         let started = Instant::now();
-        let outcome = self.attempt(&batch).await;
+        let Told { outcome, error } = self.attempt(&batch).await;
         Sent {
             outcome,
+            error,
             took: started.elapsed(),
             late: None,
         }
@@ -112,7 +142,7 @@ struct Publish<'a> {
 impl Publish<'_> {
     /// Publishes every message, pipelined, then awaits every acknowledgement: the first
     /// failure, in event order, is the attempt's outcome.
-    async fn all(&self, messages: Vec<EventMessage>) -> AttemptOutcome {
+    async fn all(&self, messages: Vec<EventMessage>) -> Told {
         let mut jetstream = async_nats::jetstream::new(self.client.clone());
         jetstream.set_timeout(self.timeout);
         let mut acks = Vec::with_capacity(messages.len());
@@ -136,7 +166,7 @@ impl Publish<'_> {
                 Err(e) => return self.outcome_of(&e),
             }
         }
-        AttemptOutcome::Stored
+        AttemptOutcome::Stored.into()
     }
 
     /// The message's headers as NATS headers, with its content type. A name or value
@@ -165,18 +195,26 @@ impl Publish<'_> {
     /// | no acknowledgement in time | TimedOut, or SocketError while disconnected | |
     /// | connection broken | SocketError | |
     /// | anything else | GenericError | 500 |
-    fn outcome_of(&self, e: &PublishError) -> AttemptOutcome {
+    fn outcome_of(&self, e: &PublishError) -> Told {
         match e.kind() {
-            PublishErrorKind::StreamNotFound => refused(OutcomeName::NotFound, 404),
-            PublishErrorKind::MaxPayloadExceeded => refused(OutcomeName::PayloadTooLarge, 413),
-            PublishErrorKind::MaxAckPending => refused(OutcomeName::Busy, 503),
-            PublishErrorKind::TimedOut => unanswered(self.client),
-            PublishErrorKind::BrokenPipe => AttemptOutcome::SocketError,
+            PublishErrorKind::StreamNotFound => {
+                let error = format!(
+                    "no JetStream stream captures subject {:?}; eg creates none (docs/destinations.md, \"NatsJetStream\")",
+                    self.subject
+                );
+                tracing::warn!("{error}");
+                Told::with_error(refused(OutcomeName::NotFound, 404), error)
+            }
+            PublishErrorKind::MaxPayloadExceeded => refused(OutcomeName::PayloadTooLarge, 413).into(),
+            PublishErrorKind::MaxAckPending => refused(OutcomeName::Busy, 503).into(),
+            PublishErrorKind::TimedOut => unanswered(self.client).into(),
+            PublishErrorKind::BrokenPipe => AttemptOutcome::SocketError.into(),
             _ => {
                 tracing::warn!(error = %e, "JetStream refused a publish");
                 e.source()
                     .and_then(|source| source.downcast_ref::<JetStreamError>())
                     .map_or(refused(OutcomeName::GenericError, 500), stream_refusal)
+                    .into()
             }
         }
     }
@@ -390,10 +428,18 @@ mod tests {
         assert_eq!(stored(&mut stream).await, 2, "and absorbed by the duplicate window");
 
         let refused = |outcome, as_status| AttemptOutcome::Refused { outcome, as_status };
+        let unstreamed = nats
+            .send(batch_of(&to_subject("elsewhere.orders"), TWO_EVENTS, Some("1")), None)
+            .await;
         assert_eq!(
-            send(&nats, &to_subject("elsewhere.orders"), TWO_EVENTS).await,
+            unstreamed.outcome,
             refused(OutcomeName::NotFound, 404),
             "no stream takes the subject"
+        );
+        let error = unstreamed.error.unwrap_or_default();
+        assert!(
+            error.starts_with(r#"no JetStream stream captures subject "elsewhere.orders""#),
+            "{error}"
         );
         let huge = format!(r#"[{{"id":"big","data":"{}"}}]"#, "x".repeat(1_100_000));
         assert_eq!(

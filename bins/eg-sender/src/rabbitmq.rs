@@ -112,6 +112,7 @@ impl Destination for RabbitMq {
         let outcome = self.attempt(&batch).await;
         Sent {
             outcome,
+            error: None,
             took: started.elapsed(),
             late: None,
         }

@@ -162,6 +162,7 @@ mod tests {
                 state: DeliveryState::Delivered,
                 reason: None,
                 hold: None,
+                error: None,
             }),
             carries_body: ready.carries_body,
         }

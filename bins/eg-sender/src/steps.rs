@@ -580,7 +580,7 @@ pub fn decide(
                 at: now,
             });
             let decision = policy.after_attempt(&attempted, &subscription.retry_policy, outcome, now, jitter_draw());
-            Verdict::decided(decision, &attempted, subscription, now).attempted(sent.took)
+            Verdict::decided(decision, &attempted, subscription, now).attempted(sent)
         })
         .collect()
 }
@@ -707,6 +707,7 @@ mod tests {
             self.sent.lock().unwrap().push((batch.body.body, batch.delivery_count));
             Sent {
                 outcome: self.outcome,
+                error: None,
                 took: Duration::from_millis(7),
                 late: None,
             }
@@ -988,6 +989,7 @@ mod tests {
         let kept = [event("first"), last];
         let sent = Sent {
             outcome: status(503),
+            error: None,
             took: Duration::from_millis(3),
             late: None,
         };

@@ -129,6 +129,7 @@ impl Destination for StorageQueues {
         };
         Sent {
             outcome,
+            error: None,
             took: started.elapsed(),
             late: None,
         }

@@ -4,6 +4,7 @@
 //! once the settlement took effect (a settle that finds the delivery taken back counts
 //! nothing and records no history).
 
+use crate::destination::Sent;
 use eg_core::deadletter::DeadLetterEntry;
 use eg_core::fate::{DropReason, Fate};
 use eg_core::history::{DeliveryState, HistoryEntry, Hold, HoldReason};
@@ -11,7 +12,6 @@ use eg_core::subscription::Subscription;
 use eg_core::{DeadLetterReason, Decision, Delivery, UnixMillis};
 use eg_runtime::metrics as m;
 use eg_store::Settlement;
-use std::time::Duration;
 
 /// A settlement with what it means for the metrics and the delivery's history.
 pub struct Verdict {
@@ -148,18 +148,21 @@ fn step(
         state,
         reason,
         hold: None,
+        error: None,
     }
 }
 
 impl Verdict {
-    /// The step was an attempt that took `took`: its outcome and status (the delivery's
-    /// last attempt) go into the history entry.
-    pub fn attempted(mut self, took: Duration) -> Self {
+    /// The step was the attempt `sent`: its outcome and status (the delivery's last
+    /// attempt), how long it took and what the destination said go into the history
+    /// entry.
+    pub fn attempted(mut self, sent: &Sent) -> Self {
         if let Some(last) = self.delivery.last {
             self.history.outcome = Some(last.outcome);
             self.history.http_status = last.status;
         }
-        self.history.duration_ms = Some(took.as_millis() as u64);
+        self.history.duration_ms = Some(sent.took.as_millis() as u64);
+        self.history.error.clone_from(&sent.error);
         self
     }
 
@@ -176,12 +179,12 @@ impl Verdict {
             Tally::DeadLettered(reason) => {
                 metrics::counter!(m::DEAD_LETTERED_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.as_str())
                     .increment(1);
-                tracing::info!(topic = %d.topic, subscription = %d.subscription, delivery = %d.id, attempts = d.attempts, %reason, "dead-lettered");
+                tracing::info!(topic = %d.topic, subscription = %d.subscription, delivery = %d.id, attempts = d.attempts, %reason, last_error = self.history.error.as_deref(), "dead-lettered");
             }
             Tally::Dropped(reason) => {
                 metrics::counter!(m::DROPPED_EVENT_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.as_str())
                     .increment(1);
-                tracing::warn!(topic = %d.topic, subscription = %d.subscription, delivery = %d.id, attempts = d.attempts, %reason, "dropped");
+                tracing::warn!(topic = %d.topic, subscription = %d.subscription, delivery = %d.id, attempts = d.attempts, %reason, last_error = self.history.error.as_deref(), "dropped");
             }
         }
     }

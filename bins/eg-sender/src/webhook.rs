@@ -85,6 +85,7 @@ impl Destination for Webhook {
         match tokio::time::timeout(timeout, &mut task).await {
             Ok(joined) => Sent {
                 outcome: joined.unwrap_or(AttemptOutcome::SocketError),
+                error: None,
                 took: started.elapsed(),
                 late: None,
             },
@@ -98,6 +99,7 @@ impl Destination for Webhook {
                 };
                 Sent {
                     outcome: AttemptOutcome::TimedOut,
+                    error: None,
                     took: started.elapsed(),
                     late,
                 }

@@ -17,6 +17,7 @@ use std::time::Duration;
     after_help = "Target: --url, EGCTL_URL, `url` in the config file, else http://127.0.0.1:8080.\n\
                   Token:  --token-file/--token, EGCTL_TOKEN_FILE/EGCTL_TOKEN, `token_file`/`token` in the config file.\n\
                   Config: --config, EGCTL_CONFIG, else $XDG_CONFIG_HOME/egctl/config.toml or ~/.config/egctl/config.toml.\n\
+                  Hints:  EGCTL_HINT_PREFIX spells the commands egctl suggests (`just egctl` sets it to \"just egctl\").\n\
                   Exit codes: 0 ok, 1 the API refused, 2 bad usage or configuration, 3 eg-ingress unreachable,\n\
                   4 the subscription was written but is not Succeeded (it waits for its endpoint's validation)."
 )]

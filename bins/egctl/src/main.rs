@@ -4,7 +4,8 @@
 //!
 //! Reading order: [`cli`] (the commands), [`config`] (where the URL and token come
 //! from), [`api`] (requests and error answers), [`commands`] (one module per command
-//! group), [`output`] (tables and JSON), [`destinations`] (dead-letter destinations).
+//! group), [`output`] (tables and JSON), [`destinations`] (dead-letter destinations),
+//! [`hints`] (how hints name egctl: `just egctl …` under the justfile).
 
 mod api;
 mod cli;
@@ -13,6 +14,7 @@ mod config;
 mod destinations;
 mod endpoints;
 mod failure;
+mod hints;
 mod output;
 mod progress;
 mod times;
@@ -20,21 +22,40 @@ mod times;
 use clap::Parser;
 use std::process::ExitCode;
 
+/// Output for people has its hints spelled the way egctl is run ([`hints`]); `--json`
+/// output is the API's, as it came. A failure is one line on stderr starting `egctl:`;
+/// a remark that is no failure (a note) starts `note:`.
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    let hints = hints::Hints::new(std::env::var(hints::PREFIX_VARIABLE).ok());
+    let json = cli.global.json;
+    let shown = |text: &str| {
+        if json {
+            output::print(text);
+        } else {
+            output::print(&hints.spell(text));
+        }
+    };
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(failure) => {
-            if let Some(shown) = failure.shown() {
-                output::print(shown);
+        Ok((text, notes)) => {
+            shown(&text);
+            for note in notes {
+                eprintln!("note: {}", hints.spell(&note));
             }
-            eprintln!("egctl: {failure}");
+            ExitCode::SUCCESS
+        }
+        Err(failure) => {
+            if let Some(text) = failure.shown() {
+                shown(text);
+            }
+            eprintln!("egctl: {}", hints.spell(&failure.to_string()));
             ExitCode::from(failure.exit_code())
         }
     }
 }
 
-fn run(cli: cli::Cli) -> Result<(), failure::Failure> {
+/// Runs the command: its output and the notes for after it.
+fn run(cli: cli::Cli) -> Result<(String, Vec<String>), failure::Failure> {
     let flags = config::Flags {
         url: cli.global.url,
         token: cli.global.token,
@@ -48,9 +69,5 @@ fn run(cli: cli::Cli) -> Result<(), failure::Failure> {
         .build()
         .map_err(|e| failure::Failure::other(format!("cannot start the async runtime: {e}")))?;
     let text = runtime.block_on(commands::run(cli.command, &ctx))?;
-    output::print(&text);
-    for note in ctx.take_notes() {
-        eprintln!("egctl: {note}");
-    }
-    Ok(())
+    Ok((text, ctx.take_notes()))
 }

@@ -111,6 +111,12 @@ pub struct HistoryEntry {
     /// written before it was recorded.
     #[serde(rename = "h", default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<Hold>,
+    /// What the destination said about a failed attempt, when its outcome name alone
+    /// does not tell an operator what to fix (`no JetStream stream captures subject
+    /// "orders.created"`); absent otherwise, and in entries written before it was
+    /// recorded.
+    #[serde(rename = "e", default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl HistoryEntry {
@@ -120,7 +126,9 @@ impl HistoryEntry {
 
     /// The entry as the management API shows it. A paused step has no next attempt (it
     /// waits for the resume): its TTL deadline is `expiresAt`. A held-back step says why
-    /// (`heldBecause`) and until when that holds (`heldUntil`), when it was recorded.
+    /// (`heldBecause`) and until when that holds (`heldUntil`), when it was recorded. A
+    /// failed attempt says what the destination said (`error`), when it said more than
+    /// its outcome.
     pub fn to_resource(&self) -> Value {
         let paused = self.state == DeliveryState::Paused;
         let next_attempt = if paused { None } else { self.next };
@@ -138,6 +146,7 @@ impl HistoryEntry {
             "reason": self.reason,
             "heldBecause": self.hold.map(|h| h.reason.as_str()),
             "heldUntil": self.hold.map(|h| h.until.to_rfc3339()),
+            "error": self.error,
         })
     }
 }
@@ -159,7 +168,9 @@ mod tests {
             state: DeliveryState::Retrying,
             reason: None,
             hold: None,
+            error: Some("no JetStream stream captures subject \"orders\"".into()),
         };
+        assert!(e.to_json().contains(r#""e":"no JetStream"#), "{}", e.to_json());
         let back: HistoryEntry = serde_json::from_str(&e.to_json()).unwrap();
         assert_eq!(back, e);
         let r = e.to_resource();
@@ -169,6 +180,7 @@ mod tests {
         assert_eq!(r["state"], "Retrying");
         assert!(r["reason"].is_null());
         assert!(r["heldBecause"].is_null() && r["expiresAt"].is_null());
+        assert_eq!(r["error"], "no JetStream stream captures subject \"orders\"");
     }
 
     fn step(state: DeliveryState, next: i64, hold: Option<Hold>) -> HistoryEntry {
@@ -183,6 +195,7 @@ mod tests {
             state,
             reason: None,
             hold,
+            error: None,
         }
     }
 
@@ -208,6 +221,7 @@ mod tests {
         let e: HistoryEntry = serde_json::from_str(old).unwrap();
         assert_eq!(e, step(DeliveryState::HeldBack, 61_000, None));
         assert!(e.to_resource()["heldBecause"].is_null());
+        assert!(e.to_resource()["error"].is_null());
     }
 
     #[test]

@@ -38,6 +38,7 @@ fn step(subscription: &str, attempt: u32, state: DeliveryState) -> HistoryEntry 
         state,
         reason: None,
         hold: None,
+        error: None,
     }
 }
 

@@ -367,6 +367,22 @@ async fn nats_dead_letters_an_event_with_no_stream_and_redrives_it_once_one_take
     assert_eq!(record["deadLetterReason"], "MaxDeliveryAttemptsExceeded", "{record}");
     assert_eq!(record["lastDeliveryOutcome"], "NotFound", "{record}");
 
+    // Not only `NotFound`: the attempt's history and the sender's log name the subject.
+    let missing = r#"no JetStream stream captures subject "late.orders""#;
+    let (status, history) = system.get("/topics/orders/events/ev-1/history").await;
+    assert_eq!(status, 200, "{history}");
+    let attempt = &history["value"][0];
+    assert_eq!(attempt["outcome"], "NotFound", "{history}");
+    assert!(
+        attempt["error"].as_str().is_some_and(|e| e.starts_with(missing)),
+        "{history}"
+    );
+    let logged = system
+        .logs()
+        .into_iter()
+        .any(|(name, text)| name.contains("sender") && text.contains(missing));
+    assert!(logged, "the sender's log does not say {missing}");
+
     let stream = nats_stream_named(&server, "LATE", "late.>").await;
     redrive_one(&system, "orders", "audit").await;
     nats_stored(&stream, 1).await;

@@ -758,3 +758,123 @@ async fn dead_letters_are_listed_redriven_once_and_purged() {
         .json();
     assert_eq!(listed["value"], json!([]), "{listed}");
 }
+
+/// Under `just egctl` (EGCTL_HINT_PREFIX) hints name the command to type there, a
+/// failed validation is said once (stderr), not also on stdout, and a remark that is no
+/// failure does not start `egctl:` as errors do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_just_egctl_hints_say_just_egctl_and_a_failed_validation_is_said_once() {
+    let system = System::start(Options::default()).await;
+    let receiver =
+        eg_system_tests::Receiver::start_with(Behaviour::Status(200), eg_system_tests::Validation::Ignore).await;
+    let ctl = Egctl::for_system(&system).env("EGCTL_HINT_PREFIX", "just egctl");
+    ctl.run(&["topics", "create", "orders"]).await.ok();
+
+    let why = "the endpoint answered 200 OK with an empty body";
+    let created = ctl
+        .run(&[
+            "subscriptions",
+            "create",
+            "orders",
+            "audit",
+            "--endpoint",
+            receiver.url(),
+            "--dead-letter-container",
+            "audit-dl",
+        ])
+        .await;
+    assert_eq!(created.code, 4, "{created:?}");
+    assert!(
+        created.stdout.contains("subscription orders/audit created"),
+        "{created:?}"
+    );
+    assert_eq!(
+        format!("{}{}", created.stdout, created.stderr).matches(why).count(),
+        1,
+        "the reason is not said exactly once: {created:?}"
+    );
+    assert!(
+        created
+            .stderr
+            .starts_with("egctl: subscription orders/audit is AwaitingManualAction"),
+        "{created:?}"
+    );
+    assert!(
+        created
+            .stderr
+            .contains("`just egctl subscriptions validate orders audit`")
+            && !created.stderr.contains("`egctl "),
+        "{created:?}"
+    );
+
+    let validated = ctl.run(&["subscriptions", "validate", "orders", "audit"]).await;
+    assert_eq!(validated.code, 4, "{validated:?}");
+    assert_eq!(validated.stdout, "", "said on stderr, not twice: {validated:?}");
+    assert_eq!(validated.stderr.matches(why).count(), 1, "{validated:?}");
+    assert!(validated.stderr.contains("is AwaitingManualAction"), "{validated:?}");
+    let json = ctl
+        .run(&["subscriptions", "validate", "orders", "audit", "--json"])
+        .await;
+    assert_eq!(json.code, 4, "{json:?}");
+    let answer: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert!(
+        answer["properties"]["provisioningMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("`egctl subscriptions validate orders audit`")),
+        "--json output is the API's, as it came: {answer}"
+    );
+
+    let listed = ctl.run(&["deadletters", "list", "orders", "audit"]).await;
+    listed.ok();
+    assert!(
+        listed.stderr.starts_with(
+            "note: orders/audit dead-letters to local / audit-dl; `just egctl subscriptions show orders audit`"
+        ),
+        "{listed:?}"
+    );
+    assert!(!listed.stderr.contains("egctl:"), "a note is no error: {listed:?}");
+}
+
+/// A namespace topic is shown with what a namespace client needs: eg's base URL as the
+/// namespace endpoint, and the `:publish` route, which takes a CloudEvent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_topic_shows_its_namespace_endpoint_and_a_publish_route_that_works() {
+    let system = System::start(Options::default()).await;
+    let ctl = Egctl::for_system(&system);
+    let created = ctl.run(&["topics", "create", "sensors", "--namespace"]).await;
+    let shown = created.ok();
+    let field = |name: &str| {
+        shown
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}:")))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("no {name} in {shown}"))
+            .to_owned()
+    };
+    let base = system.ingress_url().trim_end_matches('/');
+    assert_eq!(field("namespaceEndpoint"), base, "{shown}");
+    assert!(!shown.contains("/api/events"), "the custom-topic URL is shown: {shown}");
+    assert!(
+        shown.contains(&format!("takes endpoint {base} and topic name sensors")),
+        "{shown}"
+    );
+    let list = ctl.run(&["topics", "list"]).await;
+    let row = list.ok().lines().find(|l| l.starts_with("sensors")).unwrap_or_default();
+    assert!(row.ends_with(base), "{list:?}");
+
+    let publish = field("publish");
+    let url = publish.strip_prefix("POST ").unwrap_or_else(|| panic!("{publish}"));
+    let keys = ctl.run(&["topics", "keys", "sensors", "--json"]).await.json();
+    let answer = reqwest::Client::new()
+        .post(url)
+        .header(
+            "authorization",
+            format!("SharedAccessKey {}", keys["key1"].as_str().unwrap()),
+        )
+        .header("content-type", "application/cloudevents+json")
+        .body(json!({"specversion": "1.0", "id": "1", "source": "/egctl-test", "type": "T"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200, "{publish}: {:?}", answer.text().await);
+}

@@ -1,6 +1,7 @@
 //! `egctl history`: every delivery attempt of one event, per subscription, and what
 //! became of it. A step that made no attempt says why: a held-back one names its
 //! reason and until when it holds; a paused one waits for the resume, not for a time.
+//! A failed attempt shows what the destination said, when it said more than its outcome.
 
 use super::Ctx;
 use super::topics::items;
@@ -94,7 +95,11 @@ fn reason(step: &Value) -> String {
         (Some("HeldBack"), Some(other)) => format!("held back: {other} until {until}"),
         (Some("HeldBack"), None) => "held back (reason not recorded)".to_owned(),
         (Some("Paused"), _) => "subscription paused".to_owned(),
-        _ => cell(&step["reason"]),
+        _ => match (step["reason"].as_str(), step["error"].as_str()) {
+            (Some(reason), Some(error)) => format!("{reason}; {error}"),
+            (None, Some(error)) => error.to_owned(),
+            _ => cell(&step["reason"]),
+        },
     }
 }
 
@@ -167,5 +172,23 @@ mod tests {
         }));
         assert!(out.contains("MaxDeliveryAttemptsExceeded"), "{out}");
         assert!(out.contains("3ms"), "{out}");
+    }
+
+    #[test]
+    fn a_failed_attempt_shows_what_the_destination_said() {
+        let missing = r#"no JetStream stream captures subject "late.orders""#;
+        let out = history(json!({
+            "subscription": "audit", "attempt": 1, "state": "Retrying", "outcome": "NotFound",
+            "error": missing,
+        }));
+        assert!(out.contains(missing), "{out}");
+        let out = history(json!({
+            "subscription": "audit", "attempt": 2, "state": "DeadLettered", "outcome": "NotFound",
+            "reason": "MaxDeliveryAttemptsExceeded", "error": missing,
+        }));
+        assert!(
+            out.contains(&format!("MaxDeliveryAttemptsExceeded; {missing}")),
+            "{out}"
+        );
     }
 }

@@ -22,7 +22,8 @@ use std::path::Path;
 pub struct Ctx {
     pub api: Api,
     pub json: bool,
-    /// Remarks for stderr, printed after the output so they follow it on a terminal.
+    /// Remarks for stderr (`note: …`), printed after the output so they follow it on a
+    /// terminal; never failures.
     notes: RefCell<Vec<String>>,
 }
 

@@ -61,8 +61,11 @@ pub async fn run(command: SubscriptionCommand, ctx: &Ctx) -> Result<String, Fail
         SubscriptionCommand::Validate { topic, name } => {
             let path = ["topics", &topic, "eventSubscriptions", &name, "validate"];
             let sub = ctx.api.post(&path, None).await?;
-            let state = cell(&sub["properties"]["provisioningState"]);
-            let shown = ctx.show(&sub, |_| format!("subscription {topic}/{name} is {state}\n"));
+            // Not active: the failure says it all, on stderr; nothing for stdout.
+            let shown = ctx.show(&sub, |s| match inactive_state(s) {
+                None => format!("subscription {topic}/{name} is Succeeded\n"),
+                Some(_) => String::new(),
+            });
             unless_inactive(&sub, &topic, &name, shown)
         }
         SubscriptionCommand::Health { topic, name } => {
@@ -98,20 +101,36 @@ async fn create(args: SubscriptionCreate, ctx: &Ctx) -> Result<String, Failure> 
     };
     let (topic, name) = (&args.topic, &args.name);
     let shown = ctx.show(&answer.body, |s| {
-        format!("subscription {topic}/{name} {verb}\n{}", subscription_fields(s))
+        let mut pairs = subscription_pairs(s);
+        // Not active: the failure gives the reason, on stderr; it is not said twice.
+        if inactive_state(s).is_some() {
+            pairs.retain(|(field, _)| *field != "provisioningMessage");
+        }
+        format!("subscription {topic}/{name} {verb}\n{}", fields(pairs))
     });
     unless_inactive(&answer.body, topic, name, shown)
+}
+
+/// The state of a subscription `resource` that receives no events (not `Succeeded`).
+fn inactive_state(resource: &Value) -> Option<&str> {
+    resource["properties"]["provisioningState"]
+        .as_str()
+        .filter(|state| *state != "Succeeded")
 }
 
 /// `shown`, the command's output, when the subscription `resource` receives events;
 /// otherwise a failure carrying it, with the state and the server's reason.
 fn unless_inactive(resource: &Value, topic: &str, name: &str, shown: String) -> Result<String, Failure> {
-    let p = &resource["properties"];
-    match p["provisioningState"].as_str() {
-        None | Some("Succeeded") => Ok(shown),
+    match inactive_state(resource) {
+        None => Ok(shown),
         Some(state) => Err(Failure::NotActive {
+            message: not_active(
+                topic,
+                name,
+                state,
+                resource["properties"]["provisioningMessage"].as_str(),
+            ),
             shown,
-            message: not_active(topic, name, state, p["provisioningMessage"].as_str()),
         }),
     }
 }
@@ -377,10 +396,6 @@ fn subscriptions_table(list: &Value) -> String {
     )
 }
 
-fn subscription_fields(sub: &Value) -> String {
-    fields(subscription_pairs(sub))
-}
-
 /// A subscription's fields as name and value, in the order shown.
 fn subscription_pairs(sub: &Value) -> Vec<(&'static str, String)> {
     let p = &sub["properties"];
@@ -446,8 +461,8 @@ fn queue_now(queue: Result<Option<&Value>, String>) -> String {
                 ("oldestUnacknowledged", oldest),
             ])
         }
-        Ok(None) => "queue: not listed by GET /admin/queues yet; see egctl status\n".to_owned(),
-        Err(e) => format!("queue: cannot be read now ({e}); see egctl status\n"),
+        Ok(None) => "queue: not listed by GET /admin/queues yet; see `egctl status`\n".to_owned(),
+        Err(e) => format!("queue: cannot be read now ({e}); see `egctl status`\n"),
     }
 }
 
@@ -473,6 +488,10 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command, SubscriptionCommand};
     use clap::Parser;
+
+    fn subscription_fields(sub: &Value) -> String {
+        fields(subscription_pairs(sub))
+    }
 
     fn args(line: &[&str]) -> SubscriptionCreate {
         let cli = Cli::try_parse_from(["egctl", "subscriptions", "create", "t", "s"].iter().chain(line)).unwrap();
@@ -523,7 +542,7 @@ mod tests {
             ],
             "{text}"
         );
-        assert!(queue_now(Err("connection refused".into())).contains("(connection refused); see egctl status"));
+        assert!(queue_now(Err("connection refused".into())).contains("(connection refused); see `egctl status`"));
         assert!(same_name(&json!("Orders"), "orders"));
         assert!(!same_name(&json!(null), "orders"));
     }

@@ -14,7 +14,7 @@ local_packages := "-p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter -
 default:
     @just --list
 
-# Start a local Redis, the four tiers and a demo receiver; create a demo topic and subscription; print the delivery settings (ports: README.md, "Ports").
+# Start a local Redis, the four tiers and a demo receiver; create a demo topic and subscription; print the delivery settings (ports: docs/configuration.md).
 up:
     deploy/local/ensure-redis.sh
     cargo build {{local_packages}}

@@ -31,7 +31,7 @@ for name in "${components[@]}"; do
   read -r address variable <<<"$(listen_address "$name")" || true
   [ -n "${address:-}" ] || continue
   if port_taken "$address"; then
-    echo "error: port ${address##*:} ($address), which $name needs, is taken by another process; set $variable to a free one (README.md, \"Ports\")" >&2
+    echo "error: port ${address##*:} ($address), which $name needs, is taken by another process; set $variable to a free one (docs/configuration.md, \"Ports of the local setup\")" >&2
     taken=1
   fi
 done
@@ -158,6 +158,6 @@ Publish an event:
 
 See it arrive:   curl -s http://$EG_DEMO_RECEIVER_LISTEN/events    (or: just logs)
 Operate it:      just status, just egctl --help (docs/egctl.md), just scale sender 3
-Settings again:  just settings (README.md, "Configuration")
+Settings again:  just settings (docs/configuration.md)
 Stop it all:     just down
 TXT

@@ -8,10 +8,10 @@
 //! these routes do not exist. The pages accept `Authorization: Bearer <token>`, or a
 //! sign-in: `?token=…` on any page's address checks the token, sets an `HttpOnly`,
 //! `SameSite=Strict` cookie scoped to `/status` and redirects to the same page without
-//! it, so the token leaves the address bar ([`Viewer`]). The cookie holds a hash of the token, not the token: it opens these
-//! pages and nothing else, and stops working when the token changes. Actions are also
-//! guarded against cross-site requests (`session`). `/admin/status` takes the bearer
-//! token only.
+//! it, so the token leaves the address bar ([`Viewer`]). The cookie holds a hash of the
+//! token, not the token: it opens these pages and nothing else, and stops working when
+//! the token changes. Actions are also guarded against cross-site requests (`session`).
+//! `/admin/status` takes the bearer token only.
 //!
 //! Routes here do their own authentication and answer HTML, so they are merged outside
 //! the layer that turns error answers into Event Grid's JSON body.

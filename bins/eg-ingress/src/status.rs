@@ -5,13 +5,13 @@
 //! `egctl status`). See docs/status-page.md.
 //!
 //! Access takes the admin token, as the management API does; with no token configured
-//! these routes do not exist. The page accepts `Authorization: Bearer <token>`, or a
-//! sign-in: `GET /status?token=…` checks the token, sets an `HttpOnly`, `SameSite=Strict`
-//! cookie scoped to `/status` and redirects to `/status`, so the token leaves the
-//! address bar. The cookie holds a hash of the token, not the token: it opens these
-//! pages and nothing else, and stops working when the token changes. Actions are also
-//! guarded against cross-site requests (`session`). `/admin/status` takes the bearer
-//! token only.
+//! these routes do not exist. The pages accept `Authorization: Bearer <token>`, or a
+//! sign-in: `?token=…` on any page's address checks the token, sets an `HttpOnly`,
+//! `SameSite=Strict` cookie scoped to `/status` and redirects to the same page without
+//! it, so the token leaves the address bar ([`Viewer`]). The cookie holds a hash of the
+//! token, not the token: it opens these pages and nothing else, and stops working when
+//! the token changes. Actions are also guarded against cross-site requests (`session`).
+//! `/admin/status` takes the bearer token only.
 //!
 //! Routes here do their own authentication and answer HTML, so they are merged outside
 //! the layer that turns error answers into Event Grid's JSON body.
@@ -32,7 +32,8 @@ use crate::errors::Refusal;
 use crate::operations;
 use crate::state::App;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -40,7 +41,10 @@ use axum::{Json, Router};
 use eg_runtime::startup::Process;
 use eg_runtime::stats::Stats;
 use hour::LastHour;
-use session::{Access, ActionRefused, COOKIE, FORM_TOKEN_FIELD, Flash, access, equal, form_token, session_value};
+use html::{counted, noun};
+use session::{
+    Access, ActionRefused, COOKIE, FORM_TOKEN_FIELD, Flash, SignIn, access, equal, form_token, session_value,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -125,13 +129,53 @@ fn redirect(to: &str, flash: &Flash, secure: bool) -> Response {
     response
 }
 
-fn sign_in_page(wrong_token: bool) -> Response {
-    let mut response = html(StatusCode::UNAUTHORIZED, html::sign_in(wrong_token));
+/// The sign-in page (`401`), whose form leads back to the page asked for.
+fn sign_in_page(sign_in: &SignIn, wrong_token: bool) -> Response {
+    let mut response = html(StatusCode::UNAUTHORIZED, html::sign_in(sign_in, wrong_token));
     let headers = response.headers_mut();
     headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     // Its address may hold a (wrong) token: send it nowhere.
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     response
+}
+
+/// A right token presented: `303` to the page asked for, without the token, setting the
+/// session cookie.
+fn signed_in(state: &StatusState, sign_in: &SignIn) -> Response {
+    let cookie = format!(
+        "{COOKIE}={}; Path=/status; HttpOnly; SameSite=Strict{}",
+        session_value(token(state)),
+        session::secure_attribute(secure(state))
+    );
+    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, sign_in.back_to())]).into_response();
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        headers.insert(header::SET_COOKIE, value);
+    }
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    response
+}
+
+/// Someone allowed to see a status page: signed in by the bearer token or the session
+/// cookie. Taking it answers for the handler when the request is no viewer's: a sign-in
+/// (`?token=`) is redirected to the same page without the token, with the cookie set, or
+/// shown the sign-in page when the token is wrong; a request without access gets the
+/// sign-in page, whose form leads back to the page asked for.
+struct Viewer;
+
+impl FromRequestParts<Arc<StatusState>> for Viewer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<StatusState>) -> Result<Self, Response> {
+        let sign_in = SignIn::of(parts.uri.path(), parts.uri.query());
+        let token = token(state);
+        match &sign_in.presented {
+            Some(presented) if equal(presented, token) => Err(signed_in(state, &sign_in)),
+            Some(_) => Err(sign_in_page(&sign_in, true)),
+            None if access(token, &parts.headers, true) == Access::Denied => Err(sign_in_page(&sign_in, false)),
+            None => Ok(Viewer),
+        }
+    }
 }
 
 /// What a refusal tells its client, read from the answer it makes (Event Grid's error
@@ -160,34 +204,8 @@ async fn refusal_page(refusal: Refusal, back: Option<&str>) -> Response {
     html(status, pages::problem(title, &message, back))
 }
 
-/// `GET /status`: the page, a sign-in (`?token=`), or the sign-in page (`401`).
-async fn page(
-    State(state): State<Arc<StatusState>>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-) -> Response {
-    let token = token(&state);
-    if let Some(presented) = query.get("token") {
-        if !equal(presented, token) {
-            return sign_in_page(true);
-        }
-        let cookie = format!(
-            "{COOKIE}={}; Path=/status; HttpOnly; SameSite=Strict{}",
-            session_value(token),
-            session::secure_attribute(secure(&state))
-        );
-        let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/status")]).into_response();
-        if let Ok(value) = HeaderValue::from_str(&cookie) {
-            response.headers_mut().insert(header::SET_COOKIE, value);
-        }
-        response
-            .headers_mut()
-            .insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-        return response;
-    }
-    if access(token, &headers, true) == Access::Denied {
-        return sign_in_page(false);
-    }
+/// `GET /status`: the overview.
+async fn page(_: Viewer, State(state): State<Arc<StatusState>>, headers: HeaderMap) -> Response {
     let status = model::gather(&state.app, &state.stats, &state.last_hour).await;
     let shown = Flash::read(&headers);
     with_flash_shown(
@@ -210,13 +228,11 @@ async fn live(State(state): State<Arc<StatusState>>, headers: HeaderMap) -> Resp
 
 /// `GET /status/topics/{topic}/subscriptions/{name}`
 async fn subscription_page(
+    _: Viewer,
     State(state): State<Arc<StatusState>>,
     Path((topic, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    if access(token(&state), &headers, true) == Access::Denied {
-        return sign_in_page(false);
-    }
     match subscription::gather(&state.app, &state.stats, &state.last_hour, &topic, &name).await {
         Ok(page) => {
             let shown = Flash::read(&headers);
@@ -229,13 +245,10 @@ async fn subscription_page(
 
 /// `GET …/subscriptions/{name}/redrive`: what a redrive would do, and the button.
 async fn confirm_redrive(
+    _: Viewer,
     State(state): State<Arc<StatusState>>,
     Path((topic, name)): Path<(String, String)>,
-    headers: HeaderMap,
 ) -> Response {
-    if access(token(&state), &headers, true) == Access::Denied {
-        return sign_in_page(false);
-    }
     match subscription::gather(&state.app, &state.stats, &state.last_hour, &topic, &name).await {
         Ok(page) if page.status.dead_letters_not_redriven == 0 => redirect(
             &html::subscription_path(&page.topic, &page.status.name),
@@ -251,15 +264,7 @@ async fn confirm_redrive(
 }
 
 /// `GET /status/topics/{topic}/events?id=…[&subscription=…]`: the event lookup form.
-async fn find_event(
-    State(state): State<Arc<StatusState>>,
-    Path(topic): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-) -> Response {
-    if access(token(&state), &headers, true) == Access::Denied {
-        return sign_in_page(false);
-    }
+async fn find_event(_: Viewer, Path(topic): Path<String>, Query(query): Query<HashMap<String, String>>) -> Response {
     let id = query.get("id").map(|id| id.trim()).unwrap_or_default();
     if id.is_empty() {
         return refusal_page(Refusal::bad_request("id: give the id of the event to look up"), None).await;
@@ -271,14 +276,11 @@ async fn find_event(
 
 /// `GET /status/topics/{topic}/events/{id}[?subscription=…]`: an event's history.
 async fn event_page(
+    _: Viewer,
     State(state): State<Arc<StatusState>>,
     Path((topic, event_id)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
 ) -> Response {
-    if access(token(&state), &headers, true) == Access::Denied {
-        return sign_in_page(false);
-    }
     let subscription = query.get("subscription").map(String::as_str);
     match subscription::event(&state.app, &topic, &event_id, subscription).await {
         Ok(page) => html(StatusCode::OK, pages::event(&page)),
@@ -373,8 +375,9 @@ async fn act_resume(
     act(state, &headers, &body, path, |state, a| async move {
         match operations::resume(&state.app, &a.topic, &a.name).await {
             Ok((_, moved)) => Flash::ok(format!(
-                "Resumed {}: {moved} waiting deliveries handed back to the senders.",
-                who(&a)
+                "Resumed {}: {} handed back to the senders.",
+                who(&a),
+                counted(moved, "waiting delivery", "waiting deliveries")
             )),
             Err(refusal) => Flash::failed(format!("Not resumed: {}", told(refusal).await.1)),
         }
@@ -423,15 +426,16 @@ async fn act_redrive(
         };
         match redriven.await {
             Ok(progress) if progress.remaining > 0 => Flash::ok(format!(
-                "Redrove {} dead letters of {}; {} are still waiting: redrive again for the next ones.",
-                progress.done,
+                "Redrove {} of {}; {} still waiting: redrive again for the next ones.",
+                counted(progress.done, "dead letter", "dead letters"),
                 who(&a),
-                progress.remaining
+                counted(progress.remaining, "is", "are")
             )),
             Ok(progress) => Flash::ok(format!(
-                "Redrove {} dead letters of {}: they are back in delivery with fresh attempts.",
-                progress.done,
-                who(&a)
+                "Redrove {} of {}: {} back in delivery with fresh attempts.",
+                counted(progress.done, "dead letter", "dead letters"),
+                who(&a),
+                noun(progress.done, "it is", "they are")
             )),
             Err(refusal) => Flash::failed(format!("Not redriven: {}", told(refusal).await.1)),
         }

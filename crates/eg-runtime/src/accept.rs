@@ -52,9 +52,10 @@ pub struct Accepted {
 
 /// Matches `events` against the subscriptions of topic `name` and stores each event that
 /// matched something with its deliveries, in one atomic step; an event matching nothing
-/// is counted as unmatched and not stored. `snapshot` is the catalog copy the caller
-/// checked the topic in; `recheck` runs again on every newer copy met on the way, and
-/// its refusal ends the call with nothing stored.
+/// is counted as unmatched and not stored. An event a subscription waiting for
+/// validation would have matched is counted as missed by it. `snapshot` is the catalog
+/// copy the caller checked the topic in; `recheck` runs again on every newer copy met on
+/// the way, and its refusal ends the call with nothing stored.
 pub async fn store_events<E>(
     acceptor: Acceptor<'_>,
     name: &TopicName,
@@ -68,7 +69,8 @@ pub async fn store_events<E>(
 
     for _ in 0..STALE_CATALOG_RETRIES {
         let entry = topic_entry(&snapshot, name)?;
-        let to_store = fan_out(entry, events, clock.now(), snapshot.version);
+        let now = clock.now();
+        let to_store = fan_out(entry, events, now, snapshot.version);
         if to_store.is_empty() {
             // No script will check the catalog version, so check it here: a key regenerated
             // or a subscription created a moment ago through another copy must apply.
@@ -79,6 +81,7 @@ pub async fn store_events<E>(
                 continue;
             }
             metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key()).increment(count as u64);
+            count_missed(entry, events, now);
             return Ok(Accepted {
                 events: count,
                 deliveries: 0,
@@ -94,6 +97,7 @@ pub async fn store_events<E>(
                 metrics::counter!(m::MATCHED_EVENT_COUNT, "topic" => name.key()).increment(matched as u64);
                 metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key())
                     .increment((count - to_store.len()) as u64);
+                count_missed(entry, events, now);
                 tracing::debug!(topic = %name, events = count, deliveries = matched, "accepted");
                 return Ok(Accepted {
                     events: count,
@@ -108,6 +112,24 @@ pub async fn store_events<E>(
         }
     }
     Err(AcceptError::CatalogChurn)
+}
+
+/// Counts, for each subscription of the topic waiting for validation, the accepted events
+/// it would have matched had its endpoint consented (`MissedEventCount`): what the
+/// topic's unmatched count cannot tell once another subscription matched them. Costs
+/// one pass over the subscriptions when none waits.
+fn count_missed(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis) {
+    for sub in entry.subscriptions.iter().filter(|s| !s.provisioning.is_active()) {
+        let missed = events.iter().filter(|e| sub.wants(&e.routing(), now)).count();
+        if missed > 0 {
+            metrics::counter!(
+                m::MISSED_EVENT_COUNT,
+                "topic" => entry.topic.name.key(),
+                "subscription" => sub.name.key()
+            )
+            .increment(missed as u64);
+        }
+    }
 }
 
 fn topic_entry<'a, E>(snapshot: &'a CatalogSnapshot, name: &TopicName) -> Result<&'a TopicEntry, AcceptError<E>> {

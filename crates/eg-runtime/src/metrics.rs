@@ -11,6 +11,9 @@ pub const PUBLISH_FAIL_COUNT: &str = "PublishFailCount";
 pub const PUBLISH_SUCCESS_LATENCY_MS: &str = "PublishSuccessLatencyInMs";
 pub const UNMATCHED_EVENT_COUNT: &str = "UnmatchedEventCount";
 pub const MATCHED_EVENT_COUNT: &str = "MatchedEventCount";
+/// Published events a subscription waiting for validation would have matched: not kept
+/// for it (labels `topic`, `subscription`). Not one of Event Grid's metrics.
+pub const MISSED_EVENT_COUNT: &str = "MissedEventCount";
 pub const DELIVERY_SUCCESS_COUNT: &str = "DeliverySuccessCount";
 pub const DELIVERY_ATTEMPT_FAIL_COUNT: &str = "DeliveryAttemptFailCount";
 pub const DEAD_LETTERED_COUNT: &str = "DeadLetteredCount";
@@ -100,6 +103,10 @@ fn describe() {
     describe_counter!(
         MATCHED_EVENT_COUNT,
         "Deliveries created (event x matching subscription)"
+    );
+    describe_counter!(
+        MISSED_EVENT_COUNT,
+        "Published events a subscription waiting for validation would have matched (not kept for it)"
     );
     describe_counter!(DELIVERY_SUCCESS_COUNT, "Deliveries the endpoint accepted");
     describe_counter!(

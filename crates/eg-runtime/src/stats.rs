@@ -57,6 +57,7 @@ pub fn is_tallied(name: &str) -> bool {
         m::PUBLISH_SUCCESS_COUNT
             | m::MATCHED_EVENT_COUNT
             | m::UNMATCHED_EVENT_COUNT
+            | m::MISSED_EVENT_COUNT
             | m::DELIVERY_SUCCESS_COUNT
             | m::DELIVERY_ATTEMPT_FAIL_COUNT
             | m::DEAD_LETTERED_COUNT
@@ -67,10 +68,11 @@ pub fn is_tallied(name: &str) -> bool {
 /// The counts (kind and label) an increment of counter `name` adds to, given its labels
 /// (`label("topic")` is the value of label `topic`): `PublishSuccessCount` is
 /// `Published`, `MatchedEventCount` `Matched`, `UnmatchedEventCount` `Unmatched` (by
-/// topic); `DeliverySuccessCount` is `Delivered`, `DeliveryAttemptFailCount` `Failed` and
-/// `FailedBy`, `DeadLetteredCount` `DeadLettered` and `DeadLetteredBy`,
-/// `DroppedEventCount` `Dropped` and `DroppedBy` (by topic/subscription, and by outcome
-/// or reason). A counter missing a label adds to fewer counts.
+/// topic); `MissedEventCount` is `Missed`, `DeliverySuccessCount` `Delivered`,
+/// `DeliveryAttemptFailCount` `Failed` and `FailedBy`, `DeadLetteredCount` `DeadLettered`
+/// and `DeadLetteredBy`, `DroppedEventCount` `Dropped` and `DroppedBy` (by
+/// topic/subscription, and by outcome or reason). A counter missing a label adds to fewer
+/// counts.
 pub fn counts_of<'a>(name: &str, label: impl Fn(&str) -> Option<&'a str>) -> Vec<(Kind, String)> {
     let topic = label("topic");
     let pair = topic.zip(label("subscription")).map(|(t, s)| subscription_label(t, s));
@@ -79,6 +81,7 @@ pub fn counts_of<'a>(name: &str, label: impl Fn(&str) -> Option<&'a str>) -> Vec
         m::PUBLISH_SUCCESS_COUNT => vec![(Kind::Published, topic)],
         m::MATCHED_EVENT_COUNT => vec![(Kind::Matched, topic)],
         m::UNMATCHED_EVENT_COUNT => vec![(Kind::Unmatched, topic)],
+        m::MISSED_EVENT_COUNT => vec![(Kind::Missed, pair)],
         m::DELIVERY_SUCCESS_COUNT => vec![(Kind::Delivered, pair)],
         m::DELIVERY_ATTEMPT_FAIL_COUNT => vec![(Kind::Failed, pair), (Kind::FailedBy, label("outcome"))],
         m::DEAD_LETTERED_COUNT => vec![(Kind::DeadLettered, pair), (Kind::DeadLetteredBy, label("reason"))],
@@ -430,6 +433,10 @@ mod tests {
         assert_eq!(
             counts_of(m::UNMATCHED_EVENT_COUNT, labels(&[("topic", "orders")])),
             [c(Kind::Unmatched, "orders")]
+        );
+        assert_eq!(
+            counts_of(m::MISSED_EVENT_COUNT, labels(&sub)),
+            [c(Kind::Missed, "orders/audit")]
         );
         assert_eq!(
             counts_of(m::DELIVERY_SUCCESS_COUNT, labels(&sub)),

@@ -1,16 +1,18 @@
 //! The status page in a real browser: headless Chromium driven through chromedriver
-//! (WebDriver) against a whole running system. The first test signs in with
-//! `/status?token=`, checks that topics, subscriptions, rates, failures by outcome, dead
-//! letters and queue depths show, that the page refreshes itself without a reload, and
-//! that a wrong token gets the 401 sign-in page; also `GET /admin/status` (JSON) and the
-//! refusals. The second is an operator at work: a subscription waiting for validation
-//! and its topic's unmatched events, a click through to a subscription's page (settings,
-//! recent deliveries, an event's history), pause, redrive with its confirmation, resume,
-//! validate again, and actions refused without the form token or from another site.
-//! The third is a namespace topic with a queue subscription whose consumers hold locks:
-//! the overview marks the topic and shows available and locked events instead of an
-//! endpoint, and the subscription's page shows its queue settings without pause or
-//! validate.
+//! (WebDriver) against a whole running system. The first test signs in through the form
+//! of a subscription's page (landing on that page) and with `/status?token=`, checks that
+//! topics, subscriptions, rates, failures by outcome, dead letters and queue depths
+//! show, that the page refreshes itself without a reload, and that a wrong token gets
+//! the 401 sign-in page; also `GET /admin/status` (JSON) and the refusals. The second is
+//! an operator at work: a link to a subscription's page with `?token=`, a subscription
+//! waiting for validation and the events it missed, a click through to a subscription's
+//! page (settings, recent deliveries, an event's history), pause, redrive with its
+//! confirmation, resume, validate again, one dead letter read as one, and actions
+//! refused without the form token or from another site. The third is a namespace topic
+//! with a queue subscription whose consumers hold locks: the overview marks the topic and
+//! shows available and locked events instead of an endpoint, and the subscription's page
+//! shows its queue settings without pause or validate. The last needs no browser: what
+//! subscriptions waiting for validation missed, in `GET /admin/status` and `/metrics`.
 //!
 //! Needs `chromium` and `chromedriver` (Debian: `apt-get install chromium chromium-driver`;
 //! CI installs them). Without them the test fails and says so: it never skips.
@@ -18,7 +20,7 @@
 //! subscription's page to `docs/status-page-subscription.png`.
 
 use eg_system_tests::{
-    ADMIN_TOKEN, Behaviour, DEADLINE, Options, Receiver, System, Validation, dead_letter_to, eventually,
+    ADMIN_TOKEN, Behaviour, DEADLINE, Options, Receiver, System, Validation, dead_letter_to, eventually, metric,
     numbered_events, subscription,
 };
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -137,6 +139,22 @@ async fn wait_text(browser: &Client, css: &str, what: &str, wanted: impl Fn(&str
         text(browser, css).await.filter(|t| wanted(t))
     })
     .await
+}
+
+/// Types `token` into the sign-in page's form and submits it.
+async fn sign_in_with_form(browser: &Client, token: &str) {
+    let field = eventually(DEADLINE, "the sign-in form", || async {
+        browser.find(Locator::Css("form input[name=\"token\"]")).await.ok()
+    })
+    .await;
+    field.send_keys(token).await.unwrap();
+    browser
+        .find(Locator::Css("form button[type=\"submit\"]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
 }
 
 /// The number in a count as the page writes it (`1,234`).
@@ -295,6 +313,24 @@ async fn the_status_page_shows_the_system_live_in_a_real_browser() {
     let answer = http.get(format!("{base}/status?token=wrong")).send().await.unwrap();
     assert_eq!(answer.status(), StatusCode::UNAUTHORIZED);
 
+    // A subscription's page opened signed out: the sign-in page, whose form signs in and
+    // lands on that page (not the overview), the token gone from the address bar.
+    let erp_page = "/status/topics/orders/subscriptions/legacy-erp";
+    browser.goto(&format!("{base}{erp_page}")).await.unwrap();
+    sign_in_with_form(&browser, "wrong").await;
+    wait_text(&browser, "#wrong-token", "the wrong-token message", |t| {
+        t.contains("not this deployment's admin token")
+    })
+    .await;
+    assert_eq!(browser.current_url().await.unwrap().path(), erp_page);
+    sign_in_with_form(&browser, ADMIN_TOKEN).await;
+    wait_text(&browser, "#state h1", "the subscription's page, signed in", |t| {
+        t.contains("legacy-erp")
+    })
+    .await;
+    let url = browser.current_url().await.unwrap();
+    assert_eq!((url.path(), url.query()), (erp_page, None), "{url}");
+
     // Sign in: a cookie for /status, and the token is gone from the address bar.
     browser
         .goto(&format!("{base}/status?token={ADMIN_TOKEN}"))
@@ -348,8 +384,8 @@ async fn the_status_page_shows_the_system_live_in_a_real_browser() {
     }
     wait_text(
         &browser,
-        "#waiting tr[data-waiting=\"signups/welcome\"] [data-field=\"unmatched\"]",
-        "a subscription waiting for validation, and its topic's unmatched events",
+        "#waiting tr[data-waiting=\"signups/welcome\"] [data-field=\"missed\"]",
+        "a subscription waiting for validation, and the events it missed",
         |t| t == "2",
     )
     .await;
@@ -562,10 +598,12 @@ async fn an_operator_pauses_redrives_resumes_and_validates_from_the_status_page(
     let driver = Driver::start().await;
     // A scaled sender: the tiers section lists both copies.
     let system = System::start(Options::default().senders(2)).await;
+    let ok = Receiver::start(Behaviour::Status(200)).await;
     let refusing = Receiver::start(Behaviour::Status(400)).await;
     let silent = Receiver::start_with(Behaviour::Status(200), Validation::Ignore).await;
     system.create_topic("billing").await;
     system.create_topic("signups").await;
+    system.create_topic("payouts").await;
     // The query string may hold a secret: the page never shows it.
     let endpoint = format!("{}?code=hunter2", refusing.url());
     system
@@ -578,30 +616,52 @@ async fn an_operator_pauses_redrives_resumes_and_validates_from_the_status_page(
             ),
         )
         .await;
+    // One dead letter, to read the page's words for one.
+    system
+        .create_subscription(
+            "payouts",
+            "ledger",
+            subscription(
+                refusing.url(),
+                json!({"deadLetterDestination": dead_letter_to("dead-letters")}),
+            ),
+        )
+        .await;
     // An endpoint that answers the handshake with an empty 200: it waits for validation,
-    // and what its topic accepts meanwhile matches nothing.
+    // and misses what its topic accepts meanwhile, though another subscription takes it.
     let (status, answer) = system
         .put_subscription("signups", "welcome", &subscription(silent.url(), json!({})))
         .await;
     assert!(status.is_success(), "{status} {answer}");
+    system
+        .create_subscription("signups", "crm", subscription(ok.url(), json!({})))
+        .await;
     system
         .publish_ok("billing", &Value::from(numbered_events("tax", 0..4)))
         .await;
     system
         .publish_ok("signups", &Value::from(numbered_events("signup", 0..3)))
         .await;
+    system
+        .publish_ok("payouts", &Value::from(numbered_events("payout", 0..1)))
+        .await;
 
-    let status = eventually(
-        DEADLINE,
-        "dead letters and unmatched events in /admin/status",
-        || async {
-            let status = admin_status(&system).await;
-            let tax = subscription_of(&status, "billing", "tax-export");
-            let signups = status["topics"].as_array()?.iter().find(|t| t["name"] == "signups")?;
-            (tax["deadLettersNotRedriven"] == 4 && signups["unmatchedLastHour"] == 3).then_some(status)
-        },
-    )
+    let status = eventually(DEADLINE, "dead letters and missed events in /admin/status", || async {
+        let status = admin_status(&system).await;
+        let tax = subscription_of(&status, "billing", "tax-export");
+        let ledger = subscription_of(&status, "payouts", "ledger");
+        let welcome = subscription_of(&status, "signups", "welcome");
+        (tax["deadLettersNotRedriven"] == 4 && ledger["deadLettersNotRedriven"] == 1 && welcome["missedLastHour"] == 3)
+            .then_some(status)
+    })
     .await;
+    let signups = status["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "signups")
+        .unwrap();
+    assert_eq!(signups["unmatchedLastHour"], 0, "crm took every event: {signups}");
     let tax = subscription_of(&status, "billing", "tax-export");
     let base = tax["endpointBaseUrl"].as_str().unwrap().to_owned();
     assert!(!base.contains("hunter2") && endpoint.starts_with(&base), "{tax}");
@@ -630,12 +690,25 @@ async fn an_operator_pauses_redrives_resumes_and_validates_from_the_status_page(
 
     let browser = driver.browser().await;
     let ingress = system.ingress_url();
+    // A link to a subscription's page carrying the token signs in and lands on that page,
+    // the token gone from the address bar.
+    let page = "/status/topics/billing/subscriptions/tax-export";
     browser
-        .goto(&format!("{ingress}/status?token={ADMIN_TOKEN}"))
+        .goto(&format!("{ingress}{page}?token={ADMIN_TOKEN}"))
         .await
         .unwrap();
+    wait_text(
+        &browser,
+        "#state [data-field=\"state\"]",
+        "the subscription's page",
+        |t| t == "Active",
+    )
+    .await;
+    let url = browser.current_url().await.unwrap();
+    assert_eq!((url.path(), url.query()), (page, None), "{url}");
+    browser.goto(&format!("{ingress}/status")).await.unwrap();
 
-    // The overview: the waiting subscription with its reason, next to the unmatched count.
+    // The overview: the waiting subscription with its reason, and the events it missed.
     let waiting = "#waiting tr[data-waiting=\"signups/welcome\"]";
     wait_text(
         &browser,
@@ -646,8 +719,8 @@ async fn an_operator_pauses_redrives_resumes_and_validates_from_the_status_page(
     .await;
     wait_text(
         &browser,
-        &format!("{waiting} [data-field=\"unmatched\"]"),
-        "unmatched events",
+        &format!("{waiting} [data-field=\"missed\"]"),
+        "the events it missed",
         |t| t == "3",
     )
     .await;
@@ -655,7 +728,7 @@ async fn an_operator_pauses_redrives_resumes_and_validates_from_the_status_page(
         &browser,
         "tbody[data-topic=\"signups\"] [data-field=\"unmatched\"]",
         "the topic's unmatched count",
-        |t| t.starts_with("3 unmatched"),
+        |t| t.starts_with("0 unmatched"),
     )
     .await;
     let row = "tr[data-topic=\"billing\"][data-subscription=\"tax-export\"]";
@@ -679,7 +752,6 @@ async fn an_operator_pauses_redrives_resumes_and_validates_from_the_status_page(
     );
 
     // A click through to the subscription's page: its settings and recent deliveries.
-    let page = "/status/topics/billing/subscriptions/tax-export";
     click_to(&browser, &format!("{row} a.subname"), page).await;
     wait_text(&browser, "[data-setting=\"endpoint\"] td", "the endpoint", |t| {
         t == base
@@ -696,6 +768,11 @@ async fn an_operator_pauses_redrives_resumes_and_validates_from_the_status_page(
         t == "Active"
     })
     .await;
+    // No filter, and a note that says what pausing would do, not that it is paused.
+    let filter = text(&browser, "[data-setting=\"filter\"] td").await.unwrap();
+    assert_eq!(filter, "every event");
+    let note = text(&browser, "#state [data-field=\"pause-note\"]").await.unwrap();
+    assert!(note.starts_with("Pausing holds back"), "{note}");
     assert!(
         !browser.source().await.unwrap().contains("hunter2"),
         "the endpoint's query shows"
@@ -784,6 +861,8 @@ async fn an_operator_pauses_redrives_resumes_and_validates_from_the_status_page(
         t == "Paused"
     })
     .await;
+    let note = text(&browser, "#state [data-field=\"pause-note\"]").await.unwrap();
+    assert!(note.starts_with("While it is paused"), "{note}");
     assert_eq!(
         subscription_of(&admin_status(&system).await, "billing", "tax-export")["paused"],
         true
@@ -849,6 +928,25 @@ async fn an_operator_pauses_redrives_resumes_and_validates_from_the_status_page(
     if updating_screenshots() {
         save_screenshot(&browser, "status-page-subscription.png", false).await;
     }
+
+    // One dead letter reads as one, in the confirmation and in the result.
+    let ledger = "/status/topics/payouts/subscriptions/ledger";
+    browser.goto(&format!("{ingress}{ledger}")).await.unwrap();
+    click_to(
+        &browser,
+        "a[data-action=\"Redrive dead letters\"]",
+        &format!("{ledger}/redrive"),
+    )
+    .await;
+    let confirm = wait_text(&browser, "#confirm p", "what a redrive takes", |t| !t.is_empty()).await;
+    assert!(confirm.starts_with("1 dead letter is waiting"), "{confirm}");
+    let flash = act(
+        &browser,
+        "#confirm button[data-action=\"Redrive 1\"]",
+        "Redrove 1 dead letter of payouts / ledger",
+    )
+    .await;
+    assert!(flash.contains(": it is back in delivery"), "{flash}");
 
     // Validate again: the endpoint still does not answer the handshake, and the page says so.
     browser.goto(&format!("{ingress}/status")).await.unwrap();
@@ -950,4 +1048,48 @@ async fn a_queue_subscription_shows_its_queue_on_the_status_page() {
     let actions = text(&browser, "#actions").await.unwrap_or_default();
     assert!(!actions.contains("Pause") && !actions.contains("Validate"), "{actions}");
     browser.close().await.unwrap();
+}
+
+/// An event published while a subscription waits for validation is counted under that
+/// subscription when its filter takes it, also when another subscription matched it (so
+/// the topic's unmatched count, Event Grid's, does not have it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_waiting_for_validation_counts_the_events_it_missed() {
+    let system = System::start(Options::default()).await;
+    let ok = Receiver::start(Behaviour::Status(200)).await;
+    let silent = Receiver::start_with(Behaviour::Status(200), Validation::Ignore).await;
+    system.create_topic("signups").await;
+    system
+        .create_subscription("signups", "crm", subscription(ok.url(), json!({})))
+        .await;
+    for (name, extra) in [
+        ("welcome", json!({})),
+        ("vip", json!({"filter": {"subjectBeginsWith": "/things/vip/"}})),
+    ] {
+        let (status, answer) = system
+            .put_subscription("signups", name, &subscription(silent.url(), extra))
+            .await;
+        assert!(status.is_success(), "{status} {answer}");
+    }
+    system
+        .publish_ok("signups", &Value::from(numbered_events("plain", 0..3)))
+        .await;
+    system
+        .publish_ok("signups", &Value::from(numbered_events("vip", 0..2)))
+        .await;
+
+    let missed = |status: &Value, name: &str| subscription_of(status, "signups", name)["missedLastHour"].clone();
+    let status = eventually(DEADLINE, "the missed events in /admin/status", || async {
+        let status = admin_status(&system).await;
+        (missed(&status, "welcome") == 5 && missed(&status, "vip") == 2).then_some(status)
+    })
+    .await;
+    assert_eq!(missed(&status, "crm"), 0, "{status}");
+    let signups = &status["topics"][0];
+    assert_eq!(signups["unmatchedLastHour"], 0, "crm took every event: {signups}");
+    let ingress = system.ingress_metrics().await;
+    for (name, n) in [("welcome", 5.0), ("vip", 2.0), ("crm", 0.0)] {
+        let labels = [("topic", "signups"), ("subscription", name)];
+        assert_eq!(metric(&ingress, "MissedEventCount", &labels), n, "{name}");
+    }
 }

@@ -1,10 +1,11 @@
-//! The last hour's counts, for the unmatched events per topic. An hour is 360 stats
+//! The last hour's counts: the unmatched events per topic, the events each subscription
+//! waiting for validation missed, and a subscription's deliveries. An hour is 360 stats
 //! buckets; reading them all at every 2-second refresh would be wasteful, so the part of
 //! the hour before the rate window (buckets that no longer change) is read once per
 //! bucket and kept, and the page adds the rate window it reads anyway.
 
 use eg_core::UnixMillis;
-use eg_runtime::stats::{Kind, RATE_BUCKETS, Stats, StatsError, Window};
+use eg_runtime::stats::{RATE_BUCKETS, Stats, StatsError, Window};
 use eg_store::codec::bucket_of;
 use eg_store::codec::stats::BUCKET_SECONDS;
 use std::sync::Mutex;
@@ -20,19 +21,18 @@ pub struct LastHour {
 }
 
 impl LastHour {
-    /// How many events matched no active subscription, per topic key, in the hour up to
-    /// `now`: the rate window `minute` (the newest buckets) plus the older buckets.
-    pub async fn unmatched(&self, stats: &Stats, now: UnixMillis, minute: &Window) -> Result<Counts, StatsError> {
+    /// Every count of the hour up to `now`: the rate window `minute` (the newest
+    /// buckets) plus the older buckets.
+    pub async fn window(&self, stats: &Stats, now: UnixMillis, minute: &Window) -> Result<Window, StatsError> {
         let older = self.older(stats, now).await?;
-        let mut counts = older.by_label(Kind::Unmatched);
-        for (topic, n) in minute.by_label(Kind::Unmatched) {
-            *counts.entry(topic).or_default() += n;
-        }
-        Ok(counts)
+        Ok(Window::sum(
+            older.seconds + minute.seconds,
+            [older.counts, minute.counts.clone()],
+        ))
     }
 
     /// The hour's buckets before the rate window (the window of `now` adds the rest).
-    pub async fn older(&self, stats: &Stats, now: UnixMillis) -> Result<Window, StatsError> {
+    async fn older(&self, stats: &Stats, now: UnixMillis) -> Result<Window, StatsError> {
         // The rate window is the newest RATE_BUCKETS buckets; the older part ends before it.
         let end = UnixMillis(now.0 - (RATE_BUCKETS * BUCKET_SECONDS * 1000) as i64);
         let newest = bucket_of(end);
@@ -52,6 +52,3 @@ impl LastHour {
         self.older.lock().ok().and_then(|cache| cache.clone())
     }
 }
-
-/// Counts by label.
-pub type Counts = std::collections::BTreeMap<String, u64>;

@@ -8,7 +8,7 @@
 
 use super::dead_letter::{DeadLetterFailure, DeadLetterTarget, FailingDeadLetters};
 use super::model::{DepthCounts, QueueFigures, Status, SubscriptionStatus, TopicStatus};
-use super::session::Flash;
+use super::session::{Flash, SignIn, TOKEN_FIELD};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use eg_core::UnixMillis;
@@ -73,6 +73,18 @@ pub fn count(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// The noun for `n` of a thing: `one` for exactly one, `many` otherwise. The noun may
+/// carry its verb (`"dead letter is"` / `"dead letters are"`). Every count the pages and
+/// the actions' messages write with a noun goes through here or [`counted`].
+pub fn noun<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 { one } else { many }
+}
+
+/// A count and its noun: `1 dead letter`, `1,200 dead letters`, `0 dead letters`.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", count(n), noun(n, one, many))
 }
 
 pub fn clock_time(at: UnixMillis) -> String {
@@ -233,7 +245,7 @@ fn tiles(out: &mut String, status: &Status) {
 }
 
 /// Subscriptions that do not receive events because their endpoint has not consented,
-/// with the reason and what their topic published meanwhile that nothing received.
+/// with the reason and how many events each missed meanwhile.
 fn waiting(out: &mut String, topics: &[TopicStatus]) {
     let waiting: Vec<(&TopicStatus, &SubscriptionStatus)> = topics
         .iter()
@@ -246,23 +258,24 @@ fn waiting(out: &mut String, topics: &[TopicStatus]) {
     out.push_str(
         "<section class=\"card attention\" id=\"waiting\"><h2>Waiting for validation</h2>\
          <p class=\"note\">These subscriptions receive no events until their endpoint answers the validation \
-         handshake. Events their topic accepted meanwhile that no active subscription matched are counted as unmatched.</p>\n\
+         handshake. Missed: events their topic accepted in the last hour that the subscription's filter takes, \
+         not kept for it (another subscription may have received them).</p>\n\
          <table><thead><tr><th>Subscription</th><th>Provisioning</th><th>Why</th>\
-         <th class=\"num\">Topic's unmatched, last hour</th></tr></thead><tbody>\n",
+         <th class=\"num\">Missed, last hour</th></tr></thead><tbody>\n",
     );
     for (topic, sub) in waiting {
         let _ = writeln!(
             out,
             "<tr data-waiting=\"{t}/{s}\"><td><a href=\"{href}\">{t} / {s}</a></td>\
              <td><span class=\"badge warn\">{state}</span></td><td class=\"why\" data-field=\"reason\">{why}</td>\
-             <td class=\"{class}\" data-field=\"unmatched\">{n}</td></tr>",
+             <td class=\"{class}\" data-field=\"missed\">{n}</td></tr>",
             t = esc(&topic.name),
             s = esc(&sub.name),
             href = esc(&subscription_path(&topic.name, &sub.name)),
             state = esc(&sub.provisioning_state),
             why = esc(sub.provisioning_message.as_deref().unwrap_or("")),
-            class = num_class(topic.unmatched_last_hour > 0, true),
-            n = count(topic.unmatched_last_hour),
+            class = num_class(sub.missed_last_hour > 0, true),
+            n = count(sub.missed_last_hour),
         );
     }
     out.push_str("</tbody></table></section>\n");
@@ -424,8 +437,12 @@ pub fn health_badge(sub: &SubscriptionStatus) -> String {
         None => "<span class=\"badge ok\">Healthy</span>".to_owned(),
         Some(p) => {
             let detail = format!(
-                "{} consecutive failures, probation level {}{}",
-                p.consecutive_failures,
+                "{}, probation level {}{}",
+                counted(
+                    u64::from(p.consecutive_failures),
+                    "consecutive failure",
+                    "consecutive failures"
+                ),
                 p.level,
                 p.last_failure_outcome
                     .as_deref()
@@ -684,8 +701,10 @@ fn tiers(out: &mut String, status: &Status) {
         let n = tier.copies.len();
         let copies = match n {
             0 => "<span class=\"hot\" data-field=\"copies\">none running</span>".to_owned(),
-            1 => "<span class=\"muted\" data-field=\"copies\">1 copy</span>".to_owned(),
-            n => format!("<span class=\"muted\" data-field=\"copies\">{n} copies</span>"),
+            n => format!(
+                "<span class=\"muted\" data-field=\"copies\">{}</span>",
+                counted(n as u64, "copy", "copies")
+            ),
         };
         let _ = write!(
             out,
@@ -718,8 +737,9 @@ fn tiers(out: &mut String, status: &Status) {
     out.push_str("</table></section>\n");
 }
 
-/// Why the page is not shown, and how to sign in.
-pub fn sign_in(wrong_token: bool) -> String {
+/// Why the page is not shown, and how to sign in: the form submits the token to the page
+/// asked for (with the rest of its query), which signs in and shows it.
+pub fn sign_in(page: &SignIn, wrong_token: bool) -> String {
     let mut out = String::with_capacity(8 * 1024);
     head(&mut out, "eg status: sign in", Referrer::None);
     out.push_str("<body>\n<main><section class=\"card signin\"><h1>Sign in to the status page</h1>\n");
@@ -728,12 +748,25 @@ pub fn sign_in(wrong_token: bool) -> String {
     }
     out.push_str(
         "<p>This page shows topics, subscriptions, rates and queues to holders of the admin token \
-         (<code>EG__ADMIN__TOKEN</code>). Signing in sets a cookie for this page only and takes the \
-         token out of the address bar.</p>\n\
-         <form method=\"get\" action=\"/status\"><input type=\"password\" name=\"token\" \
-         placeholder=\"admin token\" autocomplete=\"off\" aria-label=\"admin token\" required>\
-         <button type=\"submit\">Sign in</button></form>\n\
-         <p class=\"muted\">Scripts can send <code>Authorization: Bearer &lt;token&gt;</code> instead, \
+         (<code>EG__ADMIN__TOKEN</code>). Signing in sets a cookie for these pages only and takes the \
+         token out of the address bar.</p>\n",
+    );
+    let _ = write!(out, "<form method=\"get\" action=\"{}\">", esc(&page.path));
+    for (name, value) in &page.kept {
+        let _ = write!(
+            out,
+            "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
+            esc(name),
+            esc(value)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<input type=\"password\" name=\"{TOKEN_FIELD}\" placeholder=\"admin token\" autocomplete=\"off\" \
+         aria-label=\"admin token\" required><button type=\"submit\">Sign in</button></form>"
+    );
+    out.push_str(
+        "<p class=\"muted\">Scripts can send <code>Authorization: Bearer &lt;token&gt;</code> instead, \
          or read the same data as JSON from <code>GET /admin/status</code>.</p>\n\
          </section></main>\n</body>\n</html>\n",
     );
@@ -800,6 +833,7 @@ mod tests {
                     dead_letters_not_redriven: 3,
                     dead_letter_destination: None,
                     dead_letter_failure: None,
+                    missed_last_hour: 4,
                 }],
             }],
             rates: Rates::default(),
@@ -820,6 +854,41 @@ mod tests {
         assert!(html.contains("redis: &lt;down&gt;"));
         assert!(html.contains("last failure &lt;Busy&gt;"));
         assert!(html.contains("/status/topics/t%3Cb%3E/subscriptions/s%22onmouseover%3D%22x"));
+    }
+
+    #[test]
+    fn a_count_of_one_takes_the_singular() {
+        assert_eq!(counted(1, "dead letter", "dead letters"), "1 dead letter");
+        assert_eq!(counted(0, "dead letter", "dead letters"), "0 dead letters");
+        assert_eq!(counted(1_200, "copy", "copies"), "1,200 copies");
+        assert_eq!(noun(1, "it is", "they are"), "it is");
+
+        let mut status = status_with("orders", "audit", "x");
+        let probation = status.topics[0].subscriptions[0].probation.as_mut().unwrap();
+        probation.consecutive_failures = 1;
+        let html = page(&status, None);
+        assert!(html.contains("1 consecutive failure, probation level 1"), "{html}");
+        assert!(!html.contains("1 consecutive failures"), "{html}");
+        assert!(!html.contains("1 copies"), "{html}");
+    }
+
+    #[test]
+    fn the_sign_in_form_leads_back_to_the_page_asked_for() {
+        let asked = SignIn::of(
+            "/status/topics/orders/events/e%221",
+            Some("subscription=a%22b&token=wrong"),
+        );
+        let html = sign_in(&asked, true);
+        assert!(
+            html.contains("<form method=\"get\" action=\"/status/topics/orders/events/e%221\">"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<input type=\"hidden\" name=\"subscription\" value=\"a&quot;b\">"),
+            "{html}"
+        );
+        assert!(!html.contains("wrong\""), "the token presented is not kept: {html}");
+        assert!(html.contains("id=\"wrong-token\""));
     }
 
     #[test]
@@ -852,6 +921,8 @@ mod tests {
             "data-field=\"endpoint\">https://example.test/hook<",
             "7 unmatched in the last hour",
             "<tr data-waiting=\"orders/audit\">",
+            // What the waiting subscription missed, not its topic's unmatched count.
+            "<td class=\"num hot\" data-field=\"missed\">4</td>",
             "the endpoint answered &lt;200&gt; with an empty body",
             "id=\"failures\"",
             "id=\"queues\"",

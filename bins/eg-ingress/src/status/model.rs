@@ -94,6 +94,11 @@ pub struct SubscriptionStatus {
     pub dead_letter_destination: Option<DeadLetterTarget>,
     /// `null` unless writing its dead letters fails now.
     pub dead_letter_failure: Option<DeadLetterFailure>,
+    /// Events its topic accepted in the last hour that it would have matched had its
+    /// endpoint consented, counted while it waited for validation (not kept for it).
+    /// Events another subscription matched count too: the topic's unmatched count does
+    /// not have them.
+    pub missed_last_hour: u64,
 }
 
 impl SubscriptionStatus {
@@ -324,7 +329,9 @@ fn probation_of(record: Option<&probation::ProbationRecord>, now: UnixMillis) ->
     })
 }
 
-/// One subscription's row, from what was read about it.
+/// One subscription's row, from what was read about it: `window` is the rate window,
+/// `hour` the last hour's counts.
+#[allow(clippy::too_many_arguments)]
 pub fn subscription_status(
     sub: &Subscription,
     record: Option<&probation::ProbationRecord>,
@@ -332,6 +339,7 @@ pub fn subscription_status(
     dead_letter_problem: Option<&DestinationProblem>,
     queue: Option<QueueFigures>,
     window: &Window,
+    hour: &Window,
     now: UnixMillis,
 ) -> SubscriptionStatus {
     let label = subscription_label(&sub.topic.key(), &sub.name.key());
@@ -352,6 +360,7 @@ pub fn subscription_status(
         dead_letters_not_redriven: counts.not_redriven,
         dead_letter_destination: sub.dead_letter.as_ref().map(DeadLetterTarget::of),
         dead_letter_failure: dead_letter_problem.map(DeadLetterFailure::of),
+        missed_last_hour: hour.count(Kind::Missed, &label),
     }
 }
 
@@ -375,13 +384,14 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
             Window::default()
         }
     };
-    let unmatched = match last_hour.unmatched(stats, now, &window).await {
-        Ok(counts) => counts,
+    let hour = match last_hour.window(stats, now, &window).await {
+        Ok(hour) => hour,
         Err(e) => {
-            problems.push(format!("unmatched counts of the last hour unavailable: {e}"));
-            Default::default()
+            problems.push(format!("unmatched and missed counts of the last hour unavailable: {e}"));
+            Window::default()
         }
     };
+    let unmatched = hour.by_label(Kind::Unmatched);
 
     let mut entries: Vec<_> = catalog.topics.iter().collect();
     entries.sort_by(|a, b| a.0.cmp(b.0));
@@ -455,6 +465,7 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
             failure,
             *queue,
             &window,
+            &hour,
             now,
         ));
     }

@@ -4,8 +4,9 @@
 
 use super::dead_letter::DeadLetterFailure;
 use super::html::{
-    Referrer, clock_time, count, dead_letter_cell, dead_letter_target, esc, failing_since, failure_badge, flash, head,
-    health_badge, num_class, provisioning_badge, queue_figures, rate, segment, state_badge, subscription_path, top_bar,
+    Referrer, clock_time, count, counted, dead_letter_cell, dead_letter_target, esc, failing_since, failure_badge,
+    flash, head, health_badge, noun, num_class, provisioning_badge, queue_figures, rate, segment, state_badge,
+    subscription_path, top_bar,
 };
 use super::session::{FORM_TOKEN_FIELD, Flash};
 use super::subscription::{Activity, EventPage, SubscriptionPage};
@@ -183,9 +184,12 @@ pub fn subscription(page: &SubscriptionPage, form_token: &str, shown: Option<&Fl
         "</div><p class=\"note\">Consumers receive this subscription's events when they ask, so it cannot be paused: \
          stop its consumers to hold events back (their time-to-live still counts). Available: receivable now; locked: \
          received and not yet acknowledged, released or rejected, the lock not expired; delayed: released with a delay.</p></section>\n"
+    } else if sub.paused {
+        "</div><p class=\"note\" data-field=\"pause-note\">While it is paused its events still match and wait here \
+         (their time-to-live still counts); resuming hands them to the senders at once.</p></section>\n"
     } else {
-        "</div><p class=\"note\">Paused, events still match and wait (their time-to-live still counts); resuming hands \
-         them to the senders at once.</p></section>\n"
+        "</div><p class=\"note\" data-field=\"pause-note\">Pausing holds back its deliveries: events still match and \
+         wait (their time-to-live still counts) until you resume it, which hands them to the senders at once.</p></section>\n"
     });
 
     // Settings, as the management API writes them.
@@ -347,7 +351,12 @@ fn push_settings(out: &mut String, page: &SubscriptionPage) {
         "Delivery schema",
         &esc(&plain(&p["eventDeliverySchema"])),
     );
-    setting(out, "filter", "Filter", &object_lines(&p["filter"], "every event"));
+    setting(
+        out,
+        "filter",
+        "Filter",
+        &object_lines(&filter_shown(&p["filter"]), "every event"),
+    );
     setting(
         out,
         "retry-policy",
@@ -357,7 +366,8 @@ fn push_settings(out: &mut String, page: &SubscriptionPage) {
     let batching = match destination["maxEventsPerBatch"].as_u64() {
         Some(1) | None => "one event per request".to_owned(),
         Some(n) => format!(
-            "up to {n} events per request, {} KB preferred",
+            "up to {} per request, {} KB preferred",
+            counted(n, "event", "events"),
             esc(&plain(&destination["preferredBatchSizeInKilobytes"]))
         ),
     };
@@ -383,6 +393,25 @@ fn given(value: &Value) -> Value {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
     )
+}
+
+/// The parts of a push subscription's filter that choose events: a flag that only
+/// qualifies another part (`isSubjectCaseSensitive`, `enableAdvancedFilteringOnArrays`)
+/// is shown only with that part, so a subscription without a filter shows none.
+fn filter_shown(filter: &Value) -> Value {
+    let mut shown = given(filter);
+    if let Some(map) = shown.as_object_mut() {
+        let qualified = [
+            ("isSubjectCaseSensitive", &["subjectBeginsWith", "subjectEndsWith"][..]),
+            ("enableAdvancedFilteringOnArrays", &["advancedFilters"][..]),
+        ];
+        for (flag, parts) in qualified {
+            if !parts.iter().any(|part| map.get(*part).is_some_and(|v| v != "")) {
+                map.remove(flag);
+            }
+        }
+    }
+    shown
 }
 
 /// A queue subscription's settings, in the namespace form's terms.
@@ -531,12 +560,16 @@ pub fn confirm_redrive(topic: &str, page: &SubscriptionPage, form_token: &str, c
     let _ = write!(
         out,
         "<main><section class=\"card narrow\" id=\"confirm\"><h1>Redrive dead letters of {} / {}?</h1>\
-         <p><strong data-field=\"not-redriven\">{}</strong> dead letters are waiting (not redriven). Redriving sends them \
-         back into delivery with fresh attempts, keeping their event ids; each record is redriven at most once.{}</p>\
+         <p><strong data-field=\"not-redriven\">{}</strong> {} waiting (not redriven). Redriving sends {} \
+         back into delivery with fresh attempts, keeping {} event {}; each record is redriven at most once.{}</p>\
          <div class=\"actions\">",
         esc(topic),
         esc(&sub.name),
         count(n),
+        noun(n, "dead letter is", "dead letters are"),
+        noun(n, "it", "them"),
+        noun(n, "its", "their"),
+        noun(n, "id", "ids"),
         if n > chunk {
             format!(" This sends {} of them now; repeat for the rest.", count(chunk))
         } else {
@@ -610,6 +643,7 @@ mod tests {
                 dead_letters_not_redriven: waiting,
                 dead_letter_destination: None,
                 dead_letter_failure: None,
+                missed_last_hour: 0,
             },
             last_minute: Activity::default(),
             last_hour: Activity::default(),
@@ -638,6 +672,45 @@ mod tests {
         assert!(waiting.contains("href=\"/status/topics/orders/subscriptions/audit/redrive\""));
         assert!(waiting.contains("it answered &lt;nothing&gt;"));
         assert!(waiting.contains("<div class=\"flash ok\" id=\"flash\" role=\"status\">Paused &lt;x&gt;</div>"));
+    }
+
+    #[test]
+    fn the_note_under_the_actions_says_what_pausing_does_or_what_paused_means() {
+        let active = subscription(&page(false, "Succeeded", 0), "tok3n", None);
+        let note = |html: &str| {
+            let at = html.find("data-field=\"pause-note\">").unwrap();
+            html[at..].split("</p>").next().unwrap().to_owned()
+        };
+        assert!(note(&active).contains(">Pausing holds back its deliveries"), "{active}");
+        assert!(
+            !note(&active).contains("Paused"),
+            "an active subscription reads as paused: {active}"
+        );
+        let paused = subscription(&page(true, "Succeeded", 0), "tok3n", None);
+        assert!(note(&paused).contains(">While it is paused"), "{paused}");
+    }
+
+    #[test]
+    fn a_subscription_without_a_filter_shows_none() {
+        let mut p = page(false, "Succeeded", 0);
+        p.properties["filter"] = json!({"isSubjectCaseSensitive": false});
+        let html = subscription(&p, "tok3n", None);
+        assert!(
+            html.contains("<tr data-setting=\"filter\"><th>Filter</th><td><span class=\"muted\">every event</span>"),
+            "{html}"
+        );
+        assert!(!html.contains("isSubjectCaseSensitive"), "{html}");
+
+        // A flag shows next to what it qualifies.
+        p.properties["filter"] = json!({"subjectEndsWith": ".jpg", "isSubjectCaseSensitive": false,
+            "enableAdvancedFilteringOnArrays": true});
+        let html = subscription(&p, "tok3n", None);
+        assert!(html.contains("subjectEndsWith</span> <code>.jpg</code>"), "{html}");
+        assert!(
+            html.contains("isSubjectCaseSensitive</span> <code>false</code>"),
+            "{html}"
+        );
+        assert!(!html.contains("enableAdvancedFilteringOnArrays"), "{html}");
     }
 
     fn queue_page(paused: bool) -> SubscriptionPage {
@@ -734,5 +807,15 @@ mod tests {
         assert!(html.contains("data-action=\"Redrive 1,000\""));
         assert!(html.contains("name=\"form_token\" value=\"tok3n\""));
         assert!(html.contains("method=\"post\" action=\"/status/topics/orders/subscriptions/audit/redrive\""));
+        assert!(html.contains("2,500</strong> dead letters are waiting"), "{html}");
+
+        let one = confirm_redrive("orders", &page(true, "Succeeded", 1), "tok3n", 1_000);
+        assert!(
+            one.contains(
+                "<strong data-field=\"not-redriven\">1</strong> dead letter is waiting (not redriven). \
+             Redriving sends it back into delivery with fresh attempts, keeping its event id;"
+            ),
+            "{one}"
+        );
     }
 }

@@ -12,6 +12,12 @@
 //!
 //! An action's result travels to the page it redirects to in a short-lived flash cookie,
 //! read and cleared by that page.
+//!
+//! Any page signs a browser in: `?token=` on its address is checked, and a right token
+//! sets the cookie and leads back to the same page without the token ([`SignIn`]). The
+//! sign-in form submits to the page it was shown for. Where a sign-in leads is always
+//! the requested page's own path under `/status`, never an address taken from the
+//! request's data, so it cannot send anyone to another site.
 
 use axum::http::{HeaderMap, HeaderValue, header};
 use base64::Engine;
@@ -25,6 +31,54 @@ pub const COOKIE: &str = "eg_status";
 pub const FLASH_COOKIE: &str = "eg_status_flash";
 /// The form field holding the form token.
 pub const FORM_TOKEN_FIELD: &str = "form_token";
+
+/// The query field a sign-in presents the admin token in.
+pub const TOKEN_FIELD: &str = "token";
+/// Where a sign-in leads when the page asked for is not a status page.
+const OVERVIEW: &str = "/status";
+
+/// A page request read for signing in: the token it presented in `?token=`, if any, and
+/// the page it asked for without it, where signing in leads.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SignIn {
+    pub presented: Option<String>,
+    /// The page's path: the request's own path under `/status` (else `/status`).
+    pub path: String,
+    /// The page's query fields other than the token, in order.
+    pub kept: Vec<(String, String)>,
+}
+
+impl SignIn {
+    /// Reads a request for the page at `path` with `query`.
+    pub fn of(path: &str, query: Option<&str>) -> Self {
+        let mut presented = None;
+        let mut kept = Vec::new();
+        for (name, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+            if name == TOKEN_FIELD {
+                presented.get_or_insert_with(|| value.into_owned());
+            } else {
+                kept.push((name.into_owned(), value.into_owned()));
+            }
+        }
+        let under_status = path == OVERVIEW || path.starts_with("/status/");
+        Self {
+            presented,
+            path: if under_status { path } else { OVERVIEW }.to_owned(),
+            kept,
+        }
+    }
+
+    /// The page's address without the token: a path on this site, never another host.
+    pub fn back_to(&self) -> String {
+        if self.kept.is_empty() {
+            return self.path.clone();
+        }
+        let query = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(&self.kept)
+            .finish();
+        format!("{}?{query}", self.path)
+    }
+}
 
 /// What a request presented.
 #[derive(Debug, PartialEq, Eq)]
@@ -291,6 +345,39 @@ mod tests {
             check_action("new", &headers(&[("authorization", "Bearer new")]), Some(&form)),
             Err(ActionRefused::NoFormToken)
         );
+    }
+
+    #[test]
+    fn a_sign_in_leads_back_to_the_page_asked_for_without_the_token() {
+        let sign_in = SignIn::of("/status/topics/orders/subscriptions/audit", Some("token=t%26k"));
+        assert_eq!(sign_in.presented.as_deref(), Some("t&k"));
+        assert_eq!(sign_in.back_to(), "/status/topics/orders/subscriptions/audit");
+
+        // Other fields stay, the token goes (every copy of it); the first one counts.
+        let sign_in = SignIn::of(
+            "/status/topics/orders/events/e%201",
+            Some("subscription=a+b&token=x&token=y"),
+        );
+        assert_eq!(sign_in.presented.as_deref(), Some("x"));
+        assert_eq!(sign_in.back_to(), "/status/topics/orders/events/e%201?subscription=a+b");
+
+        let plain = SignIn::of("/status", None);
+        assert_eq!(
+            (plain.presented.as_deref(), plain.back_to().as_str()),
+            (None, "/status")
+        );
+
+        // Never anywhere but a status page of this site, whatever the request holds.
+        for (path, query) in [
+            ("//evil.example/status", Some("token=x")),
+            ("/admin/status", Some("token=x")),
+            ("/statusx", None),
+            ("https://evil.example/status", None),
+        ] {
+            assert_eq!(SignIn::of(path, query).back_to(), "/status", "{path}");
+        }
+        let next = SignIn::of("/status", Some("token=x&next=https://evil.example/"));
+        assert_eq!(next.back_to(), "/status?next=https%3A%2F%2Fevil.example%2F");
     }
 
     #[test]

@@ -49,15 +49,6 @@ impl Activity {
             dropped: window.count(Kind::Dropped, label),
         }
     }
-
-    fn plus(self, o: Self) -> Self {
-        Self {
-            delivered: self.delivered + o.delivered,
-            failed: self.failed + o.failed,
-            dead_lettered: self.dead_lettered + o.dead_lettered,
-            dropped: self.dropped + o.dropped,
-        }
-    }
 }
 
 /// Reads a subscription's page; `404` when it does not exist.
@@ -76,7 +67,7 @@ pub async fn gather(
         problem("rates", &e);
         Window::default()
     });
-    let older = last_hour.older(stats, now).await.unwrap_or_else(|e| {
+    let hour = last_hour.window(stats, now, &window).await.unwrap_or_else(|e| {
         problem("counts of the last hour", &e);
         Window::default()
     });
@@ -118,7 +109,6 @@ pub async fn gather(
         None
     });
     let label = subscription_label(&topic_key, &subscription_key);
-    let last_minute = Activity::of(&window, &label);
     Ok(SubscriptionPage {
         generated_at_ms: now,
         topic: sub.topic.as_str().to_owned(),
@@ -130,10 +120,11 @@ pub async fn gather(
             dead_letter_problem.as_ref(),
             queue,
             &window,
+            &hour,
             now,
         ),
-        last_minute,
-        last_hour: last_minute.plus(Activity::of(&older, &label)),
+        last_minute: Activity::of(&window, &label),
+        last_hour: Activity::of(&hour, &label),
         recent,
         problems,
     })

@@ -121,7 +121,14 @@ impl Subscription {
 
     /// Whether a published event goes to this subscription.
     pub fn matches(&self, event: &Routing<'_>, now: UnixMillis) -> bool {
-        self.provisioning.is_active() && self.expiration_time.is_none_or(|at| now < at) && self.filter.matches(event)
+        self.provisioning.is_active() && self.wants(event, now)
+    }
+
+    /// Whether this subscription would take a published event once its endpoint has
+    /// consented: it has not expired and its filter takes the event. One waiting for
+    /// validation misses the events it wants.
+    pub fn wants(&self, event: &Routing<'_>, now: UnixMillis) -> bool {
+        self.expiration_time.is_none_or(|at| now < at) && self.filter.matches(event)
     }
 }
 

@@ -35,10 +35,13 @@ pub enum Kind {
     Dropped,
     /// Deliveries dropped, by reason.
     DroppedBy,
+    /// Published events a subscription waiting for validation would have matched, and
+    /// so missed, by topic/subscription.
+    Missed,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Published,
         Kind::Matched,
         Kind::Unmatched,
@@ -49,6 +52,7 @@ impl Kind {
         Kind::DeadLetteredBy,
         Kind::Dropped,
         Kind::DroppedBy,
+        Kind::Missed,
     ];
 
     /// The kind as stored, before the separator of a field.
@@ -64,6 +68,7 @@ impl Kind {
             Kind::DeadLetteredBy => "deadlettered-by",
             Kind::Dropped => "dropped",
             Kind::DroppedBy => "dropped-by",
+            Kind::Missed => "missed",
         }
     }
 
@@ -75,7 +80,7 @@ impl Kind {
     pub fn label(self) -> &'static str {
         match self {
             Kind::Published | Kind::Matched | Kind::Unmatched => "topic",
-            Kind::Delivered | Kind::Failed | Kind::DeadLettered | Kind::Dropped => "topic/subscription",
+            Kind::Delivered | Kind::Failed | Kind::DeadLettered | Kind::Dropped | Kind::Missed => "topic/subscription",
             Kind::FailedBy => "outcome",
             Kind::DeadLetteredBy | Kind::DroppedBy => "reason",
         }
@@ -136,6 +141,7 @@ mod tests {
             ),
             (Kind::Dropped, "t/s", "dropped|t/s"),
             (Kind::DroppedBy, "EventMissing", "dropped-by|EventMissing"),
+            (Kind::Missed, "signups/welcome", "missed|signups/welcome"),
         ];
         assert_eq!(stored.len(), Kind::ALL.len());
         for (kind, label, field) in stored {

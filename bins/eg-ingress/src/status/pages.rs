@@ -461,7 +461,7 @@ fn queue_settings(out: &mut String, page: &SubscriptionPage) {
 
 /// What comes next for a step, or why it ended: a retry's time, a reason.
 fn next_or_why(step: &Value) -> String {
-    let parts: Vec<String> = ["nextAttemptTime", "heldBecause", "heldUntil", "expiresAt", "reason"]
+    let parts: Vec<String> = ["nextAttemptTime", "heldBecause", "heldUntil", "expiresAt", "reason", "error"]
         .iter()
         .filter_map(|field| step.get(*field).filter(|v| !v.is_null()).map(|v| (*field, plain(v))))
         .map(|(field, v)| match field {
@@ -616,6 +616,16 @@ mod tests {
     use super::*;
     use eg_core::UnixMillis;
     use serde_json::json;
+
+    #[test]
+    fn a_failed_step_says_what_the_destination_answered() {
+        let step = json!({"state": "DeadLettered", "reason": "MaxDeliveryAttemptsExceeded",
+            "error": "no JetStream stream captures subject \"late.orders\""});
+        assert_eq!(
+            next_or_why(&step),
+            "MaxDeliveryAttemptsExceeded · no JetStream stream captures subject \"late.orders\""
+        );
+    }
 
     fn page(paused: bool, provisioning: &str, waiting: u64) -> SubscriptionPage {
         SubscriptionPage {

@@ -253,7 +253,8 @@ fn queue_subscriptions_section(topics: &[Value]) -> String {
 
 /// For a topic with events that went nowhere, or subscriptions that get none: how many
 /// events matched no active subscription in the last hour, and each subscription that
-/// is not `Succeeded` with its reason. `None` when all is well.
+/// is not `Succeeded` with the events it would have matched and its reason. `None` when
+/// all is well.
 fn unmatched_line(topic: &Value) -> Option<String> {
     let name = cell(&topic["name"]);
     let unmatched = topic["unmatchedLastHour"].as_u64().unwrap_or(0);
@@ -268,10 +269,13 @@ fn unmatched_line(topic: &Value) -> Option<String> {
                 "AwaitingManualAction" => "is waiting for validation".to_owned(),
                 other => format!("is {other}"),
             };
+            let missed = sub["missedLastHour"]
+                .as_u64()
+                .map_or_else(String::new, |n| format!(" ({} missed in the last hour)", count(n, "event", "events")));
             let reason = sub["provisioningMessage"]
                 .as_str()
                 .map_or_else(String::new, |m| format!(": {m}"));
-            Some(format!("{name}/{} {waiting}{reason}", cell(&sub["name"])))
+            Some(format!("{name}/{} {waiting}{missed}{reason}", cell(&sub["name"])))
         })
         .collect();
     if unmatched == 0 && inactive.is_empty() {
@@ -465,7 +469,7 @@ mod tests {
         let status = json!({
             "topics": [
                 {"name": "orders", "publishRate": 0.1, "unmatchedLastHour": 3, "subscriptions": [
-                    {"name": "audit", "provisioningState": "AwaitingManualAction",
+                    {"name": "audit", "provisioningState": "AwaitingManualAction", "missedLastHour": 5,
                      "provisioningMessage": "The validation handshake failed: the endpoint answered 200 OK with an empty body."},
                     {"name": "billing", "provisioningState": "Succeeded"}]},
                 {"name": "quiet", "publishRate": 0.0, "unmatchedLastHour": 1, "subscriptions": []},
@@ -476,7 +480,7 @@ mod tests {
         assert!(
             text.contains(
                 "orders: 3 events matched no active subscription in the last hour; \
-                 orders/audit is waiting for validation: The validation handshake failed: the endpoint answered 200 OK with an empty body.\n"
+                 orders/audit is waiting for validation (5 events missed in the last hour): The validation handshake failed: the endpoint answered 200 OK with an empty body.\n"
             ),
             "{text}"
         );

@@ -606,7 +606,7 @@ async fn an_endpoint_that_ignores_the_handshake_gets_nothing_until_validated_by_
     // A wrong code is refused; the right one validates.
     let wrong = validation_url.replace(&code, "00000000-0000-0000-0000-000000000000");
     let answer = system.http().get(&wrong).send().await.unwrap();
-    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(answer.status(), StatusCode::NOT_FOUND);
     let answer = system.http().get(&validation_url).send().await.unwrap();
     assert_eq!(answer.status(), StatusCode::OK, "{}", answer.text().await.unwrap());
     let resource = get_subscription(&system, "guarded", "Silent").await;
@@ -644,7 +644,7 @@ async fn an_endpoint_that_ignores_the_handshake_gets_nothing_until_validated_by_
     let answer = system.http().get(url_of(&first)).send().await.unwrap();
     assert_eq!(
         answer.status(),
-        StatusCode::BAD_REQUEST,
+        StatusCode::NOT_FOUND,
         "the old endpoint's code validated the new endpoint"
     );
     let resource = get_subscription(&system, "guarded", "Moving").await;
@@ -719,7 +719,7 @@ async fn a_manual_validation_window_that_runs_out_fails_the_subscription() {
     let answer = system.http().get(&validation_url).send().await.unwrap();
     assert_eq!(
         answer.status(),
-        StatusCode::BAD_REQUEST,
+        StatusCode::NOT_FOUND,
         "GET after the window: {}",
         answer.text().await.unwrap()
     );

@@ -10,10 +10,9 @@
 //! message's own event rather than the batch's first one.
 
 use crate::batch_events::events_of;
-use crate::destination::RenderedBatch;
+use crate::destination::{RenderedBatch, delivery_headers};
 use eg_core::event::raw::{self, RawFields, raw_str};
-use eg_core::render::content_type;
-use eg_core::subscription::resolve_headers;
+use eg_core::render::{content_type, sendable_data_version};
 use serde_json::value::RawValue;
 
 /// One event of a batch, ready to publish.
@@ -53,12 +52,13 @@ pub fn messages(batch: &RenderedBatch<'_>) -> Result<Vec<EventMessage>, NotEvent
             let event: &RawValue = serde_json::from_str(payload)?;
             let fields = RawFields::of(event);
             let field = |name: &str| fields.as_ref()?.get(name).and_then(raw_str);
+            let id = match field("id") {
+                Some(id) if !id.is_empty() => id.into_owned(),
+                _ => fallback_id(batch, index),
+            };
             Ok(EventMessage {
-                id: match field("id") {
-                    Some(id) if !id.is_empty() => id.into_owned(),
-                    _ => fallback_id(batch, index),
-                },
-                headers: headers(batch, payload, field("dataVersion").unwrap_or_default().as_ref()),
+                headers: headers(batch, payload, &id, field("dataVersion").unwrap_or_default().as_ref()),
+                id,
                 payload: payload.to_owned(),
             })
         })
@@ -72,10 +72,10 @@ fn fallback_id(batch: &RenderedBatch<'_>, index: usize) -> String {
     format!("{}.{index}", batch.batch_id)
 }
 
-/// What a webhook request carries besides its body, for one event: Event Grid's `aeg-*`
-/// headers and the subscription's delivery properties (a dynamic one whose field the event
-/// lacks is left out).
-fn headers(batch: &RenderedBatch<'_>, event: &str, data_version: &str) -> Vec<(String, String)> {
+/// What a webhook request carries besides its body, for one event (`id`): Event Grid's
+/// `aeg-*` headers and the subscription's delivery properties (a dynamic one whose field
+/// the event lacks, or whose value no header can carry, is left out).
+fn headers(batch: &RenderedBatch<'_>, event: &str, id: &str, data_version: &str) -> Vec<(String, String)> {
     let subscription = batch.subscription;
     let mut headers = vec![
         ("aeg-event-type".to_owned(), "Notification".to_owned()),
@@ -88,9 +88,9 @@ fn headers(batch: &RenderedBatch<'_>, event: &str, data_version: &str) -> Vec<(S
     ];
     if batch.body.data_version.is_some() {
         // An Event Grid schema delivery: each message has its own event's version.
-        headers.push(("aeg-data-version".to_owned(), data_version.to_owned()));
+        headers.push(("aeg-data-version".to_owned(), sendable_data_version(Some(data_version))));
     }
-    headers.extend(resolve_headers(&subscription.delivery_headers, event));
+    headers.extend(delivery_headers(subscription, event, id));
     headers
 }
 

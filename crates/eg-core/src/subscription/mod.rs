@@ -30,7 +30,9 @@ mod retry_policy;
 pub use connections::{NamedConnections, S3ConnectionFacts};
 pub use dead_letter::{DeadLetterDestination, DeadLetterStore, storage_account};
 pub use endpoint::{ENDPOINT_TYPES, Endpoint, RoutingKey};
-pub use headers::{DeliveryHeader, HeaderValueSource, MAX_DELIVERY_HEADERS, MAX_HEADER_VALUE_BYTES, resolve_headers};
+pub use headers::{
+    DeliveryHeader, HeaderValueSource, MAX_DELIVERY_HEADERS, MAX_HEADER_VALUE_BYTES, ResolvedHeaders, resolve_headers,
+};
 pub use mode::{DEFAULT_RECEIVE_LOCK, DeliveryMode, MAX_RECEIVE_LOCK, MIN_RECEIVE_LOCK};
 pub use retry_policy::{
     CUSTOM_MAX_DELIVERY_ATTEMPTS, CUSTOM_MAX_TTL_MINUTES, NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT,

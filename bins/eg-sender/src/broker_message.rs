@@ -140,6 +140,34 @@ mod tests {
         assert_eq!(message_content_type(&batch), "application/json; charset=utf-8");
     }
 
+    /// A message carries only what a header can: each event's own dynamic value is
+    /// checked, and a data version stored before publishes checked it is sent empty.
+    #[test]
+    fn a_value_no_header_can_carry_is_left_out_of_that_message_only() {
+        let subscription = subscription_with(json!({
+            "endpointType": "RabbitMQ",
+            "properties": {"connection": "main", "exchange": "x", "routingKey": "k",
+                "deliveryAttributeMappings": [
+                    {"name": "region", "type": "Dynamic", "properties": {"sourceField": "data.region"}}
+                ]}
+        }));
+        let events = json!([
+            {"id": "a", "dataVersion": "1", "data": {"region": "r".repeat(100 * 1024)}},
+            {"id": "b", "dataVersion": "1\r\nX: y", "data": {"region": "eu\u{0}"}},
+            {"id": "c", "dataVersion": "3", "data": {"region": "us"}},
+        ]);
+        let batch = batch_of(&subscription, &events.to_string(), Some("1"));
+        let messages = messages(&batch).unwrap();
+        let header = |m: &EventMessage, name: &str| m.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        let regions: Vec<Option<String>> = messages.iter().map(|m| header(m, "region")).collect();
+        assert_eq!(regions, [None, None, Some("us".to_owned())]);
+        let versions: Vec<Option<String>> = messages.iter().map(|m| header(m, "aeg-data-version")).collect();
+        assert_eq!(
+            versions,
+            [Some("1".to_owned()), Some(String::new()), Some("3".to_owned())]
+        );
+    }
+
     #[test]
     fn a_lone_cloud_event_is_one_message_and_an_event_without_id_gets_a_stable_one() {
         let subscription = subscription_with(json!({

@@ -10,10 +10,9 @@
 //! message's own event rather than the batch's first one.
 
 use crate::batch_events::events_of;
-use crate::destination::RenderedBatch;
+use crate::destination::{RenderedBatch, delivery_headers};
 use eg_core::event::raw::{self, RawFields, raw_str};
-use eg_core::render::content_type;
-use eg_core::subscription::resolve_headers;
+use eg_core::render::{content_type, sendable_data_version};
 use serde_json::value::RawValue;
 
 /// One event of a batch, ready to publish.
@@ -53,12 +52,13 @@ pub fn messages(batch: &RenderedBatch<'_>) -> Result<Vec<EventMessage>, NotEvent
             let event: &RawValue = serde_json::from_str(payload)?;
             let fields = RawFields::of(event);
             let field = |name: &str| fields.as_ref()?.get(name).and_then(raw_str);
+            let id = match field("id") {
+                Some(id) if !id.is_empty() => id.into_owned(),
+                _ => fallback_id(batch, index),
+            };
             Ok(EventMessage {
-                id: match field("id") {
-                    Some(id) if !id.is_empty() => id.into_owned(),
-                    _ => fallback_id(batch, index),
-                },
-                headers: headers(batch, payload, field("dataVersion").unwrap_or_default().as_ref()),
+                headers: headers(batch, payload, &id, field("dataVersion").unwrap_or_default().as_ref()),
+                id,
                 payload: payload.to_owned(),
             })
         })
@@ -72,10 +72,10 @@ fn fallback_id(batch: &RenderedBatch<'_>, index: usize) -> String {
     format!("{}.{index}", batch.batch_id)
 }
 
-/// What a webhook request carries besides its body, for one event: Event Grid's `aeg-*`
-/// headers and the subscription's delivery properties (a dynamic one whose field the event
-/// lacks is left out).
-fn headers(batch: &RenderedBatch<'_>, event: &str, data_version: &str) -> Vec<(String, String)> {
+/// What a webhook request carries besides its body, for one event (`id`): Event Grid's
+/// `aeg-*` headers and the subscription's delivery properties (a dynamic one whose field
+/// the event lacks, or whose value no header can carry, is left out).
+fn headers(batch: &RenderedBatch<'_>, event: &str, id: &str, data_version: &str) -> Vec<(String, String)> {
     let subscription = batch.subscription;
     let mut headers = vec![
         ("aeg-event-type".to_owned(), "Notification".to_owned()),
@@ -88,9 +88,9 @@ fn headers(batch: &RenderedBatch<'_>, event: &str, data_version: &str) -> Vec<(S
     ];
     if batch.body.data_version.is_some() {
         // An Event Grid schema delivery: each message has its own event's version.
-        headers.push(("aeg-data-version".to_owned(), data_version.to_owned()));
+        headers.push(("aeg-data-version".to_owned(), sendable_data_version(Some(data_version))));
     }
-    headers.extend(resolve_headers(&subscription.delivery_headers, event));
+    headers.extend(delivery_headers(subscription, event, id));
     headers
 }
 
@@ -138,6 +138,34 @@ mod tests {
         );
         assert_eq!(header(&messages[0], "aeg-delivery-count").as_deref(), Some("3"));
         assert_eq!(message_content_type(&batch), "application/json; charset=utf-8");
+    }
+
+    /// A message carries only what a header can: each event's own dynamic value is
+    /// checked, and a data version stored before publishes checked it is sent empty.
+    #[test]
+    fn a_value_no_header_can_carry_is_left_out_of_that_message_only() {
+        let subscription = subscription_with(json!({
+            "endpointType": "RabbitMQ",
+            "properties": {"connection": "main", "exchange": "x", "routingKey": "k",
+                "deliveryAttributeMappings": [
+                    {"name": "region", "type": "Dynamic", "properties": {"sourceField": "data.region"}}
+                ]}
+        }));
+        let events = json!([
+            {"id": "a", "dataVersion": "1", "data": {"region": "r".repeat(100 * 1024)}},
+            {"id": "b", "dataVersion": "1\r\nX: y", "data": {"region": "eu\u{0}"}},
+            {"id": "c", "dataVersion": "3", "data": {"region": "us"}},
+        ]);
+        let batch = batch_of(&subscription, &events.to_string(), Some("1"));
+        let messages = messages(&batch).unwrap();
+        let header = |m: &EventMessage, name: &str| m.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        let regions: Vec<Option<String>> = messages.iter().map(|m| header(m, "region")).collect();
+        assert_eq!(regions, [None, None, Some("us".to_owned())]);
+        let versions: Vec<Option<String>> = messages.iter().map(|m| header(m, "aeg-data-version")).collect();
+        assert_eq!(
+            versions,
+            [Some("1".to_owned()), Some(String::new()), Some("3".to_owned())]
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! queue implements the same trait.
 
 use eg_core::render::DeliveryBody;
-use eg_core::subscription::Subscription;
+use eg_core::subscription::{Subscription, resolve_headers};
 use eg_core::{AttemptOutcome, UnixMillis};
 use std::future::Future;
 use std::time::Duration;
@@ -17,7 +17,7 @@ pub struct RenderedBatch<'a> {
     pub subscription: &'a Subscription,
     pub body: DeliveryBody,
     /// The subscription's delivery properties, dynamic ones read from the batch's first
-    /// event (`eg_core::subscription::resolve_headers`).
+    /// event ([`delivery_headers`]).
     pub delivery_headers: Vec<(String, String)>,
     /// Attempts the batch's first event has had before this one (`aeg-delivery-count`).
     pub delivery_count: u32,
@@ -26,6 +26,26 @@ pub struct RenderedBatch<'a> {
     pub batch_id: String,
     /// When the attempt is made (the Redis-synced clock).
     pub sent_at: UnixMillis,
+}
+
+/// The delivery properties of `subscription` for one event (`event`, its JSON as
+/// delivered; `event_id` names it in logs). A dynamic property whose value no header can
+/// carry (too long, or a control character) is left out and logged: the delivery goes on
+/// without it, since every attempt would meet the same value, and an endpoint refusing
+/// the header (`431`) must not count against it.
+pub fn delivery_headers(subscription: &Subscription, event: &str, event_id: &str) -> Vec<(String, String)> {
+    let resolved = resolve_headers(&subscription.delivery_headers, event);
+    for (header, problem) in &resolved.left_out {
+        tracing::warn!(
+            topic = %subscription.topic,
+            subscription = %subscription.name,
+            event = event_id,
+            header = header.as_str(),
+            reason = problem.as_str(),
+            "delivery property left out: the event's value {problem}"
+        );
+    }
+    resolved.headers
 }
 
 /// What an attempt came to.

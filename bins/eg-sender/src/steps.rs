@@ -10,7 +10,7 @@
 //! The steps work over two seams, the [`Destination`] and the [`DeliveryStore`], so each
 //! is tested here with recording doubles, without Redis or a network.
 
-use crate::destination::{Destination, RenderedBatch, Sent};
+use crate::destination::{Destination, RenderedBatch, Sent, delivery_headers};
 use crate::late::LateListeners;
 use crate::probation::RecentlyClear;
 use crate::store::DeliveryStore;
@@ -20,7 +20,7 @@ use eg_core::history::{Hold, HoldReason};
 use eg_core::policy::{DeliveryPolicy, ProfilePolicies};
 use eg_core::probation::{EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy};
 use eg_core::render::{self, RenderedEvent};
-use eg_core::subscription::{Subscription, resolve_headers};
+use eg_core::subscription::Subscription;
 use eg_core::{AttemptOutcome, DeadLetterReason, Decision, LastAttempt, UnixMillis, signing};
 use eg_runtime::metrics as m;
 use eg_store::{Clock, OwnedSettle, Partition, ReadyDelivery, Settlement, StoreError};
@@ -537,7 +537,7 @@ pub fn render(subscription: &Subscription, held: Vec<Held>, now: UnixMillis) -> 
     let batch_id = signing::webhook_id(sent_ids);
     let batch = first_held.zip(events.first()).map(|(h, first_event)| RenderedBatch {
         subscription,
-        delivery_headers: resolve_headers(&subscription.delivery_headers, first_event.json()),
+        delivery_headers: delivery_headers(subscription, first_event.json(), &h.ready.delivery.id),
         body: render::delivery_body(schema, &events),
         delivery_count: h.ready.delivery.attempts,
         batch_id,

@@ -28,7 +28,7 @@ pub fn batch_of<'a>(subscription: &'a Subscription, body: &str, data_version: Op
         Ok(one) => one,
         Err(_) => Value::Null,
     };
-    let delivery_headers = resolve_headers(&subscription.delivery_headers, &first_event.to_string());
+    let delivery_headers = resolve_headers(&subscription.delivery_headers, &first_event.to_string()).headers;
     RenderedBatch {
         subscription,
         body: DeliveryBody {

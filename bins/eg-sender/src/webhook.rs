@@ -183,7 +183,7 @@ mod tests {
                 content_type: "application/json; charset=utf-8",
                 data_version: Some("1".into()),
             },
-            delivery_headers: resolve_headers(&subscription.delivery_headers, r#"{"id":"a"}"#),
+            delivery_headers: resolve_headers(&subscription.delivery_headers, r#"{"id":"a"}"#).headers,
             delivery_count: 3,
             batch_id: "msg_1".into(),
             sent_at: UnixMillis(0),

@@ -628,6 +628,67 @@ mod tests {
         /// What Azure.Messaging.EventGrid for .NET and @azure/eventgrid for JS send.
         const DOTNET_CLOUD_EVENTS: &str = r#"[{"id":"994bc3f8-c90c-6fc3-9e83-6783db2221d5","source":"/contoso/items","type":"Contoso.Items.ItemReceived","data":{"itemSku":"Contoso Item SKU #1"},"time":"2021-02-18T20:18:10.5398616+00:00","specversion":"1.0","datacontenttype":"application/json"}]"#;
 
+        /// `dataVersion` (the `aeg-data-version` header) and `id` (a broker message's id
+        /// header) are refused where they are published when no header could carry them.
+        #[test]
+        fn fields_sent_as_headers_are_bounded_where_published() {
+            let refusal = |topic: &Topic, body: Value| match parse_as(topic, None, &body.to_string()) {
+                Err(PublishError::InvalidEvent { index, problem }) => {
+                    format!("events[{index}].{}: {}", problem.field, problem.problem)
+                }
+                other => panic!("{body}: {other:?}"),
+            };
+            let long = "1".repeat(70_000);
+            let t = event_grid_topic();
+            let mut e = event();
+            e["dataVersion"] = json!(long);
+            let message = refusal(&t, json!([event(), e]));
+            assert!(
+                message.starts_with("events[1].dataVersion: is 70000 bytes; a value sent as a header has at most 4096"),
+                "{message}"
+            );
+            assert!(message.contains("aeg-data-version"), "{message}");
+            for (field, value, words) in [
+                ("dataVersion", "1\u{0}", "U+0000"),
+                ("dataVersion", "1\u{1}", "U+0001"),
+                ("dataVersion", "1\u{7f}", "U+007F"),
+                ("dataVersion", "1\r\n", "U+000D"),
+                ("id", "a\nb", "U+000A"),
+            ] {
+                let mut e = event();
+                e[field] = json!(value);
+                let message = refusal(&t, json!([e]));
+                assert!(message.starts_with(&format!("events[0].{field}: ")), "{message}");
+                assert!(message.contains(words), "{message}");
+            }
+            let mut longest = event();
+            longest["dataVersion"] = json!("1".repeat(4096));
+            assert!(parse_as(&t, None, &json!([longest]).to_string()).is_ok());
+
+            let mut ce = cloud_event();
+            ce["id"] = json!("x".repeat(5000));
+            let message = refusal(&cloud_events_topic(), json!([ce]));
+            assert!(message.starts_with("events[0].id: is 5000 bytes"), "{message}");
+
+            let custom = topic(json!({"inputSchema": "CustomEventSchema", "inputSchemaMapping": {
+                "inputSchemaMappingType": "Json",
+                "properties": {"id": {"sourceField": "orderId"}, "eventType": {"defaultValue": "Order"},
+                               "dataVersion": {"sourceField": "v", "defaultValue": "1"}}
+            }}));
+            assert!(parse_as(&custom, None, r#"[{"orderId": "1"}, {"orderId": "2", "v": "2"}]"#).is_ok());
+            let message = refusal(&custom, json!([{"orderId": "1", "v": long}]));
+            assert!(
+                message.starts_with("events[0].v: is 70000 bytes") && message.contains("mapped to dataVersion"),
+                "{message}"
+            );
+            let message = refusal(&custom, json!([{"orderId": "1\u{0}"}]));
+            assert!(
+                message.starts_with("events[0].orderId: holds the control character U+0000")
+                    && message.contains("mapped to id"),
+                "{message}"
+            );
+        }
+
         #[test]
         fn sdk_event_grid_bodies_are_accepted() {
             let t = event_grid_topic();

@@ -22,6 +22,7 @@
 
 use crate::event::cloudevents::SPEC_VERSION;
 use crate::event::raw::{self, RawFields, push_json_str, raw_str};
+use crate::header_value;
 use crate::schema::{DeliverySchema, StoredFormat};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -199,7 +200,10 @@ fn fields_of(stored: &str) -> Result<RawFields<'_>, RenderError> {
 pub struct DeliveryBody {
     pub body: String,
     pub content_type: &'static str,
-    /// `aeg-data-version`: Event Grid schema deliveries only, from the first event.
+    /// `aeg-data-version`: Event Grid schema deliveries only, from the first event. An
+    /// Event Grid schema delivery whose data version no header can carry (an event
+    /// stored before publishes checked it) has `Some("")`: the header is sent empty, as
+    /// for an event without a data version, rather than failing every attempt.
     pub data_version: Option<String>,
 }
 
@@ -208,7 +212,7 @@ pub struct DeliveryBody {
 /// when there is one event and an array otherwise.
 pub fn delivery_body(schema: DeliverySchema, events: &[RenderedEvent<'_>]) -> DeliveryBody {
     let data_version = match schema {
-        DeliverySchema::EventGridSchema => events.first().map(|e| e.data_version().unwrap_or_default().to_owned()),
+        DeliverySchema::EventGridSchema => events.first().map(|e| sendable_data_version(e.data_version())),
         _ => None,
     };
     let body = match (schema, events) {
@@ -230,6 +234,15 @@ pub fn delivery_body(schema: DeliverySchema, events: &[RenderedEvent<'_>]) -> De
         body,
         content_type: content_type(schema, events.len()),
         data_version,
+    }
+}
+
+/// An event's data version as the `aeg-data-version` header sends it: `""` when it has
+/// none, or one no header can carry ([`header_value::check`]).
+pub fn sendable_data_version(data_version: Option<&str>) -> String {
+    match data_version {
+        Some(v) if header_value::check(v).is_ok() => v.to_owned(),
+        _ => String::new(),
     }
 }
 
@@ -388,6 +401,24 @@ mod tests {
             render("{", StoredFormat::EventGrid, DeliverySchema::EventGridSchema),
             Err(RenderError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn a_stored_data_version_no_header_can_carry_is_sent_empty() {
+        let long = "1".repeat(70_000);
+        for stamped in [long.as_str(), "1\u{0}", "1\r\nX: y"] {
+            let event = render_stamped(
+                EG,
+                StoredFormat::EventGrid,
+                DeliverySchema::EventGridSchema,
+                Some(stamped),
+            )
+            .unwrap();
+            let b = delivery_body(DeliverySchema::EventGridSchema, std::slice::from_ref(&event));
+            assert_eq!(b.data_version.as_deref(), Some(""), "{stamped:?}");
+        }
+        assert_eq!(sendable_data_version(Some("2.0")), "2.0");
+        assert_eq!(sendable_data_version(None), "");
     }
 
     #[test]

@@ -13,6 +13,11 @@ use serde_json::{Value, json};
 
 use super::{ReceiverState, Recorded};
 
+/// The longest header value a receiver takes, as common servers do (nginx's default
+/// buffer for a header line and Node's whole-head limit are 8 KiB): a delivery with a
+/// longer one is answered `431 Request Header Fields Too Large`, whatever the behaviour.
+pub const MAX_HEADER_VALUE_BYTES: usize = 8 * 1024;
+
 /// How a [`Receiver`] answers.
 #[derive(Debug, Clone, Copy)]
 pub enum Behaviour {
@@ -153,7 +158,9 @@ pub(super) async fn receive(
     let reply = {
         let mut requests = state.requests.lock().expect("receiver lock");
         let seen_before = requests.len();
+        let too_long = headers.values().any(|v| v.len() > MAX_HEADER_VALUE_BYTES);
         let reply = match state.behaviour {
+            _ if too_long => Reply::status(431),
             Behaviour::Status(code) => Reply::status(code),
             Behaviour::FailFirst { failures, status } => {
                 Reply::status(if seen_before < failures { status } else { 200 })

@@ -178,7 +178,8 @@ async fn bad_publishes_get_a_named_4xx_and_store_nothing() {
             "custom",
             json!({"inputSchema": "CustomEventSchema", "inputSchemaMapping": {
                 "inputSchemaMappingType": "Json",
-                "properties": {"id": {"sourceField": "orderId"}, "eventType": {"defaultValue": "Order"}}
+                "properties": {"id": {"sourceField": "orderId"}, "eventType": {"defaultValue": "Order"},
+                               "dataVersion": {"sourceField": "version", "defaultValue": "1"}}
             }}),
         )
         .await;
@@ -204,6 +205,13 @@ async fn bad_publishes_get_a_named_4xx_and_store_nothing() {
         )
     };
     let cloud_event = json!({"specversion": "1.0", "id": "c1", "source": "/s", "type": "T"});
+    // Fields sent as headers (aeg-data-version, a broker message's id): bounded where published.
+    let with_field = |field: &str, value: &str| {
+        let mut e = good("h");
+        e[field] = json!(value);
+        json!([good("ok"), e]).to_string()
+    };
+    let over_a_header = "1".repeat(5000);
     let too_many = format!("[{}]", vec![valid.as_str(); 5001].join(","));
 
     use StatusCode as S;
@@ -240,6 +248,13 @@ async fn bad_publishes_get_a_named_4xx_and_store_nothing() {
         ("CloudEvent extension of the wrong type", "cloud", &cloud_key, "application/cloudevents+json", bytes(&json!({"specversion": "1.0", "id": "1", "source": "/s", "type": "T", "ext": [1]}).to_string()), expect(S::BAD_REQUEST, &["events[0].ext", "string, number or boolean"])),
         ("CloudEvents binary mode", "cloud", &cloud_key, "application/cloudevents+xml", bytes("<x/>"), expect(S::BAD_REQUEST, &["not supported"])),
         ("custom event without its mapped id", "custom", &custom_key, "application/json", bytes(r#"[{"orderId": "1"}, {"kind": "no id"}]"#), expect(S::BAD_REQUEST, &["events[1].orderId", "is required"])),
+        ("dataVersion too long for a header", "orders", &key, "application/json", bytes(&with_field("dataVersion", &over_a_header)), expect(S::BAD_REQUEST, &["events[1].dataVersion", "is 5000 bytes", "at most 4096", "aeg-data-version"])),
+        ("dataVersion with NUL", "orders", &key, "application/json", bytes(&with_field("dataVersion", "1\u{0}")), expect(S::BAD_REQUEST, &["events[1].dataVersion", "control character U+0000"])),
+        ("dataVersion with DEL", "orders", &key, "application/json", bytes(&with_field("dataVersion", "1\u{7f}")), expect(S::BAD_REQUEST, &["events[1].dataVersion", "control character U+007F"])),
+        ("dataVersion with a line break", "orders", &key, "application/json", bytes(&with_field("dataVersion", "1\r\nX-Injected: yes")), expect(S::BAD_REQUEST, &["events[1].dataVersion", "control character U+000D"])),
+        ("id with a control character", "orders", &key, "application/json", bytes(&with_field("id", "a\u{1}")), expect(S::BAD_REQUEST, &["events[1].id", "control character U+0001"])),
+        ("CloudEvent id too long for a header", "cloud", &cloud_key, "application/cloudevents+json", bytes(&json!({"specversion": "1.0", "id": over_a_header, "source": "/s", "type": "T"}).to_string()), expect(S::BAD_REQUEST, &["events[0].id", "is 5000 bytes"])),
+        ("custom event with a mapped dataVersion too long", "custom", &custom_key, "application/json", bytes(&json!([{"orderId": "1", "version": over_a_header}]).to_string()), expect(S::BAD_REQUEST, &["events[0].version", "is 5000 bytes", "mapped to dataVersion"])),
         ("custom event with a nested duplicate", "custom", &custom_key, "application/json", bytes(r#"[{"orderId": "1", "x": {"y": 1, "y": 1}}]"#), expect(S::BAD_REQUEST, &["events[0].x", "\"y\" twice"])),
     ];
 
@@ -483,6 +498,150 @@ async fn bad_management_requests_get_a_named_4xx_and_change_nothing() {
             sub,
             json_bytes(with_destination(json!({"endpointUrl": "not a url"}))),
             expect(S::BAD_REQUEST, &["endpointUrl", "absolute URL"]),
+        ),
+        (
+            "subscription: endpointUrl with port 0",
+            Method::PUT,
+            sub,
+            json_bytes(with_destination(json!({"endpointUrl": "http://127.0.0.1:0/hook"}))),
+            expect(
+                S::BAD_REQUEST,
+                &["properties.destination.properties.endpointUrl", "port 0"],
+            ),
+        ),
+        (
+            "subscription: static delivery property with NUL",
+            Method::PUT,
+            sub,
+            json_bytes(with_destination(
+                json!({"endpointUrl": hook, "deliveryAttributeMappings": [
+                {"name": "x-ok", "type": "Static", "properties": {"value": "fine"}},
+                {"name": "authorization", "type": "Static", "properties": {"value": "Bearer a\u{0}b", "isSecret": true}}]}),
+            )),
+            expect(
+                S::BAD_REQUEST,
+                &[
+                    "properties.destination.properties.deliveryAttributeMappings[1].properties.value",
+                    "U+0000",
+                ],
+            ),
+        ),
+        (
+            "subscription: static delivery property with U+0001",
+            Method::PUT,
+            sub,
+            json_bytes(with_destination(
+                json!({"endpointUrl": hook, "deliveryAttributeMappings": [
+                {"name": "x-a", "type": "Static", "properties": {"value": "\u{1}"}}]}),
+            )),
+            expect(
+                S::BAD_REQUEST,
+                &["deliveryAttributeMappings[0].properties.value", "U+0001"],
+            ),
+        ),
+        (
+            "subscription: static delivery property with DEL",
+            Method::PUT,
+            sub,
+            json_bytes(with_destination(
+                json!({"endpointUrl": hook, "deliveryAttributeMappings": [
+                {"name": "x-a", "type": "Static", "properties": {"value": "a\u{7f}"}}]}),
+            )),
+            expect(
+                S::BAD_REQUEST,
+                &["deliveryAttributeMappings[0].properties.value", "U+007F"],
+            ),
+        ),
+        (
+            "subscription: delivery property name not a header name",
+            Method::PUT,
+            sub,
+            json_bytes(with_destination(
+                json!({"endpointUrl": hook, "deliveryAttributeMappings": [
+                {"name": "x-a\u{0}", "type": "Static", "properties": {"value": "v"}}]}),
+            )),
+            expect(S::BAD_REQUEST, &["deliveryAttributeMappings[0].name", "header name"]),
+        ),
+        (
+            "subscription: RabbitMQ exchange with a line break",
+            Method::PUT,
+            sub,
+            json_bytes(
+                json!({"properties": {"destination": {"endpointType": "RabbitMQ", "properties":
+                {"connection": "main", "exchange": "events\r\n", "routingKey": "k"}}}}),
+            ),
+            expect(S::BAD_REQUEST, &["properties.destination.properties.exchange", "'\\r'"]),
+        ),
+        (
+            "subscription: RabbitMQ exchange with NUL",
+            Method::PUT,
+            sub,
+            json_bytes(
+                json!({"properties": {"destination": {"endpointType": "RabbitMQ", "properties":
+                {"connection": "main", "exchange": "ev\u{0}", "routingKey": "k"}}}}),
+            ),
+            expect(
+                S::BAD_REQUEST,
+                &["properties.destination.properties.exchange", "letters, digits"],
+            ),
+        ),
+        (
+            "subscription: RabbitMQ routing key with a line break",
+            Method::PUT,
+            sub,
+            json_bytes(
+                json!({"properties": {"destination": {"endpointType": "RabbitMQ", "properties":
+                {"connection": "main", "exchange": "events", "routingKey": "a\nb"}}}}),
+            ),
+            expect(
+                S::BAD_REQUEST,
+                &["properties.destination.properties.routingKey", "U+000A"],
+            ),
+        ),
+        (
+            "subscription: S3 bucket named like an IP address",
+            Method::PUT,
+            sub,
+            json_bytes(subscription(
+                hook,
+                json!({"deadLetterDestination": {"endpointType": "S3", "properties":
+                {"bucket": "192.168.1.10", "connection": "main"}}}),
+            )),
+            expect(
+                S::BAD_REQUEST,
+                &["properties.deadLetterDestination.properties.bucket", "IP address"],
+            ),
+        ),
+        (
+            "subscription: S3 endpointUrl with port 0",
+            Method::PUT,
+            sub,
+            json_bytes(subscription(
+                hook,
+                json!({"deadLetterDestination": {"endpointType": "S3", "properties":
+                {"bucket": "dead", "connection": "main", "endpointUrl": "http://127.0.0.1:0"}}}),
+            )),
+            expect(
+                S::BAD_REQUEST,
+                &["properties.deadLetterDestination.properties.endpointUrl", "port 0"],
+            ),
+        ),
+        (
+            "topic: custom dataVersion default with a line break",
+            Method::PUT,
+            topic,
+            json_bytes(
+                json!({"properties": {"inputSchema": "CustomEventSchema", "inputSchemaMapping": {
+                "inputSchemaMappingType": "Json",
+                "properties": {"eventType": {"defaultValue": "T"}, "dataVersion": {"defaultValue": "1\n"}}}}}),
+            ),
+            expect(
+                S::BAD_REQUEST,
+                &[
+                    "properties.inputSchemaMapping.properties.dataVersion.defaultValue",
+                    "U+000A",
+                ],
+            ),
         ),
         (
             "subscription: maxDeliveryAttempts 0",

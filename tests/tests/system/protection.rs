@@ -554,6 +554,106 @@ async fn probation_grows_while_probes_fail_and_resets_after_a_success() {
     assert_eq!(counts, [0, 1, 2, 3, 0, 1, 2], "held-back deliveries are not charged");
 }
 
+/// A dynamic delivery property whose value, read from the event at delivery time, no
+/// header can carry: 100 KB, which the receiver (as common servers) answers with `431`,
+/// or a NUL. The delivery goes out once without that header, nothing counts against the
+/// endpoint (one failure would put it on probation here), and a second subscription of
+/// the same URL keeps delivering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dynamic_property_no_header_can_carry_is_left_out_and_not_held_against_the_endpoint() {
+    let system = System::start(
+        Options::default()
+            .env("EG__PROBATION__FAILURE_THRESHOLD", "1")
+            .env("EG__PROBATION__LENGTHS", "*=1h"),
+    )
+    .await;
+    let receiver = Receiver::start(Behaviour::Status(200)).await;
+    system.create_topic("noted").await;
+    let mut mapped = subscription(receiver.url(), json!({}));
+    mapped["properties"]["destination"]["properties"]["deliveryAttributeMappings"] = json!([
+        {"name": "x-note", "type": "Dynamic", "properties": {"sourceField": "data.note"}},
+        {"name": "x-team", "type": "Static", "properties": {"value": "billing"}},
+    ]);
+    system.create_subscription("noted", "Mapped", mapped).await;
+    system
+        .create_subscription("noted", "Plain", subscription(receiver.url(), json!({})))
+        .await;
+
+    let notes = [
+        ("huge", json!("n".repeat(100 * 1024))),
+        ("nul", json!("a\u{0}b")),
+        ("fine", json!("ok")),
+    ];
+    for (id, note) in &notes {
+        system
+            .publish_ok(
+                "noted",
+                &json!([event(id, "Test.Happened", "/1", json!({"note": note}))]),
+            )
+            .await;
+    }
+    wait_subscription_successes(&system, "noted", "mapped", 3.0).await;
+    wait_subscription_successes(&system, "noted", "plain", 3.0).await;
+
+    let requests = receiver.received();
+    // (events, subscription, x-note length, status) of each request.
+    type Shape<'a> = (Vec<String>, Option<&'a str>, Option<usize>, u16);
+    let shapes: Vec<Shape> = requests
+        .iter()
+        .map(|r| {
+            (
+                r.event_ids(),
+                r.header("aeg-subscription-name"),
+                r.header("x-note").map(str::len),
+                r.status,
+            )
+        })
+        .collect();
+    eprintln!("requests (events, subscription, x-note length, status): {shapes:?}");
+    assert_eq!(requests.len(), 6, "one request per event and subscription: {shapes:?}");
+    assert!(requests.iter().all(|r| r.status == 200), "{shapes:?}");
+    let of_mapped = |id: &str| {
+        let carrying: Vec<&Recorded> = requests_with(&requests, id)
+            .into_iter()
+            .filter(|r| r.header("aeg-subscription-name") == Some("MAPPED"))
+            .collect();
+        assert_eq!(carrying.len(), 1, "{id}: {shapes:?}");
+        carrying[0]
+    };
+    for id in ["huge", "nul"] {
+        let request = of_mapped(id);
+        assert_eq!(request.header("x-note"), None, "{id}: the header was sent");
+        assert_eq!(
+            request.header("x-team"),
+            Some("billing"),
+            "{id}: the other properties go"
+        );
+        assert_eq!(delivery_count(request), 0, "{id}: attempted more than once");
+    }
+    assert_eq!(of_mapped("fine").header("x-note"), Some("ok"));
+
+    let health = delivery_health(&system, "noted", "Mapped").await;
+    assert_eq!(health["state"], "Healthy", "{health}");
+    assert_eq!(health["consecutiveFailures"], 0, "{health}");
+    assert!(health.get("lastFailureOutcome").is_none(), "{health}");
+
+    // Why the header was left out is logged, naming the property and never its value.
+    let logs = system.logs();
+    let said: Vec<&str> = logs
+        .iter()
+        .flat_map(|(_, text)| text.lines())
+        .filter(|line| line.contains("delivery property left out"))
+        .collect();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said.iter()
+            .all(|line| line.contains("x-note") && !line.contains("nnnnnnnn")),
+        "{said:?}"
+    );
+    assert!(said.iter().any(|line| line.contains("too_long")), "{said:?}");
+    assert!(said.iter().any(|line| line.contains("control_character")), "{said:?}");
+}
+
 // ----- 3. endpoint validation (spec §8) -----
 
 /// The Event Grid handshake: a consenting endpoint is `Succeeded` at once; one that
@@ -606,7 +706,7 @@ async fn an_endpoint_that_ignores_the_handshake_gets_nothing_until_validated_by_
     // A wrong code is refused; the right one validates.
     let wrong = validation_url.replace(&code, "00000000-0000-0000-0000-000000000000");
     let answer = system.http().get(&wrong).send().await.unwrap();
-    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(answer.status(), StatusCode::NOT_FOUND);
     let answer = system.http().get(&validation_url).send().await.unwrap();
     assert_eq!(answer.status(), StatusCode::OK, "{}", answer.text().await.unwrap());
     let resource = get_subscription(&system, "guarded", "Silent").await;
@@ -644,7 +744,7 @@ async fn an_endpoint_that_ignores_the_handshake_gets_nothing_until_validated_by_
     let answer = system.http().get(url_of(&first)).send().await.unwrap();
     assert_eq!(
         answer.status(),
-        StatusCode::BAD_REQUEST,
+        StatusCode::NOT_FOUND,
         "the old endpoint's code validated the new endpoint"
     );
     let resource = get_subscription(&system, "guarded", "Moving").await;
@@ -719,7 +819,7 @@ async fn a_manual_validation_window_that_runs_out_fails_the_subscription() {
     let answer = system.http().get(&validation_url).send().await.unwrap();
     assert_eq!(
         answer.status(),
-        StatusCode::BAD_REQUEST,
+        StatusCode::NOT_FOUND,
         "GET after the window: {}",
         answer.text().await.unwrap()
     );

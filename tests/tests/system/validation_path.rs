@@ -198,3 +198,81 @@ async fn writing_or_validating_a_subscription_not_succeeded_runs_the_handshake_a
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
 }
+
+/// The validation URL is the one call made without the admin token. Without the right
+/// code it must tell nothing: a missing topic, a missing subscription, a validated one
+/// and a pending one all get the same answer, status and body; only the right code of a
+/// pending subscription validates it (and once spent, it gets that answer too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_validation_url_without_the_right_code_tells_nothing() {
+    let system = System::start(Options::default().senders(0)).await;
+    let silent = Receiver::start_with(Behaviour::Status(200), Validation::Ignore).await;
+    let willing = Receiver::start(Behaviour::Status(200)).await;
+    system.create_topic("guarded").await;
+    let pending = system
+        .create_subscription("guarded", "pending", subscription(silent.url(), json!({})))
+        .await;
+    assert_eq!(provisioning(&pending).0, "AwaitingManualAction", "{pending}");
+    let validated = system
+        .create_subscription("guarded", "validated", subscription(willing.url(), json!({})))
+        .await;
+    assert_eq!(provisioning(&validated).0, "Succeeded", "{validated}");
+    let data = &silent.validations()[0].body[0]["data"];
+    let right = data["validationUrl"].as_str().unwrap().to_owned();
+    let code = data["validationCode"].as_str().unwrap().to_owned();
+
+    let url = |topic: &str, name: &str, code: Option<&str>| {
+        let base = format!(
+            "{}/validation/topics/{topic}/eventSubscriptions/{name}",
+            system.ingress_url()
+        );
+        match code {
+            Some(code) => format!("{base}?code={code}"),
+            None => base,
+        }
+    };
+    let wrong = "00000000-0000-0000-0000-000000000000";
+    let http = system.http().clone();
+    let answer = |url: String| {
+        let http = http.clone();
+        async move {
+            let response = http.get(&url).send().await.unwrap();
+            (response.status(), response.text().await.unwrap())
+        }
+    };
+    let cases = [
+        ("a missing topic", url("nothing", "pending", Some(wrong))),
+        ("a topic name that is not one", url("no_such", "pending", Some(wrong))),
+        ("a missing subscription", url("guarded", "nobody", Some(wrong))),
+        ("a validated subscription", url("guarded", "validated", Some(wrong))),
+        (
+            "a validated subscription, the pending one's code",
+            url("guarded", "validated", Some(&code)),
+        ),
+        ("a pending subscription", url("guarded", "pending", Some(wrong))),
+        ("a pending subscription, no code", url("guarded", "pending", None)),
+    ];
+    let mut answers = Vec::new();
+    for (case, url) in cases {
+        answers.push((case, answer(url).await));
+    }
+    let (_, first) = &answers[0];
+    assert_eq!(first.0, StatusCode::NOT_FOUND, "{}", first.1);
+    assert!(
+        first.1.contains("no subscription awaits validation with this code"),
+        "{}",
+        first.1
+    );
+    for (case, got) in &answers {
+        assert_eq!(got, first, "{case} is told apart from {:?}", answers[0].0);
+    }
+    let (status, shown) = system.get("/topics/guarded/eventSubscriptions/pending").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(provisioning(&shown).0, "AwaitingManualAction", "{shown}");
+
+    let (status, body) = answer(right.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, shown) = system.get("/topics/guarded/eventSubscriptions/pending").await;
+    assert_eq!(provisioning(&shown).0, "Succeeded", "{shown}");
+    assert_eq!(&answer(right).await, first, "a spent code tells nothing either");
+}

@@ -325,34 +325,49 @@ async fn delete_subscription(State(app): State<Arc<App>>, Path((topic, name)): P
 
 /// `GET /validation/topics/{topic}/eventSubscriptions/{name}?code=…`: the manual half of
 /// the validation handshake. Unauthenticated: the code, sent only to the endpoint, is
-/// the proof of consent.
+/// the proof of consent. Without the right code it tells nothing: a missing topic or
+/// subscription, one validated already and one awaiting another code all get the same
+/// answer ([`no_validation_awaits`]), so the URL cannot be used to list subscriptions.
 pub async fn manual_validation(
     State(app): State<Arc<App>>,
     Path((topic, name)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<(StatusCode, Json<Value>), Refusal> {
     let code = query.get("code").map(String::as_str).unwrap_or_default();
-    let (sub, changed) = change_subscription(&app, &topic, &name, |sub| {
-        if sub.provisioning.is_active() {
-            return Ok(None);
-        }
-        if !sub.provisioning.accepts_manual(code, app.clock.now()) {
-            return Err(Refusal::bad_request(format!(
-                "code: not this subscription's validation code, or its validation window is over \
-                 (`egctl subscriptions validate {} {}` runs the handshake again)",
-                sub.topic, sub.name
-            )));
+    let now = app.clock.now();
+    let validated = change_subscription(&app, &topic, &name, |sub| {
+        if !sub.provisioning.accepts_manual(code, now) {
+            return Err(no_validation_awaits());
         }
         Ok(Some(Subscription {
             provisioning: Provisioning::Succeeded,
             ..sub.clone()
         }))
     })
-    .await?;
-    if changed {
-        tracing::info!(topic = %sub.topic, subscription = %sub.name, "endpoint validated by a GET on its validation URL");
+    .await;
+    match validated {
+        Ok((sub, _)) => {
+            tracing::info!(topic = %sub.topic, subscription = %sub.name, "endpoint validated by a GET on its validation URL");
+            Ok((StatusCode::OK, Json(json!({"provisioningState": "Succeeded"}))))
+        }
+        // A name that is not one, or no such topic or subscription: the same answer as a
+        // wrong code. What is left (Redis unavailable, a write conflict) says nothing of
+        // the subscription.
+        Err(refusal) if matches!(refusal.status(), StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND) => {
+            Err(no_validation_awaits())
+        }
+        Err(refusal) => Err(refusal),
     }
-    Ok((StatusCode::OK, Json(json!({"provisioningState": "Succeeded"}))))
+}
+
+/// The one answer to a validation URL without the right code, whatever is or is not
+/// behind it.
+fn no_validation_awaits() -> Refusal {
+    Refusal::not_found(
+        "no subscription awaits validation with this code: the code is wrong or was sent for an earlier \
+         handshake, its validation window is over, or the subscription is validated already or does not exist \
+         (`egctl subscriptions validate <topic> <subscription>` runs the handshake again)",
+    )
 }
 
 /// The subscription endpoint's probation record as every sender sees it (the API calls it `deliveryHealth`, as before).

@@ -18,6 +18,7 @@
 use crate::api_error::InvalidField;
 use crate::event::accepted::AcceptedEvent;
 use crate::event::raw::{self, RawFields, raw_type};
+use crate::header_value;
 use crate::json::json_type;
 use base64::Engine;
 use chrono::DateTime;
@@ -104,7 +105,8 @@ fn validate(fields: &Map<String, Value>, has_data: bool) -> Result<(String, Stri
         }
         other => return Err(required_problem("specversion", other)),
     }
-    required_non_empty(fields, "id")?;
+    let id = required_non_empty(fields, "id")?;
+    header_value::check_field("id", id, header_value::ID_HEADER)?;
     let source = required_non_empty(fields, "source")?;
     if !is_uri_reference(source) {
         return Err(InvalidField::new(

@@ -29,6 +29,7 @@ use crate::api_error::InvalidField;
 use crate::event::accepted::AcceptedEvent;
 use crate::event::eventgrid::{Envelope, stored_json};
 use crate::event::raw::{self, RawFields, raw_str, raw_type};
+use crate::header_value;
 use crate::json::json_type;
 use crate::time::UnixMillis;
 use chrono::DateTime;
@@ -128,6 +129,10 @@ impl InputSchemaMapping {
             subject: with_default(props, "subject").map_err(within)?,
             data_version: with_default(props, "dataVersion").map_err(within)?,
         };
+        if let Some(default) = &mapping.data_version.default_value {
+            header_value::check_field("dataVersion.defaultValue", default, header_value::DATA_VERSION_HEADER)
+                .map_err(within)?;
+        }
         if mapping.event_type.default_value.as_deref() == Some("") {
             return Err(within(InvalidField::new(
                 "eventType.defaultValue",
@@ -179,7 +184,11 @@ impl InputSchemaMapping {
             ));
         };
         let id = match &self.id {
-            Some(path) => non_empty(path, required(&object, path, "id")?)?,
+            Some(path) => {
+                let id = non_empty(path, required(&object, path, "id")?)?;
+                check_mapped(path, "id", &id, header_value::ID_HEADER)?;
+                id
+            }
             None => new_id(),
         };
         if let Some(path) = &self.topic {
@@ -213,6 +222,10 @@ impl InputSchemaMapping {
         };
         let subject = defaulted(&object, &self.subject, "subject")?.unwrap_or_default();
         let data_version = defaulted(&object, &self.data_version, "dataVersion")?.unwrap_or_default();
+        if let Some(path) = &self.data_version.source_field {
+            // A default value was checked when the topic was written.
+            check_mapped(path, "dataVersion", &data_version, header_value::DATA_VERSION_HEADER)?;
+        }
         let envelope = Envelope {
             id: &id,
             subject: &subject,
@@ -273,6 +286,13 @@ fn defaulted(object: &RawFields<'_>, field: &MappedField, target: &str) -> Resul
         }
     }
     Ok(field.default_value.clone())
+}
+
+/// A mapped value that is sent as a header (`sent_as`), refused naming the object's
+/// field it came from.
+fn check_mapped(path: &str, target: &str, value: &str, sent_as: &str) -> Result<(), InvalidField> {
+    header_value::check(value)
+        .map_err(|problem| InvalidField::new(path, format!("{problem} (mapped to {target}, sent as {sent_as})")))
 }
 
 fn non_empty(path: &str, value: String) -> Result<String, InvalidField> {
@@ -540,6 +560,15 @@ mod tests {
             parse(json!({"inputSchemaMappingType": "Json", "properties": {"eventType": {"defaultValue": ""}}})),
             "properties.eventType.defaultValue"
         );
+        // Sent as the aeg-data-version header of every event that lacks its source field.
+        for default in ["1\u{0}", "1\n", &"1".repeat(4097)] {
+            assert_eq!(
+                parse(
+                    json!({"inputSchemaMappingType": "Json", "properties": {"dataVersion": {"defaultValue": default}}})
+                ),
+                "properties.dataVersion.defaultValue"
+            );
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 use crate::api_error::InvalidField;
 use crate::event::accepted::AcceptedEvent;
 use crate::event::raw::{self, RawEvent, RawFields, push_json_str, raw_str, raw_type};
+use crate::header_value;
 use crate::json::json_type;
 use chrono::DateTime;
 use serde::{Deserialize, Serialize};
@@ -217,6 +218,7 @@ fn check(fields: &mut impl Published, topic_id: &str) -> Result<Checked, Invalid
     if id.is_empty() {
         return Err(InvalidField::new("id", "must not be empty"));
     }
+    header_value::check_field("id", &id, header_value::ID_HEADER)?;
     let subject = required_string(fields, "subject")?;
     let event_type = required_string(fields, "eventType")?;
     if event_type.is_empty() {
@@ -230,6 +232,7 @@ fn check(fields: &mut impl Published, topic_id: &str) -> Result<Checked, Invalid
         ));
     }
     let data_version = fields.string("dataVersion")?.unwrap_or_default();
+    header_value::check_field("dataVersion", &data_version, header_value::DATA_VERSION_HEADER)?;
     if let Some(v) = fields.string("metadataVersion")?
         && v != "1"
     {

@@ -284,13 +284,8 @@ fn s3(props: &Map<String, Value>) -> Result<DeadLetterDestination, InvalidField>
     let key_prefix = optional_string(props, "keyPrefix")?.unwrap_or_default();
     check_key_prefix(&key_prefix)?;
     let endpoint_url = optional_string(props, "endpointUrl")?;
-    if let Some(url) = &endpoint_url
-        && !(url.starts_with("https://") || url.starts_with("http://"))
-    {
-        return Err(InvalidField::new(
-            "properties.endpointUrl",
-            format!("{url:?} must be an http:// or https:// URL"),
-        ));
+    if let Some(url) = &endpoint_url {
+        super::http_url("properties.endpointUrl", url)?;
     }
     Ok(DeadLetterDestination {
         container_name: bucket,
@@ -382,17 +377,45 @@ fn check_bucket_name(name: &str) -> Result<(), InvalidField> {
         && ends_ok(name.chars().next())
         && ends_ok(name.chars().last())
         && !name.contains("..");
-    if valid {
-        Ok(())
-    } else {
-        Err(InvalidField::new(
+    if !valid {
+        return Err(InvalidField::new(
             "properties.bucket",
             format!(
                 "{name:?} is not a valid bucket name: 3-63 lower-case letters, digits, dots or hyphens, starting and ending with a letter or digit"
             ),
-        ))
+        ));
     }
+    let parts: Vec<&str> = name.split('.').collect();
+    let like_an_ip = parts.len() == 4
+        && parts
+            .iter()
+            .all(|p| (1..=3).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
+    if like_an_ip {
+        return Err(InvalidField::new(
+            "properties.bucket",
+            format!("{name:?} is not a valid bucket name: S3 refuses a name formatted as an IP address"),
+        ));
+    }
+    if let Some(reserved) = RESERVED_BUCKET_PREFIXES.iter().find(|p| name.starts_with(*p)) {
+        return Err(InvalidField::new(
+            "properties.bucket",
+            format!("{name:?} is not a valid bucket name: S3 reserves the prefix {reserved:?}"),
+        ));
+    }
+    if let Some(reserved) = RESERVED_BUCKET_SUFFIXES.iter().find(|s| name.ends_with(*s)) {
+        return Err(InvalidField::new(
+            "properties.bucket",
+            format!("{name:?} is not a valid bucket name: S3 reserves the suffix {reserved:?}"),
+        ));
+    }
+    Ok(())
 }
+
+/// Prefixes and suffixes S3's bucket naming rules keep for its own kinds of bucket and
+/// access point: a bucket named with one can never be created, so nothing could ever be
+/// stored there.
+const RESERVED_BUCKET_PREFIXES: [&str; 3] = ["xn--", "sthree-", "amzn-s3-demo-"];
+const RESERVED_BUCKET_SUFFIXES: [&str; 4] = ["-s3alias", "--ol-s3", ".mrap", "--x-s3"];
 
 /// Path segments of plain characters only: nothing in a prefix can climb out of it.
 fn check_key_prefix(prefix: &str) -> Result<(), InvalidField> {
@@ -578,13 +601,49 @@ mod tests {
                 "properties.endpointUrl",
             ),
             (
+                json!({"bucket": "b-1", "connection": "aws", "endpointUrl": "http://minio.internal:0"}),
+                "properties.endpointUrl",
+            ),
+            (
+                json!({"bucket": "b-1", "connection": "aws", "endpointUrl": "http://"}),
+                "properties.endpointUrl",
+            ),
+            (
                 json!({"bucket": "b-1", "connection": "aws", "secretKey": "x"}),
                 "properties.secretKey",
             ),
+            (
+                json!({"bucket": "192.168.5.4", "connection": "aws"}),
+                "properties.bucket",
+            ),
+            (json!({"bucket": "10.0.0.1", "connection": "aws"}), "properties.bucket"),
+            (
+                json!({"bucket": "999.010.0.1", "connection": "aws"}),
+                "properties.bucket",
+            ),
+            (
+                json!({"bucket": "xn--bucket", "connection": "aws"}),
+                "properties.bucket",
+            ),
+            (json!({"bucket": "sthree-b", "connection": "aws"}), "properties.bucket"),
+            (json!({"bucket": "b-s3alias", "connection": "aws"}), "properties.bucket"),
+            (json!({"bucket": "b--ol-s3", "connection": "aws"}), "properties.bucket"),
         ];
         for (props, field) in cases {
             let e = DeadLetterDestination::from_json(&json!({"endpointType": "S3", "properties": props})).unwrap_err();
             assert_eq!(e.field, field, "{props}: {}", e.problem);
+        }
+        let e = DeadLetterDestination::from_json(&json!({"endpointType": "S3", "properties":
+            {"bucket": "192.168.5.4", "connection": "aws"}}))
+        .unwrap_err();
+        assert!(e.problem.contains("IP address"), "{e}");
+        // Dotted names that are not four numbers are fine, as is a port given in full.
+        for bucket in ["192.168.5", "1.2.3.4.5", "v1.2.3.4", "logs.example.com"] {
+            let props = json!({"bucket": bucket, "connection": "aws", "endpointUrl": "http://minio.internal:9000"});
+            assert!(
+                DeadLetterDestination::from_json(&json!({"endpointType": "S3", "properties": props})).is_ok(),
+                "{bucket}"
+            );
         }
     }
 

@@ -146,7 +146,7 @@ impl Endpoint {
                         ));
                     }
                 };
-                check_amqp_short_string(&exchange, "properties.exchange")?;
+                check_exchange_name(&exchange)?;
                 let routing_key = match (
                     optional_string(props, "routingKey")?,
                     optional_string(props, "routingKeyFrom")?,
@@ -158,7 +158,7 @@ impl Endpoint {
                         ));
                     }
                     (Some(key), None) => {
-                        check_amqp_short_string(&key, "properties.routingKey")?;
+                        check_routing_key(&key)?;
                         RoutingKey::Static(key)
                     }
                     (None, Some(field)) if !field.is_empty() => RoutingKey::FromEvent(field),
@@ -282,14 +282,52 @@ fn check_queue_name(name: &str) -> Result<(), InvalidField> {
 }
 
 /// AMQP short strings (exchange names, routing keys) are at most 255 bytes.
-fn check_amqp_short_string(value: &str, field: &str) -> Result<(), InvalidField> {
-    if value.len() <= 255 {
-        Ok(())
-    } else {
-        Err(InvalidField::new(
+const AMQP_SHORT_STRING_MAX: usize = 255;
+
+/// AMQP 0-9-1's exchange names: letters, digits, `-`, `_`, `.` and `:`, at most 255
+/// bytes; `""` is the default exchange. The broker closes the channel on any other
+/// name, so every delivery to it would fail.
+fn check_exchange_name(name: &str) -> Result<(), InvalidField> {
+    let field = "properties.exchange";
+    if name.len() > AMQP_SHORT_STRING_MAX {
+        return Err(InvalidField::new(
             field,
-            format!("is {} bytes; AMQP allows at most 255", value.len()),
-        ))
+            format!("is {} bytes; AMQP allows at most {AMQP_SHORT_STRING_MAX}", name.len()),
+        ));
+    }
+    match name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':')))
+    {
+        Some(c) => Err(InvalidField::new(
+            field,
+            format!(
+                "holds {c:?}; an AMQP exchange name holds only letters, digits, '-', '_', '.' and ':' (\"\" is the default exchange)"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A static routing key: an AMQP short string, with no control characters (no binding
+/// can be written to match one).
+fn check_routing_key(key: &str) -> Result<(), InvalidField> {
+    let field = "properties.routingKey";
+    if key.len() > AMQP_SHORT_STRING_MAX {
+        return Err(InvalidField::new(
+            field,
+            format!("is {} bytes; AMQP allows at most {AMQP_SHORT_STRING_MAX}", key.len()),
+        ));
+    }
+    match key.chars().find(|c| c.is_control()) {
+        Some(c) => Err(InvalidField::new(
+            field,
+            format!(
+                "holds the control character U+{:04X}; a routing key holds none",
+                u32::from(c)
+            ),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -425,6 +463,36 @@ mod tests {
     }
 
     #[test]
+    fn rabbitmq_exchange_names_and_routing_keys_are_what_amqp_takes() {
+        let exchange = |name: &str| {
+            read(
+                "RabbitMQ",
+                json!({"connection": "main", "exchange": name, "routingKey": "k"}),
+            )
+        };
+        for fine in ["", "events", "amq.topic", "a-b_c.d:e", &"x".repeat(255)] {
+            assert!(exchange(fine).is_ok(), "{fine:?}");
+        }
+        for bad in ["a\r", "a\nb", "nul\u{0}", "has space", "slash/", "é", &"x".repeat(256)] {
+            let err = exchange(bad).unwrap_err();
+            assert_eq!(err.field, "properties.exchange", "{bad:?}: {err}");
+        }
+        let key = |key: &str| {
+            read(
+                "RabbitMQ",
+                json!({"connection": "main", "exchange": "e", "routingKey": key}),
+            )
+        };
+        for fine in ["", "orders.created", "a b/é#*", &"k".repeat(255)] {
+            assert!(key(fine).is_ok(), "{fine:?}");
+        }
+        for bad in ["a\r\nb", "nul\u{0}", "del\u{7f}", &"k".repeat(256)] {
+            let err = key(bad).unwrap_err();
+            assert_eq!(err.field, "properties.routingKey", "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
     fn nats_subjects_are_concrete() {
         let e = read(
             "NatsJetStream",
@@ -432,7 +500,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(e.identity().as_deref(), Some("nats://events/eg.orders"));
-        for subject in ["eg.*", "eg.>", "eg..x", "has space", ""] {
+        for subject in [
+            "eg.*",
+            "eg.>",
+            "eg..x",
+            "has space",
+            "",
+            "a\r\nb",
+            "nul\u{0}",
+            "tab\t",
+            &"s".repeat(256),
+        ] {
             let err = read("NatsJetStream", json!({"connection": "events", "subject": subject})).unwrap_err();
             assert_eq!(err.field, "properties.subject", "{subject:?}");
         }

@@ -4,13 +4,15 @@
 
 use crate::api_error::InvalidField;
 use crate::event::raw;
+use crate::header_value::{self, HeaderValueProblem};
 use crate::json::json_type;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+pub use crate::header_value::MAX_HEADER_VALUE_BYTES;
+
 pub const MAX_DELIVERY_HEADERS: usize = 10;
-pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
 
 /// A header sent with every delivery of the subscription.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,26 +31,47 @@ pub enum HeaderValueSource {
     Dynamic { source_field: String },
 }
 
+/// The delivery properties of one event: the headers to send, and the properties left
+/// out because their value cannot be a header value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResolvedHeaders {
+    /// Name and value of each header to send, in the subscription's order.
+    pub headers: Vec<(String, String)>,
+    /// The name of each property left out, and why. Only a dynamic property's value can
+    /// be refused here (a static one is checked when the subscription is written), so
+    /// a delivery goes on without it: retrying would meet the same value again.
+    pub left_out: Vec<(String, HeaderValueProblem)>,
+}
+
 /// The delivery properties of `headers` for one event, `event` being its JSON as
 /// delivered: static values as set, dynamic ones read from the event's fields as
 /// stored, without building its tree (and without reading it at all when every
 /// property is static). A dynamic property whose field is missing, or is not a string,
-/// number or boolean, is left out.
-pub fn resolve_headers(headers: &[DeliveryHeader], event: &str) -> Vec<(String, String)> {
+/// number or boolean, sends no header; one whose value breaks the header rule
+/// ([`header_value::check`]: too long, or a control character) is left out and named
+/// in [`ResolvedHeaders::left_out`].
+pub fn resolve_headers(headers: &[DeliveryHeader], event: &str) -> ResolvedHeaders {
     let mut root: Option<Option<&RawValue>> = None;
-    headers
-        .iter()
-        .filter_map(|h| {
-            let value = match &h.value {
-                HeaderValueSource::Static { value, .. } => value.clone(),
-                HeaderValueSource::Dynamic { source_field } => {
-                    let event = (*root.get_or_insert_with(|| serde_json::from_str(event).ok()))?;
-                    raw::scalar_text(raw::field_at(event, source_field)?)?
+    let mut resolved = ResolvedHeaders::default();
+    for h in headers {
+        let value = match &h.value {
+            HeaderValueSource::Static { value, .. } => value.clone(),
+            HeaderValueSource::Dynamic { source_field } => {
+                let Some(event) = *root.get_or_insert_with(|| serde_json::from_str(event).ok()) else {
+                    continue;
+                };
+                match raw::field_at(event, source_field).and_then(raw::scalar_text) {
+                    Some(value) => value,
+                    None => continue,
                 }
-            };
-            Some((h.name.clone(), value))
-        })
-        .collect()
+            }
+        };
+        match header_value::check(&value) {
+            Ok(()) => resolved.headers.push((h.name.clone(), value)),
+            Err(problem) => resolved.left_out.push((h.name.clone(), problem)),
+        }
+    }
+    resolved
 }
 
 /// Reads `deliveryAttributeMappings`: at most [`MAX_DELIVERY_HEADERS`] headers, each a
@@ -115,16 +138,18 @@ pub(super) fn from_mappings(v: &Value) -> Result<Vec<DeliveryHeader>, InvalidFie
             let value = match item.get("type").and_then(Value::as_str) {
                 Some("Static") => {
                     let value = match props.get("value") {
-                        Some(Value::String(s)) if s.len() <= MAX_HEADER_VALUE_BYTES && !s.contains(['\r', '\n']) => {
-                            s.clone()
-                        }
-                        _ => {
+                        Some(Value::String(s)) => s.clone(),
+                        Some(other) => {
                             return Err(InvalidField::new(
                                 at("properties.value"),
-                                format!("must be a single-line string of at most {MAX_HEADER_VALUE_BYTES} bytes"),
+                                format!("must be a string, got {}", json_type(other)),
                             ));
                         }
+                        None => return Err(InvalidField::new(at("properties.value"), "is required")),
                     };
+                    // Sent with every delivery: a value no header can carry would fail them all.
+                    header_value::check(&value)
+                        .map_err(|problem| InvalidField::new(at("properties.value"), problem.to_string()))?;
                     let is_secret = match props.get("isSecret") {
                         None | Some(Value::Null) => false,
                         Some(Value::Bool(b)) => *b,
@@ -230,12 +255,75 @@ mod tests {
             ("data.nested.deep", "x"),
         ]
         .map(|(name, value)| (name.to_owned(), value.to_owned()));
-        assert_eq!(resolved, expected);
+        assert_eq!(resolved.headers, expected);
+        assert!(resolved.left_out.is_empty(), "{:?}", resolved.left_out);
         // Nothing to read when every property is static, even from a body that is not JSON.
         assert_eq!(
-            resolve_headers(&headers[..1], "not json"),
+            resolve_headers(&headers[..1], "not json").headers,
             [("fixed".to_owned(), "v".to_owned())]
         );
-        assert!(resolve_headers(&headers[1..], "not json").is_empty());
+        assert_eq!(resolve_headers(&headers[1..], "not json"), ResolvedHeaders::default());
+    }
+
+    #[test]
+    fn a_dynamic_value_no_header_can_carry_is_left_out_and_named() {
+        let dynamic = |field: &str| DeliveryHeader {
+            name: field.into(),
+            value: HeaderValueSource::Dynamic {
+                source_field: field.into(),
+            },
+        };
+        let headers = [
+            dynamic("data.big"),
+            dynamic("data.nul"),
+            dynamic("data.crlf"),
+            dynamic("data.ok"),
+        ];
+        let event = serde_json::json!({"data": {
+            "big": "x".repeat(100 * 1024),
+            "nul": "a\u{0}b",
+            "crlf": "a\r\nX-Injected: 1",
+            "ok": "fine",
+        }})
+        .to_string();
+        let resolved = resolve_headers(&headers, &event);
+        assert_eq!(resolved.headers, [("data.ok".to_owned(), "fine".to_owned())]);
+        assert_eq!(
+            resolved.left_out,
+            [
+                ("data.big".to_owned(), HeaderValueProblem::TooLong { bytes: 100 * 1024 }),
+                (
+                    "data.nul".to_owned(),
+                    HeaderValueProblem::ControlCharacter { code: 0, at: 1 }
+                ),
+                (
+                    "data.crlf".to_owned(),
+                    HeaderValueProblem::ControlCharacter { code: 0x0d, at: 1 }
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_static_value_must_be_a_header_value_and_a_name_a_token() {
+        let mapping = |name: &str, value: Value| serde_json::json!([{"name": name, "type": "Static", "properties": {"value": value}}]);
+        for (value, words) in [
+            (Value::from("a\u{0}"), "U+0000"),
+            (Value::from("a\u{1}"), "U+0001"),
+            (Value::from("a\u{7f}"), "U+007F"),
+            (Value::from("a\r\nb"), "U+000D"),
+            (Value::from("x".repeat(MAX_HEADER_VALUE_BYTES + 1)), "4097 bytes"),
+            (Value::from(5), "must be a string, got a number"),
+        ] {
+            let err = from_mappings(&mapping("x-ok", value.clone())).unwrap_err();
+            assert_eq!(err.field, "deliveryAttributeMappings[0].properties.value", "{value}");
+            assert!(err.problem.contains(words), "{value}: {err}");
+        }
+        let longest = "x".repeat(MAX_HEADER_VALUE_BYTES);
+        assert!(from_mappings(&mapping("x-ok", Value::from(longest))).is_ok());
+        for name in ["", "has space", "colon:", "new\nline", "nul\u{0}", "é"] {
+            let err = from_mappings(&mapping(name, Value::from("v"))).unwrap_err();
+            assert_eq!(err.field, "deliveryAttributeMappings[0].name", "{name:?}");
+        }
     }
 }

@@ -8,6 +8,7 @@
 //! JSON (`deliveryConfiguration`), push or queue. `headers` holds the delivery properties and their rules,
 //! `retry_policy` the retry limits.
 
+use crate::api_error::InvalidField;
 use crate::filter::EventFilter;
 use crate::names::{SubscriptionName, TopicName};
 use crate::profile::DeliveryProfile;
@@ -30,7 +31,9 @@ mod retry_policy;
 pub use connections::{NamedConnections, S3ConnectionFacts};
 pub use dead_letter::{DeadLetterDestination, DeadLetterStore, storage_account};
 pub use endpoint::{ENDPOINT_TYPES, Endpoint, RoutingKey};
-pub use headers::{DeliveryHeader, HeaderValueSource, MAX_DELIVERY_HEADERS, MAX_HEADER_VALUE_BYTES, resolve_headers};
+pub use headers::{
+    DeliveryHeader, HeaderValueSource, MAX_DELIVERY_HEADERS, MAX_HEADER_VALUE_BYTES, ResolvedHeaders, resolve_headers,
+};
 pub use mode::{DEFAULT_RECEIVE_LOCK, DeliveryMode, MAX_RECEIVE_LOCK, MIN_RECEIVE_LOCK};
 pub use retry_policy::{
     CUSTOM_MAX_DELIVERY_ATTEMPTS, CUSTOM_MAX_TTL_MINUTES, NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT,
@@ -147,6 +150,23 @@ impl Default for BatchSettings {
             preferred_batch_size_in_kilobytes: 64,
         }
     }
+}
+
+/// An `http` or `https` URL with a host, and a port a connection can be made to (not
+/// `0`), as every URL a subscription gives eg to send to must be; refused naming `field`.
+pub(crate) fn http_url(field: &str, value: &str) -> Result<url::Url, InvalidField> {
+    let parsed =
+        url::Url::parse(value).map_err(|e| InvalidField::new(field, format!("is not an absolute URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(InvalidField::new(field, "must be an http or https URL with a host"));
+    }
+    if parsed.port() == Some(0) {
+        return Err(InvalidField::new(
+            field,
+            "port 0 cannot be connected to; give the port the server listens on",
+        ));
+    }
+    Ok(parsed)
 }
 
 /// Scheme, host, port and path: the URL without its query or fragment, which may hold secrets.

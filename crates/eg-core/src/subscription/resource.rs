@@ -305,11 +305,7 @@ pub(super) fn destination(props: &Map<String, Value>) -> Result<Destination, Inv
         Some(_) => return Err(InvalidField::new(field, "must be a string")),
         None => return Err(InvalidField::new(field, "is required")),
     };
-    let parsed =
-        url::Url::parse(&endpoint_url).map_err(|e| InvalidField::new(field, format!("is not an absolute URL: {e}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(InvalidField::new(field, "must be an http or https URL with a host"));
-    }
+    super::http_url(field, &endpoint_url)?;
     let batching = batching(dp)?;
     let headers = delivery_headers(dp)?;
     // Omitted means unsigned: a PUT replaces the whole subscription, secrets included.
@@ -707,6 +703,19 @@ mod tests {
             parse(b).unwrap_err().field,
             "properties.destination.properties.endpointUrl"
         );
+        for port_zero in ["http://hooks.example:0/in", "https://127.0.0.1:0", "http://[::1]:0/x"] {
+            let mut b = body();
+            b["properties"]["destination"]["properties"]["endpointUrl"] = json!(port_zero);
+            let err = parse(b).unwrap_err();
+            assert_eq!(
+                err.field, "properties.destination.properties.endpointUrl",
+                "{port_zero}"
+            );
+            assert!(err.problem.contains("port 0"), "{err}");
+        }
+        let mut b = body();
+        b["properties"]["destination"]["properties"]["endpointUrl"] = json!("http://hooks.example:8080/in");
+        assert!(parse(b).is_ok());
         let mut b = body();
         b["properties"]["deadLetterDestination"]["properties"]["containerName"] = json!("../etc");
         assert_eq!(

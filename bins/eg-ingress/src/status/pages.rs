@@ -461,16 +461,23 @@ fn queue_settings(out: &mut String, page: &SubscriptionPage) {
 
 /// What comes next for a step, or why it ended: a retry's time, a reason.
 fn next_or_why(step: &Value) -> String {
-    let parts: Vec<String> = ["nextAttemptTime", "heldBecause", "heldUntil", "expiresAt", "reason", "error"]
-        .iter()
-        .filter_map(|field| step.get(*field).filter(|v| !v.is_null()).map(|v| (*field, plain(v))))
-        .map(|(field, v)| match field {
-            "nextAttemptTime" => format!("next attempt {v}"),
-            "heldUntil" => format!("until {v}"),
-            "expiresAt" => format!("expires {v}"),
-            _ => v,
-        })
-        .collect();
+    let parts: Vec<String> = [
+        "nextAttemptTime",
+        "heldBecause",
+        "heldUntil",
+        "expiresAt",
+        "reason",
+        "error",
+    ]
+    .iter()
+    .filter_map(|field| step.get(*field).filter(|v| !v.is_null()).map(|v| (*field, plain(v))))
+    .map(|(field, v)| match field {
+        "nextAttemptTime" => format!("next attempt {v}"),
+        "heldUntil" => format!("until {v}"),
+        "expiresAt" => format!("expires {v}"),
+        _ => v,
+    })
+    .collect();
     parts.join(" · ")
 }
 

@@ -269,9 +269,9 @@ fn unmatched_line(topic: &Value) -> Option<String> {
                 "AwaitingManualAction" => "is waiting for validation".to_owned(),
                 other => format!("is {other}"),
             };
-            let missed = sub["missedLastHour"]
-                .as_u64()
-                .map_or_else(String::new, |n| format!(" ({} missed in the last hour)", count(n, "event", "events")));
+            let missed = sub["missedLastHour"].as_u64().map_or_else(String::new, |n| {
+                format!(" ({} missed in the last hour)", count(n, "event", "events"))
+            });
             let reason = sub["provisioningMessage"]
                 .as_str()
                 .map_or_else(String::new, |m| format!(": {m}"));

@@ -139,6 +139,13 @@ impl RedisSentinel {
         })
     }
 
+    /// The process id of the primary, while it runs.
+    pub fn primary_pid(&self) -> Option<u32> {
+        let port = self.primary_port()?;
+        let node = self.data.iter().find(|n| n.port == port)?;
+        node.process.as_ref().map(Process::pid)
+    }
+
     /// SIGKILLs the primary; returns its port.
     pub fn kill_primary(&mut self) -> u16 {
         let port = self.primary_port().expect("the sentinels name a primary");

@@ -88,7 +88,8 @@ died() {
 }
 
 if [ -n "${EG__REDIS__CLUSTER_NODES:-}" ]; then
-  redis_where="the Redis Cluster at $EG__REDIS__CLUSTER_NODES"
+  # Any user:password@ in the node URLs is not printed.
+  redis_where="the Redis Cluster at $(printf '%s' "$EG__REDIS__CLUSTER_NODES" | sed -E 's#//[^/@,]*@#//***@#g')"
 else
   if ! running redis; then
     redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/data" \

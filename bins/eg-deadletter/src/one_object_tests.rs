@@ -127,6 +127,9 @@ impl Setup {
         let store = Store::connect(&RedisSettings {
             url: server.url(),
             cluster_nodes: Vec::new(),
+            sentinel: None,
+            credentials: Default::default(),
+            tls: Default::default(),
             prefix: "eg".into(),
             partitions: 1,
             pool_size: 4,

@@ -72,18 +72,84 @@ pub struct RedisSection {
     /// How long a publish waits for those replicas; after it the publisher gets 503.
     #[serde(with = "humantime_serde")]
     pub replica_ack_timeout: Duration,
+    /// The data nodes' ACL user, when not in the URLs (with Sentinel, always here).
+    pub username: String,
+    /// The data nodes' password (`requirepass` or the ACL user's), when not in the URLs.
+    pub password: Secret,
+    /// The CA certificate (PEM) that signed the Redis servers' certificates, for
+    /// `rediss://`; empty = the system's trust roots.
+    pub tls_ca_file: String,
+    /// A client certificate (PEM) for servers that ask for one (mutual TLS), with
+    /// `tls_key_file`.
+    pub tls_cert_file: String,
+    /// The client certificate's private key (PEM).
+    pub tls_key_file: String,
+    /// Redis Sentinel instead of `url`: comma-separated sentinels (`redis://host:26379,…`;
+    /// `rediss://` reaches the sentinels and the data nodes over TLS).
+    pub sentinel_nodes: String,
+    /// The name the sentinels monitor the primary under.
+    pub sentinel_master: String,
+    /// The sentinels' own ACL user, if any.
+    pub sentinel_username: String,
+    /// The sentinels' own password (their `requirepass`), if any.
+    pub sentinel_password: Secret,
 }
 
 impl RedisSection {
     /// The cluster seed nodes, empty when not a cluster.
     pub fn cluster_nodes(&self) -> Vec<String> {
-        self.cluster_nodes
-            .split(',')
-            .map(str::trim)
-            .filter(|node| !node.is_empty())
-            .map(str::to_owned)
-            .collect()
+        comma_separated(&self.cluster_nodes)
     }
+
+    /// The sentinels, empty when Sentinel is not used.
+    pub fn sentinel_nodes(&self) -> Vec<String> {
+        comma_separated(&self.sentinel_nodes)
+    }
+
+    fn validate(&self) -> Result<(), SettingsError> {
+        let not_a_url = |node: &String| !(node.starts_with("redis://") || node.starts_with("rediss://"));
+        if let Some(node) = self.cluster_nodes().iter().find(|n| not_a_url(n)) {
+            return Err(SettingsError::Invalid(format!(
+                "redis.cluster_nodes: {:?} is not a redis:// or rediss:// URL",
+                eg_store::redact_url(node)
+            )));
+        }
+        let sentinels = self.sentinel_nodes();
+        if let Some(node) = sentinels.iter().find(|n| not_a_url(n)) {
+            return Err(SettingsError::Invalid(format!(
+                "redis.sentinel_nodes: {:?} is not a redis:// or rediss:// URL (a sentinel, e.g. redis://10.0.0.5:26379)",
+                eg_store::redact_url(node)
+            )));
+        }
+        if !sentinels.is_empty() && !self.cluster_nodes().is_empty() {
+            return Err(SettingsError::Invalid(
+                "redis.sentinel_nodes and redis.cluster_nodes are both set: a deployment uses Sentinel or a Cluster, not both".into(),
+            ));
+        }
+        if !sentinels.is_empty() && self.sentinel_master.trim().is_empty() {
+            return Err(SettingsError::Invalid(
+                "redis.sentinel_master: name the primary the sentinels monitor (`sentinel monitor <name> …`)".into(),
+            ));
+        }
+        if self.tls_cert_file.is_empty() != self.tls_key_file.is_empty() {
+            return Err(SettingsError::Invalid(
+                "redis.tls_cert_file and redis.tls_key_file go together: set both or neither".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn comma_separated(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn non_empty(value: &str) -> Option<String> {
+    (!value.is_empty()).then(|| value.to_owned())
 }
 
 impl Default for RedisSection {
@@ -99,6 +165,15 @@ impl Default for RedisSection {
             connect_timeout: Duration::from_secs(1),
             replica_acks: 0,
             replica_ack_timeout: Duration::from_secs(1),
+            username: String::new(),
+            password: Secret::default(),
+            tls_ca_file: String::new(),
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+            sentinel_nodes: String::new(),
+            sentinel_master: String::new(),
+            sentinel_username: String::new(),
+            sentinel_password: Secret::default(),
         }
     }
 }
@@ -529,16 +604,7 @@ impl Settings {
                 humantime::format_duration(self.delivery.timeout)
             )));
         }
-        if let Some(node) = self
-            .redis
-            .cluster_nodes()
-            .into_iter()
-            .find(|node| !(node.starts_with("redis://") || node.starts_with("rediss://")))
-        {
-            return Err(SettingsError::Invalid(format!(
-                "redis.cluster_nodes: {node:?} is not a redis:// or rediss:// URL"
-            )));
-        }
+        self.redis.validate()?;
         self.storage.validate().map_err(SettingsError::Invalid)?;
         self.brokers.validate().map_err(SettingsError::Invalid)?;
         self.deadletter.notify_topic_name().map_err(SettingsError::Invalid)?;
@@ -644,6 +710,23 @@ impl Settings {
         RedisSettings {
             url: self.redis.url.clone(),
             cluster_nodes: self.redis.cluster_nodes(),
+            sentinel: (!self.redis.sentinel_nodes().is_empty()).then(|| eg_store::SentinelSettings {
+                nodes: self.redis.sentinel_nodes(),
+                master_name: self.redis.sentinel_master.trim().to_owned(),
+                credentials: eg_store::Credentials {
+                    username: non_empty(&self.redis.sentinel_username),
+                    password: non_empty(self.redis.sentinel_password.expose()),
+                },
+            }),
+            credentials: eg_store::Credentials {
+                username: non_empty(&self.redis.username),
+                password: non_empty(self.redis.password.expose()),
+            },
+            tls: eg_store::TlsFiles {
+                ca_file: non_empty(&self.redis.tls_ca_file).map(PathBuf::from),
+                cert_file: non_empty(&self.redis.tls_cert_file).map(PathBuf::from),
+                key_file: non_empty(&self.redis.tls_key_file).map(PathBuf::from),
+            },
             prefix: self.redis.prefix.clone(),
             partitions: self.redis.partitions,
             pool_size: self.redis.pool_size,
@@ -696,6 +779,83 @@ mod tests {
         assert!(error.to_string().contains("redis.cluster_nodes"), "{error}");
         let error = Settings::load(None, env(&[("EG__REDIS__PARTITIONS", "1025")])).unwrap_err();
         assert!(error.to_string().contains("at most 1024"), "{error}");
+    }
+
+    #[test]
+    fn redis_tls_credentials_and_sentinel_settings_are_read_and_checked() {
+        let s = Settings::load(
+            None,
+            env(&[
+                ("EG__REDIS__URL", "rediss://redis.example.net:6380"),
+                ("EG__REDIS__USERNAME", "eg"),
+                ("EG__REDIS__PASSWORD", "pw-123"),
+                ("EG__REDIS__TLS_CA_FILE", "/etc/eg/redis-tls/ca.crt"),
+                ("EG__REDIS__TLS_CERT_FILE", "/etc/eg/redis-tls/tls.crt"),
+                ("EG__REDIS__TLS_KEY_FILE", "/etc/eg/redis-tls/tls.key"),
+            ]),
+        )
+        .unwrap();
+        let redis = s.redis_settings();
+        assert_eq!(redis.credentials.username.as_deref(), Some("eg"));
+        assert_eq!(redis.credentials.password.as_deref(), Some("pw-123"));
+        assert_eq!(redis.tls.ca_file, Some(PathBuf::from("/etc/eg/redis-tls/ca.crt")));
+        assert_eq!(redis.tls.key_file, Some(PathBuf::from("/etc/eg/redis-tls/tls.key")));
+        assert!(redis.sentinel.is_none());
+        // Passwords do not show where settings are printed.
+        assert!(!format!("{:?} {:?}", s.redis, redis).contains("pw-123"));
+        assert!(
+            Settings::load(None, env(&[]))
+                .unwrap()
+                .redis_settings()
+                .tls
+                .ca_file
+                .is_none()
+        );
+
+        let s = Settings::load(
+            None,
+            env(&[
+                (
+                    "EG__REDIS__SENTINEL_NODES",
+                    "redis://10.0.0.5:26379, redis://10.0.0.6:26379",
+                ),
+                ("EG__REDIS__SENTINEL_MASTER", "mymaster"),
+                ("EG__REDIS__SENTINEL_PASSWORD", "sentinel-pw"),
+            ]),
+        )
+        .unwrap();
+        let sentinel = s.redis_settings().sentinel.unwrap();
+        assert_eq!(sentinel.nodes, ["redis://10.0.0.5:26379", "redis://10.0.0.6:26379"]);
+        assert_eq!(sentinel.master_name, "mymaster");
+        assert_eq!(sentinel.credentials.password.as_deref(), Some("sentinel-pw"));
+
+        for (pairs, named) in [
+            (
+                vec![("EG__REDIS__SENTINEL_NODES", "redis://10.0.0.5:26379")],
+                "redis.sentinel_master",
+            ),
+            (
+                vec![("EG__REDIS__SENTINEL_NODES", "10.0.0.5:26379")],
+                "redis.sentinel_nodes",
+            ),
+            (
+                vec![
+                    ("EG__REDIS__SENTINEL_NODES", "redis://10.0.0.5:26379"),
+                    ("EG__REDIS__SENTINEL_MASTER", "m"),
+                    ("EG__REDIS__CLUSTER_NODES", "redis://10.0.0.1:7000"),
+                ],
+                "not both",
+            ),
+            (vec![("EG__REDIS__TLS_CERT_FILE", "/c.pem")], "redis.tls_key_file"),
+            (
+                vec![("EG__REDIS__CLUSTER_NODES", "x://u:pw-123@h")],
+                "redis.cluster_nodes",
+            ),
+        ] {
+            let error = Settings::load(None, env(&pairs)).unwrap_err().to_string();
+            assert!(error.contains(named), "{error}");
+            assert!(!error.contains("pw-123"), "{error}");
+        }
     }
 
     #[test]

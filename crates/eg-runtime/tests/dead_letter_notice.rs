@@ -34,6 +34,9 @@ impl Harness {
         let store = Store::connect(&RedisSettings {
             url: server.url(),
             cluster_nodes: Vec::new(),
+            sentinel: None,
+            credentials: Default::default(),
+            tls: Default::default(),
             prefix: "eg".into(),
             partitions: PARTITIONS,
             pool_size: 4,

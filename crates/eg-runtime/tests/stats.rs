@@ -16,6 +16,9 @@ fn stats_for(server: &RedisServer, prefix: &str) -> Stats {
     Stats::new(&RedisSettings {
         url: server.url(),
         cluster_nodes: Vec::new(),
+        sentinel: None,
+        credentials: Default::default(),
+        tls: Default::default(),
         prefix: prefix.into(),
         partitions: 2,
         pool_size: 2,

@@ -11,21 +11,29 @@ use crate::error::StoreError;
 use crate::keyspace::{DEADLETTER_GROUP, DEPLOYMENTS, Keyspace, LAYOUT_VERSION, SENDERS_GROUP};
 use deadpool::managed::{self, Metrics, Object, RecycleError, RecycleResult};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncCommands, AsyncConnectionConfig, Cmd, Pipeline, RedisError, RedisFuture, Value};
+use redis::{AsyncCommands, Cmd, Pipeline, RedisError, RedisFuture, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-#[derive(Debug, Clone)]
+pub use crate::target::{Credentials, SentinelSettings, Target, TlsFiles, redact_url};
+
+#[derive(Clone)]
 pub struct RedisSettings {
     /// The Redis server (`redis://host:port`), when not a cluster.
     pub url: String,
     /// Seed nodes of a Redis Cluster (`redis://host:port` each); when not empty, `url` is
     /// not used and every connection is a cluster connection.
     pub cluster_nodes: Vec<String>,
+    /// The primary is found through Redis Sentinel; when set, `url` and `cluster_nodes`
+    /// are not used.
+    pub sentinel: Option<SentinelSettings>,
+    /// The data nodes' ACL user and password, when not in the URLs.
+    pub credentials: Credentials,
+    /// TLS files for `rediss://` connections.
+    pub tls: TlsFiles,
     pub prefix: String,
     pub partitions: u16,
     pub pool_size: usize,
@@ -40,50 +48,41 @@ pub struct RedisSettings {
     pub replica_ack_timeout: Duration,
 }
 
-/// How often the cluster client retries a command that met a moved slot, a failover or a
-/// dropped node before handing the error to the caller (whose own retry takes over).
-const CLUSTER_RETRIES: u32 = 3;
-
-/// Where connections go: built once from [`RedisSettings`], shared by the pool and by
-/// [`Target::open`].
-#[derive(Clone)]
-pub enum Target {
-    Single {
-        client: redis::Client,
-        config: AsyncConnectionConfig,
-    },
-    Cluster(ClusterClient),
-}
-
-impl Target {
-    pub fn new(settings: &RedisSettings) -> Result<Self, RedisError> {
-        if settings.cluster_nodes.is_empty() {
-            Ok(Self::Single {
-                client: redis::Client::open(settings.url.as_str())?,
-                config: AsyncConnectionConfig::new()
-                    .set_response_timeout(Some(settings.command_timeout))
-                    .set_connection_timeout(Some(settings.connect_timeout)),
-            })
-        } else {
-            let client = redis::cluster::ClusterClientBuilder::new(settings.cluster_nodes.iter().map(String::as_str))
-                .connection_timeout(settings.connect_timeout)
-                .response_timeout(settings.command_timeout)
-                .retries(CLUSTER_RETRIES)
-                .min_retry_wait(50)
-                .max_retry_wait(1_000)
-                .build()?;
-            Ok(Self::Cluster(client))
+impl RedisSettings {
+    /// Plain settings for `url`: no TLS files, no Sentinel, credentials from the URL.
+    pub fn for_url(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            cluster_nodes: Vec::new(),
+            sentinel: None,
+            credentials: Credentials::default(),
+            tls: TlsFiles::default(),
+            prefix: "eg".into(),
+            partitions: 4,
+            pool_size: 8,
+            command_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(1),
+            replica_acks: 0,
+            replica_ack_timeout: Duration::from_secs(1),
         }
     }
+}
 
-    /// Opens a new multiplexed connection.
-    pub async fn open(&self) -> Result<Link, RedisError> {
-        match self {
-            Self::Single { client, config } => Ok(Link::Single(
-                client.get_multiplexed_async_connection_with_config(config).await?,
-            )),
-            Self::Cluster(client) => Ok(Link::Cluster(client.get_async_connection().await?)),
-        }
+/// Passwords in the URLs and credentials are shown as `***`.
+impl std::fmt::Debug for RedisSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSettings")
+            .field("url", &redact_url(&self.url))
+            .field(
+                "cluster_nodes",
+                &self.cluster_nodes.iter().map(|n| redact_url(n)).collect::<Vec<_>>(),
+            )
+            .field("sentinel", &self.sentinel)
+            .field("credentials", &self.credentials)
+            .field("tls", &self.tls)
+            .field("prefix", &self.prefix)
+            .field("partitions", &self.partitions)
+            .finish_non_exhaustive()
     }
 }
 
@@ -123,8 +122,15 @@ impl ConnectionLike for Link {
 }
 
 /// Whether an error may have left the connection unusable (rather than being an answer).
+/// `READONLY` counts: the server was demoted to a replica (a Sentinel failover), so the
+/// next connection must be resolved again, to the new primary.
 pub fn breaks_connection(error: &RedisError) -> bool {
-    error.is_io_error() || error.is_timeout() || error.is_connection_dropped() || error.is_unrecoverable_error()
+    error.is_io_error()
+        || error.is_timeout()
+        || error.is_connection_dropped()
+        || error.is_unrecoverable_error()
+        || error.code() == Some("READONLY")
+        || error.to_string().contains("READONLY")
 }
 
 /// A pooled [`Link`] that remembers whether a command on it failed in a way that may have
@@ -218,8 +224,8 @@ impl Conn {
         pipe.cmd("WAIT")
             .arg(replicas)
             .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1));
-        let mut replies: Vec<Value> = match &mut self.0.link {
-            Link::Single(c) => pipe.query_async(c).await?,
+        let sent: Result<Vec<Value>, RedisError> = match &mut self.0.link {
+            Link::Single(c) => pipe.query_async(c).await,
             Link::Cluster(c) => {
                 let route = redis::cluster_routing::Route::new(slot, redis::cluster_routing::SlotAddr::Master);
                 let count = pipe.cmd_iter().count();
@@ -229,9 +235,12 @@ impl Conn {
                     count,
                     redis::cluster_routing::SingleNodeRoutingInfo::SpecificNode(route),
                 )
-                .await?
+                .await
             }
         };
+        // Sent past `Tracked`, so noted here: a connection this broke (a failover, a
+        // restart) must not go back into the pool.
+        let mut replies = sent.inspect_err(|e| self.0.note(e))?;
         let acked = match replies.pop() {
             Some(value) => redis::from_redis_value(value)?,
             None => 0,
@@ -274,10 +283,12 @@ pub struct Store {
 impl Store {
     pub fn connect(settings: &RedisSettings) -> Result<Self, StoreError> {
         let target = Target::new(settings)?;
-        let cluster = matches!(target, Target::Cluster(_));
+        let cluster = target.is_cluster();
         let timeouts = managed::Timeouts {
             wait: Some(settings.connect_timeout),
-            create: Some(settings.connect_timeout),
+            // A little past the connection's own timeout, so that one ends a slow
+            // connection attempt first: its error says what went wrong.
+            create: Some(settings.connect_timeout + Duration::from_millis(500)),
             recycle: Some(settings.connect_timeout),
         };
         let pool = Pool::builder(Manager { target })

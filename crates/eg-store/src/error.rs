@@ -10,6 +10,10 @@ pub enum StoreError {
     Corrupt { key: String, problem: String },
     #[error("{0}")]
     Layout(String),
+    /// A Redis setting that cannot work (a TLS file that cannot be read, a URL that is
+    /// not one); names the setting.
+    #[error("{0}")]
+    Config(String),
     #[error("stored on the primary, but only {acked} of {wanted} replicas confirmed it in time")]
     NotReplicated { acked: u16, wanted: u16 },
     #[error("redis did not answer within {0:?}")]

@@ -7,7 +7,8 @@
 //!   so the same code runs on a single Redis and on Redis Cluster;
 //! - the stored forms (`codec`): delivery, dead-letter and event records, the settle
 //!   call, probation records and the status page's bucket fields, each spelled once;
-//! - the connections (`connection`) and the Redis-corrected clock (`clock`) that every
+//! - the connections (`connection`; where they go and how they are secured — TLS, ACL
+//!   user, Sentinel — `target`) and the Redis-corrected clock (`clock`) that every
 //!   stored time is read from, so all processes agree with the scripts;
 //! - what is stored: the topic/subscription catalog (`catalog`, `snapshot`, `cache`),
 //!   the delivery queues (`queue`, `settlement`), pull delivery's queues and locks
@@ -43,12 +44,13 @@ mod scripts;
 mod settlement;
 pub mod snapshot;
 pub mod stats;
+mod target;
 
 pub use archive::{ArchivedRecord, Cursor, DeadLetterCounts, Progress, Selection, TimeRange};
 pub use cache::CatalogCache;
 pub use catalog::{Catalog, PutTopic};
 pub use clock::Clock;
-pub use connection::{RedisSettings, Store};
+pub use connection::{Credentials, RedisSettings, SentinelSettings, Store, TlsFiles, redact_url};
 pub use dead_letter_health::{DestinationProblem, FailingDestination};
 pub use dead_letter_objects::NamedObject;
 pub use error::StoreError;

@@ -15,6 +15,9 @@ use std::time::Duration;
 fn cluster_settings(cluster: &RedisCluster, partitions: u16, replica_acks: u16) -> RedisSettings {
     RedisSettings {
         cluster_nodes: cluster.urls(),
+        sentinel: None,
+        credentials: Default::default(),
+        tls: Default::default(),
         replica_acks,
         ..settings(String::new(), partitions)
     }

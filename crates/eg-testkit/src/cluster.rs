@@ -1,9 +1,12 @@
 //! A real Redis Cluster for tests: `redis-server` processes on loopback ports (started by
 //! [`crate::redis_server`]; each is SIGKILLed when the cluster is dropped), joined by
 //! `redis-cli --cluster create` (contiguous equal slot ranges, as in production), with a
-//! short node timeout so a killed primary's replica takes over within seconds.
+//! short node timeout so a killed primary's replica takes over within seconds. Started
+//! with [`RedisCluster::start_tls`], every node speaks TLS only (clients, cluster bus and
+//! replication) with the certificates of a [`crate::tls::TestCa`].
 
-use crate::redis_server::{self, Process, StartError};
+use crate::redis_server::{self, Process, StartError, TlsListen};
+use crate::tls::TestCa;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -20,6 +23,8 @@ struct Node {
 pub struct RedisCluster {
     // Before `dir`: the nodes are killed before their files are removed.
     nodes: Vec<Node>,
+    /// TLS of every node (its port aside), when the cluster speaks TLS.
+    tls: Option<TlsListen>,
     dir: tempfile::TempDir,
 }
 
@@ -27,6 +32,15 @@ impl RedisCluster {
     /// Starts `primaries` primaries with `replicas` replicas each, joined and serving
     /// every slot.
     pub fn start(primaries: usize, replicas: usize) -> Self {
+        Self::start_with(primaries, replicas, None)
+    }
+
+    /// As [`RedisCluster::start`], every node speaking TLS only with `ca`'s certificates.
+    pub fn start_tls(primaries: usize, replicas: usize, ca: &TestCa) -> Self {
+        Self::start_with(primaries, replicas, Some(TlsListen::new(0, ca)))
+    }
+
+    fn start_with(primaries: usize, replicas: usize, tls: Option<TlsListen>) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("eg-redis-cluster-")
             .tempdir()
@@ -35,11 +49,11 @@ impl RedisCluster {
         let mut nodes: Vec<Node> = Vec::with_capacity(count);
         while nodes.len() < count {
             let taken: Vec<u16> = nodes.iter().map(|n| n.port).collect();
-            nodes.push(start_node(dir.path(), &taken));
+            nodes.push(start_node(dir.path(), &taken, tls.as_ref()));
         }
-        let cluster = Self { nodes, dir };
+        let cluster = Self { nodes, tls, dir };
         let mut create = Command::new("redis-cli");
-        create.arg("--cluster").arg("create");
+        create.args(cluster.tls_args()).arg("--cluster").arg("create");
         for node in &cluster.nodes {
             create.arg(format!("127.0.0.1:{}", node.port));
         }
@@ -63,13 +77,16 @@ impl RedisCluster {
             wait_until(
                 Duration::from_secs(20),
                 &format!("node {} sees the cluster ok", node.port),
-                || cli(node.port, &["CLUSTER", "INFO"]).is_some_and(|info| info.contains("cluster_state:ok")),
+                || {
+                    self.node(node.port, &["CLUSTER", "INFO"])
+                        .is_some_and(|info| info.contains("cluster_state:ok"))
+                },
             );
         }
         if replicas > 0 {
             wait_until(Duration::from_secs(20), "every replica is in sync", || {
                 self.nodes.iter().all(|node| {
-                    cli(node.port, &["INFO", "replication"])
+                    self.node(node.port, &["INFO", "replication"])
                         .is_some_and(|info| info.contains("role:master") || info.contains("master_link_status:up"))
                 })
             });
@@ -81,11 +98,24 @@ impl RedisCluster {
         self.urls().join(",")
     }
 
+    /// `redis://127.0.0.1:PORT` (`rediss://` with TLS) of every node.
     pub fn urls(&self) -> Vec<String> {
-        self.nodes
-            .iter()
-            .map(|n| format!("redis://127.0.0.1:{}", n.port))
-            .collect()
+        self.nodes.iter().map(|n| self.url_of(n.port)).collect()
+    }
+
+    fn url_of(&self, port: u16) -> String {
+        let scheme = if self.tls.is_some() { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{port}")
+    }
+
+    /// `redis-cli`'s TLS arguments (none without TLS).
+    fn tls_args(&self) -> Vec<String> {
+        self.tls.as_ref().map(TlsListen::cli_args).unwrap_or_default()
+    }
+
+    /// Runs one command on the node on `port` itself; `None` when it fails.
+    fn node(&self, port: u16, args: &[&str]) -> Option<String> {
+        cli(&self.tls_args(), port, args)
     }
 
     pub fn dir(&self) -> &Path {
@@ -99,7 +129,11 @@ impl RedisCluster {
             .iter()
             .find(|n| n.process.is_some())
             .expect("a running cluster node");
-        crate::redis_cli(&["-c", "-p", &node.port.to_string()], args)
+        let port = node.port.to_string();
+        let tls = self.tls_args();
+        let mut connection: Vec<&str> = tls.iter().map(String::as_str).collect();
+        connection.extend(["-c", "-p", port.as_str()]);
+        crate::redis_cli(&connection, args)
     }
 
     /// Every key matching `pattern`, from every running node.
@@ -108,7 +142,7 @@ impl RedisCluster {
             .nodes
             .iter()
             .filter(|n| n.process.is_some())
-            .filter_map(|n| cli(n.port, &["KEYS", pattern]))
+            .filter_map(|n| self.node(n.port, &["KEYS", pattern]))
             .flat_map(|listed| listed.lines().map(str::to_owned).collect::<Vec<_>>())
             .filter(|k| !k.is_empty())
             .collect();
@@ -119,7 +153,8 @@ impl RedisCluster {
 
     /// Runs one command on the node on `port` itself (no redirects).
     pub fn node_cli(&self, port: u16, args: &[&str]) -> String {
-        cli(port, args).unwrap_or_else(|| panic!("redis-cli -p {port} {args:?} failed"))
+        self.node(port, args)
+            .unwrap_or_else(|| panic!("redis-cli -p {port} {args:?} failed"))
     }
 
     /// A synchronous cluster connection for assertions, seeded only with running nodes
@@ -129,9 +164,14 @@ impl RedisCluster {
             .nodes
             .iter()
             .filter(|n| n.process.is_some())
-            .map(|n| format!("redis://127.0.0.1:{}", n.port))
+            .map(|n| self.url_of(n.port))
             .collect();
-        redis::cluster::ClusterClient::new(running)
+        let mut builder = redis::cluster::ClusterClientBuilder::new(running);
+        if let Some(tls) = &self.tls {
+            builder = builder.certs(tls.client_certificates());
+        }
+        builder
+            .build()
             .and_then(|c| c.get_connection())
             .expect("connect to the test cluster")
     }
@@ -217,11 +257,13 @@ impl RedisCluster {
     }
 }
 
-fn cli(port: u16, args: &[&str]) -> Option<String> {
+fn cli(tls: &[String], port: u16, args: &[&str]) -> Option<String> {
     // Under coreutils' `timeout`: a port held by something that accepts and never
     // answers must not hang the test (redis-cli 7.0 has no timeout of its own).
     let output = Command::new("timeout")
-        .args(["10", "redis-cli", "-p", &port.to_string()])
+        .args(["10", "redis-cli"])
+        .args(tls)
+        .args(["-p", &port.to_string()])
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -246,12 +288,14 @@ fn wait_until(timeout: Duration, what: &str, mut done: impl FnMut() -> bool) {
 /// Starts one node on a free loopback port (its bus port, port + 10000, free too). The
 /// port is free when chosen but not held: a parallel test may bind it first, so a node
 /// that exits, or does not answer as itself, is retried on another port.
-fn start_node(dir: &Path, taken: &[u16]) -> Node {
+fn start_node(dir: &Path, taken: &[u16], tls: Option<&TlsListen>) -> Node {
     for _ in 0..10 {
         let port = free_cluster_port(taken);
-        let node = redis_server::Options::tcp(dir.join(port.to_string()), port)
-            .cluster(NODE_TIMEOUT)
-            .start(Duration::from_secs(10));
+        let mut options = redis_server::Options::tcp(dir.join(port.to_string()), port).cluster(NODE_TIMEOUT);
+        if let Some(tls) = tls {
+            options = options.tls(TlsListen { port, ..tls.clone() });
+        }
+        let node = options.start(Duration::from_secs(10));
         match node {
             Ok(process) => {
                 return Node {

@@ -1,7 +1,9 @@
 //! Test support shared by the Redis-layer, outbound and system tests, eg-bench and
 //! eg-chaos: a real `redis-server` per test (own temp dir, unix socket, append-only file
 //! with `appendfsync always`) or a real Redis Cluster, both started by [`redis_server`];
-//! the tier launcher ([`tier`]); waiting for a condition with a deadline instead of a
+//! a server or cluster over TLS with a CA made per test run ([`tls`]); a primary, a
+//! replica and three sentinels ([`sentinel`]); the tier
+//! launcher ([`tier`]); waiting for a condition with a deadline instead of a
 //! bare sleep; hostile endpoints ([`hostile`]) and ports that refuse connections.
 //!
 //! The outside servers of the object-storage and broker tests are started the same way,
@@ -24,10 +26,12 @@ pub mod rabbitmq;
 pub mod redis_server;
 mod refusing;
 pub mod s3_server;
+pub mod sentinel;
 pub mod server_process;
 pub mod shared_key;
 mod sigv4;
 pub mod tier;
+pub mod tls;
 
 pub use azurite::Azurite;
 pub use cluster::RedisCluster;
@@ -35,6 +39,7 @@ pub use nats::Nats;
 pub use rabbitmq::RabbitMq;
 pub use refusing::RefusingPort;
 pub use s3_server::S3Server;
+pub use sentinel::RedisSentinel;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -52,17 +57,53 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts a fresh server and waits until it answers.
     pub fn start() -> Self {
+        Self::start_with(|options| options)
+    }
+
+    /// Starts a fresh server that also listens for TLS on a free port, with `ca`'s server
+    /// certificate (clients need not present one unless `require_client_cert`); the unix
+    /// socket stays, for the harness's own checks. [`RedisServer::tls_url`] is the TLS URL.
+    pub fn start_tls(ca: &tls::TestCa, require_client_cert: bool) -> Self {
+        let mut last = String::new();
+        // The port is free when chosen but not held: another test may take it first.
+        for _ in 0..5 {
+            let listen = redis_server::TlsListen {
+                require_client_cert,
+                ..redis_server::TlsListen::new(ports::free_port(), ca)
+            };
+            match Self::try_start_with(|options| options.tls(listen.clone())) {
+                Ok(server) => return server,
+                Err(e) => last = e.to_string(),
+            }
+        }
+        panic!("no TLS redis-server could be started on a free port: {last}");
+    }
+
+    /// Starts a fresh server with `configure` applied to its options.
+    pub fn start_with(configure: impl FnOnce(redis_server::Options) -> redis_server::Options) -> Self {
+        Self::try_start_with(configure).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn try_start_with(
+        configure: impl FnOnce(redis_server::Options) -> redis_server::Options,
+    ) -> Result<Self, redis_server::StartError> {
         let dir = tempfile::Builder::new()
             .prefix("eg-redis-")
             .tempdir()
             .expect("temp dir for redis");
-        let mut server = Self {
-            options: redis_server::Options::unix_socket(dir.path()),
-            process: None,
+        let options = configure(redis_server::Options::unix_socket(dir.path()));
+        let process = options.start(Duration::from_secs(10))?;
+        Ok(Self {
+            options,
+            process: Some(process),
             dir,
-        };
-        server.spawn();
-        server
+        })
+    }
+
+    /// `rediss://127.0.0.1:PORT` of a server started with [`RedisServer::start_tls`].
+    pub fn tls_url(&self) -> String {
+        let tls = self.options.tls_listen().expect("a server started with start_tls");
+        format!("rediss://127.0.0.1:{}", tls.port)
     }
 
     pub fn socket(&self) -> PathBuf {

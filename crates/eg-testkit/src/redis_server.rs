@@ -3,6 +3,9 @@
 //! all started here, so they share one set of arguments (an append-only file that
 //! survives a SIGKILL, no snapshots) and one readiness wait.
 //!
+//! A server may also listen for TLS ([`Options::tls`], with the certificates of a
+//! [`crate::tls::TestCa`]); a Cluster node then speaks TLS only, also on its cluster bus.
+//!
 //! A server counts as started when it answers `PING` and names its own process id in
 //! `INFO server`: a TCP port picked free may be bound by another process meanwhile, and
 //! that process must not pass for the new server.
@@ -42,11 +45,69 @@ enum Listen {
     Tcp(u16),
 }
 
+/// A TLS port and the files behind it.
+#[derive(Debug, Clone)]
+pub struct TlsListen {
+    pub port: u16,
+    /// The server's certificate and key, and the CA clients' certificates are checked with.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+    /// A client certificate the harness itself connects with.
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+    /// Whether clients must present a certificate (`--tls-auth-clients yes`).
+    pub require_client_cert: bool,
+}
+
+impl TlsListen {
+    /// Listens for TLS on `port` with `ca`'s server certificate.
+    pub fn new(port: u16, ca: &crate::tls::TestCa) -> Self {
+        Self {
+            port,
+            cert: ca.server.cert.clone(),
+            key: ca.server.key.clone(),
+            ca: ca.ca.clone(),
+            client_cert: ca.client.cert.clone(),
+            client_key: ca.client.key.clone(),
+            require_client_cert: false,
+        }
+    }
+
+    /// The certificates a harness client connects with.
+    pub fn client_certificates(&self) -> redis::TlsCertificates {
+        redis::TlsCertificates {
+            client_tls: Some(redis::ClientTlsConfig {
+                client_cert: std::fs::read(&self.client_cert).expect("read the client certificate"),
+                client_key: std::fs::read(&self.client_key).expect("read the client key"),
+            }),
+            root_cert: Some(std::fs::read(&self.ca).expect("read the CA certificate")),
+        }
+    }
+
+    /// `redis-cli`'s TLS arguments.
+    pub fn cli_args(&self) -> Vec<String> {
+        let path = |p: &Path| p.display().to_string();
+        vec![
+            "--tls".into(),
+            "--cacert".into(),
+            path(&self.ca),
+            "--cert".into(),
+            path(&self.client_cert),
+            "--key".into(),
+            path(&self.client_key),
+        ]
+    }
+}
+
 /// How to start one `redis-server`; [`Options::start`] starts it.
 #[derive(Debug, Clone)]
 pub struct Options {
     dir: PathBuf,
     listen: Listen,
+    tls: Option<TlsListen>,
+    /// The default user's password (`requirepass`, and `masterauth` for a replica).
+    password: Option<String>,
     appendfsync: Appendfsync,
     cluster_node_timeout: Option<Duration>,
     extra_args: Vec<String>,
@@ -69,6 +130,8 @@ impl Options {
         Self {
             dir,
             listen,
+            tls: None,
+            password: None,
             appendfsync: Appendfsync::Always,
             cluster_node_timeout: None,
             extra_args: Vec::new(),
@@ -89,6 +152,33 @@ impl Options {
         self
     }
 
+    /// Listens for TLS too. A server on a TCP port then speaks TLS only (on that port);
+    /// one on a unix socket keeps the socket (plain) beside the TLS port.
+    pub fn tls(mut self, tls: TlsListen) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The TLS settings, when the server listens for TLS.
+    pub fn tls_listen(&self) -> Option<&TlsListen> {
+        self.tls.as_ref()
+    }
+
+    /// Requires `password` of clients (`requirepass`) and uses it with a primary
+    /// (`masterauth`); [`Options::url`] then holds it.
+    pub fn password(mut self, password: &str) -> Self {
+        self.password = Some(password.to_owned());
+        self.extra_args
+            .extend(["--requirepass", password, "--masterauth", password].map(str::to_owned));
+        self
+    }
+
+    /// More arguments as they are (`--replicaof 127.0.0.1 6379`).
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.extra_args.extend(args.iter().map(|a| (*a).to_owned()));
+        self
+    }
+
     /// One more `--name value` setting.
     pub fn arg(mut self, name: &str, value: &str) -> Self {
         self.extra_args.extend([name.to_owned(), value.to_owned()]);
@@ -101,11 +191,25 @@ impl Options {
         self
     }
 
-    /// The URL clients and tiers are given: `redis+unix://…` or `redis://127.0.0.1:PORT`.
+    /// The URL clients and tiers are given: `redis+unix://…`, `redis://127.0.0.1:PORT`
+    /// or, for a TCP server with TLS, `rediss://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
-        match &self.listen {
-            Listen::UnixSocket(socket) => format!("redis+unix://{}", socket.display()),
-            Listen::Tcp(port) => format!("redis://127.0.0.1:{port}"),
+        let auth = self.password.as_ref().map(|p| format!(":{p}@")).unwrap_or_default();
+        match (&self.listen, &self.tls) {
+            (Listen::UnixSocket(socket), _) => match &self.password {
+                Some(password) => format!("redis+unix://{}?pass={password}", socket.display()),
+                None => format!("redis+unix://{}", socket.display()),
+            },
+            (Listen::Tcp(port), None) => format!("redis://{auth}127.0.0.1:{port}"),
+            (Listen::Tcp(_), Some(tls)) => format!("rediss://{auth}127.0.0.1:{}", tls.port),
+        }
+    }
+
+    /// A client for the harness's own checks (with the test CA when over TLS).
+    pub fn client(&self) -> redis::RedisResult<redis::Client> {
+        match (&self.listen, &self.tls) {
+            (Listen::Tcp(_), Some(tls)) => redis::Client::build_with_tls(self.url(), tls.client_certificates()),
+            _ => redis::Client::open(self.url()),
         }
     }
 
@@ -132,7 +236,26 @@ impl Options {
                     .args(["--unixsocketperm", "700"]);
             }
             Listen::Tcp(port) => {
-                command.args(["--port", &port.to_string(), "--bind", "127.0.0.1"]);
+                // With TLS, the port given is the TLS port and there is no plain one.
+                let plain = if self.tls.is_some() { 0 } else { *port };
+                command.args(["--port", &plain.to_string(), "--bind", "127.0.0.1"]);
+            }
+        }
+        if let Some(tls) = &self.tls {
+            command
+                .args(["--tls-port", &tls.port.to_string()])
+                .arg("--tls-cert-file")
+                .arg(&tls.cert)
+                .arg("--tls-key-file")
+                .arg(&tls.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&tls.ca)
+                .args([
+                    "--tls-auth-clients",
+                    if tls.require_client_cert { "yes" } else { "optional" },
+                ]);
+            if self.cluster_node_timeout.is_some() {
+                command.args(["--tls-cluster", "yes", "--tls-replication", "yes"]);
             }
         }
         command.arg("--dir").arg(&self.dir);
@@ -192,7 +315,7 @@ impl Options {
                     log: self.log.clone(),
                 });
             }
-            if answers(&self.url(), process.pid()) {
+            if self.client().is_ok_and(|client| answers(&client, process.pid())) {
                 return Ok(process);
             }
             if Instant::now() >= deadline {
@@ -203,11 +326,9 @@ impl Options {
     }
 }
 
-/// Whether the server at `url` answers `PING` and is the process `pid`.
-fn answers(url: &str, pid: u32) -> bool {
-    let Ok(mut connection) =
-        redis::Client::open(url).and_then(|client| client.get_connection_with_timeout(Duration::from_millis(200)))
-    else {
+/// Whether the server `client` connects to answers `PING` and is the process `pid`.
+fn answers(client: &redis::Client, pid: u32) -> bool {
+    let Ok(mut connection) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
         return false;
     };
     // Something that accepts and never answers must not hang the wait.
@@ -277,10 +398,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let options = Options::unix_socket(dir.path().join("redis"));
         let process = options.start(Duration::from_secs(10)).unwrap();
-        assert!(answers(&options.url(), process.pid()));
+        let client = options.client().unwrap();
+        assert!(answers(&client, process.pid()));
         let pid = process.pid();
         process.kill();
-        assert!(!answers(&options.url(), pid));
+        assert!(!answers(&client, pid));
     }
 
     #[test]

@@ -109,6 +109,18 @@ impl System {
         assert_eq!(status, StatusCode::OK, "publish to {topic}: {body}");
     }
 
+    /// What a publisher outside the test's own task needs to publish to `topic`: the
+    /// HTTP client, the publish URL and the topic's `key1`.
+    pub fn publisher(&self, topic: &str) -> (reqwest::Client, String, String) {
+        let key = self.keys.lock().expect("keys lock").get(topic).cloned();
+        let key = key.unwrap_or_else(|| panic!("create_topic({topic:?}) first"));
+        let url = format!(
+            "{}/topics/{topic}/api/events?api-version=2018-01-01",
+            self.ingress_url()
+        );
+        (self.http.clone(), url, key)
+    }
+
     /// A publish request with any key (or none) and any body.
     pub async fn publish_raw(&self, topic: &str, key: Option<&str>, body: Vec<u8>) -> reqwest::Response {
         let mut request = self

@@ -22,6 +22,7 @@ pub use admin::ADMIN_TOKEN;
 pub use dead_letters::DeadLettered;
 pub use options::Options;
 use redis::{Backend, PARTITIONS};
+pub use redis::{REDIS_PASSWORD, Redis};
 use tiers::{Launcher, Tier};
 pub use tiers::{TierId, UnloggedTier};
 
@@ -46,36 +47,37 @@ pub struct System {
 impl System {
     /// Redis, a dead-letter directory and the four tiers, all healthy.
     pub async fn start(options: Options) -> Self {
-        let redis = Backend::from_environment();
+        let redis = Backend::start(&options.redis);
         let dead_letter_dir = tempfile::Builder::new()
             .prefix("eg-dead-letters-")
             .tempdir()
             .expect("dead-letter dir");
         let log_dir = tempfile::Builder::new().prefix("eg-logs-").tempdir().expect("log dir");
-        let mut env: Vec<(String, String)> = [
-            redis.setting(),
-            ("EG__REDIS__PARTITIONS", PARTITIONS.to_string()),
-            ("EG__ADMIN__TOKEN", ADMIN_TOKEN.into()),
-            ("EG__DELIVERY__RETRY_SCHEDULE", "1s".into()),
-            ("EG__DELIVERY__RETRY_MINIMUMS", "*=0s".into()),
-            ("EG__DELIVERY__MAX_JITTER", "100ms".into()),
-            ("EG__DELIVERY__TIMEOUT", "2s".into()),
-            // Well past the timeout: a sender stalled a few seconds by a busy machine
-            // must not have its deliveries reclaimed (and duplicated) under a test
-            // counting exact deliveries. Reclaim tests set their own.
-            ("EG__DELIVERY__VISIBILITY_TIMEOUT", "10s".into()),
-            ("EG__SCHEDULER__INTERVAL", "100ms".into()),
-            ("EG__SCHEDULER__RECLAIM_INTERVAL", "500ms".into()),
-            ("EG__DEADLETTER__DELAY", "1s".into()),
-            ("EG__DEADLETTER__INTERVAL", "200ms".into()),
-            ("EG__DEADLETTER__DIR", dead_letter_dir.path().display().to_string()),
-            ("EG__CATALOG__REFRESH_INTERVAL", "500ms".into()),
-            ("EG__LOG__LEVEL", "info".into()),
-            ("EG__DELIVERY__ALLOWED_NETWORKS", "127.0.0.1/32".into()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+        let mut env: Vec<(String, String)> = redis
+            .settings()
+            .into_iter()
+            .chain([
+                ("EG__REDIS__PARTITIONS", PARTITIONS.to_string()),
+                ("EG__ADMIN__TOKEN", ADMIN_TOKEN.into()),
+                ("EG__DELIVERY__RETRY_SCHEDULE", "1s".into()),
+                ("EG__DELIVERY__RETRY_MINIMUMS", "*=0s".into()),
+                ("EG__DELIVERY__MAX_JITTER", "100ms".into()),
+                ("EG__DELIVERY__TIMEOUT", "2s".into()),
+                // Well past the timeout: a sender stalled a few seconds by a busy machine
+                // must not have its deliveries reclaimed (and duplicated) under a test
+                // counting exact deliveries. Reclaim tests set their own.
+                ("EG__DELIVERY__VISIBILITY_TIMEOUT", "10s".into()),
+                ("EG__SCHEDULER__INTERVAL", "100ms".into()),
+                ("EG__SCHEDULER__RECLAIM_INTERVAL", "500ms".into()),
+                ("EG__DEADLETTER__DELAY", "1s".into()),
+                ("EG__DEADLETTER__INTERVAL", "200ms".into()),
+                ("EG__DEADLETTER__DIR", dead_letter_dir.path().display().to_string()),
+                ("EG__CATALOG__REFRESH_INTERVAL", "500ms".into()),
+                ("EG__LOG__LEVEL", "info".into()),
+                ("EG__DELIVERY__ALLOWED_NETWORKS", "127.0.0.1/32".into()),
+            ])
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
         env.extend(options.env);
         let http = http_client();
         let launcher = Launcher::new(log_dir.path(), env, http.clone());

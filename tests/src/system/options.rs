@@ -6,6 +6,7 @@
 pub struct Options {
     pub(super) senders: usize,
     pub(super) env: Vec<(String, String)>,
+    pub(super) redis: super::Redis,
 }
 
 impl Default for Options {
@@ -13,6 +14,7 @@ impl Default for Options {
         Self {
             senders: 1,
             env: Vec::new(),
+            redis: super::Redis::default(),
         }
     }
 }
@@ -21,6 +23,13 @@ impl Options {
     /// How many `eg-sender` processes to start (0 is fine: start them later).
     pub fn senders(mut self, count: usize) -> Self {
         self.senders = count;
+        self
+    }
+
+    /// Which Redis the system runs on (default: one server, or a Cluster with
+    /// `EG_TEST_REDIS=cluster`).
+    pub fn redis(mut self, redis: super::Redis) -> Self {
+        self.redis = redis;
         self
     }
 

@@ -103,7 +103,32 @@ impl Launcher {
     }
 }
 
+impl Launcher {
+    /// Starts `role` with `extra` settings expecting it never to become healthy within
+    /// `within`; returns its log (the process is killed).
+    async fn spawn_unhealthy(&self, role: Role, label: &str, extra: &[(&str, &str)], within: Duration) -> String {
+        let log_path = self.log_dir.join(format!("{label}.log"));
+        let mut env = self.env.clone();
+        env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        match tier::start(&self.bin_dir, role, &env, &log_path, &self.http, within).await {
+            Ok(mut started) => {
+                let _ = started.child.kill();
+                let _ = started.child.wait();
+                panic!("{label} became healthy with {extra:?}");
+            }
+            Err(_) => std::fs::read_to_string(&log_path).unwrap_or_default(),
+        }
+    }
+}
+
 impl System {
+    /// Starts one more copy of `role` with `settings` on top of the system's, which must
+    /// not become healthy within `within` (a setting that cannot work); returns its log.
+    pub async fn start_unhealthy(&self, role: Role, settings: &[(&str, &str)], within: Duration) -> String {
+        let label = format!("unhealthy-{}", role.name());
+        self.launcher.spawn_unhealthy(role, &label, settings, within).await
+    }
+
     /// Starts one more `eg-sender`; returns its index for [`System::kill_sender`].
     pub async fn start_sender(&mut self) -> usize {
         let label = format!("sender-{}", self.sender_starts);

@@ -28,6 +28,9 @@ fn store_of(system: &System) -> Store {
     Store::connect(&RedisSettings {
         url: system.redis().url(),
         cluster_nodes: Vec::new(),
+        sentinel: None,
+        credentials: Default::default(),
+        tls: Default::default(),
         prefix: "eg".into(),
         partitions: keys.partitions(),
         pool_size: 2,

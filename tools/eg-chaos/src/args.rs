@@ -34,6 +34,10 @@ usage: eg-chaos [options]
                         Azurite (stopped and started again once during the run)
   --no-brokers          leave out the RabbitMQ and NATS JetStream subscriptions (each
                         broker killed and restarted once during the run)
+  --sentinel            Redis as a primary, a replica and three sentinels (the tiers
+                        find the primary through them, EG__REDIS__REPLICA_ACKS=1); a
+                        Redis restart is then the primary SIGKILLed, a failover to the
+                        replica, and the old primary back as the new one's replica
   --json PATH           also write the JSON report to PATH
   --keep                keep the run directory (logs, dead letters, Redis AOF); it is
                         kept anyway when the oracle finds a violation
@@ -75,6 +79,7 @@ pub struct Args {
     pub sabotage: usize,
     pub azurite: bool,
     pub brokers: bool,
+    pub sentinel: bool,
 }
 
 impl Default for Args {
@@ -101,6 +106,7 @@ impl Default for Args {
             sabotage: 0,
             azurite: true,
             brokers: true,
+            sentinel: false,
         }
     }
 }
@@ -116,9 +122,10 @@ pub fn parse(mut raw: impl Iterator<Item = String>) -> anyhow::Result<Option<Arg
             "--keep" => args.keep = true,
             "--no-azurite" => args.azurite = false,
             "--no-brokers" => args.brokers = false,
+            "--sentinel" => args.sentinel = true,
             _ => {}
         }
-        if ["--keep", "--no-azurite", "--no-brokers"].contains(&arg.as_str()) {
+        if ["--keep", "--no-azurite", "--no-brokers", "--sentinel"].contains(&arg.as_str()) {
             continue;
         }
         let (name, inline) = match arg.split_once('=') {

@@ -1,13 +1,15 @@
 //! The deployment under test: one `redis-server` (eg-testkit's: append-only file,
-//! `appendfsync always`, a unix socket that stays the same across restarts) and several
+//! `appendfsync always`, a unix socket that stays the same across restarts), or with
+//! `--sentinel` a primary, a replica and three sentinels (eg-testkit's), and several
 //! copies of each tier, every process logging to its own file in the run directory.
 //! Processes can be SIGKILLed and started again; a watcher restarts any that exits on
 //! its own and counts it.
 
 use crate::journal::Journal;
 use anyhow::{Context, bail};
+use eg_testkit::sentinel::MASTER_NAME;
 pub use eg_testkit::tier::Role;
-use eg_testkit::{redis_server, tier};
+use eg_testkit::{RedisSentinel, redis_server, tier};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -23,6 +25,8 @@ pub const ADMIN_TOKEN: &str = "eg-chaos-admin-token";
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(1);
 pub const PARTITIONS: u16 = 4;
 pub const PREFIX: &str = "eg";
+/// The password of the data nodes and of the sentinels, with `--sentinel`.
+const REDIS_PASSWORD: &str = "eg-chaos-Pa55";
 
 struct Slot {
     role: Role,
@@ -40,6 +44,9 @@ pub struct Deployment {
     env: Vec<(String, String)>,
     slots: Mutex<Vec<Slot>>,
     redis: Mutex<Option<redis_server::Process>>,
+    /// With `--sentinel`: the deployment, and the port of a primary killed and not yet
+    /// back (as a replica).
+    sentinel: Option<Mutex<(RedisSentinel, Option<u16>)>>,
     unexpected_exits: Mutex<BTreeMap<String, u64>>,
     journal: Journal,
     http: reqwest::Client,
@@ -52,6 +59,7 @@ impl Deployment {
         bin_dir: PathBuf,
         run_dir: &Path,
         outside_env: Vec<(String, String)>,
+        sentinel: bool,
         journal: Journal,
         http: reqwest::Client,
     ) -> anyhow::Result<Self> {
@@ -68,39 +76,52 @@ impl Deployment {
             std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
         }
         let redis_options = redis_server::Options::unix_socket(&redis_dir).log(log_dir.join("redis.log"));
-        let env = [
-            ("EG__REDIS__URL", redis_options.url()),
-            ("EG__REDIS__PREFIX", PREFIX.into()),
-            ("EG__REDIS__PARTITIONS", PARTITIONS.to_string()),
-            ("EG__REDIS__CONNECT_TIMEOUT", "1s".into()),
-            ("EG__REDIS__COMMAND_TIMEOUT", "5s".into()),
-            ("EG__ADMIN__TOKEN", ADMIN_TOKEN.into()),
-            ("EG__DELIVERY__RETRY_SCHEDULE", "1s,2s".into()),
-            ("EG__DELIVERY__RETRY_MINIMUMS", "*=0s".into()),
-            ("EG__DELIVERY__MAX_JITTER", "200ms".into()),
-            ("EG__DELIVERY__MAX_RETRY_AFTER", "3s".into()),
-            (
-                "EG__DELIVERY__TIMEOUT",
-                humantime::format_duration(DELIVERY_TIMEOUT).to_string(),
-            ),
-            ("EG__DELIVERY__VISIBILITY_TIMEOUT", "4s".into()),
-            ("EG__DELIVERY__ALLOWED_NETWORKS", "127.0.0.1/32".into()),
-            ("EG__SENDER__LATE_SUCCESS_WINDOW", "5s".into()),
-            ("EG__SCHEDULER__INTERVAL", "100ms".into()),
-            ("EG__SCHEDULER__RECLAIM_INTERVAL", "500ms".into()),
-            ("EG__DEADLETTER__DIR", dead_letter_dir.display().to_string()),
-            ("EG__DEADLETTER__DELAY", "2s".into()),
-            ("EG__DEADLETTER__INTERVAL", "200ms".into()),
-            ("EG__DEADLETTER__RETRY_INTERVAL", "3s".into()),
-            ("EG__CATALOG__REFRESH_INTERVAL", "1s".into()),
-            ("EG__PROBATION__LENGTHS", "*=2s".into()),
-            ("EG__PROBATION__MAX", "8s".into()),
-            ("EG__LOG__LEVEL", "info".into()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .chain(outside_env)
-        .collect();
+        let sentinel =
+            sentinel.then(|| tokio::task::block_in_place(|| RedisSentinel::start(REDIS_PASSWORD, REDIS_PASSWORD)));
+        let redis_env: Vec<(&str, String)> = match &sentinel {
+            None => vec![("EG__REDIS__URL", redis_options.url())],
+            Some(sentinel) => vec![
+                ("EG__REDIS__SENTINEL_NODES", sentinel.nodes_setting()),
+                ("EG__REDIS__SENTINEL_MASTER", MASTER_NAME.to_owned()),
+                ("EG__REDIS__SENTINEL_PASSWORD", REDIS_PASSWORD.to_owned()),
+                ("EG__REDIS__PASSWORD", REDIS_PASSWORD.to_owned()),
+                ("EG__REDIS__REPLICA_ACKS", "1".to_owned()),
+                ("EG__INGRESS__STORAGE_TIMEOUT", "3s".to_owned()),
+            ],
+        };
+        let env = redis_env
+            .into_iter()
+            .chain([
+                ("EG__REDIS__PREFIX", PREFIX.into()),
+                ("EG__REDIS__PARTITIONS", PARTITIONS.to_string()),
+                ("EG__REDIS__CONNECT_TIMEOUT", "1s".into()),
+                ("EG__REDIS__COMMAND_TIMEOUT", "5s".into()),
+                ("EG__ADMIN__TOKEN", ADMIN_TOKEN.into()),
+                ("EG__DELIVERY__RETRY_SCHEDULE", "1s,2s".into()),
+                ("EG__DELIVERY__RETRY_MINIMUMS", "*=0s".into()),
+                ("EG__DELIVERY__MAX_JITTER", "200ms".into()),
+                ("EG__DELIVERY__MAX_RETRY_AFTER", "3s".into()),
+                (
+                    "EG__DELIVERY__TIMEOUT",
+                    humantime::format_duration(DELIVERY_TIMEOUT).to_string(),
+                ),
+                ("EG__DELIVERY__VISIBILITY_TIMEOUT", "4s".into()),
+                ("EG__DELIVERY__ALLOWED_NETWORKS", "127.0.0.1/32".into()),
+                ("EG__SENDER__LATE_SUCCESS_WINDOW", "5s".into()),
+                ("EG__SCHEDULER__INTERVAL", "100ms".into()),
+                ("EG__SCHEDULER__RECLAIM_INTERVAL", "500ms".into()),
+                ("EG__DEADLETTER__DIR", dead_letter_dir.display().to_string()),
+                ("EG__DEADLETTER__DELAY", "2s".into()),
+                ("EG__DEADLETTER__INTERVAL", "200ms".into()),
+                ("EG__DEADLETTER__RETRY_INTERVAL", "3s".into()),
+                ("EG__CATALOG__REFRESH_INTERVAL", "1s".into()),
+                ("EG__PROBATION__LENGTHS", "*=2s".into()),
+                ("EG__PROBATION__MAX", "8s".into()),
+                ("EG__LOG__LEVEL", "info".into()),
+            ])
+            .map(|(k, v)| (k.to_owned(), v))
+            .chain(outside_env)
+            .collect();
         Ok(Self {
             bin_dir,
             log_dir,
@@ -109,14 +130,22 @@ impl Deployment {
             env,
             slots: Mutex::default(),
             redis: Mutex::default(),
+            sentinel: sentinel.map(|s| Mutex::new((s, None))),
             unexpected_exits: Mutex::default(),
             journal,
             http,
         })
     }
 
+    /// The URL of Redis (with Sentinel: of the primary now).
     pub fn redis_url(&self) -> String {
-        self.redis_options.url()
+        match &self.sentinel {
+            None => self.redis_options.url(),
+            Some(sentinel) => {
+                let port = lock(sentinel).0.primary_port().unwrap_or_default();
+                format!("redis://:{REDIS_PASSWORD}@127.0.0.1:{port}")
+            }
+        }
     }
 
     /// The settings every tier gets, for the report.
@@ -129,6 +158,17 @@ impl Deployment {
     /// Starts redis-server from its directory (and append-only file) and waits until it
     /// answers; loading a large append-only file may take a while.
     pub async fn start_redis(&self) -> anyhow::Result<()> {
+        if let Some(sentinel) = &self.sentinel {
+            // A killed primary: wait for the failover, then start it again (a replica now).
+            tokio::task::block_in_place(|| {
+                let mut sentinel = lock(sentinel);
+                if let Some(old) = sentinel.1.take() {
+                    sentinel.0.wait_for_failover(old);
+                    sentinel.0.restart(old);
+                }
+            });
+            return Ok(());
+        }
         let options = self.redis_options.clone();
         let process = tokio::task::spawn_blocking(move || options.start(Duration::from_secs(60))).await??;
         *lock(&self.redis) = Some(process);
@@ -137,6 +177,12 @@ impl Deployment {
 
     /// SIGKILL: nothing but the append-only file survives.
     pub async fn kill_redis(&self) {
+        if let Some(sentinel) = &self.sentinel {
+            let mut sentinel = lock(sentinel);
+            let killed = sentinel.0.kill_primary();
+            sentinel.1 = Some(killed);
+            return;
+        }
         let process = lock(&self.redis).take();
         if let Some(process) = process {
             let _ = tokio::task::spawn_blocking(move || process.kill()).await;
@@ -145,7 +191,11 @@ impl Deployment {
 
     /// Sends `signal` (`STOP`, `CONT`) to redis-server; false if it is not running.
     pub fn signal_redis(&self, signal: &str) -> bool {
-        let Some(pid) = lock(&self.redis).as_ref().map(redis_server::Process::pid) else {
+        let pid = match &self.sentinel {
+            Some(sentinel) => lock(sentinel).0.primary_pid(),
+            None => lock(&self.redis).as_ref().map(redis_server::Process::pid),
+        };
+        let Some(pid) = pid else {
             return false;
         };
         send_signal(pid, signal)

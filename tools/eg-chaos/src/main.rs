@@ -150,6 +150,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         bin_dir,
         &run_dir,
         servers.tier_env(),
+        args.sentinel,
         journal.clone(),
         http.clone(),
     )?);

@@ -19,6 +19,9 @@ pub fn settings(url: String, partitions: u16) -> RedisSettings {
     RedisSettings {
         url,
         cluster_nodes: Vec::new(),
+        sentinel: None,
+        credentials: Default::default(),
+        tls: Default::default(),
         prefix: "eg".into(),
         partitions,
         pool_size: 8,

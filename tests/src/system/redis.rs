@@ -234,11 +234,11 @@ impl System {
     /// Empties Redis (`FLUSHALL` on the server, or on every primary of the cluster) with
     /// the tiers left running: Redis lost its data.
     pub fn flush_redis(&self) {
-        match &self.redis {
-            Backend::Server(_) => {
+        match &self.redis.kind {
+            Kind::Server(_) => {
                 self.redis_cli(&["FLUSHALL"]);
             }
-            Backend::Cluster(cluster) => {
+            Kind::Cluster(cluster) => {
                 for url in cluster.urls() {
                     let port = url
                         .rsplit(':')
@@ -250,6 +250,7 @@ impl System {
                     }
                 }
             }
+            Kind::Sentinel(_) => panic!("flush_redis needs one Redis server or a cluster"),
         }
     }
 

@@ -10,116 +10,14 @@
 use crate::error::StoreError;
 use crate::keyspace::{DEADLETTER_GROUP, DEPLOYMENTS, Keyspace, LAYOUT_VERSION, SENDERS_GROUP};
 use deadpool::managed::{self, Metrics, Object, RecycleError, RecycleResult};
-use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::cluster_async::ClusterConnection;
+use redis::aio::ConnectionLike;
 use redis::{AsyncCommands, Cmd, Pipeline, RedisError, RedisFuture, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub use crate::target::{Credentials, SentinelSettings, Target, TlsFiles, redact_url};
-
-#[derive(Clone)]
-pub struct RedisSettings {
-    /// The Redis server (`redis://host:port`), when not a cluster.
-    pub url: String,
-    /// Seed nodes of a Redis Cluster (`redis://host:port` each); when not empty, `url` is
-    /// not used and every connection is a cluster connection.
-    pub cluster_nodes: Vec<String>,
-    /// The primary is found through Redis Sentinel; when set, `url` and `cluster_nodes`
-    /// are not used.
-    pub sentinel: Option<SentinelSettings>,
-    /// The data nodes' ACL user and password, when not in the URLs.
-    pub credentials: Credentials,
-    /// TLS files for `rediss://` connections.
-    pub tls: TlsFiles,
-    pub prefix: String,
-    pub partitions: u16,
-    pub pool_size: usize,
-    /// How long a command may take before it fails; must exceed the longest `BLOCK`.
-    pub command_timeout: Duration,
-    /// How long to wait for a connection (from the pool, or a new one) before failing.
-    pub connect_timeout: Duration,
-    /// Replicas that must hold a publish before it counts as stored (`WAIT`); 0 = the
-    /// primary's own append-only file is enough.
-    pub replica_acks: u16,
-    /// How long a publish waits for those replicas before it is reported as not stored.
-    pub replica_ack_timeout: Duration,
-}
-
-impl RedisSettings {
-    /// Plain settings for `url`: no TLS files, no Sentinel, credentials from the URL.
-    pub fn for_url(url: impl Into<String>) -> Self {
-        Self {
-            url: url.into(),
-            cluster_nodes: Vec::new(),
-            sentinel: None,
-            credentials: Credentials::default(),
-            tls: TlsFiles::default(),
-            prefix: "eg".into(),
-            partitions: 4,
-            pool_size: 8,
-            command_timeout: Duration::from_secs(10),
-            connect_timeout: Duration::from_secs(1),
-            replica_acks: 0,
-            replica_ack_timeout: Duration::from_secs(1),
-        }
-    }
-}
-
-/// Passwords in the URLs and credentials are shown as `***`.
-impl std::fmt::Debug for RedisSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisSettings")
-            .field("url", &redact_url(&self.url))
-            .field(
-                "cluster_nodes",
-                &self.cluster_nodes.iter().map(|n| redact_url(n)).collect::<Vec<_>>(),
-            )
-            .field("sentinel", &self.sentinel)
-            .field("credentials", &self.credentials)
-            .field("tls", &self.tls)
-            .field("prefix", &self.prefix)
-            .field("partitions", &self.partitions)
-            .finish_non_exhaustive()
-    }
-}
-
-/// One multiplexed connection to a server or a cluster; cheap to clone (clones share it).
-#[derive(Clone)]
-pub enum Link {
-    Single(MultiplexedConnection),
-    Cluster(ClusterConnection),
-}
-
-impl ConnectionLike for Link {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Self::Single(c) => c.req_packed_command(cmd),
-            Self::Cluster(c) => c.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Self::Single(c) => c.req_packed_commands(cmd, offset, count),
-            Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Self::Single(c) => c.get_db(),
-            Self::Cluster(c) => c.get_db(),
-        }
-    }
-}
+pub use crate::target::{Credentials, Link, RedisSettings, SentinelSettings, Target, TlsFiles, redact_url};
 
 /// Whether an error may have left the connection unusable (rather than being an answer).
 /// `READONLY` counts: the server was demoted to a replica (a Sentinel failover), so the

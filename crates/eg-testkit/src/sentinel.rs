@@ -108,7 +108,9 @@ impl RedisSentinel {
             .stdout(log.try_clone().expect("sentinel log"))
             .stderr(log)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot run redis-server --sentinel ({e}); install it (apt-get install redis-server)"));
+            .unwrap_or_else(|e| {
+                panic!("cannot run redis-server --sentinel ({e}); install it (apt-get install redis-server)")
+            });
         let sentinel = SentinelProcess { port, child };
         self.wait_until("a sentinel answers", Duration::from_secs(10), |s| {
             s.sentinel_count(port, "REPLICAS").is_some()

@@ -88,8 +88,8 @@ async fn a_newcomer_sees_why_nothing_arrives_and_validates_once_the_receiver_is_
     .await;
     assert!(
         shown.contains(
-            "in the last hour; orders/audit is waiting for validation: The validation handshake failed: \
-             the endpoint answered 200 OK with an empty body"
+            "in the last hour; orders/audit is waiting for validation (3 events missed in the last hour): \
+             The validation handshake failed: the endpoint answered 200 OK with an empty body"
         ),
         "{shown}"
     );

@@ -257,12 +257,14 @@ impl RedisCluster {
     }
 }
 
-fn cli(tls: &[String], port: u16, args: &[&str]) -> Option<String> {
+/// `redis-cli` against one node, `options` first (TLS files, a password); `None` when it
+/// fails or outlasts 10 s.
+pub(crate) fn cli(options: &[String], port: u16, args: &[&str]) -> Option<String> {
     // Under coreutils' `timeout`: a port held by something that accepts and never
     // answers must not hang the test (redis-cli 7.0 has no timeout of its own).
     let output = Command::new("timeout")
         .args(["10", "redis-cli"])
-        .args(tls)
+        .args(options)
         .args(["-p", &port.to_string()])
         .args(args)
         .stdin(Stdio::null())

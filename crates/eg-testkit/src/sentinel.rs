@@ -216,17 +216,8 @@ impl RedisSentinel {
     }
 
     fn data_cli(&self, port: u16, args: &[&str]) -> Option<String> {
-        let output = Command::new("timeout")
-            .args(["10", "redis-cli", "--no-auth-warning", "-a", &self.password])
-            .args(["-p", &port.to_string()])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .ok()?;
-        output
-            .status
-            .success()
-            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        let auth = ["--no-auth-warning".to_owned(), "-a".to_owned(), self.password.clone()];
+        crate::cluster::cli(&auth, port, args)
     }
 
     fn sentinel_connection(&self, port: u16) -> Option<redis::Connection> {

@@ -186,7 +186,8 @@ impl RedisSentinel {
         if node.process.is_none() {
             node.process = Some(
                 node.options
-                    .start(Duration::from_secs(10))
+                    // Loading a long append-only file on a busy machine takes a while.
+                    .start(Duration::from_secs(60))
                     .unwrap_or_else(|e| panic!("{e}")),
             );
         }

@@ -5,7 +5,7 @@
 
 use crate::ceiling::Fsync;
 use crate::cpu::Processes;
-use crate::launcher::{Launcher, Role, Tier};
+use crate::launcher::{Launcher, Role, Tier, Transport};
 use crate::load::Target;
 use crate::receiver::{Behaviour, Receiver};
 use anyhow::{Context, bail};
@@ -20,6 +20,8 @@ pub const TOPIC: &str = "bench";
 #[derive(Debug, Clone)]
 pub struct Setup {
     pub fsync: Fsync,
+    /// How the tiers reach Redis.
+    pub transport: Transport,
     /// eg-sender processes (0: none, deliveries accumulate).
     pub senders: usize,
     /// Whether eg-scheduler and eg-deadletter run.
@@ -43,6 +45,7 @@ impl Setup {
     pub fn new(fsync: Fsync) -> Self {
         Self {
             fsync,
+            transport: Transport::UnixSocket,
             senders: 1,
             scheduler: true,
             subscriptions: 1,
@@ -58,6 +61,9 @@ impl Setup {
     /// Every setting that differs from eg's defaults, for the report.
     pub fn describe(&self) -> Vec<String> {
         let mut out = vec![format!("appendfsync {}", self.fsync.name())];
+        if self.transport != Transport::UnixSocket {
+            out.push(format!("the tiers reach Redis over {}", self.transport.name()));
+        }
         out.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
         out.extend(self.sender_env.iter().map(|(k, v)| format!("{k}={v} (senders)")));
         if self.max_events_per_batch > 1 {
@@ -82,7 +88,7 @@ pub struct Deployment {
 
 impl Deployment {
     pub async fn start(bin_dir: PathBuf, setup: &Setup) -> anyhow::Result<Self> {
-        let launcher = Launcher::new(bin_dir, setup.fsync, &setup.env)?;
+        let launcher = Launcher::new(bin_dir, setup.fsync, setup.transport, &setup.env)?;
         let receiver = Arc::new(Receiver::start(setup.receiver).await?);
         let ingress = launcher.start(Role::Ingress, "ingress", &[]).await?;
         launcher

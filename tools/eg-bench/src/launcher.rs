@@ -1,5 +1,6 @@
 //! The processes of one measurement: one `redis-server` (eg-testkit's: temp dir, unix
-//! socket, append-only file; `appendfsync` as the scenario asks), and the tiers started
+//! socket, append-only file; `appendfsync` as the scenario asks; the tiers reach it over
+//! the [`Transport`] the scenario names), and the tiers started
 //! as child processes on demand, with production settings (eg-runtime's defaults) except
 //! where a scenario overrides one. Every process logs to its own file in the run
 //! directory; the tiers are SIGKILLed when their [`Tier`] is dropped, Redis when the
@@ -21,6 +22,28 @@ pub const PARTITIONS: u16 = 4;
 
 /// How long a tier may take to start and answer `/healthz`.
 const START_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How the tiers reach Redis. The bench's own reads (command statistics, seeding) always
+/// use the unix socket, so only the tiers' traffic changes with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// `redis+unix://`: the default, and what the other scenarios measure.
+    UnixSocket,
+    /// `redis://127.0.0.1:PORT`.
+    Tcp,
+    /// `rediss://127.0.0.1:PORT` with a CA made for the run (`EG__REDIS__TLS_CA_FILE`).
+    Tls,
+}
+
+impl Transport {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::UnixSocket => "unix socket",
+            Self::Tcp => "TCP",
+            Self::Tls => "TLS",
+        }
+    }
+}
 
 /// A running tier; SIGKILLed when dropped.
 pub struct Tier {
@@ -53,8 +76,14 @@ pub struct Launcher {
 }
 
 impl Launcher {
-    /// Starts Redis with `fsync`; `overrides` replace harness settings for every tier.
-    pub fn new(bin_dir: PathBuf, fsync: Fsync, overrides: &[(&str, String)]) -> anyhow::Result<Self> {
+    /// Starts Redis with `fsync`, reached by the tiers over `transport`; `overrides`
+    /// replace harness settings for every tier.
+    pub fn new(
+        bin_dir: PathBuf,
+        fsync: Fsync,
+        transport: Transport,
+        overrides: &[(&str, String)],
+    ) -> anyhow::Result<Self> {
         if let Some(binary) = tier::missing_binaries(&bin_dir).first() {
             bail!(
                 "{} is missing: build the tiers first, e.g. `cargo build --release -p eg-ingress -p eg-scheduler -p eg-sender -p eg-deadletter`, or point --bin-dir at them",
@@ -64,22 +93,22 @@ impl Launcher {
         let run_dir = tempfile::Builder::new().prefix("eg-bench-").tempdir()?;
         let dead_letters = run_dir.path().join("deadletters");
         std::fs::create_dir_all(&dead_letters)?;
-        let redis = RedisServer::start();
+        let (redis, transport_env) = start_redis(transport, run_dir.path())?;
         set_fsync(&redis.url(), fsync)?;
         // Production settings (the defaults of eg-runtime's settings), except what a
         // machine-local run needs: where Redis and the dead-letter directory are, an admin
         // token, and permission to deliver to the receiver on 127.0.0.1.
-        let mut env: Vec<(String, String)> = [
-            ("EG__REDIS__URL", redis.url()),
-            ("EG__REDIS__PREFIX", PREFIX.into()),
-            ("EG__REDIS__PARTITIONS", PARTITIONS.to_string()),
-            ("EG__ADMIN__TOKEN", ADMIN_TOKEN.into()),
-            ("EG__DEADLETTER__DIR", dead_letters.display().to_string()),
-            ("EG__DELIVERY__ALLOWED_NETWORKS", "127.0.0.1/32".into()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+        let mut env: Vec<(String, String)> = transport_env
+            .into_iter()
+            .chain([
+                ("EG__REDIS__PREFIX", PREFIX.into()),
+                ("EG__REDIS__PARTITIONS", PARTITIONS.to_string()),
+                ("EG__ADMIN__TOKEN", ADMIN_TOKEN.into()),
+                ("EG__DEADLETTER__DIR", dead_letters.display().to_string()),
+                ("EG__DELIVERY__ALLOWED_NETWORKS", "127.0.0.1/32".into()),
+            ])
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
         for (key, value) in overrides {
             env.retain(|(k, _)| k != key);
             env.push(((*key).to_owned(), value.clone()));
@@ -116,6 +145,7 @@ impl Launcher {
         run_dir.keep()
     }
 
+    /// The unix socket's URL, whatever the tiers' transport.
     pub fn redis_url(&self) -> String {
         self.redis.url()
     }
@@ -175,4 +205,34 @@ impl Launcher {
         }
         Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
     }
+}
+
+/// Starts the server for `transport` and answers the settings that point the tiers at it.
+/// The unix socket is always there too, for the bench's own reads.
+fn start_redis(transport: Transport, run_dir: &Path) -> anyhow::Result<(RedisServer, Vec<(&'static str, String)>)> {
+    Ok(match transport {
+        Transport::UnixSocket => {
+            let redis = RedisServer::start();
+            let url = redis.url();
+            (redis, vec![("EG__REDIS__URL", url)])
+        }
+        Transport::Tcp => {
+            let port = eg_testkit::ports::free_port();
+            let redis =
+                RedisServer::start_with(|options| options.args(&["--port", &port.to_string(), "--bind", "127.0.0.1"]));
+            (redis, vec![("EG__REDIS__URL", format!("redis://127.0.0.1:{port}"))])
+        }
+        Transport::Tls => {
+            let ca = eg_testkit::tls::TestCa::generate(&run_dir.join("tls"), "eg-bench");
+            let redis = RedisServer::start_tls(&ca, false);
+            let url = redis.tls_url();
+            (
+                redis,
+                vec![
+                    ("EG__REDIS__URL", url),
+                    ("EG__REDIS__TLS_CA_FILE", ca.ca.display().to_string()),
+                ],
+            )
+        }
+    })
 }

@@ -731,6 +731,7 @@ async fn redis_state(url: &str) -> anyhow::Result<Value> {
         let deadletter_pending = pending(&mut conn, &partition.deadletter(), keyspace::DEADLETTER_GROUP).await?;
         let mut events = 0u64;
         let mut cursor: u64 = 0;
+        let mut examples = Vec::new();
         loop {
             let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
                 .arg(cursor)
@@ -741,6 +742,9 @@ async fn redis_state(url: &str) -> anyhow::Result<Value> {
                 .query_async(&mut conn)
                 .await?;
             events += keys.len() as u64;
+            for key in keys.iter().take(5usize.saturating_sub(examples.len())) {
+                examples.push(leftover_body(&mut conn, key).await?);
+            }
             cursor = next;
             if cursor == 0 {
                 break;
@@ -750,10 +754,22 @@ async fn redis_state(url: &str) -> anyhow::Result<Value> {
         partitions.push(json!({
             "partition": partition.index, "ready": ready, "ready_pending": ready_pending, "retry": retry,
             "deadletter_delay": delay, "deadletter": deadletter, "deadletter_pending": deadletter_pending,
-            "event_bodies": events,
+            "event_bodies": events, "event_body_examples": examples,
         }));
     }
     Ok(json!({ "leftovers": leftovers, "partitions": partitions }))
+}
+
+/// A leftover event hash, for the report: its key, its count of outstanding deliveries
+/// and the id of the event it holds (so the journal and the logs can be searched).
+async fn leftover_body(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> anyhow::Result<Value> {
+    let (body, outstanding): (Option<String>, Option<String>) =
+        redis::cmd("HMGET").arg(key).arg("b").arg("r").query_async(conn).await?;
+    let event_id = body
+        .as_deref()
+        .and_then(|b| serde_json::from_str::<Value>(b).ok())
+        .and_then(|v| v.get("id").cloned());
+    Ok(json!({ "key": key, "outstanding": outstanding, "event_id": event_id }))
 }
 
 /// Deletes up to `count` queued deliveries behind the tiers' backs (due retries first,

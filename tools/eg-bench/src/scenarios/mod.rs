@@ -21,6 +21,7 @@ mod ingress;
 mod latency;
 mod pull;
 mod redis_memory;
+mod redis_transport;
 mod retry_storm;
 mod scheduling;
 mod sender_memory;
@@ -52,6 +53,7 @@ pub const ALL: &[Scenario] = &[
     pull::SCENARIO,
     dead_letters::SCENARIO,
     destinations::SCENARIO,
+    redis_transport::SCENARIO,
     all::SCENARIO,
 ];
 

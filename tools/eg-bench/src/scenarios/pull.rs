@@ -13,7 +13,7 @@ use crate::ceiling::Fsync;
 use crate::cpu::Processes;
 use crate::ctx::Ctx;
 use crate::histogram::Histogram;
-use crate::launcher::{Launcher, Role, Tier};
+use crate::launcher::{Launcher, Role, Tier, Transport};
 use crate::pull_api::{PullApi, cloud_event, cloud_event_batch};
 use crate::report::{Row, thousands};
 use crate::stream_ceiling;
@@ -188,7 +188,7 @@ struct PullDeployment {
 
 impl PullDeployment {
     async fn start(ctx: &Ctx) -> anyhow::Result<Self> {
-        let launcher = Launcher::new(ctx.bin_dir.clone(), Fsync::EverySec, &[])?;
+        let launcher = Launcher::new(ctx.bin_dir.clone(), Fsync::EverySec, Transport::UnixSocket, &[])?;
         let ingress = launcher.start(Role::Ingress, "ingress", &[]).await?;
         let topic = json!({"properties": {
             "publisherType": "Custom", "inputSchema": "CloudEventSchemaV1_0", "eventRetentionInDays": 1,

@@ -242,13 +242,38 @@ impl RedisSentinel {
         Some(known.len())
     }
 
+    /// The last lines of every sentinel's and data node's log: the directory is removed
+    /// with the deployment, so a timeout's message carries what explains it.
+    fn log_tails(&self) -> String {
+        let Ok(entries) = std::fs::read_dir(self.dir.path()) else {
+            return String::new();
+        };
+        let mut logs: Vec<_> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .collect();
+        logs.sort();
+        let mut out = String::new();
+        for log in logs {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out.push_str(&format!("== {}\n", log.display()));
+            for line in &lines[lines.len().saturating_sub(12)..] {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
     fn wait_until(&self, what: &str, timeout: Duration, mut done: impl FnMut(&Self) -> bool) {
         let deadline = Instant::now() + timeout;
         while !done(self) {
             assert!(
                 Instant::now() < deadline,
-                "timed out after {timeout:?} waiting until {what} (logs in {})",
-                self.dir.path().display()
+                "timed out after {timeout:?} waiting until {what}; the logs' last lines:\n{}",
+                self.log_tails()
             );
             std::thread::sleep(Duration::from_millis(100));
         }

@@ -179,6 +179,9 @@ impl Deployment {
     pub async fn kill_redis(&self) {
         if let Some(sentinel) = &self.sentinel {
             let mut sentinel = lock(sentinel);
+            // A replica still catching up (the last killed primary, back) cannot be
+            // promoted: kill only a primary whose replica could take over.
+            tokio::task::block_in_place(|| sentinel.0.wait_replicas_in_sync());
             let killed = sentinel.0.kill_primary();
             sentinel.1 = Some(killed);
             return;

@@ -9,7 +9,7 @@ holds. It reads source text only (no build), so it runs in a second:
 3. no decision about an event's fate outside `crates/eg-core`: the reason names a
    delivery is dead-lettered or dropped with are spelled only there;
 4. `bins/` holds exactly the programs a user deploys;
-5. every citation resolves: no tracked file cites the outside digest by section
+6. every citation resolves: no tracked file cites the outside digest by section
    number (docs/behaviour.md is the project's own reference), and every
    `<name>.md#<anchor>` (or `(#<anchor>)` inside a Markdown file) names a file that
    exists and a heading of that file.
@@ -216,7 +216,7 @@ def check_bins() -> list[str]:
     return problems
 
 
-# ---- rule 5: every citation resolves -----------------------------------------------
+# ---- rule 6: every citation resolves -----------------------------------------------
 
 # The section sign, written as an escape so this file does not cite anything itself.
 SECTION = "\u00a7"

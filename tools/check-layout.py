@@ -8,7 +8,11 @@ holds. It reads source text only (no build), so it runs in a second:
 2. no Redis key and no Lua script outside `crates/eg-store`;
 3. no decision about an event's fate outside `crates/eg-core`: the reason names a
    delivery is dead-lettered or dropped with are spelled only there;
-4. `bins/` holds exactly the programs a user deploys.
+4. `bins/` holds exactly the programs a user deploys;
+6. every citation resolves: no tracked file cites the outside digest by section
+   number (docs/behaviour.md is the project's own reference), and every
+   `<name>.md#<anchor>` (or `(#<anchor>)` inside a Markdown file) names a file that
+   exists and a heading of that file.
 
 Exit status 1 with one line per finding, 0 when every rule holds.
 """
@@ -16,6 +20,7 @@ Exit status 1 with one line per finding, 0 when every rule holds.
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -211,12 +216,132 @@ def check_bins() -> list[str]:
     return problems
 
 
+# ---- rule 6: every citation resolves -----------------------------------------------
+
+# The section sign, written as an escape so this file does not cite anything itself.
+SECTION = "\u00a7"
+# A citation of the outside digest: "spec" then the section sign, or the sign before a
+# number. "RFC 8259 <sign>4" cites an RFC and stays.
+DIGEST_CITATION = re.compile(r"(spec\s*)?" + SECTION + r"(\d+(?:\.\d+)*)?", re.IGNORECASE)
+RFC_BEFORE = re.compile(r"RFC \d+ $")
+# docs/architecture.md cites the digest until the arch-map branch (issue 26) converts it;
+# drop this exception when that branch is merged. Its links are checked all the same.
+DIGEST_NOT_YET_CONVERTED = {"docs/architecture.md"}
+# The files whose `<name>.md#<anchor>` citations are checked.
+CITING_SUFFIXES = (".rs", ".lua", ".md", ".py", ".toml", ".yaml", ".yml", ".json")
+CITING_NAMES = ("justfile",)
+# A cited file and anchor: `docs/<name>.md#<anchor>`, `../docs/<name>.md#<anchor>`, `<name>.md#<anchor>`.
+MD_ANCHOR = re.compile(r"((?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_-]+\.md)#([A-Za-z0-9_-]+)")
+# A link to a heading of the same Markdown file: `[x](#anchor)`.
+SAME_FILE_ANCHOR = re.compile(r"\]\(#([A-Za-z0-9_-]+)\)")
+
+
+def tracked_text_files() -> list[tuple[str, str]]:
+    """(path, text) of every file git tracks that is text (no NUL byte, valid UTF-8).
+    Outside a git checkout (a source archive), every file but build output."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if listed.returncode == 0:
+        names = [n for n in listed.stdout.decode().split("\0") if n]
+    else:
+        skip = {".git", "target", "node_modules"}
+        names = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and not skip & set(p.relative_to(ROOT).parts)]
+    files = []
+    for name in sorted(names):
+        path = ROOT / name
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data:
+            continue
+        try:
+            files.append((name, data.decode("utf-8")))
+        except UnicodeDecodeError:
+            continue
+    return files
+
+
+def github_anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: the rendered text (code spans and links reduced to
+    their text), lower case, punctuation other than '-' and '_' dropped, spaces to '-'."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    text = re.sub(r"<[^>]+>", "", text).replace("`", "").strip().lower()
+    text = "".join(c for c in text if c.isalnum() or c in " -_")
+    return text.replace(" ", "-")
+
+
+def anchors_of(text: str) -> set[str]:
+    """Every anchor a Markdown file has: one per heading outside code fences (a repeated
+    heading gets `-1`, `-2`, … as on GitHub), and every explicit `<a name>` or `id`."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in text.splitlines():
+        if re.match(r"\s*(```|~~~)", line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        heading = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if heading:
+            anchor = github_anchor(heading.group(1))
+            count = seen.get(anchor, 0)
+            seen[anchor] = count + 1
+            found.add(anchor if count == 0 else f"{anchor}-{count}")
+        found.update(re.findall(r"<a\s+(?:name|id)=\"([^\"]+)\"", line))
+    return found
+
+
+def cited_file(citing: str, target: str) -> Path | None:
+    """The file a citation names: relative to the citing file (a Markdown link), else to
+    the repository root (`docs/architecture.md` in a Rust comment), else in docs/ (a bare
+    `behaviour.md` in code)."""
+    for base in (ROOT / Path(citing).parent, ROOT, ROOT / "docs"):
+        candidate = (base / target).resolve()
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def check_citations() -> list[str]:
+    problems = []
+    anchors: dict[Path, set[str]] = {}
+    for name, text in tracked_text_files():
+        checks_links = name.endswith(CITING_SUFFIXES) or Path(name).name in CITING_NAMES
+        for number, line in enumerate(text.splitlines(), 1):
+            for match in DIGEST_CITATION.finditer(line):
+                citation = match.group(1) or match.group(2)
+                if not citation or name in DIGEST_NOT_YET_CONVERTED or RFC_BEFORE.search(line[: match.start()]):
+                    continue
+                problems.append(
+                    f"{name}:{number}: {match.group(0)!r} cites the outside digest; cite a heading of "
+                    "docs/behaviour.md instead (behaviour.md#<anchor>)"
+                )
+            if not checks_links:
+                continue
+            targets = [(m.group(1), m.group(2)) for m in MD_ANCHOR.finditer(line)]
+            if name.endswith(".md"):
+                targets += [(Path(name).name, a) for a in SAME_FILE_ANCHOR.findall(line)]
+            for target, anchor in targets:
+                path = cited_file(name, target)
+                if path is None:
+                    problems.append(f"{name}:{number}: cites {target}#{anchor}, but there is no file {target}")
+                    continue
+                if path not in anchors:
+                    anchors[path] = anchors_of(path.read_text(encoding="utf-8"))
+                if anchor not in anchors[path]:
+                    problems.append(
+                        f"{name}:{number}: cites {target}#{anchor}, but {path.relative_to(ROOT)} has no heading with that anchor"
+                    )
+    return problems
+
+
 def main() -> int:
     rules = [
         ("no import cycle inside a crate", check_cycles),
         ("no Redis key or script outside eg-store", check_store_boundary),
         ("no fate decision outside eg-core", check_fate_boundary),
         ("bins/ holds only deployable programs", check_bins),
+        ("every citation names a file and a heading that exist", check_citations),
     ]
     failed = 0
     for name, rule in rules:

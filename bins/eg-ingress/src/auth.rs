@@ -1,7 +1,7 @@
-//! Publisher authentication at the HTTP edge (spec §1): finds the credential a publish
-//! request presents, an access key (`aeg-sas-key` header or query, or
-//! `Authorization: SharedAccessKey <key>`, what every namespace SDK sends) or a SAS token
-//! (`aeg-sas-token` header or `Authorization: SharedAccessSignature …`), and has
+//! Publisher authentication at the HTTP edge (behaviour.md#topics-and-publishing): finds
+//! the credential a publish request presents, an access key (`aeg-sas-key` header or query,
+//! or `Authorization: SharedAccessKey <key>`, what every namespace SDK sends) or a SAS
+//! token (`aeg-sas-token` header or `Authorization: SharedAccessSignature …`), and has
 //! `eg_core::publisher_auth` check it at the deployment's time (the clock corrected to
 //! Redis's) for the resource the request acts on. Keys and tokens are never logged.
 

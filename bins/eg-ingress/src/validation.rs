@@ -1,9 +1,9 @@
-//! Endpoint validation (spec §8): before a webhook subscription delivers anything its
-//! endpoint proves it consents. Event Grid and custom delivery schemas get the
-//! `SubscriptionValidationEvent` (answered synchronously with the code, or later by a
-//! `GET` on the validation URL); CloudEvents delivery gets the CloudEvents abuse-
-//! protection `OPTIONS` handshake. The handshake goes through the same guarded client
-//! as deliveries, so it cannot be pointed at internal addresses either.
+//! Endpoint validation (behaviour.md#protecting-endpoints-and-the-system): before a webhook
+//! subscription delivers anything its endpoint proves it consents. Event Grid and custom
+//! delivery schemas get the `SubscriptionValidationEvent` (answered synchronously with the
+//! code, or later by a `GET` on the validation URL); CloudEvents delivery gets the
+//! CloudEvents abuse-protection `OPTIONS` handshake. The handshake goes through the same
+//! guarded client as deliveries, so it cannot be pointed at internal addresses either.
 
 use crate::errors::Refusal;
 use eg_core::validation::{Provisioning, Unconsented, awaiting_reason, validation_event};

@@ -1,5 +1,5 @@
-//! Publishes each subscription's endpoint probation state as gauges (spec §11:
-//! "per-endpoint probation state"), read from the probation records every sender shares.
+//! Publishes each subscription's endpoint probation state as gauges (behaviour.md#metrics),
+//! read from the probation records every sender shares.
 //! Labelled by topic and subscription, never by URL (URLs can hold secrets).
 
 use eg_core::UnixMillis;

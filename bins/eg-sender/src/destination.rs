@@ -56,7 +56,7 @@ pub struct Sent {
     pub error: Option<String>,
     pub took: Duration,
     /// The answer still on its way after the attempt timed out, when the destination
-    /// was asked to listen for a late one (spec §5).
+    /// was asked to listen for a late one (behaviour.md#retry-schedule-and-policy).
     pub late: Option<LateAnswer>,
 }
 

@@ -1,8 +1,8 @@
-//! Late success (spec §5): an attempt that timed out is still listened to for a while.
-//! If the endpoint's success arrives after all, the retries queued for the batch are
-//! cancelled where they are still queued, so the endpoint does not get the events again.
-//! A retry already handed back to the ready stream cannot be cancelled: that is the
-//! duplicate the spec allows, and it is counted.
+//! Late success (behaviour.md#retry-schedule-and-policy): an attempt that timed out is
+//! still listened to for a while. If the endpoint's success arrives after all, the retries
+//! queued for the batch are cancelled where they are still queued, so the endpoint does not
+//! get the events again. A retry already handed back to the ready stream cannot be
+//! cancelled: that is the duplicate at-least-once delivery allows, and it is counted.
 
 use crate::destination::LateAnswer;
 use crate::store::DeliveryStore;

@@ -1,6 +1,7 @@
-//! The HTTP webhook destination: the request of spec §3 for a rendered batch, and its
-//! outcome. The request runs in its own task so that, when it times out, it can go on
-//! being listened to for a late success (spec §5) without holding a concurrency slot.
+//! The HTTP webhook destination: the request of behaviour.md#a-delivery-attempt for a
+//! rendered batch, and its outcome. The request runs in its own task so that, when it times
+//! out, it can go on being listened to for a late success
+//! (behaviour.md#retry-schedule-and-policy) without holding a concurrency slot.
 
 use crate::destination::{Destination, RenderedBatch, Sent};
 use eg_core::{AttemptOutcome, signing};

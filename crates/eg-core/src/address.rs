@@ -1,5 +1,6 @@
-//! Which network addresses eg may send a request to (spec §8: the system "must not be
-//! usable to attack networks it sits in").
+//! Which network addresses eg may send a request to
+//! (behaviour.md#protecting-endpoints-and-the-system: eg must not be usable to attack the
+//! networks it sits in).
 //!
 //! Anyone who can create a subscription chooses a URL that eg will POST to, from inside
 //! the network eg runs in. Without a check that URL could be `http://127.0.0.1:6379/`

@@ -1,5 +1,5 @@
-//! Advanced filters (spec §2): tests on a field of the event, such as
-//! `{"operatorType":"NumberLessThan","key":"data.price","value":100}`.
+//! Advanced filters (behaviour.md#event-subscriptions): tests on a field of the event, such
+//! as `{"operatorType":"NumberLessThan","key":"data.price","value":100}`.
 //!
 //! A subscription's advanced filters are AND-ed with each other and with its basic filter;
 //! the values within one filter are OR-ed. Each operator is one [`Operator`] variant that

@@ -1,7 +1,8 @@
-//! Output batching (spec §7): how ready deliveries for one subscription are cut into
-//! requests. Optimistic: batches are cut from what is ready now and nothing waits to
-//! fill one. A batch holds at most `max_events_per_batch` events and stays under the
-//! preferred size, except that an event bigger than the preferred size goes alone.
+//! Output batching (behaviour.md#output-batching): how ready deliveries for one
+//! subscription are cut into requests. Optimistic: batches are cut from what is ready now
+//! and nothing waits to fill one. A batch holds at most `max_events_per_batch` events and
+//! stays under the preferred size, except that an event bigger than the preferred size goes
+//! alone.
 
 use crate::subscription::BatchSettings;
 use std::ops::Range;

@@ -1,4 +1,4 @@
-//! Dead-letter records (spec §6) and where they are written.
+//! Dead-letter records (behaviour.md#dead-lettering) and where they are written.
 //!
 //! A record is the event with the dead-letter fields beside it, in the form that
 //! matches what the subscription was receiving (`DeadLetterFormat`):
@@ -9,7 +9,7 @@
 //!   event as the subscription received it, converted if it was stored otherwise);
 //! - custom schema: the Event Grid form of the stored envelope, i.e. the envelope's
 //!   fields, the dead-letter fields and the object as published in `data`;
-//! - namespace-topic profile (spec §10):
+//! - namespace-topic profile (behaviour.md#namespace-topics):
 //!   `{"deadLetterProperties":{"deadletterreason","deliveryattempts","deliveryresult",
 //!   "publishutc","deliveryattemptutc"},"event":{…the CloudEvent…}}`. The reason and
 //!   result are the same codes the other forms use (`MaxDeliveryAttemptsExceeded`,

@@ -101,8 +101,9 @@ impl Delivery {
         }
     }
 
-    /// The same delivery held back because its endpoint is on probation (spec §8): no
-    /// attempt is charged; the last outcome says why it waited.
+    /// The same delivery held back because its endpoint is on probation
+    /// (behaviour.md#protecting-endpoints-and-the-system): no attempt is charged; the last
+    /// outcome says why it waited.
     pub fn held_back(&self, now: UnixMillis) -> Self {
         let last = match self.last {
             Some(last) => LastAttempt {

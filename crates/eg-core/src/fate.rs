@@ -1,5 +1,5 @@
-//! An event's fate: every way a delivery can end other than by reaching its endpoint,
-//! as typed reasons, and the decisions that choose between them (spec §6).
+//! An event's fate: every way a delivery can end other than by reaching its endpoint, as
+//! typed reasons, and the decisions that choose between them (behaviour.md#dead-lettering).
 //!
 //! The tiers never spell a reason themselves: they take it from here, and its
 //! [`as_str`](DeadLetterReason::as_str) is at once the Event Grid name (in a dead-letter

@@ -1,4 +1,5 @@
-//! The subscription filter (spec §2): which events a subscription receives.
+//! The subscription filter (behaviour.md#event-subscriptions): which events a subscription
+//! receives.
 //!
 //! Basic filter: `includedEventTypes` (null = all, compared case-insensitively),
 //! `subjectBeginsWith` / `subjectEndsWith` (literal, no wildcards) under

@@ -1,4 +1,5 @@
-//! What one delivery attempt came to, and how the outcome is handled (spec §4).
+//! What one delivery attempt came to, and how the outcome is handled
+//! (behaviour.md#what-a-failure-leads-to).
 //!
 //! The classification table is data (`OutcomePolicy`) so a deployment can override it;
 //! the default is the current Event Grid behaviour for webhooks.
@@ -34,7 +35,7 @@ pub enum AttemptOutcome {
     Refused { outcome: OutcomeName, as_status: u16 },
 }
 
-/// `lastDeliveryOutcome` names (spec §6).
+/// `lastDeliveryOutcome` names (behaviour.md#dead-lettering).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum OutcomeName {
     Succeeded,
@@ -51,7 +52,8 @@ pub enum OutcomeName {
     Aborted,
     Canceled,
     GenericError,
-    /// eg's own: the endpoint's address is not allowed (spec §8, endpoint safety).
+    /// eg's own: the endpoint's address is not allowed
+    /// (behaviour.md#protecting-endpoints-and-the-system, endpoint safety).
     AddressNotAllowed,
     /// A queue at its size limit (Event Grid's name for queue destinations).
     Full,
@@ -114,7 +116,7 @@ impl fmt::Display for OutcomeName {
 }
 
 impl AttemptOutcome {
-    /// Only 200, 201, 202, 203 and 204 are success (spec §3).
+    /// Only 200, 201, 202, 203 and 204 are success (behaviour.md#a-delivery-attempt).
     pub fn is_success(&self) -> bool {
         matches!(self, Self::Status { code: 200..=204, .. } | Self::Stored)
     }
@@ -162,7 +164,7 @@ pub enum Handling {
     NotRetried,
 }
 
-/// The classification table of spec §4, as data.
+/// The classification table of behaviour.md#what-a-failure-leads-to, as data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutcomePolicy {
     not_retried: Vec<u16>,
@@ -192,8 +194,9 @@ impl Default for OutcomePolicy {
 }
 
 impl OutcomePolicy {
-    /// The namespace-topic table (spec §10): HTTP 400, 401, 403, 404, 414 and the
-    /// outcomes TimedOut, SocketError and Canceled are not retried; no status minimums.
+    /// The namespace-topic table (behaviour.md#namespace-topics): HTTP 400, 401, 403, 404,
+    /// 414 and the outcomes TimedOut, SocketError and Canceled are not retried; no status
+    /// minimums.
     pub fn namespace_topic() -> Self {
         Self {
             not_retried: vec![400, 401, 403, 404, 414],

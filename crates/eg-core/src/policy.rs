@@ -1,5 +1,6 @@
 //! The decision after (and before) an attempt: deliver, retry at T, or dead-letter with
-//! a reason (spec §4, §5, §6); `fate` turns a dead-letter into a drop where there is no
+//! a reason (behaviour.md#what-a-failure-leads-to, behaviour.md#retry-schedule-and-policy,
+//! behaviour.md#dead-lettering); `fate` turns a dead-letter into a drop where there is no
 //! destination. Pure: the clock and the jitter draw are arguments.
 
 use crate::delivery::Delivery;
@@ -118,7 +119,8 @@ impl DeliveryPolicy {
     }
 }
 
-/// One delivery policy per delivery profile (spec §5 and §10).
+/// One delivery policy per delivery profile (behaviour.md#retry-schedule-and-policy,
+/// behaviour.md#namespace-topics).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProfilePolicies {
     pub custom_topic: DeliveryPolicy,

@@ -1,6 +1,7 @@
-//! Per-endpoint probation (spec §8, "delayed delivery"): when an endpoint
-//! keeps failing, deliveries to it wait instead of hammering it, for a time that depends
-//! on how it failed and grows while it keeps failing; one success ends it.
+//! Per-endpoint probation (behaviour.md#protecting-endpoints-and-the-system, "delayed
+//! delivery"): when an endpoint keeps failing, deliveries to it wait instead of hammering
+//! it, for a time that depends on how it failed and grows while it keeps failing; one
+//! success ends it.
 //!
 //! This module is the policy, pure: who an endpoint is ([`EndpointId`]), which outcomes
 //! say something about the endpoint, how long each probation lasts ([`ProbationPolicy::ladder`]),
@@ -213,8 +214,8 @@ pub fn gate(record: &mut Option<ProbationRecord>, now: UnixMillis, probe_lease: 
 /// a ladder never has more steps than this.
 pub const MAX_LADDER_STEPS: usize = 32;
 
-/// How endpoints are put on probation (spec §8). The base lengths per outcome are data,
-/// so a deployment can change them.
+/// How endpoints are put on probation (behaviour.md#protecting-endpoints-and-the-system).
+/// The base lengths per outcome are data, so a deployment can change them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbationPolicy {
     failure_threshold: u32,

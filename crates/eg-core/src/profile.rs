@@ -1,7 +1,8 @@
-//! Delivery profiles: the custom-topic behaviour of spec §4–§6 (the default) and the
-//! namespace-topic behaviour of spec §10. The profile is the topic's kind: a namespace
-//! topic (written with Event Grid's `publisherType`/`eventRetentionInDays`, or with eg's
-//! older `deliveryProfile: NamespaceTopic`) has the `NamespaceTopic` profile, and each
+//! Delivery profiles: the custom-topic behaviour of behaviour.md#what-a-failure-leads-to
+//! through behaviour.md#dead-lettering (the default) and the namespace-topic behaviour of
+//! behaviour.md#namespace-topics. The profile is the topic's kind: a namespace topic
+//! (written with Event Grid's `publisherType`/`eventRetentionInDays`, or with eg's older
+//! `deliveryProfile: NamespaceTopic`) has the `NamespaceTopic` profile, and each
 //! subscription copies its topic's profile when written.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,5 @@
-//! Publishing (spec §1): turning a publish request's body into validated events.
+//! Publishing (behaviour.md#topics-and-publishing): turning a publish request's body into
+//! validated events.
 //!
 //! `PublishedBatch::parse` is the one entry point: it picks the topic's input schema
 //! (`event::eventgrid`, `event::cloudevents` or `event::custom`),

@@ -1,5 +1,6 @@
-//! Publisher authentication (spec §1): does a publish request's credential hold for the
-//! topic? An access key (either of the topic's two), or a SAS token signed with one.
+//! Publisher authentication (behaviour.md#topics-and-publishing): does a publish request's
+//! credential hold for the topic? An access key (either of the topic's two), or a SAS token
+//! signed with one.
 //!
 //! What a SAS token must be issued for depends on the API ([`Resource`]): a custom
 //! topic's publish path exactly, or, on the namespace data plane, the resource itself or

@@ -1,4 +1,5 @@
-//! Rendering a stored event for delivery (spec §1 conversion table, spec §3 request).
+//! Rendering a stored event for delivery (the conversion table of
+//! behaviour.md#topics-and-publishing, the request of behaviour.md#a-delivery-attempt).
 //!
 //! An event is stored once, in its topic's form (`StoredFormat`), and rendered per
 //! subscription in the subscription's delivery schema:
@@ -207,9 +208,9 @@ pub struct DeliveryBody {
     pub data_version: Option<String>,
 }
 
-/// The request body for `events`, rendered in `schema` (spec §3): Event Grid and custom
-/// schema deliveries are a JSON array, even of one event; CloudEvents are one object
-/// when there is one event and an array otherwise.
+/// The request body for `events`, rendered in `schema` (behaviour.md#a-delivery-attempt):
+/// Event Grid and custom schema deliveries are a JSON array, even of one event; CloudEvents
+/// are one object when there is one event and an array otherwise.
 pub fn delivery_body(schema: DeliverySchema, events: &[RenderedEvent<'_>]) -> DeliveryBody {
     let data_version = match schema {
         DeliverySchema::EventGridSchema => events.first().map(|e| sendable_data_version(e.data_version())),

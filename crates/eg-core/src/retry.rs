@@ -1,5 +1,6 @@
-//! The custom-topic retry schedule (spec §5): the delay after each failed attempt.
-//! The last step repeats until attempts or the time-to-live run out.
+//! The custom-topic retry schedule (behaviour.md#retry-schedule-and-policy): the delay
+//! after each failed attempt. The last step repeats until attempts or the time-to-live run
+//! out.
 
 use std::time::Duration;
 
@@ -37,8 +38,8 @@ impl Default for RetrySchedule {
 }
 
 impl RetrySchedule {
-    /// The namespace-topic schedule (spec §10): the first attempt is immediate, then
-    /// 10 s, 30 s, 1 min, 5 min, and every 5 min after that.
+    /// The namespace-topic schedule (behaviour.md#namespace-topics): the first attempt is
+    /// immediate, then 10 s, 30 s, 1 min, 5 min, and every 5 min after that.
     pub fn namespace_topic() -> Self {
         Self {
             steps: vec![

@@ -1,5 +1,5 @@
-//! The event schemas of spec §1: what a topic accepts, what a subscription receives,
-//! and which pairs are allowed.
+//! The event schemas of behaviour.md#topics-and-publishing: what a topic accepts, what a
+//! subscription receives, and which pairs are allowed.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -81,7 +81,7 @@ impl InputSchema {
         }
     }
 
-    /// The conversion table of spec §1.
+    /// The conversion table of behaviour.md#topics-and-publishing.
     pub fn can_deliver_as(self, delivery: DeliverySchema) -> bool {
         use DeliverySchema as D;
         match self {

@@ -1,8 +1,9 @@
-//! The event eg publishes when it has written a dead-letter object (spec §6: "create an
-//! event subscription for the dead-letter blob storage"), shaped like Azure Storage's
-//! `Microsoft.Storage.BlobCreated`, so handlers written for Event Grid's storage events
-//! read it unchanged. eg-deadletter publishes it, through the ordinary pipeline, to the
-//! topic named by `EG__DEADLETTER__NOTIFY_TOPIC`; users subscribe to that topic.
+//! The event eg publishes when it has written a dead-letter object
+//! (behaviour.md#dead-lettering: Event Grid suggests an event subscription on the
+//! dead-letter blob storage), shaped like Azure Storage's `Microsoft.Storage.BlobCreated`,
+//! so handlers written for Event Grid's storage events read it unchanged. eg-deadletter
+//! publishes it, through the ordinary pipeline, to the topic named by
+//! `EG__DEADLETTER__NOTIFY_TOPIC`; users subscribe to that topic.
 //!
 //! The fields, against Event Grid's own event:
 //! - `topic` (CloudEvents `source`): the storage account's resource id when the

@@ -1,5 +1,6 @@
-//! Topics (spec §1): a named place to publish to, with an input schema, the custom
-//! schema's input mapping, and the delivery profile (spec §10) its subscriptions follow.
+//! Topics (behaviour.md#topics-and-publishing): a named place to publish to, with an input
+//! schema, the custom schema's input mapping, and the delivery profile
+//! (behaviour.md#namespace-topics) its subscriptions follow.
 //!
 //! A topic is stored in the catalog with serde; every field added after the first
 //! version has a serde default so topics stored before it still load.
@@ -189,7 +190,8 @@ impl Topic {
 
     /// Whether this topic may replace `stored`, the one of the same name written before:
     /// stored events and subscriptions were checked against the schema and profile the
-    /// topic was created with (spec §1's table, §10), so those cannot change.
+    /// topic was created with (the schema table of behaviour.md#topics-and-publishing,
+    /// and behaviour.md#namespace-topics), so those cannot change.
     pub fn may_replace(&self, stored: &Topic) -> Result<(), InvalidField> {
         if stored.input_schema != self.input_schema {
             return Err(InvalidField::new(

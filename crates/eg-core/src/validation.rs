@@ -1,7 +1,8 @@
-//! Endpoint validation (spec §8): a webhook subscription proves its endpoint consents
-//! before anything is delivered to it. This module holds the pure parts: the
-//! provisioning state a subscription is in, the validation event it is sent, and the
-//! words that tell its owner what the handshake came to and what to do next.
+//! Endpoint validation (behaviour.md#protecting-endpoints-and-the-system): a webhook
+//! subscription proves its endpoint consents before anything is delivered to it. This
+//! module holds the pure parts: the provisioning state a subscription is in, the validation
+//! event it is sent, and the words that tell its owner what the handshake came to and what
+//! to do next.
 
 use crate::names::{SubscriptionName, TopicName};
 use crate::time::UnixMillis;

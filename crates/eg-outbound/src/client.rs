@@ -23,8 +23,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use url::{Host, Url};
 
-/// How the outbound client behaves. `Default` is the delivery profile of spec §3:
-/// 30 s for the whole request, 10 s to connect, no allow-list.
+/// How the outbound client behaves. `Default` is the delivery profile of
+/// behaviour.md#a-delivery-attempt: 30 s for the whole request, 10 s to connect, no
+/// allow-list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboundSettings {
     /// The whole request: connect, send, and the response head. Reading the body with
@@ -135,8 +136,9 @@ impl Client {
         let builder = reqwest::Client::builder()
             .timeout(settings.timeout)
             .connect_timeout(settings.connect_timeout)
-            // A 3xx is the attempt's outcome (spec §3); following it would also let an
-            // endpoint point eg at an address the first check never saw.
+            // A 3xx is the attempt's outcome (behaviour.md#a-delivery-attempt); following
+            // it would also let an endpoint point eg at an address the first check never
+            // saw.
             .redirect(reqwest::redirect::Policy::none())
             // A proxy would connect on our behalf to addresses we never checked.
             .no_proxy()

@@ -1,6 +1,6 @@
-//! Endpoint validation handshakes (spec §8): before a webhook subscription becomes
-//! active its endpoint must show it wants the events, so eg cannot be pointed at a
-//! third party's URL to flood it.
+//! Endpoint validation handshakes (behaviour.md#protecting-endpoints-and-the-system):
+//! before a webhook subscription becomes active its endpoint must show it wants the events,
+//! so eg cannot be pointed at a third party's URL to flood it.
 //!
 //! Both handshakes go through the same guarded [`Client`] as deliveries, so a
 //! validation request cannot reach an address a delivery could not.

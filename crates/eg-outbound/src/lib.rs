@@ -9,8 +9,8 @@
 //!   name that resolves (or re-resolves, DNS rebinding) to 127.0.0.1 is refused too;
 //! - what a transport failure means ([`classify`]), `Retry-After` ([`retry_after`]) and
 //!   reading a response body without holding more than a bound ([`drain`]);
-//! - the endpoint validation handshakes of spec §8 ([`event_grid_handshake`],
-//!   [`cloudevents_handshake`]).
+//! - the endpoint validation handshakes of behaviour.md#protecting-endpoints-and-the-system
+//!   ([`event_grid_handshake`], [`cloudevents_handshake`]).
 //!
 //! It must not: hand out a `reqwest::Client` (a caller could then skip the checks);
 //! decide retries or dead-lettering (that is `eg_core::OutcomePolicy`); build event

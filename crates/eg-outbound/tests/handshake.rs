@@ -1,4 +1,5 @@
-//! Validation handshakes (spec §8) against real receivers on 127.0.0.1.
+//! Validation handshakes (behaviour.md#protecting-endpoints-and-the-system) against real
+//! receivers on 127.0.0.1.
 
 mod common;
 

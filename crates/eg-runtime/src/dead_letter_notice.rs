@@ -1,4 +1,4 @@
-//! Announcing each dead-letter object eg writes (spec §6): a
+//! Announcing each dead-letter object eg writes (behaviour.md#dead-lettering): a
 //! `Microsoft.Storage.BlobCreated` event (`eg_core::storage_event`) published to the
 //! notify topic (`EG__DEADLETTER__NOTIFY_TOPIC`) through [`crate::accept`], the same
 //! match-and-store step a user's publish takes, so the topic's subscriptions get it with

@@ -1,5 +1,5 @@
-//! Every metric eg exposes, named in one place (Event Grid's names, spec §11), and the
-//! Prometheus recorder. Labels: `topic`, `subscription`, and `outcome` / `reason` /
+//! Every metric eg exposes, named in one place (Event Grid's names, behaviour.md#metrics),
+//! and the Prometheus recorder. Labels: `topic`, `subscription`, and `outcome` / `reason` /
 //! `error` where the name says "by …". Never a key, token or URL in a label.
 
 use metrics::Recorder;

@@ -245,7 +245,8 @@ pub struct DeliverySection {
     pub allowed_networks: String,
 }
 
-/// The namespace-topic delivery profile (spec §10), for topics that choose it.
+/// The namespace-topic delivery profile (behaviour.md#namespace-topics), for topics that
+/// choose it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NamespaceSection {
@@ -267,7 +268,7 @@ impl Default for NamespaceSection {
     }
 }
 
-/// The endpoint validation handshake (spec §8).
+/// The endpoint validation handshake (behaviour.md#protecting-endpoints-and-the-system).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ValidationSection {
@@ -291,7 +292,8 @@ impl Default for ValidationSection {
     }
 }
 
-/// Delayed delivery to failing endpoints (spec §8).
+/// Delayed delivery to failing endpoints
+/// (behaviour.md#protecting-endpoints-and-the-system).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProbationSection {
@@ -299,7 +301,7 @@ pub struct ProbationSection {
     /// Consecutive failed attempts to one endpoint before it goes on probation.
     pub failure_threshold: u32,
     /// First probation length per outcome, e.g. `NotFound=5m,Busy=10s,*=10s`; empty
-    /// keeps spec §8's table.
+    /// keeps the table of behaviour.md#protecting-endpoints-and-the-system.
     pub lengths: String,
     /// Each further probation is this many times longer (1 = no growth).
     pub growth: u32,
@@ -345,7 +347,7 @@ pub struct SenderSection {
     /// How much of a response body is read (the rest is discarded).
     pub max_response_bytes: usize,
     /// How long an attempt that timed out is still listened to: a late success cancels
-    /// its queued retry (spec §5). Zero turns this off.
+    /// its queued retry (behaviour.md#retry-schedule-and-policy). Zero turns this off.
     #[serde(with = "humantime_serde")]
     pub late_success_window: Duration,
     /// Most timed-out attempts listened to at once.

@@ -1,4 +1,5 @@
-//! Per-endpoint probation records in Redis (spec §8): one hash per endpoint, shared by
+//! Per-endpoint probation records in Redis
+//! (behaviour.md#protecting-endpoints-and-the-system): one hash per endpoint, shared by
 //! every sender, changed only by two scripts that run `eg_core::probation`'s machine.
 //!
 //! - `endpoint_gate` before each attempt: go ahead, probe, or wait until a time.

@@ -1,5 +1,6 @@
 //! How a [`Receiver`](super::Receiver) answers: the behaviours a test picks, validation
-//! handshakes (spec §8), and the axum handler that records each request before answering.
+//! handshakes (behaviour.md#protecting-endpoints-and-the-system), and the axum handler that
+//! records each request before answering.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -67,8 +68,9 @@ impl Reply {
     }
 }
 
-/// How a [`Receiver`] answers validation handshakes (spec §8). Handshake requests are
-/// recorded apart from deliveries ([`Receiver::validations`]).
+/// How a [`Receiver`] answers validation handshakes
+/// (behaviour.md#protecting-endpoints-and-the-system). Handshake requests are recorded
+/// apart from deliveries ([`Receiver::validations`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Validation {
     /// Echo the Event Grid validation code; allow any origin for CloudEvents.

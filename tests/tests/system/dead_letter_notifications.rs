@@ -1,8 +1,8 @@
-//! Reacting to a dead letter (spec §6): with `EG__DEADLETTER__NOTIFY_TOPIC` set, every
-//! dead-letter object eg writes is announced on that topic as a
-//! `Microsoft.Storage.BlobCreated` event, which an ordinary subscription receives with
-//! its filter and retries; that topic's subscriptions cannot dead-letter, and nobody
-//! outside eg publishes to it.
+//! Reacting to a dead letter (behaviour.md#dead-lettering): with
+//! `EG__DEADLETTER__NOTIFY_TOPIC` set, every dead-letter object eg writes is announced on
+//! that topic as a `Microsoft.Storage.BlobCreated` event, which an ordinary subscription
+//! receives with its filter and retries; that topic's subscriptions cannot dead-letter, and
+//! nobody outside eg publishes to it.
 
 use eg_system_tests::{
     AZURITE_RESOURCE_ID, Behaviour, DEADLINE, Options, Receiver, System, assert_subscription_refused,

@@ -1,5 +1,5 @@
-//! Advanced filters and subscription expiry end to end (spec §2): what the ingress routes
-//! to each subscription, seen at the endpoints.
+//! Advanced filters and subscription expiry end to end (behaviour.md#event-subscriptions):
+//! what the ingress routes to each subscription, seen at the endpoints.
 
 use eg_system_tests::{
     Behaviour, Options, Receiver, System, assert_subscription_refused, event, eventually, json_reply, sorted, strings,

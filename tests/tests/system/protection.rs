@@ -1,6 +1,8 @@
 //! Protecting endpoints and the system, through the four binaries: output batching
-//! (spec §7), probation (§8), endpoint validation (§8), the outbound address policy
-//! (§8), late success (§5) and `Retry-After` (§4).
+//! (behaviour.md#output-batching); probation, endpoint validation and the outbound address
+//! policy (behaviour.md#protecting-endpoints-and-the-system); late success
+//! (behaviour.md#retry-schedule-and-policy) and `Retry-After`
+//! (behaviour.md#what-a-failure-leads-to).
 
 use eg_system_tests::{
     Behaviour, DEADLINE, Options, Receiver, Recorded, Reply, System, Validation, dead_letter_to, event, eventually,
@@ -66,7 +68,7 @@ fn requests_with<'a>(requests: &'a [Recorded], id: &str) -> Vec<&'a Recorded> {
         .collect()
 }
 
-// ----- 1. output batching (spec §7) -----
+// ----- 1. output batching (behaviour.md#output-batching) -----
 
 /// 25 events published in one request to each of three topics: batches of at most 10,
 /// batching off, and a batch that fails once. (One topic each: a sender reads at most as
@@ -353,7 +355,7 @@ async fn each_event_of_a_failed_batch_keeps_its_own_attempt_count() {
     );
 }
 
-// ----- 2. probation (spec §8) -----
+// ----- 2. probation (behaviour.md#protecting-endpoints-and-the-system) -----
 
 /// Two failures put the endpoint on probation for 8 s: nothing reaches it meanwhile,
 /// held-back deliveries are not charged an attempt, the state shows in `deliveryHealth`
@@ -654,7 +656,7 @@ async fn a_dynamic_property_no_header_can_carry_is_left_out_and_not_held_against
     assert!(said.iter().any(|line| line.contains("control_character")), "{said:?}");
 }
 
-// ----- 3. endpoint validation (spec §8) -----
+// ----- 3. endpoint validation (behaviour.md#protecting-endpoints-and-the-system) -----
 
 /// The Event Grid handshake: a consenting endpoint is `Succeeded` at once; one that
 /// ignores it is `AwaitingManualAction` and gets nothing until a GET on its validation URL.
@@ -960,7 +962,7 @@ async fn with_validation_off_no_handshake_is_made() {
     );
 }
 
-// ----- 4. endpoint safety (spec §8) -----
+// ----- 4. endpoint safety (behaviour.md#protecting-endpoints-and-the-system) -----
 
 /// With an empty allow-list, a loopback endpoint cannot even be subscribed: the
 /// validation handshake is refused before any connection.
@@ -1081,7 +1083,7 @@ async fn refused_addresses_do_not_put_the_endpoint_on_probation() {
     assert_eq!(receiver.count(), 0);
 }
 
-// ----- 5. late success (spec §5) -----
+// ----- 5. late success (behaviour.md#retry-schedule-and-policy) -----
 
 /// Timed-out attempts, and requests that carried an event the endpoint had already
 /// accepted.
@@ -1202,7 +1204,7 @@ async fn a_late_success_after_the_retry_was_sent_is_a_counted_duplicate() {
     assert_eq!(metric(&text, "DeliverySuccessCount", &labels), EVENTS as f64);
 }
 
-// ----- 6. Retry-After (spec §4) -----
+// ----- 6. Retry-After (behaviour.md#what-a-failure-leads-to) -----
 
 /// `503` with `Retry-After: 3` delays the next attempt at least 3 s (the schedule says
 /// 1 s); `429` with `Retry-After: 3600` is capped by `EG__DELIVERY__MAX_RETRY_AFTER` (4 s).

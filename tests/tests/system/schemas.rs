@@ -1,7 +1,9 @@
-//! Event schemas end to end (spec §1, §3, §6, §10, and §2's delivery properties): what
-//! each kind of topic accepts, what each delivery schema puts on the wire, what a
-//! dead-letter record looks like in each form, the namespace-topic profile, and the
-//! headers a subscription adds to its deliveries.
+//! Event schemas end to end (behaviour.md#topics-and-publishing,
+//! behaviour.md#a-delivery-attempt, behaviour.md#dead-lettering,
+//! behaviour.md#namespace-topics, and the delivery properties of
+//! behaviour.md#event-subscriptions): what each kind of topic accepts, what each delivery
+//! schema puts on the wire, what a dead-letter record looks like in each form, the
+//! namespace-topic profile, and the headers a subscription adds to its deliveries.
 
 use eg_system_tests::{
     Behaviour, DEADLINE, Options, Receiver, Recorded, System, assert_refused, assert_subscription_refused,
@@ -150,7 +152,8 @@ async fn a_cloud_events_topic_takes_what_the_azure_sdks_send_and_delivers_it_unc
     let (_, shown) = system.get(&format!("/topics/{topic}")).await;
     assert_eq!(shown["properties"]["inputSchema"], "CloudEventSchemaV1_0", "{shown}");
 
-    // A CloudEvents topic delivers CloudEvents only (spec §1's table).
+    // A CloudEvents topic delivers CloudEvents only (the schema table of
+    // behaviour.md#topics-and-publishing).
     for schema in ["EventGridSchema", "CustomInputSchema"] {
         let body = subscription(consumer.url(), json!({"eventDeliverySchema": schema}));
         assert_subscription_refused(&system, topic, "Wrong", &body, "properties.eventDeliverySchema").await;
@@ -870,7 +873,8 @@ async fn a_namespace_topic_retries_by_its_own_policy_and_dead_letters_in_its_own
     assert_eq!(record["deadLetterProperties"]["deliveryresult"], "NotFound");
     assert_eq!(gone.count(), 1, "a 404 was retried on a namespace topic");
 
-    // Neither is a timeout or a refused connection (spec §10's table).
+    // Neither is a timeout or a refused connection (the namespace-topic table,
+    // behaviour.md#namespace-topics).
     for (folder, result) in [("SLOW", "TimedOut"), ("CLOSED", "SocketError")] {
         let record = by_folder(folder);
         let properties = &record["deadLetterProperties"];
@@ -1099,14 +1103,15 @@ async fn delivery_properties_add_static_secret_and_dynamic_headers() {
     assert!(everything.contains("DEBUG"), "debug logging is not on");
 }
 
-// ----- Bugs found while writing these tests (see the report); each test states what the
-// spec asks for and is ignored until the product does it. -----
+// ----- Bugs found while writing these tests (see the report); each test states what
+// docs/behaviour.md asks for and is ignored until the product does it. -----
 
-/// Spec §1's table and §10 ("CloudEvents only") hold for a subscription's whole life, and
-/// every accepted event is delivered or dead-lettered (§6). Today `PUT /admin/topics/{t}`
-/// on an existing topic replaces its input schema and profile without looking at its
-/// subscriptions: an Event Grid topic becomes a CloudEvents topic under an
-/// EventGridSchema subscription, and every event published afterwards is dropped by the
+/// The schema table of behaviour.md#topics-and-publishing and the "CloudEvents only" of
+/// behaviour.md#namespace-topics hold for a subscription's whole life, and every accepted
+/// event is delivered or dead-lettered (behaviour.md#dead-lettering). Today
+/// `PUT /admin/topics/{t}` on an existing topic replaces its input schema and profile
+/// without looking at its subscriptions: an Event Grid topic becomes a CloudEvents topic
+/// under an EventGridSchema subscription, and every event published afterwards is dropped by the
 /// sender as `EventUnrenderable` (the publisher got 200; the dead-letter destination gets
 /// nothing). A profile change leaves the subscriptions on the old profile's policy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1171,11 +1176,12 @@ async fn a_topic_cannot_change_its_schema_or_profile_under_its_subscriptions() {
     assert_eq!(received[0].event_ids(), ["still-1"]);
 }
 
-/// A delivery property must not take over the request's framing or routing (spec §3: the
-/// body is the JSON array of events; "at least once"). Today `Host`, `Content-Length`,
-/// `Transfer-Encoding`, `Connection` … are accepted as header names; with a static
-/// `Content-Length: 3` every delivery reaches the endpoint as the first 3 bytes of its
-/// body (`[{"`) and, when the endpoint answers 200, is counted as delivered.
+/// A delivery property must not take over the request's framing or routing
+/// (behaviour.md#a-delivery-attempt: the body is the JSON array of events; "at least
+/// once"). Today `Host`, `Content-Length`, `Transfer-Encoding`, `Connection` … are accepted
+/// as header names; with a static `Content-Length: 3` every delivery reaches the endpoint
+/// as the first 3 bytes of its body (`[{"`) and, when the endpoint answers 200, is counted
+/// as delivered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delivery_properties_cannot_set_headers_that_frame_or_route_the_request() {
     let system = System::start(Options::default()).await;
@@ -1197,9 +1203,10 @@ async fn delivery_properties_cannot_set_headers_that_frame_or_route_the_request(
     }
 }
 
-/// A secret must never be shown (spec §2), and settings are refused rather than silently
-/// ignored (README). Today `"isSecret": "true"` (or `1`) is read as `false`, so GET and
-/// the list show the value; unknown fields of a mapping (`"secret": true`) are ignored.
+/// A secret must never be shown (behaviour.md#event-subscriptions), and settings are
+/// refused rather than silently ignored (README). Today `"isSecret": "true"` (or `1`) is
+/// read as `false`, so GET and the list show the value; unknown fields of a mapping
+/// (`"secret": true`) are ignored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_flag_that_is_not_a_boolean_is_refused_not_ignored() {
     let system = System::start(Options::default()).await;

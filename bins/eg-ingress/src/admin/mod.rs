@@ -282,8 +282,10 @@ async fn put_subscription(
         {
             sub.paused = previous.paused;
         }
-        // Only a webhook is asked for consent (spec §8): consumers pull from a queue-mode
-        // subscription, and a queue or broker connection is the operator's configuration.
+        // Only a webhook is asked for consent
+        // (behaviour.md#protecting-endpoints-and-the-system): consumers pull from a
+        // queue-mode subscription, and a queue or broker connection is the operator's
+        // configuration.
         if sub.delivery_mode.is_push() && sub.endpoint.is_webhook() {
             sub.provisioning = app
                 .validator

@@ -86,7 +86,8 @@ async fn create(args: SubscriptionCreate, ctx: &Ctx) -> Result<String, Failure> 
         Some(path) => read_resource(path)?,
         None if args.queue => queue_from_flags(&args),
         None => {
-            // Namespace topics name their retry fields differently (spec §10).
+            // Namespace topics name their retry fields differently
+            // (behaviour.md#namespace-topics).
             let topic = ctx.api.get(&["topics", &args.topic]).await?;
             let namespace = topic["properties"]["deliveryProfile"] == "NamespaceTopic";
             from_flags(&args, namespace)

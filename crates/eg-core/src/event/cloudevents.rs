@@ -1,4 +1,5 @@
-//! CloudEvents 1.0 in structured JSON mode (spec §1): validating one published event.
+//! CloudEvents 1.0 in structured JSON mode (behaviour.md#topics-and-publishing): validating
+//! one published event.
 //!
 //! The stored form of a CloudEvent is the event as published, byte for byte (a publish
 //! reads it with [`accept_raw`]), so a subscriber receives what the publisher sent. Validation follows the CloudEvents

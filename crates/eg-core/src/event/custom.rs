@@ -1,5 +1,6 @@
-//! Custom input schema (spec §1): a topic that accepts arbitrary JSON objects and a
-//! mapping that says where, in each object, Event Grid's own fields are found.
+//! Custom input schema (behaviour.md#topics-and-publishing): a topic that accepts arbitrary
+//! JSON objects and a mapping that says where, in each object, Event Grid's own fields are
+//! found.
 //!
 //! Each published object is stored as an Event Grid envelope
 //! `{id, topic, subject, eventType, eventTime, dataVersion, metadataVersion: "1", data}`

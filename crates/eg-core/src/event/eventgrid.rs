@@ -1,6 +1,6 @@
-//! The Event Grid schema (spec §1): validating one published event and stamping the
-//! service's fields (`topic`, `metadataVersion`). Its stored form is also the envelope of
-//! a custom-schema event (see `custom`).
+//! The Event Grid schema (behaviour.md#topics-and-publishing): validating one published
+//! event and stamping the service's fields (`topic`, `metadataVersion`). Its stored form is
+//! also the envelope of a custom-schema event (see `custom`).
 //!
 //! A publish reads each event from its text ([`accept_raw`]): the known fields are
 //! checked and written again, and `data` is copied as it was sent, never built into a

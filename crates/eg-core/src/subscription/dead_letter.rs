@@ -1,5 +1,5 @@
-//! Where a subscription's dead letters go (spec §6), read from and shown in Event
-//! Grid's JSON:
+//! Where a subscription's dead letters go (behaviour.md#dead-lettering), read from and
+//! shown in Event Grid's JSON:
 //!
 //! - `LocalDirectory` (eg's): `{"containerName"}`, a folder under the dead-letter
 //!   worker's directory, laid out like a blob container — the embedded default;

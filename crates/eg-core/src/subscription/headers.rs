@@ -1,6 +1,7 @@
-//! Delivery properties (spec §2, Event Grid's `deliveryAttributeMappings`): headers a
-//! subscription adds to each delivery, with a static value or one read from the event,
-//! and the rules that keep them from replacing what the sender itself must set.
+//! Delivery properties (behaviour.md#event-subscriptions, Event Grid's
+//! `deliveryAttributeMappings`): headers a subscription adds to each delivery, with a
+//! static value or one read from the event, and the rules that keep them from replacing
+//! what the sender itself must set.
 
 use crate::api_error::InvalidField;
 use crate::event::raw;

@@ -1,12 +1,13 @@
-//! Event subscriptions (spec §2) as validated types: where a topic's matching events
-//! go, which of them, with what headers, and when their delivery stops.
+//! Event subscriptions (behaviour.md#event-subscriptions) as validated types: where a
+//! topic's matching events go, which of them, with what headers, and when their delivery
+//! stops.
 //!
 //! A subscription value can only exist valid ("parse, don't validate"): `resource`
 //! reads it from Event Grid's resource layout (so existing Event Grid JSON reads
-//! naturally), checking every range of §2 and naming the field of each refusal, and
-//! writes it back; `namespace` does the same for Event Grid's namespace subscription
-//! JSON (`deliveryConfiguration`), push or queue. `headers` holds the delivery properties and their rules,
-//! `retry_policy` the retry limits.
+//! naturally), checking every range of behaviour.md#event-subscriptions and naming the
+//! field of each refusal, and writes it back; `namespace` does the same for Event Grid's
+//! namespace subscription JSON (`deliveryConfiguration`), push or queue. `headers` holds
+//! the delivery properties and their rules, `retry_policy` the retry limits.
 
 use crate::api_error::InvalidField;
 use crate::filter::EventFilter;
@@ -66,7 +67,9 @@ pub struct Subscription {
     /// The topic's delivery profile, copied when the subscription is created.
     #[serde(default)]
     pub profile: DeliveryProfile,
-    /// Whether the endpoint has consented (spec §8); only `Succeeded` subscriptions match.
+    /// Whether the endpoint has consented
+    /// (behaviour.md#protecting-endpoints-and-the-system); only `Succeeded` subscriptions
+    /// match.
     #[serde(default)]
     pub provisioning: Provisioning,
     /// Paused by an operator: events still match and accumulate (their time-to-live

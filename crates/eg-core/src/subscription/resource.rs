@@ -1,7 +1,8 @@
-//! A subscription's resource form (spec §2): reading a `PUT …/eventSubscriptions/{name}`
-//! body into a valid [`Subscription`] and writing one back as `GET` shows it. The whole
-//! accepted shape is here: the top-level fields, the properties, and every nested
-//! object, each refusal naming its field (`properties.retryPolicy.maxDeliveryAttempts`).
+//! A subscription's resource form (behaviour.md#event-subscriptions): reading a
+//! `PUT …/eventSubscriptions/{name}` body into a valid [`Subscription`] and writing one
+//! back as `GET` shows it. The whole accepted shape is here: the top-level fields, the properties,
+//! and every nested object, each refusal naming its field
+//! (`properties.retryPolicy.maxDeliveryAttempts`).
 
 use super::headers::{self, DeliveryHeader, HeaderValueSource};
 use super::retry_policy::{
@@ -493,8 +494,9 @@ fn retry_policy(v: &Value, profile: DeliveryProfile) -> Result<RetryPolicy, Inva
     }
 }
 
-/// The delivery schema asked for, checked against the topic's input schema (spec §1)
-/// and profile (namespace topics deliver CloudEvents only).
+/// The delivery schema asked for, checked against the topic's input schema
+/// (behaviour.md#topics-and-publishing) and profile (namespace topics deliver CloudEvents
+/// only).
 pub(super) fn delivery_schema(topic: &Topic, raw: Option<&Value>) -> Result<DeliverySchema, InvalidField> {
     let field = "eventDeliverySchema";
     let schema = match raw {

@@ -1,4 +1,5 @@
-//! A subscription's retry limits (spec §5, §10): when delivery of one event stops. The
+//! A subscription's retry limits (behaviour.md#retry-schedule-and-policy,
+//! behaviour.md#namespace-topics): when delivery of one event stops. The
 //! ranges depend on the topic's delivery profile; a `RetryPolicy` exists only within them.
 
 use crate::api_error::InvalidField;
@@ -29,7 +30,8 @@ impl Default for RetryPolicy {
     }
 }
 
-/// Namespace-topic limits (spec §10): `maxDeliveryCount` 1–10, TTL `PT1M` … `P7D`.
+/// Namespace-topic limits (behaviour.md#namespace-topics): `maxDeliveryCount` 1–10, TTL
+/// `PT1M` … `P7D`.
 pub const NAMESPACE_MAX_DELIVERY_COUNT: u32 = 10;
 pub const NAMESPACE_MIN_TTL: Duration = Duration::from_secs(60);
 pub const NAMESPACE_MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);

@@ -1,7 +1,7 @@
 -- Cancels a queued retry because the attempt it retries succeeded after all (a late
--- success, spec §5): removes the exact retry record and releases its hold on the
--- stored event. If the retry is no longer queued (already promoted to the ready
--- stream, or settled some other way), nothing changes and 0 is returned.
+-- success, behaviour.md#retry-schedule-and-policy): removes the exact retry record and
+-- releases its hold on the stored event. If the retry is no longer queued (already promoted
+-- to the ready stream, or settled some other way), nothing changes and 0 is returned.
 --
 -- KEYS[1]  retry sorted set of the partition
 -- KEYS[2]  the event hash (fields: b = body, r = deliveries outstanding)

@@ -299,7 +299,7 @@ def section(text: str, title: str) -> str | None:
 
 
 def named(text: str, name: str) -> bool:
-    """`name`, `name.rs`, `name.lua` or `name/`, backticked."""
+    """`name`, `name.rs` or `name/`, backticked."""
     return re.search(r"`" + re.escape(name) + r"(?:\.rs|/)?`", text) is not None
 
 
@@ -323,7 +323,7 @@ def check_architecture() -> list[str]:
     entries = set(re.findall(r"^- \*\*`([\w.]+\.lua)`\*\*", scripts, re.M))
     present = {p.name for p in scripts_dir.glob("*.lua")}
     for name in sorted(present - entries):
-        problems.append(f"{doc}: the script {name} has no entry (a line `- **`{name}`** — keys: …`) under 'Scripts and their guarantees'")
+        problems.append(f"{doc}: the script {name} has no entry under 'Scripts and their guarantees' (a bullet starting - **`{name}`**)")
     for name in sorted(entries - present):
         problems.append(f"{doc}: 'Scripts and their guarantees' has an entry for {name}, which is not in {scripts_dir.relative_to(ROOT)}")
 
@@ -362,14 +362,15 @@ def check_architecture() -> list[str]:
                 if target and not target.endswith(".md"):
                     continue
                 path = (source.parent / target).resolve() if target else source
+                where = path.relative_to(ROOT) if ROOT in path.parents else target
                 if path.name == "behaviour.md" and not path.is_file():
                     ok = anchor in BEHAVIOUR_ANCHORS
                 elif not path.is_file():
-                    ok = False
+                    problems.append(f"{source.relative_to(ROOT)}:{number}: the link to {where}#{anchor} names no file")
+                    continue
                 else:
                     ok = anchor in known.setdefault(path, anchors(path))
                 if not ok:
-                    where = path.relative_to(ROOT) if ROOT in path.parents else target
                     problems.append(f"{source.relative_to(ROOT)}:{number}: the link to {where}#{anchor} names no heading of it")
     return problems
 

@@ -124,7 +124,7 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
     {{just_executable()}} check-deploy
 
-# The layout rules of docs/architecture.md (no import cycle in a crate, no Redis key or script outside eg-store, no fate reason outside eg-core, bins/ only deployable programs), and every citation (`behaviour.md#<anchor>`, `<name>.md#<anchor>`) naming a file and heading that exist.
+# The layout rules of docs/architecture.md (no import cycle in a crate, no Redis key or script outside eg-store, no fate reason outside eg-core, bins/ only deployable programs, architecture.md in step with the tree), and every citation (`behaviour.md#<anchor>`, `<name>.md#<anchor>`) naming a file and heading that exist.
 check-layout:
     python3 tools/check-layout.py
 

@@ -5,11 +5,11 @@
 //! - A **delivery record** ([`encode_delivery`], [`decode_delivery`]): the JSON of one
 //!   `eg_core::Delivery` with short field names, as it sits in a ready stream entry
 //!   (field [`DELIVERY_FIELD`]), a retry set, a paused set or a redrive.
-//! - A **ready entry** ([`EntryLayout`]): layout 1 is the record alone, its event in the
-//!   event hash; layout 2 ([`ENTRY_LAYOUT_FIELD`] = 2) also carries the event's body
+//! - A **ready entry** ([`EntryLayout`]): the `EventHash` layout is the record alone, its event in the
+//!   event hash; the `Carried` layout ([`ENTRY_LAYOUT_FIELD`] = 2) also carries the event's body
 //!   ([`ENTRY_BODY_FIELD`]), written when an event has exactly one push delivery, so
 //!   that delivery needs no event hash at all. Entries without the layout field are
-//!   layout 1 (everything written before layouts were numbered).
+//!   the `EventHash` layout (everything written before layouts were numbered).
 //! - A **dead-letter record** ([`decode_dead_letter`]): the dead-letter entry JSON, a
 //!   newline, and the event body. `settle.lua` joins the two (the body is read inside
 //!   the script); `redrive.lua` splits them again.
@@ -45,9 +45,9 @@ use std::borrow::Cow;
 
 /// The stream entry field holding a delivery record (ready streams).
 pub const DELIVERY_FIELD: &str = "d";
-/// The ready entry field naming its layout ([`EntryLayout`]; absent: layout 1).
+/// The ready entry field naming its layout ([`EntryLayout`]; absent: `EventHash` layout).
 pub const ENTRY_LAYOUT_FIELD: &str = "v";
-/// The ready entry field carrying the event's body (layout 2).
+/// The ready entry field carrying the event's body (`Carried` layout).
 pub const ENTRY_BODY_FIELD: &str = "b";
 /// The stream entry field holding a dead-letter record (dead-letter streams).
 pub const DEAD_LETTER_FIELD: &str = "r";
@@ -81,13 +81,13 @@ pub enum EntryLayout {
     Carried = 2,
     /// An event with several push deliveries, as published: the body and one fan-out
     /// record ([`encode_fan_out`]) naming the matched subscriptions. The first reader
-    /// expands it (`expand_fan_out.lua`) into an event hash and one layout-1 entry per
+    /// expands it (`expand_fan_out.lua`) into an event hash and one `EventHash` entry per
     /// delivery, so a pending fan-out costs one body and a few bytes per subscription.
     FanOut = 3,
 }
 
 impl EntryLayout {
-    /// The layout a ready entry names (`None` in the field: layout 1). `Err` holds a
+    /// The layout a ready entry names (`None` in the field: `EventHash` layout). `Err` holds a
     /// layout this release does not know (written by a newer one).
     pub fn of(field: Option<&str>) -> Result<Self, String> {
         match field {
@@ -169,10 +169,10 @@ pub fn encode_delivery(delivery: &Delivery) -> String {
     encode_record(delivery, Brevity::Full)
 }
 
-/// The stored form of a delivery whose ready entry carries its event's body (layout 2,
+/// The stored form of a delivery whose ready entry carries its event's body (`Carried` layout,
 /// written by a publish): `ev` is left out when the event key is the delivery's own id,
 /// and `n` when no attempt was made yet, ~45 bytes less per pending delivery. Only a
-/// release that reads layout 2 ever sees one, so no older reader meets the short form.
+/// release that reads the `Carried` layout ever sees one, so no older reader meets the short form.
 pub fn encode_carried_delivery(delivery: &Delivery) -> String {
     encode_record(delivery, Brevity::Carried)
 }
@@ -246,7 +246,7 @@ pub fn fan_out_delivery_id(event_key: &str, index: usize) -> String {
     format!("{event_key}-{index}")
 }
 
-/// A fan-out record as stored (layout 3): what the deliveries of one event share, and
+/// A fan-out record as stored (`FanOut` layout): what the deliveries of one event share, and
 /// the subscriptions they go to, in order.
 #[derive(Serialize, Deserialize)]
 struct FanOutRecord<'a> {
@@ -268,7 +268,7 @@ struct FanOutRecord<'a> {
     data_version: Option<Cow<'a, str>>,
 }
 
-/// The fan-out record of an event's push deliveries (layout 3), or `None` when they do
+/// The fan-out record of an event's push deliveries (`FanOut` layout), or `None` when they do
 /// not have its shape: at least two, named by [`fan_out_delivery_id`] in order, not yet
 /// attempted, one topic, and the same publish time, format, catalog version and event
 /// id. Deliveries of another shape are stored one entry each.

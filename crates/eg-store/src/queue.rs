@@ -37,7 +37,7 @@ pub struct ReadyDelivery {
     pub partition: u16,
     pub entry_id: String,
     pub delivery: Delivery,
-    /// The event's body, when the entry carries it (layout 2: the event's only push
+    /// The event's body, when the entry carries it (`Carried` layout: the event's only push
     /// delivery); `None`: it is in the event hash ([`Store::event_bodies`]), or was taken.
     pub carried_body: Option<String>,
     /// Whether the entry carries the body: what [`Settle::carries_body`] must say when
@@ -63,7 +63,7 @@ impl ReadyDelivery {
 const FAN_OUT_READ_ON: usize = 64;
 const FAN_OUT_READ_ROUNDS: usize = 4;
 
-/// A held fan-out entry (layout 3) and the deliveries it stands for.
+/// A held fan-out entry (`FanOut` layout) and the deliveries it stands for.
 struct FanOutEntry {
     entry_id: String,
     event_key: String,
@@ -147,7 +147,7 @@ impl Store {
                 .then(|| codec::encode_fan_out(&e.event_key, &e.deliveries))
                 .flatten()
             {
-                // publish.lua: M = 0, then one fan-out record (layout 3).
+                // publish.lua: M = 0, then one fan-out record (`FanOut` layout).
                 routed.push("0".into());
                 routed.push(fan_out.into());
                 continue;
@@ -387,7 +387,7 @@ impl Store {
         Ok((out, fan_outs.len()))
     }
 
-    /// Expands held fan-out entries (layout 3) into an event hash and one ready entry per
+    /// Expands held fan-out entries (`FanOut` layout) into an event hash and one ready entry per
     /// delivery (`expand_fan_out.lua`). Their deliveries are read next, like any others.
     async fn expand_fan_outs(&self, partition: &Partition, fan_outs: &[FanOutEntry]) -> Result<(), StoreError> {
         if fan_outs.is_empty() {

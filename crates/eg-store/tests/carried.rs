@@ -1,4 +1,4 @@
-//! Ready entries that carry their event's body (layout 2, `codec::EntryLayout`) against
+//! Ready entries that carry their event's body (`codec::EntryLayout::Carried`) against
 //! a real Redis: an event with one push delivery has no event hash; the body goes
 //! wherever the delivery goes (retry, park, requeue, dead-letter); and entries of the
 //! previous layout, as a Redis upgraded in place still holds them, are delivered as
@@ -54,7 +54,7 @@ async fn a_retry_moves_the_body_into_the_event_hash_its_record_names() {
     assert_eq!(hget(&mut redis, &h.p0().event("e1"), "b"), Some(body("e1")));
     assert_eq!(hget(&mut redis, &h.p0().event("e1"), "r").as_deref(), Some("1"));
 
-    // Promoted, it is an entry of layout 1, read through the event hash.
+    // Promoted, it is an `EventHash` entry, read through the event hash.
     assert_eq!(promote_due(&h.store, &h.p0(), 10).await, 1);
     let again = read(&h.store, &h.p0(), "sender", 10).await.remove(0);
     assert!(!again.carries_body);

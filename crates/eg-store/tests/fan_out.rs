@@ -1,4 +1,4 @@
-//! Fan-out entries (layout 3, `codec::EntryLayout::FanOut`) against a real Redis: an
+//! Fan-out entries (`codec::EntryLayout::FanOut`) against a real Redis: an
 //! event published to several push subscriptions is one ready entry listing them, with
 //! no event hash; its first reader expands it into the event hash and one entry per
 //! delivery, exactly once, whoever reads it (a sender, or a scheduler taking back what a
@@ -120,7 +120,7 @@ async fn a_fan_out_a_crashed_reader_held_is_expanded_once_by_whoever_takes_it_ba
 #[tokio::test]
 async fn deliveries_of_another_shape_keep_one_entry_each() {
     let h = Harness::start().await;
-    // Named otherwise than `<event key>-<index>` (as by an earlier ingress): layout 1.
+    // Named otherwise than `<event key>-<index>` (as by an earlier ingress): `EventHash` layout.
     publish(&h.store, &h.p0(), &[event("k1", 2)]).await;
     let mut redis = h.redis();
     let stored = entries(&mut redis, &h.p0().ready());

@@ -42,7 +42,7 @@ async fn publish_stores_each_event_once_and_enqueues_one_entry_per_delivery() {
 
     let mut redis = h.redis();
     // e1's two deliveries share its event hash; e2's only delivery carries its body in
-    // its entry, and e2 has no hash (layout 2, tests/carried.rs).
+    // its entry, and e2 has no hash (`Carried` layout, tests/carried.rs).
     let key = event_hash("e1");
     assert_eq!(hget(&mut redis, &key, "b"), Some(events[0].body.clone()));
     assert_eq!(hget(&mut redis, &key, "r").as_deref(), Some("2"));

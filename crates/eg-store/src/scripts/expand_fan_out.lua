@@ -1,6 +1,6 @@
--- Expands fan-out entries (layout 3: v = 3, d = fan-out record, b = body) that a reader
+-- Expands fan-out entries (`FanOut` layout: v = 3, d = fan-out record, b = body) that a reader
 -- of the ready stream holds: for each, the event's body goes into its event hash with
--- one outstanding delivery per subscription, one layout-1 entry per delivery is added
+-- one outstanding delivery per subscription, one `EventHash` entry per delivery is added
 -- to the ready stream (read next, by any sender), and the fan-out entry is acknowledged
 -- and deleted, all in one step. The records are built by the caller from the fan-out
 -- record (codec::decode_fan_out), so their form is defined once, in Rust.

@@ -7,7 +7,7 @@
 -- KEYS[2]  ready stream of the partition
 -- KEYS[3..2+N]  one event hash per event (fields: b = body, r = deliveries outstanding);
 --               not written for an event whose only delivery is a push one: its ready
---               entry carries the body (layout 2: v = 2, d = record, b = body)
+--               entry carries the body (`Carried` layout: v = 2, d = record, b = body)
 -- KEYS[3+N]  the partition's queues index (set)   KEYS[4+N]  the queue signal stream
 -- KEYS[5+N..4+N+Q]  one queue stream per queue-mode subscription written to
 -- ARGV[1]  catalog version the caller matched against
@@ -15,7 +15,7 @@
 -- then, per event in KEYS order: body, M (its number of deliveries), and M pairs of
 -- (target, delivery record): target 0 = the ready stream, q = the q-th queue stream;
 -- or body, 0 and one fan-out record: several push deliveries in one ready entry
--- (layout 3: v = 3, d = fan-out record, b = body; the first reader expands it, see
+-- (`FanOut` layout: v = 3, d = fan-out record, b = body; the first reader expands it, see
 -- expand_fan_out.lua), and no event hash written yet
 -- then Q subscription names (`<topic>/<subscription>`), in queue stream order
 --

@@ -37,7 +37,7 @@
 -- ARGV[a+5] history entry ('' = keep none)
 -- ARGV[a+6] deadletter: archive record id ('' = do not archive)
 -- ARGV[a+7] park: the subscription (`<topic>/<subscription>`, the paused index member)
--- ARGV[a+8] '1' when the entry carries the event's body (layout 2, codec::EntryLayout):
+-- ARGV[a+8] '1' when the entry carries the event's body (`codec::EntryLayout::Carried`):
 --           no event hash exists; a delivery that lives on takes the body along
 --
 -- The steps themselves are in settle_steps.lua, sent in front of this file (after

@@ -8,7 +8,7 @@
 -- settles the item at KEYS base k and ARGV base a once its hold is known to be ended,
 -- and finish(), which the caller runs once at the end: it ends the holds still to end
 -- (one XACK for the call), deletes the settled entries (one XDEL), writes the delivered
--- log and keeps history within its bounds. Ready entries of layout 2 (codec::EntryLayout) carry
+-- log and keeps history within its bounds. Ready entries in the `codec::EntryLayout::Carried` layout carry
 -- the event's body in field b beside the record in d.
 --
 -- The delivered log (KEYS[6], Partition::delivered_log, codec::shared_step_record): the history step of an event
@@ -104,7 +104,7 @@ local function settle(k, a)
 
   if body and (action == 'retry' or action == 'park') then
     -- Waiting in a sorted set, the record names its event by key: the body moves into
-    -- the event hash the record names (layout 1 from here on).
+    -- the event hash the record names (`EventHash` layout from here on).
     redis.call('HSET', KEYS[k + 1], 'b', body, 'r', 1)
   end
   if action == 'retry' then

@@ -12,16 +12,10 @@ use eg_core::Delivery;
 use eg_core::deadletter::DeadLetterEntry;
 use eg_core::history::HistoryEntry;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
-use std::borrow::Cow;
 use std::collections::HashSet;
 use std::time::Duration;
 
-/// One event of a publish request, ready to store: its body and its deliveries.
-pub struct EventToStore {
-    pub event_key: String,
-    pub body: String,
-    pub deliveries: Vec<Delivery>,
-}
+pub use crate::codec::EventToStore;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PublishOutcome {
@@ -121,85 +115,14 @@ impl Store {
         events: &[EventToStore],
         queued: &HashSet<String>,
     ) -> Result<PublishOutcome, StoreError> {
-        // The queue streams written to, numbered from 1 in the order first met.
-        let mut queues: Vec<String> = Vec::new();
-        let mut target_of = |d: &Delivery| -> usize {
-            let key = format!("{}/{}", d.topic, d.subscription);
-            if !queued.contains(&key) {
-                return 0;
-            }
-            match queues.iter().position(|q| *q == key) {
-                Some(at) => at + 1,
-                None => {
-                    queues.push(key);
-                    queues.len()
-                }
-            }
-        };
-        let mut routed: Vec<Cow<str>> = Vec::new();
-        for e in events {
-            routed.push(e.body.as_str().into());
-            let all_push = e
-                .deliveries
-                .iter()
-                .all(|d| !queued.contains(&format!("{}/{}", d.topic, d.subscription)));
-            if let Some(fan_out) = all_push
-                .then(|| codec::encode_fan_out(&e.event_key, &e.deliveries))
-                .flatten()
-            {
-                // publish.lua: M = 0, then one fan-out record (`FanOut` layout).
-                routed.push("0".into());
-                routed.push(fan_out.into());
-                continue;
-            }
-            routed.push(e.deliveries.len().to_string().into());
-            let carried = e.deliveries.len() == 1;
-            for d in &e.deliveries {
-                let target = target_of(d);
-                // publish.lua carries the body in the entry of a lone push delivery.
-                let record = if carried && target == 0 {
-                    codec::encode_carried_delivery(d)
-                } else {
-                    codec::encode_delivery(d)
-                };
-                routed.push(target.to_string().into());
-                routed.push(record.into());
-            }
-        }
-        let mut keys = vec![partition.catalog_version(), partition.ready()];
-        keys.extend(events.iter().map(|e| partition.event(&e.event_key)));
-        keys.push(partition.queues_index());
-        keys.push(partition.queue_signal());
-        keys.extend(queues.iter().map(|q| partition.queue(q)));
-        let mut args: Vec<Cow<str>> = vec![
-            catalog_version.to_string().into(),
-            events.len().to_string().into(),
-            queues.len().to_string().into(),
-        ];
-        args.extend(routed);
-        args.extend(queues.iter().map(|q| Cow::Owned(q.clone())));
+        let call = codec::PublishCall::new(partition, catalog_version, events, queued);
         let mut conn = self.conn().await?;
         let reply: Vec<String> = if self.replica_acks == 0 {
-            let mut invocation = scripts::PUBLISH.prepare_invoke();
-            for key in &keys {
-                invocation.key(key);
-            }
-            for arg in &args {
-                invocation.arg(arg.as_ref());
-            }
-            invocation.invoke_async(&mut conn).await?
+            call.invocation().invoke_async(&mut conn).await?
         } else {
-            // The script and WAIT in one pipeline on one connection (EVAL, not EVALSHA: a
-            // NOSCRIPT reply would part them).
+            // The script and WAIT in one pipeline on one connection.
             let mut write = redis::pipe();
-            write
-                .cmd("EVAL")
-                .arg(scripts::PUBLISH_SOURCE)
-                .arg(keys.len())
-                .arg(&keys);
-            for arg in &args {
-                write.arg(arg.as_ref());
-            }
+            call.eval_into(&mut write);
             let slot = crate::keyspace::slot(&partition.ready());
             let (mut replies, acked) = conn
                 .write_and_wait(slot, &write, self.replica_acks, self.replica_ack_timeout)

@@ -1,0 +1,249 @@
+//! The **publish call**: the positional KEYS and ARGV of one `publish.lua` call, built
+//! in the order the script's header lists them, as [`super::SettleCall`] is for
+//! `settle.lua`. The script reads them by position, so they are built in one place and a
+//! test holds them to the header.
+
+use super::{encode_carried_delivery, encode_delivery, encode_fan_out};
+use crate::keyspace::Partition;
+use crate::scripts;
+use eg_core::Delivery;
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+/// One event of a publish request, ready to store: its body and its deliveries.
+pub struct EventToStore {
+    pub event_key: String,
+    pub body: String,
+    pub deliveries: Vec<Delivery>,
+}
+
+/// Where `publish.lua` puts a delivery (ARGV's target): the partition's ready stream, for
+/// the senders, or the q-th queue stream of the call, for pull receivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Destination {
+    Ready,
+    Queue(usize),
+}
+
+impl Destination {
+    fn arg(self) -> String {
+        match self {
+            Self::Ready => "0".to_owned(),
+            Self::Queue(q) => q.to_string(),
+        }
+    }
+}
+
+/// `publish.lua`'s marker for "no event hash: one fan-out record follows" where an
+/// event's number of deliveries stands (the `FanOut` layout).
+const FAN_OUT_MARKER: &str = "0";
+
+/// The KEYS and ARGV of one `publish.lua` call. The bodies are borrowed from the events:
+/// they are copied once, into the command sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PublishCall<'a> {
+    pub keys: Vec<String>,
+    pub args: Vec<Cow<'a, str>>,
+}
+
+impl<'a> PublishCall<'a> {
+    /// Stores `events` on `partition`, matched against `catalog_version`; deliveries of
+    /// the subscriptions in `queued` (`<topic>/<subscription>`) go to their queue stream.
+    pub fn new(
+        partition: &Partition,
+        catalog_version: u64,
+        events: &'a [EventToStore],
+        queued: &HashSet<String>,
+    ) -> Self {
+        // The queue streams written to, numbered from 1 in the order first met.
+        let mut queues: Vec<String> = Vec::new();
+        let mut destination_of = |d: &Delivery| -> Destination {
+            let key = subscription_key(d);
+            if !queued.contains(&key) {
+                return Destination::Ready;
+            }
+            match queues.iter().position(|q| *q == key) {
+                Some(at) => Destination::Queue(at + 1),
+                None => {
+                    queues.push(key);
+                    Destination::Queue(queues.len())
+                }
+            }
+        };
+        let mut per_event: Vec<Cow<'a, str>> = Vec::new();
+        for e in events {
+            per_event.push(e.body.as_str().into());
+            let all_push = e.deliveries.iter().all(|d| !queued.contains(&subscription_key(d)));
+            if let Some(fan_out) = all_push.then(|| encode_fan_out(&e.event_key, &e.deliveries)).flatten() {
+                per_event.extend([FAN_OUT_MARKER.into(), fan_out.into()]);
+                continue;
+            }
+            per_event.push(e.deliveries.len().to_string().into());
+            let lone = e.deliveries.len() == 1;
+            for d in &e.deliveries {
+                let destination = destination_of(d);
+                // A lone push delivery carries the body in its entry (`Carried` layout).
+                let record = if lone && destination == Destination::Ready {
+                    encode_carried_delivery(d)
+                } else {
+                    encode_delivery(d)
+                };
+                per_event.extend([destination.arg().into(), record.into()]);
+            }
+        }
+
+        let mut keys = vec![partition.catalog_version(), partition.ready()];
+        keys.extend(events.iter().map(|e| partition.event(&e.event_key)));
+        keys.push(partition.queues_index());
+        keys.push(partition.queue_signal());
+        keys.extend(queues.iter().map(|q| partition.queue(q)));
+        let mut args: Vec<Cow<'a, str>> = vec![
+            catalog_version.to_string().into(),
+            events.len().to_string().into(),
+            queues.len().to_string().into(),
+        ];
+        args.extend(per_event);
+        args.extend(queues.into_iter().map(Cow::Owned));
+        Self { keys, args }
+    }
+
+    /// The script call, ready to send (EVALSHA, loading the script when Redis lacks it).
+    pub fn invocation(&self) -> redis::ScriptInvocation<'static> {
+        let mut call = scripts::PUBLISH.prepare_invoke();
+        for key in &self.keys {
+            call.key(key);
+        }
+        for arg in &self.args {
+            call.arg(arg.as_ref());
+        }
+        call
+    }
+
+    /// The call as one `EVAL` of the script's source into `pipe`: for a pipeline whose
+    /// commands must stay together (a `NOSCRIPT` reply to EVALSHA would part them).
+    pub fn eval_into(&self, pipe: &mut redis::Pipeline) {
+        pipe.cmd("EVAL")
+            .arg(scripts::PUBLISH_SOURCE)
+            .arg(self.keys.len())
+            .arg(&self.keys);
+        for arg in &self.args {
+            pipe.arg(arg.as_ref());
+        }
+    }
+}
+
+fn subscription_key(d: &Delivery) -> String {
+    format!("{}/{}", d.topic, d.subscription)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::keyspace::Keyspace;
+    use eg_core::UnixMillis;
+
+    fn delivery(id: &str, event_key: &str, subscription: &str) -> Delivery {
+        Delivery::new(
+            id.into(),
+            event_key.into(),
+            "orders".into(),
+            subscription.into(),
+            UnixMillis(5),
+        )
+        .for_event("evt")
+    }
+
+    fn event(event_key: &str, deliveries: Vec<Delivery>) -> EventToStore {
+        EventToStore {
+            event_key: event_key.into(),
+            body: format!("{{\"id\":\"{event_key}\"}}"),
+            deliveries,
+        }
+    }
+
+    /// The positions publish.lua's header lists: KEYS[1] catalog version, KEYS[2] ready
+    /// stream, KEYS[3..2+N] event hashes, then the queues index, the signal stream and
+    /// the Q queue streams; ARGV[1] version, ARGV[2] N, ARGV[3] Q, then per event its
+    /// body, M and M (target, record) pairs — or body, 0 and a fan-out record — then the
+    /// Q subscription names.
+    #[test]
+    fn the_call_follows_the_scripts_header() {
+        let p = Keyspace::new("eg", 4).partition(0);
+        let queued: HashSet<String> = ["orders/pull".to_owned()].into();
+        let events = [
+            // A lone push delivery: carried in its entry.
+            event("e1", vec![delivery("e1", "e1", "hook")]),
+            // One push and one queue delivery: an event hash, two targets.
+            event(
+                "e2",
+                vec![delivery("e2-0", "e2", "hook"), delivery("e2-1", "e2", "pull")],
+            ),
+            // Push only, several: one fan-out record.
+            event(
+                "e3",
+                vec![delivery("e3-0", "e3", "hook"), delivery("e3-1", "e3", "audit")],
+            ),
+        ];
+        let call = PublishCall::new(&p, 7, &events, &queued);
+
+        assert_eq!(
+            call.keys,
+            [
+                p.catalog_version(),
+                p.ready(),
+                p.event("e1"),
+                p.event("e2"),
+                p.event("e3"),
+                p.queues_index(),
+                p.queue_signal(),
+                p.queue("orders/pull"),
+            ]
+        );
+        let fan_out = encode_fan_out("e3", &events[2].deliveries).unwrap();
+        assert_eq!(
+            call.args,
+            [
+                "7".to_owned(),
+                "3".to_owned(),
+                "1".to_owned(),
+                events[0].body.clone(),
+                "1".to_owned(),
+                "0".to_owned(),
+                encode_carried_delivery(&events[0].deliveries[0]),
+                events[1].body.clone(),
+                "2".to_owned(),
+                "0".to_owned(),
+                encode_delivery(&events[1].deliveries[0]),
+                "1".to_owned(),
+                encode_delivery(&events[1].deliveries[1]),
+                events[2].body.clone(),
+                FAN_OUT_MARKER.to_owned(),
+                fan_out,
+                "orders/pull".to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn queue_streams_are_numbered_in_the_order_first_met() {
+        let p = Keyspace::new("eg", 4).partition(1);
+        let queued: HashSet<String> = ["orders/b".to_owned(), "orders/a".to_owned()].into();
+        let events = [
+            event("e1", vec![delivery("e1-0", "e1", "b"), delivery("e1-1", "e1", "a")]),
+            event("e2", vec![delivery("e2-0", "e2", "a")]),
+        ];
+        let call = PublishCall::new(&p, 1, &events, &queued);
+        // e1: b is queue 1, a is queue 2; e2 (a lone queue delivery, never carried): a is 2.
+        assert_eq!(call.args[5], "1");
+        assert_eq!(call.args[7], "2");
+        assert_eq!(call.args[10], "1", "e2's M");
+        assert_eq!(call.args[11], "2");
+        assert_eq!(call.args[12], encode_delivery(&events[1].deliveries[0]));
+        assert_eq!(call.args[13..], ["orders/b".to_owned(), "orders/a".to_owned()]);
+        assert_eq!(
+            call.keys[call.keys.len() - 2..],
+            [p.queue("orders/b"), p.queue("orders/a")]
+        );
+    }
+}

@@ -433,7 +433,7 @@ impl SettleCall {
                 Settlement::DeadLetter { entry } => (
                     encode_dead_letter_entry(entry)
                         .map_err(|e| StoreError::corrupt(partition.deadletter_delay(), e))?,
-                    0,
+                    entry.dead_lettered_at.0,
                 ),
             };
             let history = match item.history {

@@ -281,8 +281,12 @@ impl RedisSentinel {
 }
 
 fn data_node(dir: &Path, port: u16, password: &str, primary: Option<u16>) -> DataNode {
+    // As docs/operations.md advises for Sentinel: a primary takes no write while no
+    // replica is in sync, so a replica still loading or resyncing (which Sentinel may
+    // promote when the primary stops answering) lacks nothing that was written.
     let mut options = Options::tcp(dir.join(port.to_string()), port)
         .password(password)
+        .args(&["--min-replicas-to-write", "1", "--min-replicas-max-lag", "10"])
         .log(dir.join(format!("redis-{port}.log")));
     if let Some(primary) = primary {
         options = options.args(&["--replicaof", "127.0.0.1", &primary.to_string()]);

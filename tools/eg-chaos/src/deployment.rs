@@ -192,16 +192,20 @@ impl Deployment {
         }
     }
 
-    /// Sends `signal` (`STOP`, `CONT`) to redis-server; false if it is not running.
-    pub fn signal_redis(&self, signal: &str) -> bool {
+    /// SIGSTOPs redis-server (with Sentinel: the primary now) and answers its process
+    /// id, for [`Deployment::resume_redis`]; `None` if it is not running.
+    pub fn freeze_redis(&self) -> Option<u32> {
         let pid = match &self.sentinel {
             Some(sentinel) => lock(sentinel).0.primary_pid(),
             None => lock(&self.redis).as_ref().map(redis_server::Process::pid),
-        };
-        let Some(pid) = pid else {
-            return false;
-        };
-        send_signal(pid, signal)
+        }?;
+        send_signal(pid, "STOP").then_some(pid)
+    }
+
+    /// SIGCONTs the process [`Deployment::freeze_redis`] stopped: the very process, since
+    /// with Sentinel the freeze may have caused a failover and the primary now is another.
+    pub fn resume_redis(&self, pid: u32) -> bool {
+        send_signal(pid, "CONT")
     }
 
     // ----- tiers -----

@@ -141,9 +141,9 @@ impl Faults {
     }
 
     async fn freeze_redis(&self) {
-        if !self.deployment.signal_redis("STOP") {
+        let Some(pid) = self.deployment.freeze_redis() else {
             return;
-        }
+        };
         let pause = Duration::from_millis(rand::random_range(1000..6000));
         self.journal.note(&format!(
             "SIGSTOP redis-server for {}",
@@ -151,7 +151,7 @@ impl Faults {
         ));
         *lock(&self.injected).entry("freeze_redis".into()).or_default() += 1;
         tokio::time::sleep(pause).await;
-        if self.deployment.signal_redis("CONT") {
+        if self.deployment.resume_redis(pid) {
             self.journal.note("SIGCONT redis-server");
         }
     }

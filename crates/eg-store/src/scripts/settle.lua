@@ -33,7 +33,8 @@
 -- ARGV[a+1] entry id
 -- ARGV[a+2] action: done | retry | requeue | deadletter | park
 -- ARGV[a+3] retry/requeue/park: the delivery record; deadletter: the dead-letter entry
--- ARGV[a+4] retry: due time, ms; park: TTL deadline, ms
+-- ARGV[a+4] retry: due time, ms; park: TTL deadline, ms; deadletter: the record's
+--           dead-letter time, ms (its archive score)
 -- ARGV[a+5] history entry ('' = keep none)
 -- ARGV[a+6] deadletter: archive record id ('' = do not archive)
 -- ARGV[a+7] park: the subscription (`<topic>/<subscription>`, the paused index member)

@@ -132,8 +132,14 @@ local function settle(k, a)
     local id = ARGV[a + 6]
     if id ~= '' then
       redis.call('HSET', KEYS[k + 5], id, record)
-      redis.call('ZADD', KEYS[k + 3], now, id)
-      redis.call('ZADD', KEYS[k + 4], now, id)
+      -- Scored by the record's own dead-letter time, so the archive lists records in
+      -- the order their deadLetteredAt shows (settle calls may arrive out of order).
+      local at = tonumber(ARGV[a + 4])
+      if at == 0 then
+        at = now
+      end
+      redis.call('ZADD', KEYS[k + 3], at, id)
+      redis.call('ZADD', KEYS[k + 4], at, id)
       local over = redis.call('ZCARD', KEYS[k + 3]) - most_archived
       if over > 0 then
         local oldest = redis.call('ZPOPMIN', KEYS[k + 3], over)

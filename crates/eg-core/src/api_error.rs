@@ -15,11 +15,11 @@ pub struct ErrorDetail {
     pub code: String,
     pub message: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub details: Vec<Detail>,
+    pub(crate) details: Vec<Detail>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Detail {
+pub(crate) struct Detail {
     pub code: String,
     pub message: String,
 }

@@ -140,7 +140,7 @@ pub fn scalar_text(value: &RawValue) -> Option<String> {
 }
 
 /// How an error names a raw value's JSON type, as `json::json_type` does for a `Value`.
-pub fn raw_type(value: &RawValue) -> &'static str {
+pub(crate) fn raw_type(value: &RawValue) -> &'static str {
     match value.get().as_bytes().first() {
         Some(b'{') => "an object",
         Some(b'[') => "an array",
@@ -167,7 +167,7 @@ pub fn raw_str(value: &RawValue) -> Option<Cow<'_, str>> {
 }
 
 /// Appends `s` as a JSON string. The common case (nothing to escape) is a copy.
-pub fn push_json_str(out: &mut String, s: &str) {
+pub(crate) fn push_json_str(out: &mut String, s: &str) {
     if s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
         // Serializing a `str` cannot fail.
         out.push_str(&serde_json::to_string(s).unwrap_or_default());

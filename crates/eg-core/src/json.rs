@@ -45,7 +45,7 @@ pub struct JsonError {
     pub problem: JsonProblem,
     /// 1-based position of the problem in the body (0 when unknown).
     pub line: usize,
-    pub column: usize,
+    pub(crate) column: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

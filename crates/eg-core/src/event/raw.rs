@@ -68,7 +68,7 @@ pub enum RawEvent<'a> {
 
 /// The elements of the JSON array `text`, each split into its fields as the array is
 /// read, so an event's `data` is skipped once rather than once per step.
-pub fn events_of(text: &str) -> Result<Vec<RawEvent<'_>>, serde_json::Error> {
+pub(crate) fn events_of(text: &str) -> Result<Vec<RawEvent<'_>>, serde_json::Error> {
     serde_json::from_str(text)
 }
 

@@ -12,7 +12,7 @@ pub struct ApiError {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ErrorDetail {
-    pub code: String,
+    pub(crate) code: String,
     pub message: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) details: Vec<Detail>,
@@ -20,7 +20,7 @@ pub struct ErrorDetail {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Detail {
-    pub code: String,
+    pub(crate) code: String,
     pub message: String,
 }
 

@@ -44,7 +44,7 @@ pub struct JsonError {
     pub path: String,
     pub problem: JsonProblem,
     /// 1-based position of the problem in the body (0 when unknown).
-    pub line: usize,
+    pub(crate) line: usize,
     pub(crate) column: usize,
 }
 

@@ -156,7 +156,7 @@ impl SigningSecrets {
         Ok(Self(secrets))
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 

@@ -106,7 +106,7 @@ pub fn blob_created(object: &WrittenObject<'_>, written_at: UnixMillis) -> Event
 
 /// The event's `topic` (CloudEvents `source`): the storage account's resource id when
 /// known, else eg's id of the store (see the module doc).
-pub fn source(store: &DeadLetterStore, account_id: Option<&str>) -> String {
+pub(crate) fn source(store: &DeadLetterStore, account_id: Option<&str>) -> String {
     match (store, account_id) {
         (DeadLetterStore::AzureBlob { .. }, Some(id)) => id.to_owned(),
         (DeadLetterStore::AzureBlob { account }, None) => format!("/deadLetterStores/azureBlob/{account}"),

@@ -50,7 +50,7 @@ const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::n
 );
 
 /// Validates one published CloudEvent and returns its accepted (stored) form.
-pub fn accept(item: Value) -> Result<AcceptedEvent, InvalidField> {
+pub(crate) fn accept(item: Value) -> Result<AcceptedEvent, InvalidField> {
     let Value::Object(fields) = item else {
         return Err(not_an_object(json_type(&item)));
     };

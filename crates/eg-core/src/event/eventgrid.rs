@@ -38,7 +38,7 @@ pub struct EventGridEvent {
     pub event_type: String,
     pub(crate) event_time: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
+    pub(crate) data: Option<Value>,
     pub data_version: String,
     pub(crate) metadata_version: String,
 }
@@ -66,7 +66,7 @@ impl EventGridEvent {
     }
 
     /// The accepted form: stored once and delivered as is.
-    pub fn accepted(&self) -> AcceptedEvent {
+    pub(crate) fn accepted(&self) -> AcceptedEvent {
         let fields = match serde_json::to_value(self) {
             Ok(Value::Object(map)) => map,
             _ => Map::new(),

@@ -151,7 +151,7 @@ pub(crate) fn raw_type(value: &RawValue) -> &'static str {
     }
 }
 
-pub fn is_null(value: &RawValue) -> bool {
+pub(crate) fn is_null(value: &RawValue) -> bool {
     value.get() == "null"
 }
 

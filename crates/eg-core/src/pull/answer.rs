@@ -48,7 +48,7 @@ pub(crate) struct FailedLockToken {
 
 #[derive(Debug, Serialize, PartialEq, Eq)]
 pub(crate) struct TokenError {
-    pub code: &'static str,
+    pub(crate) code: &'static str,
     pub message: String,
 }
 

@@ -57,7 +57,7 @@ impl InvalidField {
     }
 
     /// The same problem, located inside a parent field (`properties` + `.filter`).
-    pub fn within(mut self, parent: &str) -> Self {
+    pub(crate) fn within(mut self, parent: &str) -> Self {
         self.field = if self.field.is_empty() {
             parent.to_owned()
         } else if self.field.starts_with('[') {

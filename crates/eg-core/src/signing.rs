@@ -196,7 +196,7 @@ pub struct SignedHeaders {
 
 /// The `webhook-signature` value: one `v1,<base64>` per secret, in the subscription's
 /// order, space-separated.
-pub fn sign(secrets: &[SigningSecret], id: &str, timestamp: i64, body: &[u8]) -> String {
+pub(crate) fn sign(secrets: &[SigningSecret], id: &str, timestamp: i64, body: &[u8]) -> String {
     secrets
         .iter()
         .map(|s| s.signature(id, timestamp, body))

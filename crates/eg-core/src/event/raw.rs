@@ -35,7 +35,7 @@ impl<'a> RawFields<'a> {
         self.fields.iter().find(|(key, _)| key == name).map(|(_, value)| *value)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &'a RawValue)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &'a RawValue)> {
         self.fields.iter().map(|(key, value)| (key.as_ref(), *value))
     }
 }

@@ -27,7 +27,7 @@ pub enum DeliveryMode {
 
 impl DeliveryMode {
     /// Queue mode with `receiveLockDurationInSeconds` `seconds` (60–300).
-    pub fn queue(seconds: u64) -> Result<Self, InvalidField> {
+    pub(crate) fn queue(seconds: u64) -> Result<Self, InvalidField> {
         let lock = Duration::from_secs(seconds);
         if !(MIN_RECEIVE_LOCK..=MAX_RECEIVE_LOCK).contains(&lock) {
             return Err(InvalidField::new(

@@ -59,7 +59,7 @@ impl RetryPolicy {
     }
 
     /// Namespace-topic limits: `maxDeliveryCount` 1–10, time-to-live `PT1M` … `P7D`.
-    pub fn namespace(max_delivery_count: u32, ttl: Duration) -> Result<Self, InvalidField> {
+    pub(crate) fn namespace(max_delivery_count: u32, ttl: Duration) -> Result<Self, InvalidField> {
         if !(1..=NAMESPACE_MAX_DELIVERY_COUNT).contains(&max_delivery_count) {
             return Err(InvalidField::new(
                 "maxDeliveryCount",

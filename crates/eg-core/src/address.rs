@@ -245,7 +245,7 @@ pub fn category(ip: IpAddr) -> Option<AddressCategory> {
 /// The IPv4 address an IPv6 address carries, for the forms that route to it: mapped
 /// `::ffff:a.b.c.d`, compatible `::a.b.c.d` (not `::` or `::1`), NAT64
 /// `64:ff9b::a.b.c.d` and 6to4 `2002:aabb:ccdd::/48`.
-pub fn embedded_ipv4(ip: IpAddr) -> Option<Ipv4Addr> {
+pub(crate) fn embedded_ipv4(ip: IpAddr) -> Option<Ipv4Addr> {
     let IpAddr::V6(v6) = ip else {
         return None;
     };

@@ -40,16 +40,16 @@ use serde_json::{Map, Value};
 use std::borrow::Cow;
 
 /// At most this many advanced filters per subscription.
-pub const MAX_FILTERS: usize = 25;
+pub(crate) const MAX_FILTERS: usize = 25;
 /// At most this many filter values across all of a subscription's advanced filters
 /// (a `[low, high]` range counts as one).
-pub const MAX_VALUES: usize = 25;
+pub(crate) const MAX_VALUES: usize = 25;
 /// At most this many characters in one string value.
-pub const MAX_STRING_CHARS: usize = 512;
+pub(crate) const MAX_STRING_CHARS: usize = 512;
 /// At most this many characters in a key.
-pub const MAX_KEY_CHARS: usize = 256;
+pub(crate) const MAX_KEY_CHARS: usize = 256;
 /// At most this many dotted segments in a key (`data.a.b` has three).
-pub const MAX_KEY_DEPTH: usize = 10;
+pub(crate) const MAX_KEY_DEPTH: usize = 10;
 
 /// One advanced filter: where to look in the event, and what to test there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub struct AdvancedFilter {
 /// An advanced filter's operator with its operands, one variant per Event Grid
 /// `operatorType`. Lists are never empty.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Operator {
+pub(crate) enum Operator {
     NumberIn(Vec<FilterNumber>),
     NumberNotIn(Vec<FilterNumber>),
     NumberLessThan(FilterNumber),
@@ -85,13 +85,13 @@ pub enum Operator {
 
 /// A number taken from JSON, so never NaN or infinite (which makes it `Eq`).
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
-pub struct FilterNumber(f64);
+pub(crate) struct FilterNumber(f64);
 
 impl Eq for FilterNumber {}
 
 /// An inclusive range `[low, high]` with `low <= high`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NumberRange {
+pub(crate) struct NumberRange {
     low: FilterNumber,
     high: FilterNumber,
 }
@@ -118,11 +118,13 @@ impl AdvancedFilter {
         Ok(Self { key, operator })
     }
 
-    pub fn key(&self) -> &str {
+    #[cfg(test)]
+    fn key(&self) -> &str {
         &self.key
     }
 
-    pub fn operator(&self) -> &Operator {
+    #[cfg(test)]
+    fn operator(&self) -> &Operator {
         &self.operator
     }
 
@@ -147,7 +149,7 @@ impl AdvancedFilter {
 
 /// Reads `advancedFilters` (`null` means none) and enforces the per-subscription
 /// limits. Errors are located inside the list (`[3].values[2]`).
-pub fn parse_list(value: &Value) -> Result<Vec<AdvancedFilter>, InvalidField> {
+pub(crate) fn parse_list(value: &Value) -> Result<Vec<AdvancedFilter>, InvalidField> {
     let items = match value {
         Value::Null => return Ok(Vec::new()),
         Value::Array(items) => items,
@@ -305,12 +307,6 @@ impl Operator {
 impl NumberRange {
     fn contains(&self, x: f64) -> bool {
         self.low.0 <= x && x <= self.high.0
-    }
-}
-
-impl FilterNumber {
-    pub fn get(self) -> f64 {
-        self.0
     }
 }
 

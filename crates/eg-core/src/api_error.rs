@@ -12,15 +12,15 @@ pub struct ApiError {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ErrorDetail {
-    pub code: String,
+    pub(crate) code: String,
     pub message: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub details: Vec<Detail>,
+    pub(crate) details: Vec<Detail>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Detail {
-    pub code: String,
+pub(crate) struct Detail {
+    pub(crate) code: String,
     pub message: String,
 }
 
@@ -57,7 +57,7 @@ impl InvalidField {
     }
 
     /// The same problem, located inside a parent field (`properties` + `.filter`).
-    pub fn within(mut self, parent: &str) -> Self {
+    pub(crate) fn within(mut self, parent: &str) -> Self {
         self.field = if self.field.is_empty() {
             parent.to_owned()
         } else if self.field.starts_with('[') {

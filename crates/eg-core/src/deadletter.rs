@@ -95,7 +95,7 @@ pub enum DeadLetterFormat {
 
 impl DeadLetterFormat {
     /// The form for an event stored as `stored`, delivered in `schema` under `profile`.
-    pub fn choose(stored: StoredFormat, schema: DeliverySchema, profile: DeliveryProfile) -> Self {
+    pub(crate) fn choose(stored: StoredFormat, schema: DeliverySchema, profile: DeliveryProfile) -> Self {
         match (profile, schema, stored) {
             (DeliveryProfile::NamespaceTopic, _, from) => Self::NamespaceTopic { from },
             (_, DeliverySchema::CloudEventSchemaV1_0, from) => Self::CloudEvents { from },
@@ -104,7 +104,7 @@ impl DeadLetterFormat {
         }
     }
 
-    pub fn is_event_grid(&self) -> bool {
+    pub(crate) fn is_event_grid(&self) -> bool {
         *self == Self::EventGrid
     }
 }

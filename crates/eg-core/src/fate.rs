@@ -120,7 +120,7 @@ impl Decision {
 }
 
 /// How soon a delivery waiting for its endpoint's consent looks again.
-pub const CONSENT_RECHECK: Duration = Duration::from_secs(10);
+pub(crate) const CONSENT_RECHECK: Duration = Duration::from_secs(10);
 
 /// Whether deliveries may go to a subscription's endpoint, by its consent (validation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

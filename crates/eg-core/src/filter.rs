@@ -19,19 +19,19 @@ const MAX_SUBJECT_FILTER_CHARS: usize = 1024;
 #[serde(rename_all = "camelCase")]
 pub struct EventFilter {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub included_event_types: Option<Vec<String>>,
+    pub(crate) included_event_types: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub subject_begins_with: String,
+    pub(crate) subject_begins_with: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub subject_ends_with: String,
+    pub(crate) subject_ends_with: String,
     #[serde(default)]
-    pub is_subject_case_sensitive: bool,
+    pub(crate) is_subject_case_sensitive: bool,
     /// Absent from the stored and shown form when empty, so filters without them
     /// read and print as before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub advanced_filters: Vec<AdvancedFilter>,
+    pub(crate) advanced_filters: Vec<AdvancedFilter>,
     #[serde(default, skip_serializing_if = "is_false")]
-    pub enable_advanced_filtering_on_arrays: bool,
+    pub(crate) enable_advanced_filtering_on_arrays: bool,
 }
 
 impl EventFilter {

@@ -15,9 +15,9 @@ use crate::api_error::InvalidField;
 pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
 
 /// What an event's `dataVersion` is sent as (Event Grid schema deliveries).
-pub const DATA_VERSION_HEADER: &str = "the aeg-data-version header";
+pub(crate) const DATA_VERSION_HEADER: &str = "the aeg-data-version header";
 /// What an event's `id` is sent as (message-broker deliveries: NATS's `Nats-Msg-Id`).
-pub const ID_HEADER: &str = "a broker message's id header";
+pub(crate) const ID_HEADER: &str = "a broker message's id header";
 
 /// Why a string cannot be sent as a header value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -52,7 +52,7 @@ pub fn check(value: &str) -> Result<(), HeaderValueProblem> {
 
 /// Checks a field written to be sent as a header (`sent_as` says as which), naming it
 /// in the refusal: `dataVersion: is 70000 bytes; … (sent as the aeg-data-version header)`.
-pub fn check_field(field: &str, value: &str, sent_as: &str) -> Result<(), InvalidField> {
+pub(crate) fn check_field(field: &str, value: &str, sent_as: &str) -> Result<(), InvalidField> {
     check(value).map_err(|problem| InvalidField::new(field, format!("{problem} (sent as {sent_as})")))
 }
 

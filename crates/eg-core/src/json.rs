@@ -44,8 +44,8 @@ pub struct JsonError {
     pub path: String,
     pub problem: JsonProblem,
     /// 1-based position of the problem in the body (0 when unknown).
-    pub line: usize,
-    pub column: usize,
+    pub(crate) line: usize,
+    pub(crate) column: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +66,7 @@ pub enum JsonProblem {
 impl JsonError {
     /// The same problem, located inside `root`: `events` + `[2].data` is
     /// `events[2].data`, `events[0]` + `data` is `events[0].data`.
-    pub fn within(mut self, root: &str) -> Self {
+    pub(crate) fn within(mut self, root: &str) -> Self {
         self.path = if self.path.is_empty() {
             root.to_owned()
         } else if self.path.starts_with('[') || root.is_empty() {

@@ -15,7 +15,7 @@ pub mod delivery;
 pub mod event;
 pub mod fate;
 pub mod filter;
-pub mod header_value;
+pub(crate) mod header_value;
 pub mod history;
 pub mod json;
 pub mod names;

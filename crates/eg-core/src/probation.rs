@@ -212,7 +212,7 @@ pub fn gate(record: &mut Option<ProbationRecord>, now: UnixMillis, probe_lease: 
 
 /// Probation lengths grow by the growth factor from the outcome's base to the maximum;
 /// a ladder never has more steps than this.
-pub const MAX_LADDER_STEPS: usize = 32;
+pub(crate) const MAX_LADDER_STEPS: usize = 32;
 
 /// How endpoints are put on probation (behaviour.md#protecting-endpoints-and-the-system).
 /// The base lengths per outcome are data, so a deployment can change them.
@@ -348,7 +348,7 @@ impl ProbationPolicy {
     }
 
     /// The length of the `level`-th probation (1-based) after this outcome.
-    pub fn probation_length(&self, outcome: OutcomeName, level: u32) -> Duration {
+    pub(crate) fn probation_length(&self, outcome: OutcomeName, level: u32) -> Duration {
         let ladder = self.ladder(outcome);
         let index = usize::try_from(level.saturating_sub(1)).unwrap_or(usize::MAX);
         ladder[index.min(ladder.len() - 1)]

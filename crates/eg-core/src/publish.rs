@@ -46,7 +46,7 @@ pub struct PublishLimits {
 
 /// Most events in one namespace publish request (Event Grid's namespace limit; its
 /// custom topics, and eg's `/api/events` route, allow 5,000).
-pub const NAMESPACE_MAX_EVENTS: usize = 1_000;
+pub(crate) const NAMESPACE_MAX_EVENTS: usize = 1_000;
 
 impl PublishLimits {
     /// These limits with at most [`NAMESPACE_MAX_EVENTS`] events per request.
@@ -265,7 +265,7 @@ impl PublishedBatch {
     }
 
     /// Parses an Event Grid schema publish body for the topic whose id is `topic_id`.
-    pub fn parse_event_grid(body: &[u8], topic_id: &str, limits: PublishLimits) -> Result<Self, PublishError> {
+    pub(crate) fn parse_event_grid(body: &[u8], topic_id: &str, limits: PublishLimits) -> Result<Self, PublishError> {
         let text = checked_text(body)?;
         if !text.trim_start().starts_with('[') {
             return Err(PublishError::NotAnArray);

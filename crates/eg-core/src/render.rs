@@ -33,9 +33,9 @@ use std::borrow::Cow;
 /// Content type of Event Grid schema and custom schema deliveries (always an array).
 pub const JSON: &str = "application/json; charset=utf-8";
 /// Content type of a delivery of exactly one CloudEvent.
-pub const CLOUD_EVENT: &str = "application/cloudevents+json; charset=utf-8";
+pub(crate) const CLOUD_EVENT: &str = "application/cloudevents+json; charset=utf-8";
 /// Content type of a delivery of several CloudEvents (an array).
-pub const CLOUD_EVENT_BATCH: &str = "application/cloudevents-batch+json; charset=utf-8";
+pub(crate) const CLOUD_EVENT_BATCH: &str = "application/cloudevents-batch+json; charset=utf-8";
 
 /// Why a stored event could not be rendered in a delivery schema.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,10 +59,6 @@ impl<'a> RenderedEvent<'a> {
     /// The delivered event's JSON.
     pub fn json(&self) -> &str {
         &self.json
-    }
-
-    pub fn into_json(self) -> Cow<'a, str> {
-        self.json
     }
 
     /// The delivered event as a JSON value, parsed only when rendering did not already
@@ -129,7 +125,7 @@ pub fn render_stamped<'a>(
 }
 
 /// The CloudEvent of an Event Grid event (or custom envelope); see the module doc.
-pub fn event_grid_to_cloud_event(mut event: Map<String, Value>) -> Map<String, Value> {
+pub(crate) fn event_grid_to_cloud_event(mut event: Map<String, Value>) -> Map<String, Value> {
     let mut take = |name: &str| match event.remove(name) {
         Some(Value::String(s)) => s,
         _ => String::new(),

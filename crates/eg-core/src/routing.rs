@@ -34,7 +34,7 @@ pub struct Routing<'a> {
 
 impl<'a> Routing<'a> {
     /// The value at a dotted key such as `data.order.id`; `None` when any step is missing.
-    pub fn lookup(&self, key: &str) -> Option<&'a Value> {
+    pub(crate) fn lookup(&self, key: &str) -> Option<&'a Value> {
         let mut parts = key.split('.');
         let first = self.fields.field(parts.next()?)?;
         parts.try_fold(first, |v, part| v.get(part))

@@ -73,7 +73,7 @@ impl InputSchema {
     }
 
     /// The delivery schema a subscription gets when it names none: the input's own.
-    pub fn default_delivery(self) -> DeliverySchema {
+    pub(crate) fn default_delivery(self) -> DeliverySchema {
         match self {
             Self::EventGridSchema => DeliverySchema::EventGridSchema,
             Self::CloudEventSchemaV1_0 => DeliverySchema::CloudEventSchemaV1_0,
@@ -82,7 +82,7 @@ impl InputSchema {
     }
 
     /// The conversion table of behaviour.md#topics-and-publishing.
-    pub fn can_deliver_as(self, delivery: DeliverySchema) -> bool {
+    pub(crate) fn can_deliver_as(self, delivery: DeliverySchema) -> bool {
         use DeliverySchema as D;
         match self {
             Self::EventGridSchema => matches!(delivery, D::EventGridSchema | D::CloudEventSchemaV1_0),

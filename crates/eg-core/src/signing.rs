@@ -19,14 +19,14 @@ use std::fmt;
 use std::time::Duration;
 
 /// What every secret starts with.
-pub const SECRET_PREFIX: &str = "whsec_";
+pub(crate) const SECRET_PREFIX: &str = "whsec_";
 /// Shortest key accepted (192 bits), in bytes after base64 decoding.
-pub const MIN_KEY_BYTES: usize = 24;
+pub(crate) const MIN_KEY_BYTES: usize = 24;
 /// Longest key accepted, in bytes: SHA-256's block size (longer keys are hashed by HMAC
 /// anyway, so they add nothing).
-pub const MAX_KEY_BYTES: usize = 64;
+pub(crate) const MAX_KEY_BYTES: usize = 64;
 /// Secrets a subscription may have at once: the current one and, during rotation, the next.
-pub const MAX_SECRETS: usize = 2;
+pub(crate) const MAX_SECRETS: usize = 2;
 
 /// Standard base64, padding optional when reading (secret generators differ).
 const BASE64_LENIENT: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
@@ -78,7 +78,7 @@ impl SigningSecret {
     /// What the API shows instead of the secret: `whsec_…` and the last 8 hex digits of
     /// the SHA-256 of the key. Enough to tell two secrets apart during a rotation (and for
     /// a receiver to check which one it holds), nothing to recover the key from.
-    pub fn fingerprint(&self) -> String {
+    pub(crate) fn fingerprint(&self) -> String {
         let digest = Sha256::digest(&self.key);
         let hex: String = digest[digest.len() - 4..].iter().map(|b| format!("{b:02x}")).collect();
         format!("{SECRET_PREFIX}…{hex}")
@@ -105,7 +105,7 @@ impl SigningSecret {
 
     /// Whether `signature_header` (space-separated `v1,…` entries, others ignored) holds
     /// this secret's signature of the message. Compared in constant time.
-    pub fn verifies(&self, id: &str, timestamp: i64, body: &[u8], signature_header: &str) -> bool {
+    pub(crate) fn verifies(&self, id: &str, timestamp: i64, body: &[u8], signature_header: &str) -> bool {
         signature_header.split(' ').any(|entry| {
             entry
                 .strip_prefix("v1,")
@@ -156,7 +156,7 @@ impl SigningSecrets {
         Ok(Self(secrets))
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
@@ -196,7 +196,7 @@ pub struct SignedHeaders {
 
 /// The `webhook-signature` value: one `v1,<base64>` per secret, in the subscription's
 /// order, space-separated.
-pub fn sign(secrets: &[SigningSecret], id: &str, timestamp: i64, body: &[u8]) -> String {
+pub(crate) fn sign(secrets: &[SigningSecret], id: &str, timestamp: i64, body: &[u8]) -> String {
     secrets
         .iter()
         .map(|s| s.signature(id, timestamp, body))

@@ -45,7 +45,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 /// The event type, as Azure Storage names it.
-pub const BLOB_CREATED: &str = "Microsoft.Storage.BlobCreated";
+pub(crate) const BLOB_CREATED: &str = "Microsoft.Storage.BlobCreated";
 
 /// A dead-letter object a store has confirmed, as the notification describes it.
 #[derive(Debug, Clone, Copy)]
@@ -106,7 +106,7 @@ pub fn blob_created(object: &WrittenObject<'_>, written_at: UnixMillis) -> Event
 
 /// The event's `topic` (CloudEvents `source`): the storage account's resource id when
 /// known, else eg's id of the store (see the module doc).
-pub fn source(store: &DeadLetterStore, account_id: Option<&str>) -> String {
+pub(crate) fn source(store: &DeadLetterStore, account_id: Option<&str>) -> String {
     match (store, account_id) {
         (DeadLetterStore::AzureBlob { .. }, Some(id)) => id.to_owned(),
         (DeadLetterStore::AzureBlob { account }, None) => format!("/deadLetterStores/azureBlob/{account}"),
@@ -125,7 +125,7 @@ pub fn subject(container: &str, path: &str) -> String {
 
 /// A UUID derived from where the object is: the same object always gets the same id,
 /// two objects never share one.
-pub fn notice_id(store: &DeadLetterStore, container: &str, path: &str) -> String {
+pub(crate) fn notice_id(store: &DeadLetterStore, container: &str, path: &str) -> String {
     let digest = Sha256::new()
         .chain_update(store.label())
         .chain_update([0])

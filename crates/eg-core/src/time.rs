@@ -34,7 +34,7 @@ impl UnixMillis {
 
 /// Parses an ISO 8601 duration such as `PT1M` or `P7D`; years and months are refused
 /// because their length is not fixed.
-pub fn parse_iso8601_duration(raw: &str) -> Result<Duration, String> {
+pub(crate) fn parse_iso8601_duration(raw: &str) -> Result<Duration, String> {
     let parsed =
         iso8601::duration(raw).map_err(|_| format!("{raw:?} is not an ISO 8601 duration such as PT10M or P1D"))?;
     if let iso8601::Duration::YMDHMS { year, month, .. } = parsed
@@ -46,7 +46,7 @@ pub fn parse_iso8601_duration(raw: &str) -> Result<Duration, String> {
 }
 
 /// Formats a duration as ISO 8601 in its largest exact unit (`P7D`, `PT90M`, `PT45S`).
-pub fn iso8601_duration(d: Duration) -> String {
+pub(crate) fn iso8601_duration(d: Duration) -> String {
     let secs = d.as_secs();
     match secs {
         s if s > 0 && s % 86_400 == 0 => format!("P{}D", s / 86_400),

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 mod namespace;
 
-pub use namespace::{DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS, MIN_RETENTION_DAYS};
+pub(crate) use namespace::MAX_RETENTION_DAYS;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -29,13 +29,13 @@ pub struct Topic {
     pub input_schema: InputSchema,
     /// Present exactly when `input_schema` is `CustomEventSchema`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input_mapping: Option<InputSchemaMapping>,
+    pub(crate) input_mapping: Option<InputSchemaMapping>,
     #[serde(default)]
     pub profile: DeliveryProfile,
     /// Namespace topics' `eventRetentionInDays` (1–7); `None` on custom topics and on
     /// namespace topics stored before it existed (see [`Topic::event_retention`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event_retention_days: Option<u8>,
+    pub(crate) event_retention_days: Option<u8>,
 }
 
 impl Topic {
@@ -46,7 +46,7 @@ impl Topic {
 
     /// The fields of `properties`; `endpoint` and `provisioningState` are shown by `GET`
     /// and ignored when written.
-    pub const PROPERTIES: [&str; 7] = [
+    pub(crate) const PROPERTIES: [&str; 7] = [
         "inputSchema",
         "inputSchemaMapping",
         "deliveryProfile",
@@ -178,7 +178,7 @@ impl Topic {
     /// How long a namespace topic keeps events, which bounds its subscriptions'
     /// `eventTimeToLive`; `None` for custom topics. Namespace topics stored before
     /// `eventRetentionInDays` existed keep the 7-day bound they were created under.
-    pub fn event_retention(&self) -> Option<Duration> {
+    pub(crate) fn event_retention(&self) -> Option<Duration> {
         match self.profile {
             DeliveryProfile::CustomTopic => None,
             DeliveryProfile::NamespaceTopic => {

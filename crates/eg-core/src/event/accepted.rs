@@ -42,7 +42,13 @@ impl AcceptedEvent {
     /// An event whose stored form is already written: `json` is a JSON object whose
     /// `id` (Event Grid) or `id` attribute (CloudEvents) is `id`, and whose
     /// `dataVersion` is `data_version` (`None` for a CloudEvent).
-    pub fn stored(json: String, id: String, event_type: String, subject: String, data_version: Option<String>) -> Self {
+    pub(crate) fn stored(
+        json: String,
+        id: String,
+        event_type: String,
+        subject: String,
+        data_version: Option<String>,
+    ) -> Self {
         Self {
             json,
             event_type,

@@ -26,7 +26,7 @@ use chrono::DateTime;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-pub const SPEC_VERSION: &str = "1.0";
+pub(crate) const SPEC_VERSION: &str = "1.0";
 
 /// The core attributes of CloudEvents 1.0 and the JSON format's `data` / `data_base64`.
 const CORE: [&str; 10] = [
@@ -50,7 +50,7 @@ const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::n
 );
 
 /// Validates one published CloudEvent and returns its accepted (stored) form.
-pub fn accept(item: Value) -> Result<AcceptedEvent, InvalidField> {
+pub(crate) fn accept(item: Value) -> Result<AcceptedEvent, InvalidField> {
     let Value::Object(fields) = item else {
         return Err(not_an_object(json_type(&item)));
     };
@@ -62,7 +62,7 @@ pub fn accept(item: Value) -> Result<AcceptedEvent, InvalidField> {
 /// Validates one published CloudEvent read from its text, as [`accept`] does; its
 /// stored form is that text, byte for byte. Only the attributes are parsed: `data` is
 /// seen only as there or not.
-pub fn accept_raw(item: &RawValue) -> Result<AcceptedEvent, InvalidField> {
+pub(crate) fn accept_raw(item: &RawValue) -> Result<AcceptedEvent, InvalidField> {
     let fields = RawFields::of(item).ok_or_else(|| not_an_object(raw_type(item)))?;
     let mut attributes = Map::new();
     let mut has_data = false;
@@ -167,7 +167,7 @@ fn validate(fields: &Map<String, Value>, has_data: bool) -> Result<(String, Stri
 }
 
 /// Whether `name` may name an extension attribute: `[a-z0-9]{1,20}`.
-pub fn is_extension_name(name: &str) -> bool {
+pub(crate) fn is_extension_name(name: &str) -> bool {
     (1..=20).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
 

@@ -43,28 +43,28 @@ use serde_json::{Map, Value, json};
 #[serde(rename_all = "camelCase")]
 pub struct InputSchemaMapping {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
+    pub(crate) id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topic: Option<String>,
+    pub(crate) topic: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event_time: Option<String>,
+    pub(crate) event_time: Option<String>,
     #[serde(default)]
-    pub event_type: MappedField,
+    pub(crate) event_type: MappedField,
     #[serde(default)]
-    pub subject: MappedField,
+    pub(crate) subject: MappedField,
     #[serde(default)]
-    pub data_version: MappedField,
+    pub(crate) data_version: MappedField,
 }
 
 /// A field read from the object, or a default value, or both (the default is used when
 /// the source field is missing).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct MappedField {
+pub(crate) struct MappedField {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_field: Option<String>,
+    pub(crate) source_field: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default_value: Option<String>,
+    pub(crate) default_value: Option<String>,
 }
 
 impl MappedField {

@@ -36,16 +36,18 @@ pub struct EventGridEvent {
     pub topic: String,
     pub subject: String,
     pub event_type: String,
-    pub event_time: String,
+    pub(crate) event_time: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
+    pub(crate) data: Option<Value>,
     pub data_version: String,
-    pub metadata_version: String,
+    pub(crate) metadata_version: String,
 }
 
 impl EventGridEvent {
-    /// Validates one published event and stamps the service's fields.
-    pub fn from_published(item: Value, topic_id: &str) -> Result<Self, InvalidField> {
+    /// Validates one published event and stamps the service's fields. Tests use it to
+    /// compare with [`accept_raw`], which the publish path takes.
+    #[cfg(test)]
+    pub(crate) fn from_published(item: Value, topic_id: &str) -> Result<Self, InvalidField> {
         let Value::Object(mut fields) = item else {
             return Err(not_an_object());
         };
@@ -64,25 +66,19 @@ impl EventGridEvent {
     }
 
     /// The accepted form: stored once and delivered as is.
-    pub fn accepted(&self) -> AcceptedEvent {
+    pub(crate) fn accepted(&self) -> AcceptedEvent {
         let fields = match serde_json::to_value(self) {
             Ok(Value::Object(map)) => map,
             _ => Map::new(),
         };
         AcceptedEvent::new(fields, self.event_type.clone(), self.subject.clone())
     }
-
-    /// The compact JSON form.
-    pub fn to_json(&self) -> String {
-        // Serializing a struct of strings and `Value`s cannot fail.
-        serde_json::to_string(self).unwrap_or_default()
-    }
 }
 
 /// Validates one published event read from its text (the same rules and messages as
-/// [`EventGridEvent::from_published`]) and writes its stored form, with `data` copied
+/// `EventGridEvent::from_published`) and writes its stored form, with `data` copied
 /// as it was published rather than parsed and written again.
-pub fn accept_raw(item: RawEvent<'_>, topic_id: &str) -> Result<AcceptedEvent, InvalidField> {
+pub(crate) fn accept_raw(item: RawEvent<'_>, topic_id: &str) -> Result<AcceptedEvent, InvalidField> {
     let RawEvent::Object(mut fields) = item else {
         return Err(not_an_object());
     };
@@ -106,7 +102,7 @@ pub(crate) struct Envelope<'a> {
     pub id: &'a str,
     pub subject: &'a str,
     pub event_type: &'a str,
-    pub event_time: &'a str,
+    pub(crate) event_time: &'a str,
     pub data_version: &'a str,
 }
 

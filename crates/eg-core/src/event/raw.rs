@@ -35,7 +35,7 @@ impl<'a> RawFields<'a> {
         self.fields.iter().find(|(key, _)| key == name).map(|(_, value)| *value)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &'a RawValue)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &'a RawValue)> {
         self.fields.iter().map(|(key, value)| (key.as_ref(), *value))
     }
 }
@@ -68,7 +68,7 @@ pub enum RawEvent<'a> {
 
 /// The elements of the JSON array `text`, each split into its fields as the array is
 /// read, so an event's `data` is skipped once rather than once per step.
-pub fn events_of(text: &str) -> Result<Vec<RawEvent<'_>>, serde_json::Error> {
+pub(crate) fn events_of(text: &str) -> Result<Vec<RawEvent<'_>>, serde_json::Error> {
     serde_json::from_str(text)
 }
 
@@ -140,7 +140,7 @@ pub fn scalar_text(value: &RawValue) -> Option<String> {
 }
 
 /// How an error names a raw value's JSON type, as `json::json_type` does for a `Value`.
-pub fn raw_type(value: &RawValue) -> &'static str {
+pub(crate) fn raw_type(value: &RawValue) -> &'static str {
     match value.get().as_bytes().first() {
         Some(b'{') => "an object",
         Some(b'[') => "an array",
@@ -151,7 +151,7 @@ pub fn raw_type(value: &RawValue) -> &'static str {
     }
 }
 
-pub fn is_null(value: &RawValue) -> bool {
+pub(crate) fn is_null(value: &RawValue) -> bool {
     value.get() == "null"
 }
 
@@ -167,7 +167,7 @@ pub fn raw_str(value: &RawValue) -> Option<Cow<'_, str>> {
 }
 
 /// Appends `s` as a JSON string. The common case (nothing to escape) is a copy.
-pub fn push_json_str(out: &mut String, s: &str) {
+pub(crate) fn push_json_str(out: &mut String, s: &str) {
     if s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
         // Serializing a `str` cannot fail.
         out.push_str(&serde_json::to_string(s).unwrap_or_default());

@@ -41,14 +41,14 @@ pub enum LockOutcome {
 
 #[derive(Debug, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct FailedLockToken {
+pub(crate) struct FailedLockToken {
     pub lock_token: String,
     pub error: TokenError,
 }
 
 #[derive(Debug, Serialize, PartialEq, Eq)]
-pub struct TokenError {
-    pub code: &'static str,
+pub(crate) struct TokenError {
+    pub(crate) code: &'static str,
     pub message: String,
 }
 
@@ -56,14 +56,14 @@ pub struct TokenError {
 #[derive(Debug, Serialize, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct SettleAnswer {
-    pub failed_lock_tokens: Vec<FailedLockToken>,
-    pub succeeded_lock_tokens: Vec<String>,
+    pub(crate) failed_lock_tokens: Vec<FailedLockToken>,
+    pub(crate) succeeded_lock_tokens: Vec<String>,
 }
 
 /// Event Grid's answer for a token that is no longer held.
-pub const TOKEN_LOST: &str = "TokenLost";
-pub const TOKEN_LOST_MESSAGE: &str = "Token has expired.";
-pub const BAD_TOKEN: &str = "BadToken";
+pub(crate) const TOKEN_LOST: &str = "TokenLost";
+pub(crate) const TOKEN_LOST_MESSAGE: &str = "Token has expired.";
+pub(crate) const BAD_TOKEN: &str = "BadToken";
 
 impl SettleAnswer {
     /// The answer for `tokens` with their outcomes, in request order.

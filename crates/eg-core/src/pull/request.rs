@@ -75,11 +75,11 @@ pub fn require_api_version(value: Option<&str>) -> Result<(), InvalidField> {
     }
 }
 
-pub const MAX_EVENTS_RANGE: (u32, u32) = (1, 100);
-pub const DEFAULT_MAX_EVENTS: u32 = 1;
-pub const MAX_WAIT_RANGE: (u64, u64) = (10, 120);
-pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
-pub const MAX_LOCK_TOKENS: usize = 1000;
+pub(crate) const MAX_EVENTS_RANGE: (u32, u32) = (1, 100);
+pub(crate) const DEFAULT_MAX_EVENTS: u32 = 1;
+pub(crate) const MAX_WAIT_RANGE: (u64, u64) = (10, 120);
+pub(crate) const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
+pub(crate) const MAX_LOCK_TOKENS: usize = 1000;
 
 /// A receive's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +130,7 @@ impl ReceiveOptions {
 pub struct ReleaseDelay(Duration);
 
 /// Event Grid's `ReleaseDelay` values, in seconds.
-pub const RELEASE_DELAYS: [u64; 5] = [0, 10, 60, 600, 3600];
+pub(crate) const RELEASE_DELAYS: [u64; 5] = [0, 10, 60, 600, 3600];
 
 impl ReleaseDelay {
     pub const NONE: Self = Self(Duration::ZERO);

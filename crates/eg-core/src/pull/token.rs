@@ -53,8 +53,8 @@ impl std::fmt::Debug for TokenKey {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LockToken {
     pub partition: u16,
-    pub entry_ms: u64,
-    pub entry_seq: u64,
+    pub(crate) entry_ms: u64,
+    pub(crate) entry_seq: u64,
     /// The entry's own delivery counter (Redis's pending-entry count) when the lock was
     /// granted.
     pub count: u32,

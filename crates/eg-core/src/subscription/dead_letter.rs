@@ -63,7 +63,7 @@ pub enum DeadLetterStore {
 }
 
 impl DeadLetterStore {
-    pub fn is_local_directory(&self) -> bool {
+    pub(crate) fn is_local_directory(&self) -> bool {
         *self == Self::LocalDirectory
     }
 
@@ -161,7 +161,7 @@ impl DeadLetterDestination {
 
     /// The namespace form's `StorageBlob` (a local directory written that way is shown
     /// back that way); other stores as [`Self::to_json`].
-    pub fn to_namespace_json(&self) -> Value {
+    pub(crate) fn to_namespace_json(&self) -> Value {
         match self.store {
             DeadLetterStore::LocalDirectory => {
                 json!({"endpointType": "StorageBlob", "properties": {"blobContainerName": self.container_name}})
@@ -173,7 +173,7 @@ impl DeadLetterDestination {
     /// Refuses a destination naming an account or connection eg has no configuration
     /// for, or an S3 endpoint or region its connection does not use (field names from
     /// `properties` down).
-    pub fn check_configured(&self, stores: &impl NamedConnections) -> Result<(), InvalidField> {
+    pub(crate) fn check_configured(&self, stores: &impl NamedConnections) -> Result<(), InvalidField> {
         match &self.store {
             DeadLetterStore::LocalDirectory => Ok(()),
             DeadLetterStore::AzureBlob { account } if stores.has_azure_account(account) => Ok(()),
@@ -318,7 +318,7 @@ fn container(props: &Map<String, Value>) -> Result<(&'static str, &str), Invalid
 
 /// The account of `/subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.Storage/storageAccounts/<account>`
 /// (segment names compared as Azure does, ignoring case).
-pub fn storage_account(resource_id: &str) -> Result<String, InvalidField> {
+pub(crate) fn storage_account(resource_id: &str) -> Result<String, InvalidField> {
     let parts: Vec<&str> = resource_id.trim_matches('/').split('/').collect();
     let shaped = parts.len() == 8
         && parts[0].eq_ignore_ascii_case("subscriptions")

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 /// The `endpointType`s a subscription's destination may have.
-pub const ENDPOINT_TYPES: [&str; 4] = ["WebHook", "StorageQueue", "RabbitMQ", "NatsJetStream"];
+pub(crate) const ENDPOINT_TYPES: [&str; 4] = ["WebHook", "StorageQueue", "RabbitMQ", "NatsJetStream"];
 
 /// A push subscription's destination beyond its webhook URL.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -77,7 +77,7 @@ impl Endpoint {
     /// What names a non-webhook destination where a webhook's URL would:
     /// `storagequeue://<account>/<queue>`, `rabbitmq://<connection>/<exchange>`,
     /// `nats://<connection>/<subject>` (no host, no secret: names from eg's configuration).
-    pub fn identity(&self) -> Option<String> {
+    pub(crate) fn identity(&self) -> Option<String> {
         match self {
             Self::WebHook => None,
             Self::StorageQueue {
@@ -230,7 +230,7 @@ impl Endpoint {
 
     /// Refuses a destination naming an account or connection eg has no configuration
     /// for (field names from `properties` down).
-    pub fn check_configured(&self, configured: &impl NamedConnections) -> Result<(), InvalidField> {
+    pub(crate) fn check_configured(&self, configured: &impl NamedConnections) -> Result<(), InvalidField> {
         match self {
             Self::WebHook => Ok(()),
             Self::StorageQueue { account, .. } if configured.has_azure_account(account) => Ok(()),

@@ -13,21 +13,21 @@ use serde_json::value::RawValue;
 
 pub use crate::header_value::MAX_HEADER_VALUE_BYTES;
 
-pub const MAX_DELIVERY_HEADERS: usize = 10;
+pub(crate) const MAX_DELIVERY_HEADERS: usize = 10;
 
 /// A header sent with every delivery of the subscription.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeliveryHeader {
     pub name: String,
-    pub value: HeaderValueSource,
+    pub(crate) value: HeaderValueSource,
 }
 
 /// Where a delivery header's value comes from: fixed (a secret one is never shown by
 /// the API), or a field of the event (a dotted path).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "type")]
-pub enum HeaderValueSource {
+pub(crate) enum HeaderValueSource {
     Static { value: String, is_secret: bool },
     Dynamic { source_field: String },
 }

@@ -30,16 +30,13 @@ mod resource;
 mod retry_policy;
 
 pub use connections::{NamedConnections, S3ConnectionFacts};
-pub use dead_letter::{DeadLetterDestination, DeadLetterStore, storage_account};
-pub use endpoint::{ENDPOINT_TYPES, Endpoint, RoutingKey};
-pub use headers::{
-    DeliveryHeader, HeaderValueSource, MAX_DELIVERY_HEADERS, MAX_HEADER_VALUE_BYTES, ResolvedHeaders, resolve_headers,
-};
-pub use mode::{DEFAULT_RECEIVE_LOCK, DeliveryMode, MAX_RECEIVE_LOCK, MIN_RECEIVE_LOCK};
-pub use retry_policy::{
-    CUSTOM_MAX_DELIVERY_ATTEMPTS, CUSTOM_MAX_TTL_MINUTES, NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT,
-    NAMESPACE_MAX_TTL, NAMESPACE_MIN_TTL, RetryPolicy,
-};
+pub use dead_letter::{DeadLetterDestination, DeadLetterStore};
+pub(crate) use endpoint::ENDPOINT_TYPES;
+pub use endpoint::{Endpoint, RoutingKey};
+pub use headers::{DeliveryHeader, MAX_HEADER_VALUE_BYTES, ResolvedHeaders, resolve_headers};
+pub(crate) use mode::DEFAULT_RECEIVE_LOCK;
+pub use mode::DeliveryMode;
+pub use retry_policy::{NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT, RetryPolicy};
 
 /// An event subscription as stored in the catalog (serde) and matched at publish time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,7 +111,7 @@ impl Subscription {
 
     /// Where the dead-letter destination is written in the form this subscription was
     /// written in, so a refusal names the field the client sent.
-    pub fn dead_letter_field(&self) -> String {
+    pub(crate) fn dead_letter_field(&self) -> String {
         if !self.namespace_form {
             "properties.deadLetterDestination".to_owned()
         } else {
@@ -143,7 +140,7 @@ impl Subscription {
 #[serde(rename_all = "camelCase")]
 pub struct BatchSettings {
     pub max_events_per_batch: u32,
-    pub preferred_batch_size_in_kilobytes: u32,
+    pub(crate) preferred_batch_size_in_kilobytes: u32,
 }
 
 impl Default for BatchSettings {

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 /// Receive lock duration range (Event Grid's `receiveLockDurationInSeconds`: 60–300 s,
 /// default 60 s).
-pub const MIN_RECEIVE_LOCK: Duration = Duration::from_secs(60);
-pub const MAX_RECEIVE_LOCK: Duration = Duration::from_secs(300);
-pub const DEFAULT_RECEIVE_LOCK: Duration = MIN_RECEIVE_LOCK;
+pub(crate) const MIN_RECEIVE_LOCK: Duration = Duration::from_secs(60);
+pub(crate) const MAX_RECEIVE_LOCK: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_RECEIVE_LOCK: Duration = MIN_RECEIVE_LOCK;
 
 /// The delivery mode. Push is every subscription written before pull delivery existed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -27,7 +27,7 @@ pub enum DeliveryMode {
 
 impl DeliveryMode {
     /// Queue mode with `receiveLockDurationInSeconds` `seconds` (60–300).
-    pub fn queue(seconds: u64) -> Result<Self, InvalidField> {
+    pub(crate) fn queue(seconds: u64) -> Result<Self, InvalidField> {
         let lock = Duration::from_secs(seconds);
         if !(MIN_RECEIVE_LOCK..=MAX_RECEIVE_LOCK).contains(&lock) {
             return Err(InvalidField::new(

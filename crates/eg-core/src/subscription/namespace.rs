@@ -26,7 +26,7 @@ use serde_json::{Map, Value, json};
 
 /// The fields of `properties` in the namespace form. `topic`, `provisioningState` and
 /// `provisioningMessage` are shown by `GET` and ignored when written; `paused` is eg's.
-pub const NAMESPACE_PROPERTIES: [&str; 8] = [
+pub(crate) const NAMESPACE_PROPERTIES: [&str; 8] = [
     "deliveryConfiguration",
     "eventDeliverySchema",
     "filtersConfiguration",

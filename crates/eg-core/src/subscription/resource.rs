@@ -31,7 +31,7 @@ impl Subscription {
 
     /// The fields of `properties`. `topic`, `provisioningState` and
     /// `provisioningMessage` are shown by `GET` and ignored when written.
-    pub const PROPERTIES: [&str; 11] = [
+    pub(crate) const PROPERTIES: [&str; 11] = [
         "destination",
         "paused",
         "filter",

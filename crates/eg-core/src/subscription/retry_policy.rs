@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Custom-topic limits: `maxDeliveryAttempts` 1–30, `eventTimeToLiveInMinutes` 1–1440.
-pub const CUSTOM_MAX_DELIVERY_ATTEMPTS: u32 = 30;
-pub const CUSTOM_MAX_TTL_MINUTES: u32 = 1440;
+pub(crate) const CUSTOM_MAX_DELIVERY_ATTEMPTS: u32 = 30;
+pub(crate) const CUSTOM_MAX_TTL_MINUTES: u32 = 1440;
 
 /// When delivery of one event stops: after `max_delivery_attempts` attempts or once its
 /// time-to-live has passed, whichever comes first.
@@ -33,8 +33,8 @@ impl Default for RetryPolicy {
 /// Namespace-topic limits (behaviour.md#namespace-topics): `maxDeliveryCount` 1–10, TTL
 /// `PT1M` … `P7D`.
 pub const NAMESPACE_MAX_DELIVERY_COUNT: u32 = 10;
-pub const NAMESPACE_MIN_TTL: Duration = Duration::from_secs(60);
-pub const NAMESPACE_MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const NAMESPACE_MIN_TTL: Duration = Duration::from_secs(60);
+pub(crate) const NAMESPACE_MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const NAMESPACE_DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
 
 impl RetryPolicy {
@@ -59,7 +59,7 @@ impl RetryPolicy {
     }
 
     /// Namespace-topic limits: `maxDeliveryCount` 1–10, time-to-live `PT1M` … `P7D`.
-    pub fn namespace(max_delivery_count: u32, ttl: Duration) -> Result<Self, InvalidField> {
+    pub(crate) fn namespace(max_delivery_count: u32, ttl: Duration) -> Result<Self, InvalidField> {
         if !(1..=NAMESPACE_MAX_DELIVERY_COUNT).contains(&max_delivery_count) {
             return Err(InvalidField::new(
                 "maxDeliveryCount",
@@ -80,7 +80,7 @@ impl RetryPolicy {
 
     /// This policy, if its time-to-live fits in the topic's event retention (namespace
     /// topics: `eventTimeToLive` cannot outlast `eventRetentionInDays`).
-    pub fn within_retention(self, retention: Option<Duration>) -> Result<Self, InvalidField> {
+    pub(crate) fn within_retention(self, retention: Option<Duration>) -> Result<Self, InvalidField> {
         match retention {
             Some(retention) if self.event_time_to_live() > retention => Err(InvalidField::new(
                 "eventTimeToLive",
@@ -105,7 +105,7 @@ impl RetryPolicy {
 
 impl RetryPolicy {
     /// The policy of a subscription whose resource gives none.
-    pub fn default_for(profile: DeliveryProfile) -> Self {
+    pub(crate) fn default_for(profile: DeliveryProfile) -> Self {
         match profile {
             DeliveryProfile::CustomTopic => Self::default(),
             DeliveryProfile::NamespaceTopic => Self {

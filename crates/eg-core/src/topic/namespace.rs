@@ -10,9 +10,9 @@ use crate::json::json_type;
 use serde_json::{Map, Value, json};
 
 /// `eventRetentionInDays`: 1–7 days, 1 by default (Event Grid's quota page and model).
-pub const MIN_RETENTION_DAYS: u8 = 1;
-pub const MAX_RETENTION_DAYS: u8 = 7;
-pub const DEFAULT_RETENTION_DAYS: u8 = 1;
+pub(crate) const MIN_RETENTION_DAYS: u8 = 1;
+pub(crate) const MAX_RETENTION_DAYS: u8 = 7;
+pub(crate) const DEFAULT_RETENTION_DAYS: u8 = 1;
 
 /// Whether `properties` uses the namespace topic fields (`publisherType`,
 /// `eventRetentionInDays`), checking `publisherType` on the way: Event Grid knows only

@@ -8,7 +8,7 @@ use crate::args::Flags;
 use crate::ceiling::{Fsync, Kind};
 use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
-use crate::measure::{self, Load};
+use crate::measure::{self, Load, Measured};
 use crate::report::{Row, Target, thousands};
 use std::time::Duration;
 
@@ -46,30 +46,16 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         for fsync in modes {
             let ceiling = Kind::RedisXadd { fsync, pipeline: 100 };
             let ceiling_value = ctx.ceilings.get(ceiling).await?;
-            let mut setup = Setup::new(fsync);
-            setup.senders = 0;
-            setup.scheduler = false;
             eprintln!("ingress: appendfsync {} …", fsync.name());
-            let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
-            let load = Load {
+            let (mut row, m) = publish_only(
+                ctx,
+                Setup::new(fsync),
                 connections,
-                events_per_request: 100,
-                event_bytes: 1024,
-                window: None,
-                fanout: 1,
-                warmup: ctx.seconds(2, 1),
                 duration,
-                drain: Duration::ZERO,
-            };
-            let m = measure::steady(&d, &load).await?;
-            d.finish(ctx.keep);
-
+                format!("appendfsync {}", fsync.name()),
+            )
+            .await?;
             let rate = m.published_per_second();
-            let mut row = Row::new("1 ingress", format!("appendfsync {}", fsync.name()));
-            row.rate = Some((rate, "events/s"));
-            row.latency_label = Some("publish request (100 events) → 200, round trip");
-            row.latency = Some(m.request_latency);
-            row.cpu = Some((m.cpu.clone(), m.seconds));
             row.ceiling = Some((ceiling.label(), ceiling_value));
             row.figures.push((
                 "requests/s".into(),
@@ -93,4 +79,38 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         }
         Ok(rows)
     })
+}
+
+/// Publishes 1 KB events, 100 per request, from `connections` connections for
+/// `duration` to `setup` with no eg-sender, eg-scheduler or eg-deadletter running, and
+/// answers the measurement and the row `variant` with what every ingress row shows.
+pub(super) async fn publish_only(
+    ctx: &Ctx,
+    mut setup: Setup,
+    connections: usize,
+    duration: Duration,
+    variant: String,
+) -> anyhow::Result<(Row, Measured)> {
+    setup.senders = 0;
+    setup.scheduler = false;
+    let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
+    let load = Load {
+        connections,
+        events_per_request: 100,
+        event_bytes: 1024,
+        window: None,
+        fanout: 1,
+        warmup: ctx.seconds(2, 1),
+        duration,
+        drain: Duration::ZERO,
+    };
+    let m = measure::steady(&d, &load).await?;
+    d.finish(ctx.keep);
+
+    let mut row = Row::new("1 ingress", variant);
+    row.rate = Some((m.published_per_second(), "events/s"));
+    row.latency_label = Some("publish request (100 events) → 200, round trip");
+    row.latency = Some(m.request_latency);
+    row.cpu = Some((m.cpu.clone(), m.seconds));
+    Ok((row, m))
 }

@@ -64,29 +64,10 @@ fn parse_transport(name: &str) -> anyhow::Result<Transport> {
 async fn ingress(ctx: &Ctx, transport: Transport, duration: Duration) -> anyhow::Result<Row> {
     let mut setup = Setup::new(Fsync::EverySec);
     setup.transport = transport;
-    setup.senders = 0;
-    setup.scheduler = false;
     eprintln!("redis-transport: ingress over {} …", transport.name());
-    let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
-    let load = Load {
-        connections: ctx.sized(32, 16),
-        events_per_request: 100,
-        event_bytes: 1024,
-        window: None,
-        fanout: 1,
-        warmup: ctx.seconds(2, 1),
-        duration,
-        drain: Duration::ZERO,
-    };
-    let m = measure::steady(&d, &load).await?;
-    d.finish(ctx.keep);
-
+    let variant = format!("Redis over {}", transport.name());
+    let (mut row, m) = super::ingress::publish_only(ctx, setup.clone(), ctx.sized(32, 16), duration, variant).await?;
     let rate = m.published_per_second();
-    let mut row = Row::new("1 ingress", format!("Redis over {}", transport.name()));
-    row.rate = Some((rate, "events/s"));
-    row.latency_label = Some("publish request (100 events) → 200, round trip");
-    row.latency = Some(m.request_latency);
-    row.cpu = Some((m.cpu.clone(), m.seconds));
     row.figures.push(("Redis per event".into(), m.redis.brief(6)));
     row.notes.push("no eg-sender running; one subscription".into());
     row.notes.extend(setup.describe());

@@ -17,6 +17,7 @@
 //! the layer that turns error answers into Event Grid's JSON body.
 
 mod dead_letter;
+mod gather;
 mod hour;
 mod html;
 mod model;
@@ -206,7 +207,7 @@ async fn refusal_page(refusal: Refusal, back: Option<&str>) -> Response {
 
 /// `GET /status`: the overview.
 async fn page(_: Viewer, State(state): State<Arc<StatusState>>, headers: HeaderMap) -> Response {
-    let status = model::gather(&state.app, &state.stats, &state.last_hour).await;
+    let status = gather::gather(&state.app, &state.stats, &state.last_hour).await;
     let shown = Flash::read(&headers);
     with_flash_shown(
         html(StatusCode::OK, html::page(&status, shown.as_ref())),
@@ -222,7 +223,7 @@ async fn live(State(state): State<Arc<StatusState>>, headers: HeaderMap) -> Resp
             "<p>Signed out: open /status to sign in again.</p>".into(),
         );
     }
-    let status = model::gather(&state.app, &state.stats, &state.last_hour).await;
+    let status = gather::gather(&state.app, &state.stats, &state.last_hour).await;
     html(StatusCode::OK, html::live(&status))
 }
 
@@ -448,7 +449,7 @@ pub async fn admin_status(State(state): State<Arc<StatusState>>, headers: Header
     if access(token(&state), &headers, false) == Access::Denied {
         return Refusal::unauthorized("missing or wrong bearer token").into_response();
     }
-    let status = model::gather(&state.app, &state.stats, &state.last_hour).await;
+    let status = gather::gather(&state.app, &state.stats, &state.last_hour).await;
     let mut response = Json(status).into_response();
     response
         .headers_mut()

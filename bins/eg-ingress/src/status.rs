@@ -21,6 +21,7 @@ mod gather;
 mod hour;
 mod html;
 mod model;
+mod overview;
 mod pages;
 mod session;
 mod subscription;
@@ -132,7 +133,7 @@ fn redirect(to: &str, flash: &Flash, secure: bool) -> Response {
 
 /// The sign-in page (`401`), whose form leads back to the page asked for.
 fn sign_in_page(sign_in: &SignIn, wrong_token: bool) -> Response {
-    let mut response = html(StatusCode::UNAUTHORIZED, html::sign_in(sign_in, wrong_token));
+    let mut response = html(StatusCode::UNAUTHORIZED, overview::sign_in(sign_in, wrong_token));
     let headers = response.headers_mut();
     headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     // Its address may hold a (wrong) token: send it nowhere.
@@ -210,7 +211,7 @@ async fn page(_: Viewer, State(state): State<Arc<StatusState>>, headers: HeaderM
     let status = gather::gather(&state.app, &state.stats, &state.last_hour).await;
     let shown = Flash::read(&headers);
     with_flash_shown(
-        html(StatusCode::OK, html::page(&status, shown.as_ref())),
+        html(StatusCode::OK, overview::page(&status, shown.as_ref())),
         shown.as_ref(),
     )
 }
@@ -224,7 +225,7 @@ async fn live(State(state): State<Arc<StatusState>>, headers: HeaderMap) -> Resp
         );
     }
     let status = gather::gather(&state.app, &state.stats, &state.last_hour).await;
-    html(StatusCode::OK, html::live(&status))
+    html(StatusCode::OK, overview::live(&status))
 }
 
 /// `GET /status/topics/{topic}/subscriptions/{name}`

@@ -219,10 +219,7 @@ async fn page(_: Viewer, State(state): State<Arc<StatusState>>, headers: HeaderM
 /// `GET /status/live`: the page's sections, fresh.
 async fn live(State(state): State<Arc<StatusState>>, headers: HeaderMap) -> Response {
     if access(token(&state), &headers, true) == Access::Denied {
-        return html(
-            StatusCode::UNAUTHORIZED,
-            "<p>Signed out: open /status to sign in again.</p>".into(),
-        );
+        return html(StatusCode::UNAUTHORIZED, overview::signed_out());
     }
     let status = gather::gather(&state.app, &state.stats, &state.last_hour).await;
     html(StatusCode::OK, overview::live(&status))

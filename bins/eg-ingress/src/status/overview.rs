@@ -35,6 +35,11 @@ pub fn live(status: &Status) -> String {
     live_sections(status).into_string()
 }
 
+/// What `/status/live` answers once the session has ended, in place of the sections.
+pub fn signed_out() -> String {
+    html! { p { "Signed out: open /status to sign in again." } }.into_string()
+}
+
 fn live_sections(status: &Status) -> Markup {
     html! {
         p.updated {

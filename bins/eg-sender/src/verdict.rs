@@ -6,7 +6,7 @@
 
 use crate::destination::Sent;
 use eg_core::deadletter::DeadLetterEntry;
-use eg_core::fate::{DropReason, Fate};
+use eg_core::fate::DropReason;
 use eg_core::history::{DeliveryState, HistoryEntry, Hold, HoldReason};
 use eg_core::subscription::Subscription;
 use eg_core::{DeadLetterReason, Decision, Delivery, UnixMillis};
@@ -33,23 +33,24 @@ enum Tally {
 impl Verdict {
     /// The verdict for `decision` about `delivery` (already carrying the attempt made).
     pub fn decided(decision: Decision, delivery: &Delivery, subscription: &Subscription, now: UnixMillis) -> Self {
-        let fate = decision.with_dead_letter_destination(subscription.dead_letter.as_ref());
-        let (settlement, tally) = match fate {
-            Fate::Delivered => (Settlement::Done, Tally::Delivered),
-            Fate::RetryAt(due) => (
+        let (settlement, tally) = match decision {
+            Decision::Delivered => (Settlement::Done, Tally::Delivered),
+            Decision::RetryAt(due) => (
                 Settlement::Retry {
                     delivery: delivery.clone(),
                     due,
                 },
                 Tally::Nothing,
             ),
-            Fate::DeadLetter(reason, destination) => (
-                Settlement::DeadLetter {
-                    entry: DeadLetterEntry::for_delivery(delivery, subscription, destination, reason, now),
-                },
-                Tally::DeadLettered(reason),
-            ),
-            Fate::Drop(reason) => (Settlement::Done, Tally::Dropped(reason)),
+            Decision::DeadLetter(reason) => match reason.dead_letter_to(subscription.dead_letter.as_ref()) {
+                Ok(destination) => (
+                    Settlement::DeadLetter {
+                        entry: DeadLetterEntry::for_delivery(delivery, subscription, destination, reason, now),
+                    },
+                    Tally::DeadLettered(reason),
+                ),
+                Err(dropped) => (Settlement::Done, Tally::Dropped(dropped)),
+            },
         };
         let (state, next, reason) = match (&settlement, &tally) {
             (Settlement::Retry { due, .. }, _) => (DeliveryState::Retrying, Some(*due), None),

@@ -7,7 +7,7 @@
 use eg_store::{Partition, Retention, Settle, Settled, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
-/// Most settlements in one script call (bounds the script's run, which blocks Redis).
+/// Most settles in one script call (bounds the script's run, which blocks Redis).
 const MOST_PER_CALL: usize = 256;
 
 /// Why a settle failed. A failed call fails every settle it carried, so the store's

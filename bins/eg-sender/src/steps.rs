@@ -424,7 +424,7 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
 
     /// Settle: hands the verdict to the store, retrying while it is unreachable. If it
     /// never succeeds the delivery stays pending and is reclaimed after the visibility
-    /// timeout: a duplicate, not a loss. Returns whether the settlement took effect.
+    /// timeout: a duplicate, not a loss. Returns whether the settle took effect.
     pub async fn settle(&self, partition: &Partition, ready: &ReadyDelivery, verdict: Verdict) -> bool {
         let mut backoff = Duration::from_millis(50);
         for _ in 0..10 {

@@ -1,8 +1,9 @@
 //! A step's verdict on one delivery: the settlement (the state change in Redis) with the
-//! step's history entry and what it counts. Built from a decision of eg-core (or a
-//! hold, a pause, a hand-back), handed to the settle queue, and counted and logged only
-//! once the settlement took effect (a settle that finds the delivery taken back counts
-//! nothing and records no history).
+//! step's history entry and what it counts. Built from eg-core's [`Decision`] (or for a
+//! hold, a pause, a hand-back, a drop), settled through the settle queue, and counted
+//! and logged only once its settle took effect (a settle that finds the delivery taken
+//! back counts nothing and records no history). The words in order:
+//! docs/architecture.md#an-attempts-result-word-by-word.
 
 use crate::destination::Sent;
 use eg_core::deadletter::DeadLetterEntry;
@@ -167,7 +168,7 @@ impl Verdict {
         self
     }
 
-    /// Counts and logs the settlement; call once it took effect.
+    /// Counts and logs the verdict; call once its settle took effect.
     pub fn record(&self) {
         let d = &self.delivery;
         let (topic, subscription) = (d.topic.clone(), d.subscription.clone());

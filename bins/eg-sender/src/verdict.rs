@@ -191,3 +191,64 @@ impl Verdict {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// The files of `module` of `krate` (`eg-core`, `eg-sender`, ...): `module.rs`, or
+    /// every file under `module/`.
+    fn module_files(root: &Path, krate: &str, module: &str) -> Vec<PathBuf> {
+        let src = ["crates", "bins"]
+            .iter()
+            .map(|dir| root.join(dir).join(krate).join("src"))
+            .find(|src| src.is_dir())
+            .unwrap_or_else(|| panic!("no crate {krate}"));
+        let file = src.join(format!("{module}.rs"));
+        let mut files: Vec<PathBuf> = file.is_file().then_some(file).into_iter().collect();
+        let mut dirs = vec![src.join(module)];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    files.push(path);
+                }
+            }
+        }
+        files
+    }
+
+    // The vocabulary is a hand-kept list: it fails here when a word is renamed, moved or
+    // removed without the docs.
+    #[test]
+    fn every_word_of_the_attempt_vocabulary_is_a_type_where_the_docs_say() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let docs = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+        let section = docs
+            .split("### An attempt's result, word by word")
+            .nth(1)
+            .and_then(|rest| rest.split("\n#").next())
+            .expect("docs/architecture.md has the vocabulary section");
+        let mut words = 0;
+        for item in section.split("\n- ").skip(1) {
+            // "**`Word`**, **`Other`** (eg-crate `module`...": the words, then where.
+            let (names, place) = item.split_once(" (").expect("a word says where it lives");
+            let (krate, rest) = place.split_once(" `").expect("crate and module");
+            let module = rest.split('`').next().unwrap_or_default();
+            let sources: String = module_files(&root, krate, module)
+                .iter()
+                .map(|f| std::fs::read_to_string(f).unwrap())
+                .collect();
+            for name in names.split("**`").skip(1).filter_map(|n| n.split('`').next()) {
+                let defined = ["struct", "enum", "trait"].iter().any(|kind| {
+                    sources.contains(&format!("{kind} {name} ")) || sources.contains(&format!("{kind} {name}<"))
+                });
+                assert!(defined, "{name} is not a type in {krate}'s `{module}`");
+                words += 1;
+            }
+        }
+        assert!(words >= 10, "only {words} words read: has the list's form changed?");
+    }
+}

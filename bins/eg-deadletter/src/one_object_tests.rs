@@ -228,7 +228,7 @@ impl Setup {
             let settlement = Settlement::DeadLetter {
                 entry: entry(&h.delivery),
             };
-            let item = h.settle(&settlement, None);
+            let item = h.settle(settlement, None);
             self.store.settle_many(&p, &[item], &Retention::NONE).await.unwrap();
         }
     }

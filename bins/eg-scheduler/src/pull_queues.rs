@@ -160,39 +160,35 @@ async fn end_unread_past_ttl(
         return Ok(());
     }
     let locked = store.lock_unread(partition, key, expired).await?;
-    let settlements: Vec<Settlement> = locked
-        .iter()
+    let items: Vec<Settle> = locked
+        .into_iter()
         .map(|e| {
-            if past_ttl(&e.delivery) {
+            let settlement = if past_ttl(&e.delivery) {
                 tracing::info!(subscription = %key, event = %e.delivery.event_id, "ending a queued event past its time-to-live");
                 eg_store::pull::ending(sub, &e.delivery, e.delivery.attempts, DeadLetterReason::TimeToLiveExceeded, now)
             } else {
                 Settlement::Requeue {
                     delivery: e.delivery.clone(),
                 }
+            };
+            Settle {
+                entry_id: e.entry_id,
+                delivery: e.delivery,
+                settlement,
+                history: None,
+                carries_body: false,
             }
-        })
-        .collect();
-    let items: Vec<Settle<'_>> = locked
-        .iter()
-        .zip(&settlements)
-        .map(|(e, settlement)| Settle {
-            entry_id: &e.entry_id,
-            delivery: &e.delivery,
-            settlement,
-            history: None,
-            carries_body: false,
         })
         .collect();
     let counters = vec![1; items.len()];
     let results = store
         .settle_queue(partition, key, &items, &counters, lock, LockCheck::Held, retention)
         .await?;
-    for ((took_effect, e), settlement) in results.into_iter().zip(&locked).zip(&settlements) {
-        if took_effect && !matches!(settlement, Settlement::Requeue { .. }) {
+    for (took_effect, item) in results.into_iter().zip(&items) {
+        if took_effect && !matches!(item.settlement, Settlement::Requeue { .. }) {
             Tally::ended(sub, DeadLetterReason::TimeToLiveExceeded).record(key);
         } else if !took_effect {
-            tracing::debug!(subscription = %key, entry = %e.entry_id, "a queued event changed hands during the sweep");
+            tracing::debug!(subscription = %key, entry = %item.entry_id, "a queued event changed hands during the sweep");
         }
     }
     Ok(())
@@ -217,33 +213,33 @@ async fn sweep(
     let ids: Vec<String> = expired.iter().map(|(id, _)| id.clone()).collect();
     let deliveries = store.queue_entries(partition, key, &ids).await?;
     let now = clock.now();
-    let mut ended = Vec::new();
+    // Per event ended: its settle, its lock's counter, and the reason to count.
+    let mut items = Vec::new();
+    let mut counters = Vec::new();
+    let mut reasons = Vec::new();
     for ((id, counter), delivery) in expired.into_iter().zip(deliveries) {
         let Some(delivery) = delivery else { continue };
         let count = delivery.attempts + counter;
         if let Some(reason) = on_sweep(count, true, delivery.published_at, &sub.retry_policy, now) {
             let settlement = eg_store::pull::ending(sub, &delivery, count, reason, now);
             tracing::info!(subscription = %key, event = %delivery.event_id, %reason, "ending a queued event whose lock expired");
-            ended.push((id, delivery, counter, settlement, reason));
+            items.push(Settle {
+                entry_id: id,
+                delivery,
+                settlement,
+                history: None,
+                carries_body: false,
+            });
+            counters.push(counter);
+            reasons.push(reason);
         }
     }
-    let items: Vec<Settle<'_>> = ended
-        .iter()
-        .map(|(id, delivery, _, settlement, _)| Settle {
-            entry_id: id,
-            delivery,
-            settlement,
-            history: None,
-            carries_body: false,
-        })
-        .collect();
-    let counters: Vec<u32> = ended.iter().map(|(_, _, c, _, _)| *c).collect();
     let results = store
         .settle_queue(partition, key, &items, &counters, lock, LockCheck::Expired, retention)
         .await?;
-    for (took_effect, (.., reason)) in results.into_iter().zip(&ended) {
+    for (took_effect, reason) in results.into_iter().zip(reasons) {
         if took_effect {
-            Tally::ended(sub, *reason).record(key);
+            Tally::ended(sub, reason).record(key);
         }
     }
     Ok(())

@@ -50,8 +50,7 @@ pub async fn reclaim_loop(
                     at: clock.now(),
                 });
                 // Back to the ready stream with no history step: no attempt ended here.
-                let requeue = Settlement::Requeue { delivery: requeued };
-                let item = ready.settle(&requeue, None);
+                let item = ready.settle(Settlement::Requeue { delivery: requeued }, None);
                 match store.settle_many(&partition, &[item], &Retention::NONE).await {
                     Ok(settled) if settled.first().is_some_and(|s| s.took_effect) => {
                         metrics::counter!(m::RECLAIMED_DELIVERY_COUNT, "topic" => d.topic.clone(), "subscription" => d.subscription.clone()).increment(1);

@@ -1,13 +1,13 @@
-//! The settle queue: settlements gathered per partition. Every step hands its
-//! settlement to its partition's queue, and one task per partition sends what has
-//! gathered as one `settle.lua` call (up to [`MOST_PER_CALL`]). While a call is in flight the next ones gather, so under
+//! The settle queue: settles gathered per partition. Every step hands its settle to its
+//! partition's queue, and one task per partition sends what has gathered as one
+//! `settle.lua` call (up to [`MOST_PER_CALL`]). While a call is in flight the next ones gather, so under
 //! load a call settles many attempts for one round trip and one script start; when idle
 //! a settle goes out at once, alone (no timer, no added wait).
 
-use eg_store::{OwnedSettle, Partition, Retention, Settled, Store, StoreError};
+use eg_store::{Partition, Retention, Settle, Settled, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
-/// Most settlements in one script call (bounds the script's run, which blocks Redis).
+/// Most settles in one script call (bounds the script's run, which blocks Redis).
 const MOST_PER_CALL: usize = 256;
 
 /// Why a settle failed. A failed call fails every settle it carried, so the store's
@@ -27,7 +27,7 @@ pub enum SettleError {
 }
 
 struct Queued {
-    settle: OwnedSettle,
+    settle: Settle,
     reply: oneshot::Sender<Result<Settled, SettleError>>,
 }
 
@@ -52,7 +52,7 @@ impl SettleQueue {
     }
 
     /// Settles `settle` in `partition`, together with whatever else is waiting there.
-    pub async fn settle(&self, partition: &Partition, settle: OwnedSettle) -> Result<Settled, SettleError> {
+    pub async fn settle(&self, partition: &Partition, settle: Settle) -> Result<Settled, SettleError> {
         let (reply, answer) = oneshot::channel();
         let queue = self
             .queues
@@ -72,10 +72,11 @@ async fn send_gathered(
 ) {
     let mut call = Vec::with_capacity(MOST_PER_CALL);
     while gathered.recv_many(&mut call, MOST_PER_CALL).await > 0 {
-        match settle_in_one_call(&store, &partition, &retention, &call).await {
+        let (settles, replies): (Vec<Settle>, Vec<_>) = call.drain(..).map(|q| (q.settle, q.reply)).unzip();
+        match store.settle_many(&partition, &settles, &retention).await {
             Ok(settled) => {
-                for (queued, settled) in call.drain(..).zip(settled) {
-                    let _ = queued.reply.send(Ok(settled));
+                for (reply, settled) in replies.into_iter().zip(settled) {
+                    let _ = reply.send(Ok(settled));
                 }
             }
             // Redis refused the call itself (a script error at one item, a record that
@@ -84,34 +85,25 @@ async fn send_gathered(
             // stream until its settle deletes it, and that is what a settle of it now
             // goes by: the others settle; the bad one is refused again, alone.
             Err(e) if !is_transport(&e) => {
-                tracing::warn!(error = %e, items = call.len(), "a settle call failed; settling its items one by one");
-                for queued in call.drain(..) {
-                    let alone = settle_in_one_call(&store, &partition, &retention, std::slice::from_ref(&queued)).await;
+                tracing::warn!(error = %e, items = settles.len(), "a settle call failed; settling its items one by one");
+                for (settle, reply) in settles.iter().zip(replies) {
+                    let alone = store
+                        .settle_many(&partition, std::slice::from_ref(settle), &retention)
+                        .await;
                     let answer = alone
                         .map_err(|e| SettleError::Call(e.to_string()))
                         .and_then(|mut settled| settled.pop().ok_or(SettleError::NoAnswer));
-                    let _ = queued.reply.send(answer);
+                    let _ = reply.send(answer);
                 }
             }
             Err(e) => {
                 let error = SettleError::Call(e.to_string());
-                for queued in call.drain(..) {
-                    let _ = queued.reply.send(Err(error.clone()));
+                for reply in replies {
+                    let _ = reply.send(Err(error.clone()));
                 }
             }
         }
     }
-}
-
-/// Settles every queued settle of `call` with one `settle.lua` call.
-async fn settle_in_one_call(
-    store: &Store,
-    partition: &Partition,
-    retention: &Retention,
-    call: &[Queued],
-) -> Result<Vec<Settled>, StoreError> {
-    let settles: Vec<_> = call.iter().map(|q| q.settle.as_settle()).collect();
-    store.settle_many(partition, &settles, retention).await
 }
 
 /// Whether the call may not have reached Redis (every item is then retried by its caller).
@@ -146,8 +138,8 @@ mod tests {
             .sum()
     }
 
-    fn done(ready: &eg_store::ReadyDelivery) -> OwnedSettle {
-        OwnedSettle {
+    fn done(ready: &eg_store::ReadyDelivery) -> Settle {
+        Settle {
             entry_id: ready.entry_id.clone(),
             delivery: ready.delivery.clone(),
             settlement: Settlement::Done,
@@ -170,8 +162,8 @@ mod tests {
 
     /// [`done`], as if the event were in the event hash (where [`corrupt_event_record`]
     /// breaks it).
-    fn settled_through_the_hash(ready: &eg_store::ReadyDelivery) -> OwnedSettle {
-        OwnedSettle {
+    fn settled_through_the_hash(ready: &eg_store::ReadyDelivery) -> Settle {
+        Settle {
             carries_body: false,
             ..done(ready)
         }

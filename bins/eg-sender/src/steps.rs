@@ -23,7 +23,7 @@ use eg_core::render::{self, RenderedEvent};
 use eg_core::subscription::Subscription;
 use eg_core::{AttemptOutcome, DeadLetterReason, Decision, LastAttempt, UnixMillis, signing};
 use eg_runtime::metrics as m;
-use eg_store::{Clock, OwnedSettle, Partition, ReadyDelivery, Settlement, StoreError};
+use eg_store::{Clock, Partition, ReadyDelivery, Settlement, StoreError};
 use std::borrow::Borrow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -424,17 +424,11 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
 
     /// Settle: hands the verdict to the store, retrying while it is unreachable. If it
     /// never succeeds the delivery stays pending and is reclaimed after the visibility
-    /// timeout: a duplicate, not a loss. Returns whether the settlement took effect.
+    /// timeout: a duplicate, not a loss. Returns whether the settle took effect.
     pub async fn settle(&self, partition: &Partition, ready: &ReadyDelivery, verdict: Verdict) -> bool {
         let mut backoff = Duration::from_millis(50);
         for _ in 0..10 {
-            let settle = OwnedSettle {
-                entry_id: ready.entry_id.clone(),
-                delivery: ready.delivery.clone(),
-                settlement: verdict.settlement.clone(),
-                history: Some(verdict.history.clone()),
-                carries_body: ready.carries_body,
-            };
+            let settle = ready.settle(verdict.settlement.clone(), Some(verdict.history.clone()));
             match self.store.settle(partition, settle).await {
                 Ok(settled) if settled.took_effect => {
                     verdict.record();
@@ -590,7 +584,7 @@ mod tests {
     use super::*;
     use eg_core::history::{DeliveryState, HistoryEntry};
     use eg_core::{Delivery, SubscriptionName, Topic, TopicName};
-    use eg_store::{Keyspace, Settled};
+    use eg_store::{Keyspace, Settle, Settled};
     use serde_json::json;
     use std::collections::HashMap;
     use std::sync::Mutex;
@@ -602,7 +596,7 @@ mod tests {
 
     #[derive(Default)]
     struct Recorded {
-        settled: Mutex<Vec<OwnedSettle>>,
+        settled: Mutex<Vec<Settle>>,
         /// Stored events by key (gone when absent).
         bodies: Mutex<HashMap<String, String>>,
         /// The catalog's subscriptions by name (deleted when absent).
@@ -621,7 +615,7 @@ mod tests {
     }
 
     impl RecordingStore {
-        fn settled(&self) -> Vec<OwnedSettle> {
+        fn settled(&self) -> Vec<Settle> {
             std::mem::take(&mut *self.0.settled.lock().unwrap())
         }
     }
@@ -645,11 +639,7 @@ mod tests {
                 .cloned())
         }
 
-        async fn settle(
-            &self,
-            _: &Partition,
-            settle: OwnedSettle,
-        ) -> Result<Settled, crate::settle_queue::SettleError> {
+        async fn settle(&self, _: &Partition, settle: Settle) -> Result<Settled, crate::settle_queue::SettleError> {
             let failing = &self.0.failing_settles;
             if failing.load(Ordering::SeqCst) > 0 {
                 failing.fetch_sub(1, Ordering::SeqCst);
@@ -784,11 +774,11 @@ mod tests {
     }
 
     /// The history step a settle appends (the steps always give one).
-    fn history(settle: &OwnedSettle) -> &HistoryEntry {
+    fn history(settle: &Settle) -> &HistoryEntry {
         settle.history.as_ref().expect("a history step")
     }
 
-    fn states(settled: &[OwnedSettle]) -> Vec<(String, DeliveryState, Option<String>)> {
+    fn states(settled: &[Settle]) -> Vec<(String, DeliveryState, Option<String>)> {
         settled
             .iter()
             .map(|i| (i.delivery.id.clone(), history(i).state, history(i).reason.clone()))
@@ -859,6 +849,33 @@ mod tests {
             [("a".into(), DeliveryState::Dropped, Some("NonRetriableFailure".into()))]
         );
         assert!(matches!(settled[0].settlement, Settlement::Done));
+
+        // With a destination, the same refusal is dead-lettered there, for that reason.
+        let topic = Topic::from_resource(TopicName::parse("orders").unwrap(), &json!({})).unwrap();
+        let resource = json!({"properties": {
+            "destination": {"endpointType": "WebHook", "properties": {"endpointUrl": "https://example.com/hook"}},
+            "deadLetterDestination": {"endpointType": "LocalDirectory", "properties": {"containerName": "dead-letters"}}}});
+        let with_destination = Subscription::from_resource(
+            &topic,
+            SubscriptionName::parse("billing").unwrap(),
+            &resource,
+            UnixMillis(0),
+        )
+        .unwrap();
+        steps.deliver(batch(with_destination, vec![event("b")])).await;
+        let settled = steps.store.settled();
+        assert_eq!(
+            states(&settled),
+            [(
+                "b".into(),
+                DeliveryState::DeadLettered,
+                Some("NonRetriableFailure".into())
+            )]
+        );
+        let Settlement::DeadLetter { entry } = &settled[0].settlement else {
+            panic!("not dead-lettered: {:?}", settled[0].settlement)
+        };
+        assert_eq!(entry.reason, DeadLetterReason::NonRetriableFailure);
     }
 
     #[tokio::test]

@@ -7,7 +7,7 @@ use crate::settle_queue::{SettleError, SettleQueue};
 use eg_core::probation::{EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy};
 use eg_core::subscription::Subscription;
 use eg_core::{Delivery, UnixMillis};
-use eg_store::{CatalogCache, OwnedSettle, Partition, Settled, Store, StoreError};
+use eg_store::{CatalogCache, Partition, Settle, Settled, Store, StoreError};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +32,7 @@ pub trait DeliveryStore: Clone + Send + Sync + 'static {
     fn settle(
         &self,
         partition: &Partition,
-        settle: OwnedSettle,
+        settle: Settle,
     ) -> impl Future<Output = Result<Settled, SettleError>> + Send;
 
     /// The endpoint's probation gate; a probe holds a lease of `probe_lease`.
@@ -106,7 +106,7 @@ impl DeliveryStore for RedisStore {
         Ok(self.catalog.refresh().await?.subscription_arc(topic, name).cloned())
     }
 
-    async fn settle(&self, partition: &Partition, settle: OwnedSettle) -> Result<Settled, SettleError> {
+    async fn settle(&self, partition: &Partition, settle: Settle) -> Result<Settled, SettleError> {
         self.queue.settle(partition, settle).await
     }
 

@@ -1,12 +1,13 @@
 //! A step's verdict on one delivery: the settlement (the state change in Redis) with the
-//! step's history entry and what it counts. Built from a decision of eg-core (or a
-//! hold, a pause, a hand-back), handed to the settle queue, and counted and logged only
-//! once the settlement took effect (a settle that finds the delivery taken back counts
-//! nothing and records no history).
+//! step's history entry and what it counts. Built from eg-core's [`Decision`] (or for a
+//! hold, a pause, a hand-back, a drop), settled through the settle queue, and counted
+//! and logged only once its settle took effect (a settle that finds the delivery taken
+//! back counts nothing and records no history). The words in order:
+//! docs/architecture.md#an-attempts-result-word-by-word.
 
 use crate::destination::Sent;
 use eg_core::deadletter::DeadLetterEntry;
-use eg_core::fate::{DropReason, Fate};
+use eg_core::fate::DropReason;
 use eg_core::history::{DeliveryState, HistoryEntry, Hold, HoldReason};
 use eg_core::subscription::Subscription;
 use eg_core::{DeadLetterReason, Decision, Delivery, UnixMillis};
@@ -33,23 +34,24 @@ enum Tally {
 impl Verdict {
     /// The verdict for `decision` about `delivery` (already carrying the attempt made).
     pub fn decided(decision: Decision, delivery: &Delivery, subscription: &Subscription, now: UnixMillis) -> Self {
-        let fate = decision.with_dead_letter_destination(subscription.dead_letter.as_ref());
-        let (settlement, tally) = match fate {
-            Fate::Delivered => (Settlement::Done, Tally::Delivered),
-            Fate::RetryAt(due) => (
+        let (settlement, tally) = match decision {
+            Decision::Delivered => (Settlement::Done, Tally::Delivered),
+            Decision::RetryAt(due) => (
                 Settlement::Retry {
                     delivery: delivery.clone(),
                     due,
                 },
                 Tally::Nothing,
             ),
-            Fate::DeadLetter(reason, destination) => (
-                Settlement::DeadLetter {
-                    entry: DeadLetterEntry::for_delivery(delivery, subscription, destination, reason, now),
-                },
-                Tally::DeadLettered(reason),
-            ),
-            Fate::Drop(reason) => (Settlement::Done, Tally::Dropped(reason)),
+            Decision::DeadLetter(reason) => match reason.dead_letter_to(subscription.dead_letter.as_ref()) {
+                Ok(destination) => (
+                    Settlement::DeadLetter {
+                        entry: DeadLetterEntry::for_delivery(delivery, subscription, destination, reason, now),
+                    },
+                    Tally::DeadLettered(reason),
+                ),
+                Err(dropped) => (Settlement::Done, Tally::Dropped(dropped)),
+            },
         };
         let (state, next, reason) = match (&settlement, &tally) {
             (Settlement::Retry { due, .. }, _) => (DeliveryState::Retrying, Some(*due), None),
@@ -166,7 +168,7 @@ impl Verdict {
         self
     }
 
-    /// Counts and logs the settlement; call once it took effect.
+    /// Counts and logs the verdict; call once its settle took effect.
     pub fn record(&self) {
         let d = &self.delivery;
         let (topic, subscription) = (d.topic.clone(), d.subscription.clone());
@@ -187,5 +189,66 @@ impl Verdict {
                 tracing::warn!(topic = %d.topic, subscription = %d.subscription, delivery = %d.id, attempts = d.attempts, %reason, last_error = self.history.error.as_deref(), "dropped");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// The files of `module` of `krate` (`eg-core`, `eg-sender`, ...): `module.rs`, or
+    /// every file under `module/`.
+    fn module_files(root: &Path, krate: &str, module: &str) -> Vec<PathBuf> {
+        let src = ["crates", "bins"]
+            .iter()
+            .map(|dir| root.join(dir).join(krate).join("src"))
+            .find(|src| src.is_dir())
+            .unwrap_or_else(|| panic!("no crate {krate}"));
+        let file = src.join(format!("{module}.rs"));
+        let mut files: Vec<PathBuf> = file.is_file().then_some(file).into_iter().collect();
+        let mut dirs = vec![src.join(module)];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    files.push(path);
+                }
+            }
+        }
+        files
+    }
+
+    // The vocabulary is a hand-kept list: it fails here when a word is renamed, moved or
+    // removed without the docs.
+    #[test]
+    fn every_word_of_the_attempt_vocabulary_is_a_type_where_the_docs_say() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let docs = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+        let section = docs
+            .split("### An attempt's result, word by word")
+            .nth(1)
+            .and_then(|rest| rest.split("\n#").next())
+            .expect("docs/architecture.md has the vocabulary section");
+        let mut words = 0;
+        for item in section.split("\n- ").skip(1) {
+            // "**`Word`**, **`Other`** (eg-crate `module`...": the words, then where.
+            let (names, place) = item.split_once(" (").expect("a word says where it lives");
+            let (krate, rest) = place.split_once(" `").expect("crate and module");
+            let module = rest.split('`').next().unwrap_or_default();
+            let sources: String = module_files(&root, krate, module)
+                .iter()
+                .map(|f| std::fs::read_to_string(f).unwrap())
+                .collect();
+            for name in names.split("**`").skip(1).filter_map(|n| n.split('`').next()) {
+                let defined = ["struct", "enum", "trait"].iter().any(|kind| {
+                    sources.contains(&format!("{kind} {name} ")) || sources.contains(&format!("{kind} {name}<"))
+                });
+                assert!(defined, "{name} is not a type in {krate}'s `{module}`");
+                words += 1;
+            }
+        }
+        assert!(words >= 10, "only {words} words read: has the list's form changed?");
     }
 }

@@ -1,5 +1,6 @@
 //! An event's fate: every way a delivery can end other than by reaching its endpoint, as
-//! typed reasons, and the decisions that choose between them (behaviour.md#dead-lettering).
+//! typed reasons, and the [`Decision`] that chooses between them
+//! (behaviour.md#dead-lettering).
 //!
 //! The tiers never spell a reason themselves: they take it from here, and its
 //! [`as_str`](DeadLetterReason::as_str) is at once the Event Grid name (in a dead-letter
@@ -40,6 +41,16 @@ impl DeadLetterReason {
             Self::MaxDeliveryCountExceeded => "MaxDeliveryCountExceeded",
             Self::Rejected => "Rejected",
         }
+    }
+}
+
+impl DeadLetterReason {
+    /// Where dead-lettering for this reason leads, given the subscription's dead-letter
+    /// destination: `Ok` with it, or, where there is none, `Err` with the drop it becomes,
+    /// labelled with this same reason (as Event Grid does). The one place that rule is
+    /// written: the sender's verdicts and pull delivery's endings both go through it.
+    pub fn dead_letter_to<D>(self, destination: Option<D>) -> Result<D, DropReason> {
+        destination.ok_or(DropReason::NoDeadLetterDestination(self))
     }
 }
 
@@ -86,37 +97,16 @@ impl fmt::Display for DropReason {
     }
 }
 
-/// What becomes of a delivery after a step.
+/// What eg-core's policy decides about a delivery after (or before) an attempt. The
+/// sender turns it into its verdict; a delivery that ends for another reason (its
+/// subscription deleted, its event gone) is dropped without a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
     Delivered,
     RetryAt(UnixMillis),
+    /// To the subscription's dead-letter destination; where it has none, the delivery is
+    /// dropped instead ([`DeadLetterReason::dead_letter_to`]).
     DeadLetter(DeadLetterReason),
-    Drop(DropReason),
-}
-
-/// A decision applied to a subscription's dead-letter destination `D`: where a
-/// dead-lettered delivery goes, or why it is dropped instead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fate<D> {
-    Delivered,
-    RetryAt(UnixMillis),
-    DeadLetter(DeadLetterReason, D),
-    Drop(DropReason),
-}
-
-impl Decision {
-    /// The fate of a delivery of a subscription with this dead-letter destination (or
-    /// none): without one, dead-lettering becomes a drop for the same reason.
-    pub fn with_dead_letter_destination<D>(self, destination: Option<D>) -> Fate<D> {
-        match (self, destination) {
-            (Self::Delivered, _) => Fate::Delivered,
-            (Self::RetryAt(at), _) => Fate::RetryAt(at),
-            (Self::DeadLetter(reason), Some(destination)) => Fate::DeadLetter(reason, destination),
-            (Self::DeadLetter(reason), None) => Fate::Drop(DropReason::NoDeadLetterDestination(reason)),
-            (Self::Drop(reason), _) => Fate::Drop(reason),
-        }
-    }
 }
 
 /// How soon a delivery waiting for its endpoint's consent looks again.
@@ -164,30 +154,12 @@ mod tests {
 
     #[test]
     fn without_a_dead_letter_destination_dead_lettering_becomes_a_drop_for_the_same_reason() {
-        let dead = Decision::DeadLetter(DeadLetterReason::TimeToLiveExceeded);
-        assert_eq!(
-            dead.with_dead_letter_destination(Some("dl")),
-            Fate::DeadLetter(DeadLetterReason::TimeToLiveExceeded, "dl")
-        );
-        let dropped = dead.with_dead_letter_destination(None::<&str>);
-        assert_eq!(
-            dropped,
-            Fate::Drop(DropReason::NoDeadLetterDestination(
-                DeadLetterReason::TimeToLiveExceeded
-            ))
-        );
-        let Fate::Drop(reason) = dropped else { unreachable!() };
-        assert_eq!(reason.as_str(), "TimeToLiveExceeded", "labelled as Event Grid does");
-        let retry = Decision::RetryAt(UnixMillis(5));
-        assert_eq!(
-            retry.with_dead_letter_destination(None::<&str>),
-            Fate::RetryAt(UnixMillis(5))
-        );
-        let gone = Decision::Drop(DropReason::EventMissing);
-        assert_eq!(
-            gone.with_dead_letter_destination(Some("dl")),
-            Fate::Drop(DropReason::EventMissing)
-        );
+        let reason = DeadLetterReason::TimeToLiveExceeded;
+        assert_eq!(reason.dead_letter_to(Some("dl")), Ok("dl"));
+        let dropped = reason.dead_letter_to(None::<&str>);
+        assert_eq!(dropped, Err(DropReason::NoDeadLetterDestination(reason)));
+        let Err(drop) = dropped else { unreachable!() };
+        assert_eq!(drop.as_str(), "TimeToLiveExceeded", "labelled as Event Grid does");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The decision after (and before) an attempt: deliver, retry at T, or dead-letter with
 //! a reason (behaviour.md#what-a-failure-leads-to, behaviour.md#retry-schedule-and-policy,
-//! behaviour.md#dead-lettering); `fate` turns a dead-letter into a drop where there is no
-//! destination. Pure: the clock and the jitter draw are arguments.
+//! behaviour.md#dead-lettering), as a [`Decision`] (defined in `fate` with the reasons).
+//! Pure: the clock and the jitter draw are arguments.
 
 use crate::delivery::Delivery;
 pub use crate::fate::{DeadLetterReason, Decision};

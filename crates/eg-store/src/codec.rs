@@ -382,7 +382,7 @@ pub(crate) struct SettleCall {
 impl SettleCall {
     /// Settles `items` of `partition` within `retention`. Each push below is one line
     /// of the script's header.
-    pub fn new(partition: &Partition, items: &[Settle<'_>], retention: &Retention) -> Result<Self, StoreError> {
+    pub fn new(partition: &Partition, items: &[Settle], retention: &Retention) -> Result<Self, StoreError> {
         if items.iter().any(|i| matches!(i.settlement, Settlement::RenewLock)) {
             return Err(StoreError::corrupt(
                 partition.ready(),
@@ -407,7 +407,7 @@ impl SettleCall {
         partition: &Partition,
         fixed: [String; SETTLE_FIXED_KEYS],
         group: &str,
-        items: &[Settle<'_>],
+        items: &[Settle],
         retention: &Retention,
     ) -> Result<Self, StoreError> {
         let keep_history = !retention.history_for.is_zero() && retention.histories_per_partition > 0;
@@ -423,9 +423,9 @@ impl SettleCall {
             items.len().to_string(),
         ]);
         for item in items {
-            let delivery = item.delivery;
+            let delivery = &item.delivery;
             let subscription = format!("{}/{}", delivery.topic, delivery.subscription);
-            let (record, time) = match item.settlement {
+            let (record, time) = match &item.settlement {
                 Settlement::Done | Settlement::RenewLock => (String::new(), 0),
                 Settlement::Retry { delivery, due } => (encode_delivery(delivery), due.0),
                 Settlement::Requeue { delivery } => (encode_delivery(delivery), 0),
@@ -436,11 +436,11 @@ impl SettleCall {
                     entry.dead_lettered_at.0,
                 ),
             };
-            let history = match item.history {
+            let history = match &item.history {
                 Some(entry) if keep_history => entry.to_json(),
                 _ => String::new(),
             };
-            let archive_id = match item.settlement {
+            let archive_id = match &item.settlement {
                 Settlement::DeadLetter { .. } if retention.archived_per_partition > 0 => delivery.id.clone(),
                 _ => String::new(),
             };
@@ -454,8 +454,8 @@ impl SettleCall {
                 partition.paused(&subscription),
             ]);
             args.extend([
-                item.entry_id.to_owned(),
-                settle_action(item.settlement).to_owned(),
+                item.entry_id.clone(),
+                settle_action(&item.settlement).to_owned(),
                 record,
                 time.to_string(),
                 history,
@@ -674,16 +674,16 @@ mod tests {
         };
         let items = [
             Settle {
-                entry_id: "1-0",
-                delivery: &delivery,
-                settlement: &Settlement::Done,
+                entry_id: "1-0".into(),
+                delivery: delivery.clone(),
+                settlement: Settlement::Done,
                 history: None,
                 carries_body: false,
             },
             Settle {
-                entry_id: "2-0",
-                delivery: &delivery,
-                settlement: &retry,
+                entry_id: "2-0".into(),
+                delivery: delivery.clone(),
+                settlement: retry,
                 history: None,
                 carries_body: true,
             },

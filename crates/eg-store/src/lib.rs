@@ -57,6 +57,6 @@ pub use error::StoreError;
 pub use keyspace::{Keyspace, Partition};
 pub use pull::{LockCheck, QueueDepth, QueueEntry};
 pub use queue::{DeadLetterItem, Depths, Promoted, PublishOutcome, ReadyDelivery};
-pub use settlement::{OwnedSettle, Retention, Settle, Settled, Settlement};
+pub use settlement::{Retention, Settle, Settled, Settlement};
 pub use snapshot::{CatalogSnapshot, TopicEntry};
 pub use stats::StatsStore;

@@ -16,7 +16,7 @@ use crate::error::StoreError;
 use crate::keyspace::{LOCKS_CONSUMER, Partition, RECEIVERS_GROUP};
 use crate::queue::Promoted;
 use crate::scripts;
-use crate::settlement::{Retention, Settle};
+use crate::settlement::{Retention, Settle, Settlement};
 use eg_core::Delivery;
 use std::time::Duration;
 
@@ -33,6 +33,18 @@ pub struct QueueEntry {
 }
 
 impl QueueEntry {
+    /// A settle of this lock (a queue entry never carries the event's body, and pull
+    /// delivery keeps no history steps).
+    pub fn settle(&self, settlement: Settlement) -> Settle {
+        Settle {
+            entry_id: self.entry_id.clone(),
+            delivery: self.delivery.clone(),
+            settlement,
+            history: None,
+            carries_body: false,
+        }
+    }
+
     /// Event Grid's `deliveryCount`: every delivery of the event so far, this one included.
     pub fn delivery_count(&self) -> u32 {
         self.delivery.attempts + self.counter
@@ -63,30 +75,22 @@ pub struct QueueDepth {
 }
 
 /// The settlement that ends `delivery` of `subscription` at its `count`-th delivery for
-/// `reason`: its dead-letter record, or (`None` destination) a drop for the same reason.
+/// `reason`: its dead-letter record, or, without a dead-letter destination, done (the drop
+/// of `DeadLetterReason::dead_letter_to`, counted by the caller).
 pub fn ending(
     subscription: &eg_core::Subscription,
     delivery: &Delivery,
     count: u32,
     reason: eg_core::DeadLetterReason,
     now: eg_core::UnixMillis,
-) -> crate::settlement::Settlement {
-    use eg_core::fate::{Decision, Fate};
-    match Decision::DeadLetter(reason).with_dead_letter_destination(subscription.dead_letter.as_ref()) {
-        Fate::DeadLetter(reason, destination) => {
-            let mut counted = delivery.clone();
-            counted.attempts = count;
-            crate::settlement::Settlement::DeadLetter {
-                entry: eg_core::deadletter::DeadLetterEntry::for_delivery(
-                    &counted,
-                    subscription,
-                    destination,
-                    reason,
-                    now,
-                ),
-            }
-        }
-        _ => crate::settlement::Settlement::Done,
+) -> Settlement {
+    let Ok(destination) = reason.dead_letter_to(subscription.dead_letter.as_ref()) else {
+        return Settlement::Done;
+    };
+    let mut counted = delivery.clone();
+    counted.attempts = count;
+    Settlement::DeadLetter {
+        entry: eg_core::deadletter::DeadLetterEntry::for_delivery(&counted, subscription, destination, reason, now),
     }
 }
 
@@ -205,7 +209,7 @@ impl Store {
         &self,
         partition: &Partition,
         subscription: &str,
-        items: &[Settle<'_>],
+        items: &[Settle],
         counters: &[u32],
         lock: Duration,
         check: LockCheck,

@@ -7,7 +7,7 @@ use crate::connection::Store;
 use crate::error::StoreError;
 use crate::keyspace::{DEADLETTER_GROUP, Partition, SENDERS_GROUP};
 use crate::scripts;
-pub use crate::settlement::{OwnedSettle, Retention, Settle, Settled, Settlement};
+pub use crate::settlement::{Retention, Settle, Settled, Settlement};
 use eg_core::Delivery;
 use eg_core::deadletter::DeadLetterEntry;
 use eg_core::history::HistoryEntry;
@@ -41,10 +41,10 @@ pub struct ReadyDelivery {
 
 impl ReadyDelivery {
     /// A settle of this hold, saying where its event's body is.
-    pub fn settle<'a>(&'a self, settlement: &'a Settlement, history: Option<&'a HistoryEntry>) -> Settle<'a> {
+    pub fn settle(&self, settlement: Settlement, history: Option<HistoryEntry>) -> Settle {
         Settle {
-            entry_id: &self.entry_id,
-            delivery: &self.delivery,
+            entry_id: self.entry_id.clone(),
+            delivery: self.delivery.clone(),
             settlement,
             history,
             carries_body: self.carries_body,
@@ -356,7 +356,7 @@ impl Store {
     pub async fn settle_many(
         &self,
         partition: &Partition,
-        items: &[Settle<'_>],
+        items: &[Settle],
         retention: &Retention,
     ) -> Result<Vec<Settled>, StoreError> {
         if items.is_empty() {

@@ -1,7 +1,6 @@
 //! The vocabulary of settling: what becomes of a held delivery ([`Settlement`]), one
-//! hold to settle ([`Settle`], or [`OwnedSettle`] when it must wait in another task),
-//! how much history and archive a partition keeps ([`Retention`]), and what became of
-//! the settle ([`Settled`]). Its own module because both [`crate::queue`] (which
+//! hold to settle ([`Settle`]), how much history and archive a partition keeps
+//! ([`Retention`]), and what became of the settle ([`Settled`]). Its own module because both [`crate::queue`] (which
 //! settles) and [`crate::codec`] (which lays the call out for `settle.lua`) use these
 //! types; `queue` re-exports them.
 
@@ -55,44 +54,20 @@ impl Retention {
     };
 }
 
-/// One hold to settle with [`crate::Store::settle_many`].
-#[derive(Debug, Clone, Copy)]
-pub struct Settle<'a> {
-    pub entry_id: &'a str,
-    pub delivery: &'a Delivery,
-    pub settlement: &'a Settlement,
-    /// The step to append to the event's history (`None`: none).
-    pub history: Option<&'a HistoryEntry>,
-    /// The held entry carries the event's body (`ReadyDelivery::carries_body`): there is
-    /// no event hash to count down, and a delivery that lives on takes the body along.
-    pub carries_body: bool,
-}
-
-/// A [`Settle`] that owns what it settles, for a caller that hands it to another task
-/// (the sender's settle queue) before the call is made; [`OwnedSettle::as_settle`] lends
-/// it to [`crate::Store::settle_many`].
+/// One hold to settle with [`crate::Store::settle_many`] (or
+/// [`crate::Store::settle_queue`]). It owns what it settles: the sender hands it to its
+/// settle queue, another task, before the call is made, and the other callers build it
+/// for the call anyway.
 #[derive(Debug, Clone)]
-pub struct OwnedSettle {
+pub struct Settle {
     pub entry_id: String,
     pub delivery: Delivery,
     pub settlement: Settlement,
     /// The step to append to the event's history (`None`: none).
     pub history: Option<HistoryEntry>,
-    /// As [`Settle::carries_body`].
+    /// The held entry carries the event's body (`ReadyDelivery::carries_body`): there is
+    /// no event hash to count down, and a delivery that lives on takes the body along.
     pub carries_body: bool,
-}
-
-impl OwnedSettle {
-    /// This settle as [`crate::Store::settle_many`] takes it.
-    pub fn as_settle(&self) -> Settle<'_> {
-        Settle {
-            entry_id: &self.entry_id,
-            delivery: &self.delivery,
-            settlement: &self.settlement,
-            history: self.history.as_ref(),
-            carries_body: self.carries_body,
-        }
-    }
 }
 
 /// What became of one settle.

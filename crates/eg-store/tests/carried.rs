@@ -109,7 +109,7 @@ async fn a_dead_lettered_delivery_takes_its_carried_body_into_the_record() {
         archived_per_partition: 10,
         ..Retention::NONE
     };
-    let item = held.settle(&settlement, None);
+    let item = held.settle(settlement, None);
     let settled = h.store.settle_many(&h.p0(), &[item], &retention).await.unwrap();
     assert!(settled[0].took_effect);
 

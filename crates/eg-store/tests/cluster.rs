@@ -101,16 +101,10 @@ async fn pull_delivery_scripts_run_on_a_three_primary_cluster() {
                 due: eg_core::UnixMillis(1),
             },
         ];
-        let items: Vec<Settle<'_>> = got
+        let items: Vec<Settle> = got
             .iter()
-            .zip(&settlements)
-            .map(|(e, settlement)| Settle {
-                entry_id: &e.entry_id,
-                delivery: &e.delivery,
-                settlement,
-                history: None,
-                carries_body: false,
-            })
+            .zip(settlements)
+            .map(|(e, settlement)| e.settle(settlement))
             .collect();
         let settled = store
             .settle_queue(

@@ -72,7 +72,7 @@ async fn settle_within(
     history: Option<&HistoryEntry>,
     retention: &Retention,
 ) -> Settled {
-    let item = r.settle(settlement, history);
+    let item = r.settle(settlement.clone(), history.cloned());
     store.settle_many(p, &[item], retention).await.unwrap()[0]
 }
 
@@ -251,7 +251,7 @@ async fn an_event_id_logged_twice_keeps_both_steps() {
     let delivered = step("billing", 1, DeliveryState::Delivered);
     let items: Vec<_> = got
         .iter()
-        .map(|r| r.settle(&Settlement::Done, Some(&delivered)))
+        .map(|r| r.settle(Settlement::Done, Some(delivered.clone())))
         .collect();
     let settled = h.store.settle_many(&p0, &items, &GENEROUS).await.unwrap();
     assert!(settled.iter().all(|s| s.took_effect));
@@ -286,9 +286,9 @@ async fn a_delivered_batch_is_acknowledged_and_logged_as_one() {
     // The batch, with b5 named twice: one call, one acknowledgement, one step record.
     let mut items: Vec<_> = got
         .iter()
-        .map(|r| r.settle(&Settlement::Done, Some(&delivered)))
+        .map(|r| r.settle(Settlement::Done, Some(delivered.clone())))
         .collect();
-    items.push(got[4].settle(&Settlement::Done, Some(&delivered)));
+    items.push(got[4].settle(Settlement::Done, Some(delivered.clone())));
     let mut redis = h.redis();
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut redis).unwrap();
     let settled = h.store.settle_many(&p0, &items, &GENEROUS).await.unwrap();

@@ -10,7 +10,7 @@ use common::*;
 use eg_core::DeadLetterReason;
 use eg_core::UnixMillis;
 use eg_core::deadletter::DeadLetterEntry;
-use eg_store::{LockCheck, QueueEntry, Retention, Settle, Settlement, Store};
+use eg_store::{LockCheck, QueueEntry, Retention, Settlement, Store};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -39,13 +39,7 @@ async fn settle_one(
     check: LockCheck,
 ) -> bool {
     let p = store.keys().partition(entry.partition);
-    let item = Settle {
-        entry_id: &entry.entry_id,
-        delivery: &entry.delivery,
-        settlement,
-        history: None,
-        carries_body: false,
-    };
+    let item = entry.settle(settlement.clone());
     store
         .settle_queue(&p, SUB, &[item], &[counter], LOCK, check, &Retention::NONE)
         .await
@@ -115,13 +109,7 @@ async fn a_lock_token_given_twice_in_one_call_settles_once() {
     publish_queued(&h, &[mixed]).await;
     let got = h.store.receive_queue(&h.p0(), SUB, LOCK, 1).await.unwrap();
     let entry = &got[0];
-    let item = || Settle {
-        entry_id: &entry.entry_id,
-        delivery: &entry.delivery,
-        settlement: &Settlement::Done,
-        history: None,
-        carries_body: false,
-    };
+    let item = || entry.settle(Settlement::Done);
     let p = h.p0();
     let settled = h
         .store
@@ -219,13 +207,7 @@ async fn renew_keeps_the_same_lock_and_expired_locks_are_taken_again() {
         let p = p.clone();
         let entry = entry.clone();
         async move {
-            let item = Settle {
-                entry_id: &entry.entry_id,
-                delivery: &entry.delivery,
-                settlement: &Settlement::RenewLock,
-                history: None,
-                carries_body: false,
-            };
+            let item = entry.settle(Settlement::RenewLock);
             store
                 .settle_queue(&p, SUB, &[item], &[counter], short, LockCheck::Held, &Retention::NONE)
                 .await
@@ -256,17 +238,19 @@ async fn the_sweep_ends_only_expired_locks() {
     publish_queued(&h, &[event("e1", 1)]).await;
     let short = Duration::from_millis(200);
     let entry = h.store.receive_queue(&h.p0(), SUB, short, 1).await.unwrap().remove(0);
-    let item = Settle {
-        entry_id: &entry.entry_id,
-        delivery: &entry.delivery,
-        settlement: &Settlement::Done,
-        history: None,
-        carries_body: false,
-    };
+    let item = entry.settle(Settlement::Done);
     // A lock still held (here: idle far below a minute) is not the sweep's to end.
     let held = h
         .store
-        .settle_queue(&h.p0(), SUB, &[item], &[1], LOCK, LockCheck::Expired, &Retention::NONE)
+        .settle_queue(
+            &h.p0(),
+            SUB,
+            std::slice::from_ref(&item),
+            &[1],
+            LOCK,
+            LockCheck::Expired,
+            &Retention::NONE,
+        )
         .await
         .unwrap();
     assert_eq!(held, [false]);

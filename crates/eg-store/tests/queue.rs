@@ -278,7 +278,7 @@ async fn settle_many_settles_each_item_as_settle_would_in_one_call() {
     let items: Vec<Settle> = held
         .iter()
         .zip(&settlements)
-        .map(|(d, settlement)| d.settle(settlement, None))
+        .map(|(d, settlement)| d.settle(settlement.clone(), None))
         .collect();
     let retention = Retention {
         archived_per_partition: 10,

@@ -111,7 +111,7 @@ pub async fn receive_now(pull: &Pull, key: &str, max: usize) -> Result<Vec<Locke
                 }
             }
         }
-        let results = settle_held(pull, &partition, key, lock, &ended).await?;
+        let results = settle_held(pull, &partition, key, lock, ended).await?;
         for (took_effect, tally) in results.into_iter().zip(tallies) {
             if took_effect {
                 tally.record(key);
@@ -143,22 +143,22 @@ pub async fn settle_held(
     partition: &eg_store::Partition,
     key: &str,
     lock: std::time::Duration,
-    items: &[(QueueEntry, Settlement)],
+    items: Vec<(QueueEntry, Settlement)>,
 ) -> Result<Vec<bool>, StoreError> {
     if items.is_empty() {
         return Ok(Vec::new());
     }
-    let settles: Vec<Settle<'_>> = items
-        .iter()
+    let counters: Vec<u32> = items.iter().map(|(e, _)| e.counter).collect();
+    let settles: Vec<Settle> = items
+        .into_iter()
         .map(|(entry, settlement)| Settle {
-            entry_id: &entry.entry_id,
-            delivery: &entry.delivery,
+            entry_id: entry.entry_id,
+            delivery: entry.delivery,
             settlement,
             history: None,
             carries_body: false,
         })
         .collect();
-    let counters: Vec<u32> = items.iter().map(|(e, _)| e.counter).collect();
     pull.store
         .settle_queue(
             partition,
@@ -180,8 +180,8 @@ pub async fn hand_back(pull: &Pull, key: &str, locked: Vec<Locked>) {
         let partition = pull.store.keys().partition(l.entry.partition);
         let mut uncharged = l.entry.delivery.clone();
         uncharged.attempts = l.entry.delivery_count().saturating_sub(1);
-        let item = [(l.entry, Settlement::Requeue { delivery: uncharged })];
-        if let Err(error) = settle_held(pull, &partition, key, lock, &item).await {
+        let item = vec![(l.entry, Settlement::Requeue { delivery: uncharged })];
+        if let Err(error) = settle_held(pull, &partition, key, lock, item).await {
             // The lock expires by itself: the event comes back then, counted.
             tracing::warn!(subscription = %key, %error, "could not hand back a locked event; it returns when its lock expires");
         }

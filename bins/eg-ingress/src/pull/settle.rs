@@ -12,7 +12,7 @@
 use super::receive::end;
 use super::{Pull, Target};
 use crate::errors::Refusal;
-use eg_core::pull::{Action, LockOutcome, LockToken, ReleaseDelay, ReleaseStep, SettleAnswer, on_reject, on_release};
+use eg_core::pull::{Action, LockAnswer, LockOutcome, LockToken, ReleaseDelay, ReleaseStep, on_reject, on_release};
 use eg_runtime::pull_tally::Tally;
 use eg_store::{LockCheck, Settle, Settlement};
 use std::collections::BTreeMap;
@@ -23,7 +23,7 @@ pub async fn settle(
     action: Action,
     delay: ReleaseDelay,
     tokens: Vec<String>,
-) -> Result<SettleAnswer, Refusal> {
+) -> Result<LockAnswer, Refusal> {
     let partitions = pull.store.keys().partitions();
     let mut outcomes: Vec<LockOutcome> = vec![LockOutcome::Lost; tokens.len()];
     // Per partition: (position in the request, the lock).
@@ -45,9 +45,7 @@ pub async fn settle(
         let now = pull.clock.now();
         // Entries gone are lost; the rest are settled in request order.
         let mut positions = Vec::new();
-        let mut entry_ids = Vec::new();
-        let mut held = Vec::new();
-        let mut settlements = Vec::new();
+        let mut items = Vec::new();
         let mut counters = Vec::new();
         let mut tallies = Vec::new();
         for ((at, token), delivery) in locks.into_iter().zip(deliveries) {
@@ -81,20 +79,15 @@ pub async fn settle(
             };
             tallies.push(tally);
             positions.push(at);
-            entry_ids.push(token.entry_id());
-            held.push(delivery);
-            settlements.push(settlement);
-            counters.push(token.count);
-        }
-        let items: Vec<Settle<'_>> = (0..positions.len())
-            .map(|i| Settle {
-                entry_id: &entry_ids[i],
-                delivery: &held[i],
-                settlement: &settlements[i],
+            items.push(Settle {
+                entry_id: token.entry_id(),
+                delivery,
+                settlement,
                 history: None,
                 carries_body: false,
-            })
-            .collect();
+            });
+            counters.push(token.count);
+        }
         let results = pull
             .store
             .settle_queue(
@@ -113,10 +106,11 @@ pub async fn settle(
                 tally.record(&target.key);
             }
         }
-        if matches!(action, Action::Release) && settlements.iter().any(|s| matches!(s, Settlement::Requeue { .. })) {
+        if matches!(action, Action::Release) && items.iter().any(|i| matches!(i.settlement, Settlement::Requeue { .. }))
+        {
             // Released events are receivable at once: wake waiting receivers.
             let _ = pull.store.ring(&partition, &[target.key.as_str()]).await;
         }
     }
-    Ok(SettleAnswer::new(tokens.into_iter().zip(outcomes)))
+    Ok(LockAnswer::new(tokens.into_iter().zip(outcomes)))
 }

@@ -52,10 +52,12 @@ pub(crate) struct TokenError {
     pub message: String,
 }
 
-/// A lock operation's answer.
+/// A lock operation's answer (acknowledge, release, reject, renewLock): the tokens that
+/// succeeded, and each that failed with why. Named for the lock, not "settle": a renew
+/// settles nothing, and eg-store's settle is the state change behind it.
 #[derive(Debug, Serialize, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct SettleAnswer {
+pub struct LockAnswer {
     pub(crate) failed_lock_tokens: Vec<FailedLockToken>,
     pub(crate) succeeded_lock_tokens: Vec<String>,
 }
@@ -65,7 +67,7 @@ pub(crate) const TOKEN_LOST: &str = "TokenLost";
 pub(crate) const TOKEN_LOST_MESSAGE: &str = "Token has expired.";
 pub(crate) const BAD_TOKEN: &str = "BadToken";
 
-impl SettleAnswer {
+impl LockAnswer {
     /// The answer for `tokens` with their outcomes, in request order.
     pub fn new(results: impl IntoIterator<Item = (String, LockOutcome)>) -> Self {
         let mut answer = Self::default();
@@ -121,10 +123,10 @@ mod tests {
     #[test]
     fn settle_answers_carry_both_lists() {
         assert_eq!(
-            serde_json::to_string(&SettleAnswer::default()).unwrap(),
+            serde_json::to_string(&LockAnswer::default()).unwrap(),
             r#"{"failedLockTokens":[],"succeededLockTokens":[]}"#
         );
-        let answer = SettleAnswer::new([
+        let answer = LockAnswer::new([
             ("a".to_owned(), LockOutcome::Succeeded),
             ("b".to_owned(), LockOutcome::Lost),
             ("c".to_owned(), LockOutcome::Bad("not a lock token".into())),

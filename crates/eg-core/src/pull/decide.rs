@@ -13,7 +13,7 @@
 //!   time-to-live ended, even when nobody receives any more.
 //!
 //! Each dead-letter becomes a drop with the same reason when the subscription has no
-//! dead-letter destination (`fate::Decision::with_dead_letter_destination`).
+//! dead-letter destination (`fate::DeadLetterReason::dead_letter_to`).
 
 use crate::fate::DeadLetterReason;
 use crate::subscription::RetryPolicy;

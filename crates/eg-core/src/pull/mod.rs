@@ -10,7 +10,7 @@ pub mod decide;
 pub mod request;
 pub mod token;
 
-pub use answer::{LockOutcome, ReceiveAnswer, ReceivedEvent, SettleAnswer};
+pub use answer::{LockAnswer, LockOutcome, ReceiveAnswer, ReceivedEvent};
 pub use decide::{QueueStep, ReleaseStep, on_receive, on_reject, on_release, on_sweep};
 pub use request::{Action, ReceiveOptions, ReleaseDelay, lock_tokens, parse_action, require_api_version};
 pub use token::{BadToken, LockToken, TokenKey};

@@ -158,7 +158,7 @@ pub async fn publish(store: &Store, partition: &Partition, events: &[EventToStor
 /// Settles one held delivery with the real call (`settle_many`), keeping no history or
 /// archive; whether it took effect.
 pub async fn settle(store: &Store, partition: &Partition, held: &ReadyDelivery, settlement: &Settlement) -> bool {
-    let item = held.settle(settlement, None);
+    let item = held.settle(settlement.clone(), None);
     let settled = store.settle_many(partition, &[item], &Retention::NONE).await.unwrap();
     settled[0].took_effect
 }

@@ -441,7 +441,7 @@ fn check_key_prefix(prefix: &str) -> Result<(), InvalidField> {
 }
 
 fn only_known(map: &Map<String, Value>, known: &[&str], path: &str) -> Result<(), InvalidField> {
-    super::resource::only_known(map, known, path)
+    super::fields::only_known(map, known, path)
 }
 
 #[cfg(test)]
@@ -462,10 +462,7 @@ mod tests {
         fn s3_connection(&self, name: &str) -> Option<S3ConnectionFacts<'_>> {
             self.s3.get(name).copied()
         }
-        fn has_rabbitmq_connection(&self, _: &str) -> bool {
-            false
-        }
-        fn has_nats_connection(&self, _: &str) -> bool {
+        fn has_broker_connection(&self, _: &str, _: &str) -> bool {
             false
         }
     }

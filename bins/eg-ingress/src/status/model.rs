@@ -15,9 +15,9 @@ use crate::operations::subscription_key;
 use crate::state::App;
 use eg_core::Subscription;
 use eg_core::UnixMillis;
+use eg_core::destination::Target;
 use eg_core::probation::{self, EndpointId, ProbationState};
 use eg_core::profile::DeliveryProfile;
-use eg_core::subscription::base_url;
 use eg_runtime::stats::{Kind, Stats, Window, subscription_label};
 use eg_store::{DeadLetterCounts, Depths, DestinationProblem, QueueDepth, StoreError};
 use serde::Serialize;
@@ -144,7 +144,7 @@ impl QueueFigures {
 
 /// Reads a queue subscription's depths in every partition: `None` for push.
 pub async fn queue_figures(app: &App, sub: &Subscription, now: UnixMillis) -> Result<Option<QueueFigures>, StoreError> {
-    if sub.delivery_mode.is_push() {
+    if sub.is_push() {
         return Ok(None);
     }
     let mut figures = queues_figures(app, &[sub], now).await?;
@@ -161,7 +161,7 @@ pub async fn queues_figures(
 ) -> Result<HashMap<String, QueueFigures>, StoreError> {
     let locks: HashMap<String, Duration> = subs
         .iter()
-        .filter_map(|s| Some((subscription_key(s), s.delivery_mode.receive_lock()?)))
+        .filter_map(|s| Some((subscription_key(s), s.receive_lock()?)))
         .collect();
     let mut depths: HashMap<String, Vec<QueueDepth>> = HashMap::new();
     if locks.is_empty() {
@@ -345,9 +345,9 @@ pub fn subscription_status(
     let label = subscription_label(&sub.topic.key(), &sub.name.key());
     SubscriptionStatus {
         name: sub.name.as_str().to_owned(),
-        delivery_mode: sub.delivery_mode.as_str(),
-        endpoint_base_url: base_url(&sub.endpoint_url),
-        destination_type: sub.endpoint.endpoint_type(),
+        delivery_mode: sub.delivery.mode_name(),
+        endpoint_base_url: sub.target().map(Target::display_name).unwrap_or_default(),
+        destination_type: sub.target().map_or("", Target::endpoint_type),
         queue,
         paused: sub.paused,
         provisioning_state: sub.provisioning.state_at(now).as_str().to_owned(),
@@ -401,12 +401,20 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
         .collect();
     subscriptions.sort_by_key(|s| (s.topic.key(), s.name.key()));
 
-    let ids: Vec<EndpointId> = subscriptions.iter().map(|s| EndpointId::of(&s.endpoint_url)).collect();
+    // Queue-mode subscriptions have no endpoint, so no probation record.
+    let endpoints: Vec<Option<EndpointId>> = subscriptions.iter().map(|s| s.endpoint_id()).collect();
+    let ids: Vec<EndpointId> = endpoints.iter().flatten().cloned().collect();
     let records = match app.store.probation_records(&ids).await {
-        Ok(records) => records,
+        Ok(records) => {
+            let mut records = records.into_iter();
+            endpoints
+                .iter()
+                .map(|e| e.as_ref().and_then(|_| records.next().flatten()))
+                .collect()
+        }
         Err(e) => {
             problems.push(format!("endpoint probation records unavailable: {e}"));
-            vec![None; ids.len()]
+            vec![None; endpoints.len()]
         }
     };
     let mut dead_letters = Vec::with_capacity(subscriptions.len());
@@ -446,7 +454,7 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
         .map(|s| {
             let figures = queues_of.remove(&subscription_key(s));
             // Unread (the problem is named): zeros, still shown as a queue.
-            figures.or_else(|| (!s.delivery_mode.is_push()).then(QueueFigures::default))
+            figures.or_else(|| (!s.is_push()).then(QueueFigures::default))
         })
         .collect();
 

@@ -165,7 +165,10 @@ impl Target {
 /// Refuses keys of `props` neither in `own` nor in `shared` (a misspelt key would
 /// otherwise be ignored silently), naming the first one.
 fn only_known(props: &Map<String, Value>, own: &[&str], shared: &[&str]) -> Result<(), InvalidField> {
-    match props.keys().find(|k| !own.contains(&k.as_str()) && !shared.contains(&k.as_str())) {
+    match props
+        .keys()
+        .find(|k| !own.contains(&k.as_str()) && !shared.contains(&k.as_str()))
+    {
         Some(key) => {
             let known: Vec<&str> = own.iter().chain(shared).copied().collect();
             Err(InvalidField::new(
@@ -226,15 +229,25 @@ pub(crate) mod tests {
 
     /// Reading what `GET` shows gives the same target back.
     pub(crate) fn reads_back(target: &Target) {
-        assert_eq!(&read(target.endpoint_type(), Value::Object(target.show())).unwrap(), target);
+        assert_eq!(
+            &read(target.endpoint_type(), Value::Object(target.show())).unwrap(),
+            target
+        );
     }
 
     #[test]
     fn unknown_kinds_and_keys_are_refused_naming_them() {
         let err = read("Kafka", json!({})).unwrap_err();
         assert_eq!(err.field, "endpointType");
-        assert!(err.problem.contains("WebHook, StorageQueue, RabbitMQ, NatsJetStream"), "{err}");
-        let err = read("NatsJetStream", json!({"connection": "events", "subject": "s", "password": "x"})).unwrap_err();
+        assert!(
+            err.problem.contains("WebHook, StorageQueue, RabbitMQ, NatsJetStream"),
+            "{err}"
+        );
+        let err = read(
+            "NatsJetStream",
+            json!({"connection": "events", "subject": "s", "password": "x"}),
+        )
+        .unwrap_err();
         assert_eq!(err.field, "properties.password", "no secrets in a subscription");
         assert!(err.problem.contains("connection, subject, maxEventsPerBatch"), "{err}");
     }
@@ -252,10 +265,22 @@ pub(crate) mod tests {
 
     #[test]
     fn one_endpoint_is_one_probation_identity() {
-        let a = read("RabbitMQ", json!({"connection": "main", "exchange": "e", "routingKey": "a"})).unwrap();
-        let b = read("RabbitMQ", json!({"connection": "main", "exchange": "e", "routingKey": "b"})).unwrap();
+        let a = read(
+            "RabbitMQ",
+            json!({"connection": "main", "exchange": "e", "routingKey": "a"}),
+        )
+        .unwrap();
+        let b = read(
+            "RabbitMQ",
+            json!({"connection": "main", "exchange": "e", "routingKey": "b"}),
+        )
+        .unwrap();
         assert_eq!(a.endpoint_id(), b.endpoint_id());
-        assert_eq!(a.endpoint_id(), EndpointId::of("rabbitmq://main/e"), "the key existing records use");
+        assert_eq!(
+            a.endpoint_id(),
+            EndpointId::of("rabbitmq://main/e"),
+            "the key existing records use"
+        );
         let hook = read("WebHook", json!({"endpointUrl": "https://h.example/in?code=s"})).unwrap();
         assert_eq!(hook.endpoint_id(), EndpointId::of("https://h.example/in?code=s"));
         assert_eq!(hook.display_name(), "https://h.example/in");

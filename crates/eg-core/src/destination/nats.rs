@@ -7,15 +7,17 @@ use crate::subscription::{NamedConnections, required_string};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-/// The settings section of NATS connections (`EG__BROKERS__NATS__<NAME>__…`).
-pub const CONNECTIONS: &str = "nats";
-
 /// A subject to publish to, through a NATS connection configured in eg.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NatsJetStream {
     pub connection: String,
     pub subject: String,
+}
+
+impl NatsJetStream {
+    /// The settings section of NATS connections (`EG__BROKERS__NATS__<NAME>__…`).
+    pub const CONNECTIONS: &str = "nats";
 }
 
 impl Kind for NatsJetStream {
@@ -38,10 +40,10 @@ impl Kind for NatsJetStream {
     }
 
     fn check_configured(&self, configured: &impl NamedConnections) -> Result<(), InvalidField> {
-        if configured.has_broker_connection(CONNECTIONS, &self.connection) {
+        if configured.has_broker_connection(Self::CONNECTIONS, &self.connection) {
             Ok(())
         } else {
-            Err(unknown_connection("NATS", CONNECTIONS, &self.connection))
+            Err(unknown_connection("NATS", Self::CONNECTIONS, &self.connection))
         }
     }
 

@@ -7,9 +7,6 @@ use crate::subscription::{NamedConnections, optional_string};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-/// The settings section of RabbitMQ connections (`EG__BROKERS__RABBITMQ__<NAME>__…`).
-pub const CONNECTIONS: &str = "rabbitmq";
-
 /// AMQP short strings (exchange names, routing keys) are at most 255 bytes.
 const AMQP_SHORT_STRING_MAX: usize = 255;
 
@@ -30,6 +27,11 @@ pub enum RoutingKey {
     /// An event field, named as delivery properties name theirs (`subject`, `type`,
     /// `data.region`, …); an event without it is routed with an empty key.
     FromEvent(String),
+}
+
+impl RabbitMq {
+    /// The settings section of RabbitMQ connections (`EG__BROKERS__RABBITMQ__<NAME>__…`).
+    pub const CONNECTIONS: &str = "rabbitmq";
 }
 
 impl Kind for RabbitMq {
@@ -87,10 +89,10 @@ impl Kind for RabbitMq {
     }
 
     fn check_configured(&self, configured: &impl NamedConnections) -> Result<(), InvalidField> {
-        if configured.has_broker_connection(CONNECTIONS, &self.connection) {
+        if configured.has_broker_connection(Self::CONNECTIONS, &self.connection) {
             Ok(())
         } else {
-            Err(unknown_connection("RabbitMQ", CONNECTIONS, &self.connection))
+            Err(unknown_connection("RabbitMQ", Self::CONNECTIONS, &self.connection))
         }
     }
 
@@ -182,14 +184,27 @@ mod tests {
             .field,
             "properties.routingKeyFrom"
         );
-        let unknown = read("RabbitMQ", json!({"connection": "other", "exchange": "e", "routingKey": "a"})).unwrap();
+        let unknown = read(
+            "RabbitMQ",
+            json!({"connection": "other", "exchange": "e", "routingKey": "a"}),
+        )
+        .unwrap();
         let err = unknown.check_configured(&Configured).unwrap_err();
-        assert!(err.problem.contains("EG__BROKERS__RABBITMQ__OTHER__URL"), "{}", err.problem);
+        assert!(
+            err.problem.contains("EG__BROKERS__RABBITMQ__OTHER__URL"),
+            "{}",
+            err.problem
+        );
     }
 
     #[test]
     fn rabbitmq_exchange_names_and_routing_keys_are_what_amqp_takes() {
-        let exchange = |name: &str| read("RabbitMQ", json!({"connection": "main", "exchange": name, "routingKey": "k"}));
+        let exchange = |name: &str| {
+            read(
+                "RabbitMQ",
+                json!({"connection": "main", "exchange": name, "routingKey": "k"}),
+            )
+        };
         for fine in ["", "events", "amq.topic", "a-b_c.d:e", &"x".repeat(255)] {
             assert!(exchange(fine).is_ok(), "{fine:?}");
         }
@@ -197,7 +212,12 @@ mod tests {
             let err = exchange(bad).unwrap_err();
             assert_eq!(err.field, "properties.exchange", "{bad:?}: {err}");
         }
-        let key = |key: &str| read("RabbitMQ", json!({"connection": "main", "exchange": "e", "routingKey": key}));
+        let key = |key: &str| {
+            read(
+                "RabbitMQ",
+                json!({"connection": "main", "exchange": "e", "routingKey": key}),
+            )
+        };
         for fine in ["", "orders.created", "a b/é#*", &"k".repeat(255)] {
             assert!(key(fine).is_ok(), "{fine:?}");
         }

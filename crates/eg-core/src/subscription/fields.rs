@@ -291,4 +291,3 @@ pub(super) fn delivery_schema(topic: &Topic, raw: Option<&Value>) -> Result<Deli
     }
     Ok(schema)
 }
-

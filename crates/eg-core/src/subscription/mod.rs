@@ -10,8 +10,8 @@
 //! the delivery properties and their rules, `retry_policy` the retry limits.
 
 use crate::api_error::InvalidField;
-use crate::filter::EventFilter;
 use crate::destination::Target;
+use crate::filter::EventFilter;
 use crate::names::{SubscriptionName, TopicName};
 use crate::probation::EndpointId;
 use crate::profile::DeliveryProfile;
@@ -34,8 +34,8 @@ mod resource;
 mod retry_policy;
 mod stored;
 
-pub(crate) use connections::{connection_name, optional_string, required_string};
 pub use connections::{NamedConnections, S3ConnectionFacts};
+pub(crate) use connections::{connection_name, optional_string, required_string};
 pub(crate) use dead_letter::storage_account;
 pub use dead_letter::{DeadLetterDestination, DeadLetterStore};
 pub use headers::{DeliveryHeader, MAX_HEADER_VALUE_BYTES, ResolvedHeaders, resolve_headers};

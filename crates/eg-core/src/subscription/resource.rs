@@ -4,7 +4,9 @@
 //! (`properties.retryPolicy.maxDeliveryAttempts`). What it shares with the namespace
 //! form is in `fields`.
 
-use super::fields::{Destination, delivery_schema, destination, expiration_time, paused, ranged_u32, shown_destination};
+use super::fields::{
+    Destination, delivery_schema, destination, expiration_time, paused, ranged_u32, shown_destination,
+};
 use super::retry_policy::{
     CUSTOM_MAX_DELIVERY_ATTEMPTS, CUSTOM_MAX_TTL_MINUTES, NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT,
     RetryPolicy,
@@ -211,10 +213,10 @@ fn retry_policy_resource(policy: RetryPolicy, profile: DeliveryProfile) -> Value
 mod tests {
     use super::*;
     use crate::DeliverySchema;
-    use crate::signing::SigningSecret;
-    use crate::subscription::BatchSettings;
     use crate::names::TopicName;
     use crate::routing::Routing;
+    use crate::signing::SigningSecret;
+    use crate::subscription::BatchSettings;
     use std::time::Duration;
 
     fn parse(body: Value) -> Result<Subscription, InvalidField> {

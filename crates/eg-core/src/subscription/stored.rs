@@ -4,7 +4,9 @@
 //! identity, or `""` in queue mode) in `endpointUrl`, the mode in `deliveryMode`, the
 //! form in `namespaceForm`, a non-webhook target in `endpoint`.
 
-use super::{BatchSettings, DeadLetterDestination, DeliveryHeader, DeliveryMethod, RetryPolicy, Subscription, WrittenAs};
+use super::{
+    BatchSettings, DeadLetterDestination, DeliveryHeader, DeliveryMethod, RetryPolicy, Subscription, WrittenAs,
+};
 use crate::destination::{Target, WebHook};
 use crate::filter::EventFilter;
 use crate::names::{SubscriptionName, TopicName};
@@ -58,7 +60,9 @@ pub(super) struct Stored {
 enum StoredMode {
     #[default]
     Push,
-    Queue { receive_lock_seconds: u32 },
+    Queue {
+        receive_lock_seconds: u32,
+    },
 }
 
 impl StoredMode {
@@ -151,8 +155,13 @@ mod tests {
             &json!({"properties": topic}),
         )
         .unwrap();
-        Subscription::from_resource(&topic, SubscriptionName::parse("billing").unwrap(), &json!({"properties": props}), UnixMillis(0))
-            .unwrap()
+        Subscription::from_resource(
+            &topic,
+            SubscriptionName::parse("billing").unwrap(),
+            &json!({"properties": props}),
+            UnixMillis(0),
+        )
+        .unwrap()
     }
 
     /// Stores `sub` and reads it back; returns the stored JSON.
@@ -191,7 +200,10 @@ mod tests {
             json!({"deliveryConfiguration": {"deliveryMode": "Queue", "queue": {}}}),
         ));
         assert_eq!(queue["endpointUrl"], "");
-        assert_eq!(queue["deliveryMode"], json!({"mode": "queue", "receiveLockSeconds": 60}));
+        assert_eq!(
+            queue["deliveryMode"],
+            json!({"mode": "queue", "receiveLockSeconds": 60})
+        );
         assert_eq!(queue["namespaceForm"], true);
         assert!(queue.get("endpoint").is_none());
 

@@ -5,6 +5,7 @@
 //! configuration holds where it is and how to sign in ([`Secret`]: never printed).
 
 use super::storage::{Secret, StorageSection};
+use eg_core::destination::{NatsJetStream, RabbitMq};
 use eg_core::subscription::{NamedConnections, S3ConnectionFacts};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -100,8 +101,8 @@ impl NamedConnections for Connections {
 
     fn has_broker_connection(&self, section: &str, name: &str) -> bool {
         match section {
-            "rabbitmq" => self.brokers.rabbitmq.contains_key(name),
-            "nats" => self.brokers.nats.contains_key(name),
+            RabbitMq::CONNECTIONS => self.brokers.rabbitmq.contains_key(name),
+            NatsJetStream::CONNECTIONS => self.brokers.nats.contains_key(name),
             _ => false,
         }
     }

@@ -55,7 +55,10 @@ pub use object_stores::{
 };
 pub use python_sdk::{PYTHON_SDK_VERSION, PythonOutput, run_python_sdk};
 pub use receiver::{Behaviour, Receiver, Recorded, Reply, Validation};
-pub use replies::{assert_refused, assert_subscription_refused, json_reply, text_reply};
+pub use replies::{assert_refused, json_reply, text_reply};
 pub use sas::{in_an_hour, percent_encode, sas_token};
-pub use system::{ADMIN_TOKEN, DeadLettered, Options, REDIS_PASSWORD, Redis, System, TierId, UnloggedTier};
+pub use system::{
+    ADMIN_TOKEN, DeadLettered, Options, REDIS_PASSWORD, Redis, System, TierId, UnloggedTier,
+    assert_subscription_refused,
+};
 pub use waiting::{DEADLINE, eventually, wait_subscription_successes, wait_successes};

@@ -4,8 +4,6 @@
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::System;
-
 /// The status and JSON body of a response (`Null` when the body is empty or not JSON).
 pub async fn json_reply(response: reqwest::Response) -> (StatusCode, Value) {
     let (status, text) = text_reply(response).await;
@@ -28,16 +26,4 @@ pub fn assert_refused(status: StatusCode, body: &Value, field: &str) -> String {
         "the refusal should name {field}: {message:?}"
     );
     message
-}
-
-/// A subscription PUT that must be refused with a 400 naming `field`; returns the message.
-pub async fn assert_subscription_refused(
-    system: &System,
-    topic: &str,
-    name: &str,
-    body: &Value,
-    field: &str,
-) -> String {
-    let (status, answer) = system.put_subscription(topic, name, body).await;
-    assert_refused(status, &answer, field)
 }

@@ -6,10 +6,22 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::System;
-use crate::{json_reply, text_reply};
+use crate::{assert_refused, json_reply, text_reply};
 
 /// The management API's bearer token in every system.
 pub const ADMIN_TOKEN: &str = "system-test-admin-token";
+
+/// A subscription PUT that must be refused with a 400 naming `field`; returns the message.
+pub async fn assert_subscription_refused(
+    system: &System,
+    topic: &str,
+    name: &str,
+    body: &Value,
+    field: &str,
+) -> String {
+    let (status, answer) = system.put_subscription(topic, name, body).await;
+    assert_refused(status, &answer, field)
+}
 
 impl System {
     /// A management API call with the right bearer token.

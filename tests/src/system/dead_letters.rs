@@ -4,11 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use eg_testkit::files_under;
+use eg_testkit::{eventually, files_under};
 use serde_json::Value;
 
 use super::System;
-use crate::eventually;
 
 /// One record of a dead-letter file; `path` is relative to the dead-letter root.
 #[derive(Debug, Clone)]

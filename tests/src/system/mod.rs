@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use eg_testkit::tier::Role;
 
-pub use admin::ADMIN_TOKEN;
+pub use admin::{ADMIN_TOKEN, assert_subscription_refused};
 pub use dead_letters::DeadLettered;
 pub use options::Options;
 use redis::{Backend, PARTITIONS};

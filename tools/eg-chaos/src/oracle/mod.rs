@@ -12,45 +12,39 @@
 //!
 //! Any other reason is a violation.
 //!
-//! Queue-mode (pull) subscriptions are judged in [`crate::oracle_queues`], from the
-//! consumers' log and the namespace dead-letter records read here.
+//! Queue-mode (pull) subscriptions are judged in [`queues`], from the consumers' log and
+//! the namespace dead-letter records read here.
+//!
+//! Here is the judgement of push delivery; the records it judges are read in
+//! [`dead_letters`], counted in [`violations`] and summed by destination kind in
+//! [`figures`].
 //!
 //! Subscriptions delivering to a broker are judged like webhooks, with what their
 //! broker's reader took from the broker ([`crate::broker_readers`]) as what arrived.
 //! Dead letters written to Azure Blob are read back from Azurite
 //! ([`crate::blob_reader`]); each must be in the store its subscription names.
 
-use crate::blob_reader::Blob;
+mod dead_letters;
+mod figures;
+mod queues;
+mod violations;
+
 use crate::broker_readers::BrokerLog;
 use crate::consumer::Consumers;
-use crate::oracle_queues as queues;
 use crate::publisher::{Fate, Ledger, Published, refusal_name};
 use crate::receiver::{Receivers, Seen, lock};
-use crate::scenario::{DeadLetterTo, Destination, Scenario, event_seq};
-use eg_testkit::files_under;
+use crate::scenario::{Destination, Scenario};
+use dead_letters::DeadRecord;
+use figures::{KindFigures, kind_name};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use violations::Violations;
 
 /// Slack allowed between the clocks of the file system and Redis's `TIME` (same host).
 const CLOCK_SLACK: Duration = Duration::from_secs(1);
-
-#[derive(Debug, Clone)]
-struct DeadRecord {
-    /// Relative to the dead-letter root.
-    path: PathBuf,
-    sub: usize,
-    seq: u64,
-    reason: String,
-    attempts: Option<u64>,
-    last_status: Option<i64>,
-    publish_time: Option<chrono::DateTime<chrono::Utc>>,
-    written_at: SystemTime,
-    /// Read from Azurite, not from the dead-letter directory.
-    from_blob: bool,
-}
 
 /// The readers of the broker destinations, when the scenario has them.
 #[derive(Clone, Default)]
@@ -66,16 +60,6 @@ impl BrokerLogs {
             Destination::RabbitMq => self.rabbitmq.as_ref(),
             Destination::Nats => self.nats.as_ref(),
         }
-    }
-}
-
-/// A subscription's kind for the report's figures.
-fn kind_name(destination: Destination, dead_letter_to: DeadLetterTo) -> &'static str {
-    match (destination, dead_letter_to) {
-        (Destination::WebHook, DeadLetterTo::LocalDirectory) => "webhook",
-        (Destination::WebHook, DeadLetterTo::AzureBlob) => "webhook_dead_lettering_to_azure_blob",
-        (Destination::RabbitMq, _) => "rabbitmq",
-        (Destination::Nats, _) => "nats",
     }
 }
 
@@ -96,47 +80,6 @@ pub struct Oracle {
     unreadable: HashMap<PathBuf, String>,
     /// Why the last read of the dead-letter blobs failed, if it did.
     blob_store_problem: Option<String>,
-}
-
-/// Violations of one kind, and a few examples.
-#[derive(Debug, Default)]
-struct Kind {
-    count: u64,
-    examples: Vec<String>,
-}
-
-#[derive(Default)]
-struct Violations {
-    kinds: BTreeMap<&'static str, Kind>,
-    max_examples: usize,
-}
-
-impl Violations {
-    fn add(&mut self, kind: &'static str, example: impl FnOnce() -> String) {
-        let entry = self.kinds.entry(kind).or_default();
-        entry.count += 1;
-        if entry.examples.len() < self.max_examples {
-            entry.examples.push(example());
-        }
-    }
-
-    fn total(&self) -> u64 {
-        self.kinds.values().map(|k| k.count).sum()
-    }
-
-    fn to_json(&self) -> Value {
-        let kinds: serde_json::Map<String, Value> = self
-            .kinds
-            .iter()
-            .map(|(name, kind)| {
-                (
-                    (*name).to_owned(),
-                    json!({"count": kind.count, "examples": kind.examples}),
-                )
-            })
-            .collect();
-        json!({"count": self.total(), "by_kind": kinds})
-    }
 }
 
 /// The oracle's findings.
@@ -179,23 +122,6 @@ impl Oracle {
         }
     }
 
-    /// Takes the dead-letter blobs read from Azurite since the last call, or why they
-    /// could not be read (a violation if the last read of the run fails).
-    pub fn take_blobs(&mut self, read: anyhow::Result<Vec<Blob>>) {
-        match read {
-            Ok(blobs) => {
-                self.blob_store_problem = None;
-                for blob in blobs {
-                    let relative = PathBuf::from(&blob.path);
-                    if let Err(problem) = self.read_text(&relative, &blob.text, blob.written_at, true) {
-                        self.file_problems.push(("unreadable_dead_letter_blob", problem));
-                    }
-                }
-            }
-            Err(e) => self.blob_store_problem = Some(format!("{e:#}")),
-        }
-    }
-
     /// What each subscription's destination took, by event: the receiver's log for a
     /// webhook, the broker reader's copies (each counted arrived and accepted) for a
     /// broker.
@@ -220,155 +146,6 @@ impl Oracle {
                     .collect(),
             })
             .collect()
-    }
-
-    /// Reads dead-letter files written since the last call.
-    pub fn scan(&mut self) {
-        for path in files_under(&self.root) {
-            if self.parsed.contains(&path) {
-                continue;
-            }
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            if name.starts_with('.') || !name.ends_with(".json") {
-                continue; // a file being written
-            }
-            match self.read_file(&path) {
-                Ok(()) => {
-                    self.unreadable.remove(&path);
-                    self.parsed.insert(path);
-                }
-                Err(problem) => {
-                    self.unreadable.insert(path, problem);
-                }
-            }
-        }
-    }
-
-    fn read_file(&mut self, path: &Path) -> Result<(), String> {
-        let relative = path.strip_prefix(&self.root).unwrap_or(path).to_path_buf();
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", relative.display()))?;
-        let written_at = std::fs::metadata(path)
-            .and_then(|m| m.modified())
-            .unwrap_or_else(|_| SystemTime::now());
-        self.read_text(&relative, &text, written_at, false)
-    }
-
-    /// The records of one dead-letter file or blob, `relative` being
-    /// `<container>/<SUBSCRIPTION>/…`.
-    fn read_text(
-        &mut self,
-        relative: &Path,
-        text: &str,
-        written_at: SystemTime,
-        from_blob: bool,
-    ) -> Result<(), String> {
-        let relative = relative.to_path_buf();
-        let value: Value = serde_json::from_str(text).map_err(|e| format!("{}: not JSON ({e})", relative.display()))?;
-        let Some(items) = value.as_array() else {
-            return Err(format!("{}: not a JSON array", relative.display()));
-        };
-        let mut parts = relative
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned());
-        let (container, folder) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
-        if let Some(queue) = self.scenario.queue_by_folder(&container, &folder) {
-            self.read_queue_records(queue, &relative, items, written_at);
-            return Ok(());
-        }
-        let Some(sub) = self.scenario.subscription_by_folder(&container, &folder) else {
-            self.file_problems
-                .push(("dead_letter_in_unknown_folder", relative.display().to_string()));
-            return Ok(());
-        };
-        let blob_expected = self.scenario.subscriptions[sub].dead_letter_to == DeadLetterTo::AzureBlob;
-        if blob_expected != from_blob {
-            self.file_problems.push((
-                "dead_letter_in_another_store_than_its_subscription_names",
-                format!(
-                    "{} ({})",
-                    relative.display(),
-                    if from_blob { "in Azurite" } else { "in the directory" }
-                ),
-            ));
-        }
-        for record in items {
-            // Event Grid and custom envelopes use camelCase, CloudEvents lower case.
-            let field = |camel: &str| {
-                record
-                    .get(camel)
-                    .or_else(|| record.get(camel.to_ascii_lowercase().as_str()))
-                    .cloned()
-                    .unwrap_or(Value::Null)
-            };
-            let Some(id) = record["id"].as_str() else {
-                self.file_problems.push((
-                    "dead_letter_record_without_id",
-                    format!("{}: {}", relative.display(), truncate(&record.to_string())),
-                ));
-                continue;
-            };
-            let Some(seq) = event_seq(id) else {
-                self.file_problems
-                    .push(("dead_letter_of_a_stranger", format!("{id} in {}", relative.display())));
-                continue;
-            };
-            // The record must carry the event the id names.
-            let subject = record["subject"].as_str().unwrap_or_default();
-            if record["data"]["seq"].as_u64() != Some(seq) || !subject.ends_with(&format!("/{seq}")) {
-                self.file_problems.push((
-                    "dead_letter_record_with_another_events_body",
-                    format!("{}: {}", relative.display(), truncate(&record.to_string())),
-                ));
-            }
-            self.records.push(DeadRecord {
-                path: relative.clone(),
-                sub,
-                seq,
-                reason: field("deadLetterReason").as_str().unwrap_or("(none)").to_owned(),
-                attempts: field("deliveryAttempts").as_u64(),
-                last_status: field("lastHttpStatusCode").as_i64(),
-                publish_time: field("publishTime")
-                    .as_str()
-                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-                    .map(|t| t.with_timezone(&chrono::Utc)),
-                written_at,
-                from_blob,
-            });
-        }
-        Ok(())
-    }
-
-    /// Namespace dead-letter records (`{"deadLetterProperties": {…}, "event": {…}}`) of
-    /// queue subscription `queue`.
-    fn read_queue_records(&mut self, queue: usize, relative: &Path, items: &[Value], written_at: SystemTime) {
-        for record in items {
-            let properties = &record["deadLetterProperties"];
-            let event = &record["event"];
-            let Some(seq) = event["id"].as_str().and_then(event_seq) else {
-                self.file_problems.push((
-                    "queue_dead_letter_record_without_one_of_our_events",
-                    format!("{}: {}", relative.display(), truncate(&record.to_string())),
-                ));
-                continue;
-            };
-            if event["data"]["seq"].as_u64() != Some(seq) {
-                self.file_problems.push((
-                    "dead_letter_record_with_another_events_body",
-                    format!("{}: {}", relative.display(), truncate(&record.to_string())),
-                ));
-            }
-            self.queue_records.push(DeadRecord {
-                path: relative.to_path_buf(),
-                sub: queue,
-                seq,
-                reason: properties["deadletterreason"].as_str().unwrap_or("(none)").to_owned(),
-                attempts: properties["deliveryattempts"].as_u64(),
-                last_status: None,
-                publish_time: None,
-                written_at,
-                from_blob: false,
-            });
-        }
     }
 
     /// The queue subscriptions' side, judged now.
@@ -414,10 +191,7 @@ impl Oracle {
     /// Checks everything; `max_examples` ids are listed per violation kind.
     pub fn verdict(&mut self, max_examples: usize) -> Verdict {
         self.scan();
-        let mut violations = Violations {
-            max_examples,
-            ..Violations::default()
-        };
+        let mut violations = Violations::new(max_examples);
         for (kind, example) in &self.file_problems {
             violations.add(kind, || example.clone());
         }
@@ -734,29 +508,4 @@ impl Oracle {
             queue_lost: queues.lost,
         }
     }
-}
-
-/// One destination kind's figures: (event, subscription) pairs owed, how they ended,
-/// extra copies at the destination (at least once allows them) and extra dead-letter
-/// records of one pair.
-#[derive(Default)]
-struct KindFigures {
-    owed: u64,
-    delivered: u64,
-    dead_lettered: u64,
-    lost: u64,
-    duplicates: u64,
-    duplicate_dead_letters: u64,
-}
-
-impl KindFigures {
-    fn to_json(&self) -> Value {
-        json!({"owed": self.owed, "delivered": self.delivered, "dead_lettered": self.dead_lettered,
-               "lost": self.lost, "duplicates": self.duplicates,
-               "duplicate_dead_letter_records": self.duplicate_dead_letters})
-    }
-}
-
-fn truncate(text: &str) -> String {
-    text.chars().take(300).collect()
 }

@@ -13,6 +13,7 @@
 //! arbitrary internal hosts (the reason webhooks have an address policy) nor read a
 //! credential back.
 
+mod connections;
 mod nats;
 mod rabbitmq;
 mod storage_queue;
@@ -23,9 +24,13 @@ pub use rabbitmq::{RabbitMq, RoutingKey};
 pub use storage_queue::StorageQueue;
 pub use webhook::WebHook;
 
+pub use connections::{NamedConnections, S3ConnectionFacts};
+pub(crate) use connections::{connection_name, optional_string, required_string};
+pub(crate) use storage_queue::storage_account;
+pub(crate) use webhook::http_url;
+
 use crate::api_error::InvalidField;
 use crate::probation::EndpointId;
-use crate::subscription::NamedConnections;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -195,15 +200,14 @@ fn unknown_connection(kind: &str, section: &str, connection: &str) -> InvalidFie
 
 /// `properties.connection`: a configured connection's name.
 fn connection(props: &Map<String, Value>) -> Result<String, InvalidField> {
-    let name = crate::subscription::required_string(props, "connection")?;
-    crate::subscription::connection_name(&name, "properties.connection")?;
+    let name = required_string(props, "connection")?;
+    connection_name(&name, "properties.connection")?;
     Ok(name)
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::subscription::S3ConnectionFacts;
     use serde_json::json;
 
     /// Configured: the storage account `queues1`, the RabbitMQ connection `main`, the

@@ -2,8 +2,8 @@
 //! one message per event, stored by the stream that captures the subject.
 
 use super::{Kind, connection, unknown_connection};
+use super::{NamedConnections, required_string};
 use crate::api_error::InvalidField;
-use crate::subscription::{NamedConnections, required_string};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 

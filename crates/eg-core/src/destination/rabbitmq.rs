@@ -2,8 +2,8 @@
 //! one persistent message per event, routed by a fixed key or one read from each event.
 
 use super::{Kind, connection, unknown_connection};
+use super::{NamedConnections, optional_string};
 use crate::api_error::InvalidField;
-use crate::subscription::{NamedConnections, optional_string};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 

@@ -2,8 +2,8 @@
 //! one message per event.
 
 use super::Kind;
+use super::{NamedConnections, required_string};
 use crate::api_error::InvalidField;
-use crate::subscription::{NamedConnections, required_string, storage_account};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -101,6 +101,37 @@ fn check_queue_name(name: &str) -> Result<(), InvalidField> {
             ),
         ))
     }
+}
+
+/// The account of `/subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.Storage/storageAccounts/<account>`
+/// (segment names compared as Azure does, ignoring case).
+pub(crate) fn storage_account(resource_id: &str) -> Result<String, InvalidField> {
+    let parts: Vec<&str> = resource_id.trim_matches('/').split('/').collect();
+    let shaped = parts.len() == 8
+        && parts[0].eq_ignore_ascii_case("subscriptions")
+        && parts[2].eq_ignore_ascii_case("resourceGroups")
+        && parts[4].eq_ignore_ascii_case("providers")
+        && parts[5].eq_ignore_ascii_case("Microsoft.Storage")
+        && parts[6].eq_ignore_ascii_case("storageAccounts")
+        && parts.iter().all(|p| !p.is_empty());
+    if !shaped {
+        return Err(InvalidField::new(
+            "properties.resourceId",
+            format!(
+                "{resource_id:?} is not a storage account id: expected /subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.Storage/storageAccounts/<account>"
+            ),
+        ));
+    }
+    let account = parts[7];
+    let valid =
+        (3..=24).contains(&account.len()) && account.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if !valid {
+        return Err(InvalidField::new(
+            "properties.resourceId",
+            format!("{account:?} is not a storage account name: 3-24 lower-case letters or digits"),
+        ));
+    }
+    Ok(account.to_owned())
 }
 
 #[cfg(test)]

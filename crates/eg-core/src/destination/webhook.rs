@@ -2,8 +2,8 @@
 //! may hold a secret, so only its base URL is ever shown.
 
 use super::Kind;
+use super::{NamedConnections, required_string};
 use crate::api_error::InvalidField;
-use crate::subscription::{NamedConnections, base_url, http_url, required_string};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -51,5 +51,36 @@ impl Kind for WebHook {
 
     fn identity(&self) -> String {
         self.url.clone()
+    }
+}
+
+/// An `http` or `https` URL with a host, and a port a connection can be made to (not
+/// `0`), as every URL a subscription gives eg to send to must be; refused naming `field`.
+pub(crate) fn http_url(field: &str, value: &str) -> Result<url::Url, InvalidField> {
+    let parsed =
+        url::Url::parse(value).map_err(|e| InvalidField::new(field, format!("is not an absolute URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(InvalidField::new(field, "must be an http or https URL with a host"));
+    }
+    if parsed.port() == Some(0) {
+        return Err(InvalidField::new(
+            field,
+            "port 0 cannot be connected to; give the port the server listens on",
+        ));
+    }
+    Ok(parsed)
+}
+
+/// Scheme, host, port and path: the URL without its query or fragment, which may hold secrets.
+fn base_url(full: &str) -> String {
+    match url::Url::parse(full) {
+        Ok(mut u) => {
+            u.set_query(None);
+            u.set_fragment(None);
+            let _ = u.set_password(None);
+            let _ = u.set_username("");
+            u.to_string()
+        }
+        Err(_) => String::new(),
     }
 }

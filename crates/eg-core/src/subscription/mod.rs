@@ -24,7 +24,6 @@ use crate::validation::Provisioning;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-mod connections;
 mod dead_letter;
 mod fields;
 mod headers;
@@ -34,9 +33,7 @@ mod resource;
 mod retry_policy;
 mod stored;
 
-pub use connections::{NamedConnections, S3ConnectionFacts};
-pub(crate) use connections::{connection_name, optional_string, required_string};
-pub(crate) use dead_letter::storage_account;
+pub use crate::destination::{NamedConnections, S3ConnectionFacts};
 pub use dead_letter::{DeadLetterDestination, DeadLetterStore};
 pub use headers::{DeliveryHeader, MAX_HEADER_VALUE_BYTES, ResolvedHeaders, resolve_headers};
 pub(crate) use mode::DEFAULT_RECEIVE_LOCK;
@@ -206,36 +203,5 @@ impl Default for BatchSettings {
             max_events_per_batch: 1,
             preferred_batch_size_in_kilobytes: 64,
         }
-    }
-}
-
-/// An `http` or `https` URL with a host, and a port a connection can be made to (not
-/// `0`), as every URL a subscription gives eg to send to must be; refused naming `field`.
-pub(crate) fn http_url(field: &str, value: &str) -> Result<url::Url, InvalidField> {
-    let parsed =
-        url::Url::parse(value).map_err(|e| InvalidField::new(field, format!("is not an absolute URL: {e}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(InvalidField::new(field, "must be an http or https URL with a host"));
-    }
-    if parsed.port() == Some(0) {
-        return Err(InvalidField::new(
-            field,
-            "port 0 cannot be connected to; give the port the server listens on",
-        ));
-    }
-    Ok(parsed)
-}
-
-/// Scheme, host, port and path: the URL without its query or fragment, which may hold secrets.
-pub fn base_url(full: &str) -> String {
-    match url::Url::parse(full) {
-        Ok(mut u) => {
-            u.set_query(None);
-            u.set_fragment(None);
-            let _ = u.set_password(None);
-            let _ = u.set_username("");
-            u.to_string()
-        }
-        Err(_) => String::new(),
     }
 }

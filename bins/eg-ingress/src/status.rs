@@ -17,9 +17,11 @@
 //! the layer that turns error answers into Event Grid's JSON body.
 
 mod dead_letter;
+mod gather;
 mod hour;
 mod html;
 mod model;
+mod overview;
 mod pages;
 mod session;
 mod subscription;
@@ -131,7 +133,7 @@ fn redirect(to: &str, flash: &Flash, secure: bool) -> Response {
 
 /// The sign-in page (`401`), whose form leads back to the page asked for.
 fn sign_in_page(sign_in: &SignIn, wrong_token: bool) -> Response {
-    let mut response = html(StatusCode::UNAUTHORIZED, html::sign_in(sign_in, wrong_token));
+    let mut response = html(StatusCode::UNAUTHORIZED, overview::sign_in(sign_in, wrong_token));
     let headers = response.headers_mut();
     headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     // Its address may hold a (wrong) token: send it nowhere.
@@ -206,10 +208,10 @@ async fn refusal_page(refusal: Refusal, back: Option<&str>) -> Response {
 
 /// `GET /status`: the overview.
 async fn page(_: Viewer, State(state): State<Arc<StatusState>>, headers: HeaderMap) -> Response {
-    let status = model::gather(&state.app, &state.stats, &state.last_hour).await;
+    let status = gather::gather(&state.app, &state.stats, &state.last_hour).await;
     let shown = Flash::read(&headers);
     with_flash_shown(
-        html(StatusCode::OK, html::page(&status, shown.as_ref())),
+        html(StatusCode::OK, overview::page(&status, shown.as_ref())),
         shown.as_ref(),
     )
 }
@@ -217,13 +219,10 @@ async fn page(_: Viewer, State(state): State<Arc<StatusState>>, headers: HeaderM
 /// `GET /status/live`: the page's sections, fresh.
 async fn live(State(state): State<Arc<StatusState>>, headers: HeaderMap) -> Response {
     if access(token(&state), &headers, true) == Access::Denied {
-        return html(
-            StatusCode::UNAUTHORIZED,
-            "<p>Signed out: open /status to sign in again.</p>".into(),
-        );
+        return html(StatusCode::UNAUTHORIZED, overview::signed_out());
     }
-    let status = model::gather(&state.app, &state.stats, &state.last_hour).await;
-    html(StatusCode::OK, html::live(&status))
+    let status = gather::gather(&state.app, &state.stats, &state.last_hour).await;
+    html(StatusCode::OK, overview::live(&status))
 }
 
 /// `GET /status/topics/{topic}/subscriptions/{name}`
@@ -448,7 +447,7 @@ pub async fn admin_status(State(state): State<Arc<StatusState>>, headers: Header
     if access(token(&state), &headers, false) == Access::Denied {
         return Refusal::unauthorized("missing or wrong bearer token").into_response();
     }
-    let status = model::gather(&state.app, &state.stats, &state.last_hour).await;
+    let status = gather::gather(&state.app, &state.stats, &state.last_hour).await;
     let mut response = Json(status).into_response();
     response
         .headers_mut()

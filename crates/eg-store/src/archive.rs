@@ -161,6 +161,35 @@ impl Store {
             }))
     }
 
+    /// [`Self::dead_letter_counts`] of many subscriptions (`topic/subscription` each), in
+    /// their order, for the status page: one pipeline per partition carries every
+    /// subscription's two counts, so the page costs as many round trips as there are
+    /// partitions, not that times the subscriptions.
+    pub async fn dead_letter_counts_of(&self, subscriptions: &[String]) -> Result<Vec<DeadLetterCounts>, StoreError> {
+        if subscriptions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (_held, link) = self.link().await?;
+        let per_partition = self.keys().all_partitions().map(|p| {
+            let mut pipe = redis::pipe();
+            for subscription in subscriptions {
+                let archive = p.archive(subscription);
+                pipe.zcard(archive.all).zcard(archive.waiting);
+            }
+            let mut link = link.clone();
+            async move { pipe.query_async::<Vec<u64>>(&mut link).await }
+        });
+        let mut totals = vec![DeadLetterCounts::default(); subscriptions.len()];
+        for counts in futures_util::future::try_join_all(per_partition).await? {
+            // Two replies per subscription, as queued: all kept, then waiting.
+            for (sum, pair) in totals.iter_mut().zip(counts.chunks_exact(2)) {
+                sum.total += pair[0];
+                sum.not_redriven += pair[1];
+            }
+        }
+        Ok(totals)
+    }
+
     /// One page of a subscription's dead letters in `range`, oldest first, starting after
     /// `after`; the cursor of the next page when there may be more.
     pub async fn dead_letter_page(

@@ -460,6 +460,13 @@ async fn a_redrive_sends_each_record_back_once_even_when_two_run_at_once() {
     // The records stay, marked, until purged.
     let counts = h.store.dead_letter_counts("orders", "billing").await.unwrap();
     assert_eq!((counts.total, counts.not_redriven), (40, 0));
+    // The status page's batched read agrees, with zeros for a subscription without any.
+    let batched = h
+        .store
+        .dead_letter_counts_of(&["orders/billing".into(), "orders/none".into()])
+        .await
+        .unwrap();
+    assert_eq!(batched, [counts, Default::default()]);
     let (page, _) = h
         .store
         .dead_letter_page("orders/billing", TimeRange::default(), None, 1)

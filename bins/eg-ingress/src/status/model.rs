@@ -1,4 +1,4 @@
-//! What the status page shows, gathered from Redis in one pass: the catalog (topics and
+//! What the status page shows (read by `gather`): the catalog (topics and
 //! subscriptions), endpoint probation, dead-letter counts and failing dead-letter
 //! destinations, queue depths (the senders'
 //! partitions, and each queue-mode subscription's queue) and the
@@ -9,16 +9,14 @@
 //! the page still shows what it could instead of failing as a whole.
 
 use super::dead_letter::{DeadLetterFailure, DeadLetterTarget, FailingDeadLetters};
-use super::hour::LastHour;
-use super::tiers::{TierStatus, tiers_of};
+use super::tiers::TierStatus;
 use crate::operations::subscription_key;
 use crate::state::App;
 use eg_core::Subscription;
 use eg_core::UnixMillis;
 use eg_core::destination::Target;
-use eg_core::probation::{self, EndpointId, ProbationState};
-use eg_core::profile::DeliveryProfile;
-use eg_runtime::stats::{Kind, Stats, Window, subscription_label};
+use eg_core::probation::{self, ProbationState};
+use eg_runtime::stats::{Kind, Window, subscription_label};
 use eg_store::{DeadLetterCounts, Depths, DestinationProblem, QueueDepth, StoreError};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -259,7 +257,7 @@ pub struct DepthCounts {
 }
 
 impl DepthCounts {
-    fn of(d: &Depths) -> Self {
+    pub(super) fn of(d: &Depths) -> Self {
         Self {
             ready: d.ready,
             in_flight: d.in_flight,
@@ -269,7 +267,7 @@ impl DepthCounts {
         }
     }
 
-    fn add(&mut self, o: &Self) {
+    pub(super) fn add(&mut self, o: &Self) {
         self.ready += o.ready;
         self.in_flight += o.in_flight;
         self.retry += o.retry;
@@ -361,171 +359,6 @@ pub fn subscription_status(
         dead_letter_destination: sub.dead_letter.as_ref().map(DeadLetterTarget::of),
         dead_letter_failure: dead_letter_problem.map(DeadLetterFailure::of),
         missed_last_hour: hour.count(Kind::Missed, &label),
-    }
-}
-
-/// Reads everything the page shows.
-pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
-    let now = app.clock.now();
-    let mut problems = Vec::new();
-    // The cache refreshes itself every few seconds; asking costs one GET and shows a
-    // change made a moment ago.
-    let catalog = match app.cache.refresh().await {
-        Ok(snapshot) => snapshot,
-        Err(e) => {
-            problems.push(format!("catalog not refreshed ({e}); showing the copy in memory"));
-            app.cache.snapshot()
-        }
-    };
-    let window = match stats.window(now).await {
-        Ok(window) => window,
-        Err(e) => {
-            problems.push(format!("rates unavailable: {e}"));
-            Window::default()
-        }
-    };
-    let hour = match last_hour.window(stats, now, &window).await {
-        Ok(hour) => hour,
-        Err(e) => {
-            problems.push(format!("unmatched and missed counts of the last hour unavailable: {e}"));
-            Window::default()
-        }
-    };
-    let unmatched = hour.by_label(Kind::Unmatched);
-
-    let mut entries: Vec<_> = catalog.topics.iter().collect();
-    entries.sort_by(|a, b| a.0.cmp(b.0));
-    let mut subscriptions: Vec<_> = entries
-        .iter()
-        .flat_map(|(_, entry)| entry.subscriptions.iter())
-        .collect();
-    subscriptions.sort_by_key(|s| (s.topic.key(), s.name.key()));
-
-    // Queue-mode subscriptions have no endpoint, so no probation record.
-    let endpoints: Vec<Option<EndpointId>> = subscriptions.iter().map(|s| s.endpoint_id()).collect();
-    let ids: Vec<EndpointId> = endpoints.iter().flatten().cloned().collect();
-    let records = match app.store.probation_records(&ids).await {
-        Ok(records) => {
-            let mut records = records.into_iter();
-            endpoints
-                .iter()
-                .map(|e| e.as_ref().and_then(|_| records.next().flatten()))
-                .collect()
-        }
-        Err(e) => {
-            problems.push(format!("endpoint probation records unavailable: {e}"));
-            vec![None; endpoints.len()]
-        }
-    };
-    let mut dead_letters = Vec::with_capacity(subscriptions.len());
-    let mut dead_letters_failed = None;
-    for sub in &subscriptions {
-        let counts = if dead_letters_failed.is_some() {
-            Default::default()
-        } else {
-            match app.store.dead_letter_counts(&sub.topic.key(), &sub.name.key()).await {
-                Ok(counts) => counts,
-                Err(e) => {
-                    dead_letters_failed = Some(e.to_string());
-                    Default::default()
-                }
-            }
-        };
-        dead_letters.push(counts);
-    }
-    if let Some(e) = dead_letters_failed {
-        problems.push(format!("dead-letter counts unavailable: {e}"));
-    }
-    let failing = app.store.dead_letter_problems().await.unwrap_or_else(|e| {
-        problems.push(format!("failing dead-letter destinations unavailable: {e}"));
-        Vec::new()
-    });
-    let failing_of: HashMap<(String, String), &DestinationProblem> = failing
-        .iter()
-        .map(|f| ((f.topic.clone(), f.subscription.clone()), &f.problem))
-        .collect();
-    let plain: Vec<&Subscription> = subscriptions.iter().map(|s| s.as_ref()).collect();
-    let mut queues_of = queues_figures(app, &plain, now).await.unwrap_or_else(|e| {
-        problems.push(format!("queue subscriptions' depths unavailable: {e}"));
-        HashMap::new()
-    });
-    let queue_figures_of: Vec<Option<QueueFigures>> = subscriptions
-        .iter()
-        .map(|s| {
-            let figures = queues_of.remove(&subscription_key(s));
-            // Unread (the problem is named): zeros, still shown as a queue.
-            figures.or_else(|| (!s.is_push()).then(QueueFigures::default))
-        })
-        .collect();
-
-    let mut by_topic: BTreeMap<String, Vec<SubscriptionStatus>> = BTreeMap::new();
-    for (((sub, record), counts), queue) in subscriptions
-        .iter()
-        .zip(&records)
-        .zip(&dead_letters)
-        .zip(&queue_figures_of)
-    {
-        let failure = failing_of.get(&(sub.topic.key(), sub.name.key())).copied();
-        by_topic.entry(sub.topic.key()).or_default().push(subscription_status(
-            sub,
-            record.as_ref(),
-            *counts,
-            failure,
-            *queue,
-            &window,
-            &hour,
-            now,
-        ));
-    }
-    let topics = entries
-        .iter()
-        .map(|(key, entry)| TopicStatus {
-            name: entry.topic.name.as_str().to_owned(),
-            input_schema: entry.topic.input_schema.to_string(),
-            namespace_topic: entry.topic.profile == DeliveryProfile::NamespaceTopic,
-            publish_rate: window.rate(Kind::Published, key),
-            unmatched_last_hour: unmatched.get(*key).copied().unwrap_or(0),
-            subscriptions: by_topic.remove(*key).unwrap_or_default(),
-        })
-        .collect();
-
-    let mut queues = Queues::default();
-    for partition in app.store.keys().all_partitions() {
-        match app.store.depths(&partition).await {
-            Ok(depths) => {
-                let depths = DepthCounts::of(&depths);
-                queues.total.add(&depths);
-                queues.partitions.push(PartitionDepths {
-                    partition: partition.index,
-                    depths,
-                });
-            }
-            Err(e) => {
-                problems.push(format!(
-                    "queue depths of partition {} unavailable: {e}",
-                    partition.index
-                ));
-            }
-        }
-    }
-
-    let copies = match app.store.live_copies(now).await {
-        Ok(copies) => copies,
-        Err(e) => {
-            problems.push(format!("running tier copies unavailable: {e}"));
-            Vec::new()
-        }
-    };
-
-    Status {
-        generated_at: now.to_rfc3339(),
-        generated_at_ms: now,
-        topics,
-        rates: Rates::of(&window),
-        queues,
-        tiers: tiers_of(copies, now),
-        failing_dead_letter_destinations: failing.iter().map(FailingDeadLetters::of).collect(),
-        problems,
     }
 }
 

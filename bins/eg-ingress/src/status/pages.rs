@@ -1,58 +1,39 @@
 //! The HTML of a subscription's page, an event's history, the redrive confirmation and
 //! the pages that say why something could not be shown or done. Static pages (no live
-//! refresh): an action reloads them, and so does the browser's reload.
+//! refresh): an action reloads them, and so does the browser's reload. Written with
+//! maud like the overview (see `html`): every value is escaped as it is spliced in.
 
 use super::dead_letter::DeadLetterFailure;
 use super::html::{
-    Referrer, clock_time, count, counted, dead_letter_cell, dead_letter_target, esc, failing_since, failure_badge,
-    flash, head, health_badge, noun, num_class, provisioning_badge, queue_figures, rate, segment, state_badge,
+    Referrer, clock_time, count, counted, dead_letter_cell, dead_letter_target, document, failing_since, failure_badge,
+    flash, health_badge, noun, num_class, provisioning_badge, queue_figures, rate, segment, state_badge,
     subscription_path, top_bar,
 };
 use super::session::{FORM_TOKEN_FIELD, Flash};
 use super::subscription::{Activity, EventPage, SubscriptionPage};
 use eg_core::UnixMillis;
+use eg_core::fate::DropReason;
+use maud::{Markup, html};
 use serde_json::Value;
 use std::fmt::Write;
 
-fn trail(topic: &str, subscription: Option<&str>) -> String {
-    let mut out = format!("<span class=\"crumb\">{}</span>", esc(topic));
-    if let Some(name) = subscription {
-        let _ = write!(
-            out,
-            "<span class=\"crumb\"><a href=\"{}\">{}</a></span>",
-            esc(&subscription_path(topic, name)),
-            esc(name)
-        );
+fn trail(topic: &str, subscription: Option<&str>) -> Markup {
+    html! {
+        span.crumb { (topic) }
+        @if let Some(name) = subscription {
+            span.crumb { a href=(subscription_path(topic, name)) { (name) } }
+        }
     }
-    out
 }
 
-fn end(out: &mut String) {
-    out.push_str("</main>\n</body>\n</html>\n");
-}
-
-/// A form that posts one action with the form token; `confirm_text` is its button.
-fn action_form(out: &mut String, action: &str, form_token: &str, button: &str, class: &str, hidden: &[(&str, &str)]) {
-    let _ = write!(
-        out,
-        "<form method=\"post\" action=\"{}\" class=\"action\"><input type=\"hidden\" name=\"{FORM_TOKEN_FIELD}\" value=\"{}\">",
-        esc(action),
-        esc(form_token)
-    );
-    for (name, value) in hidden {
-        let _ = write!(
-            out,
-            "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
-            esc(name),
-            esc(value)
-        );
+/// A form that posts one action with the form token; `button` is its button's text.
+fn action_form(action: &str, form_token: &str, button: &str, class: &str) -> Markup {
+    html! {
+        form method="post" action=(action) class="action" {
+            input type="hidden" name=(FORM_TOKEN_FIELD) value=(form_token);
+            button type="submit" class=(class) data-action=(button) { (button) }
+        }
     }
-    let _ = write!(
-        out,
-        "<button type=\"submit\" class=\"{class}\" data-action=\"{}\">{}</button></form>",
-        esc(button),
-        esc(button)
-    );
 }
 
 /// A JSON value as a short text: strings bare, the rest as JSON.
@@ -64,147 +45,108 @@ fn plain(value: &Value) -> String {
     }
 }
 
-fn setting(out: &mut String, field: &str, label: &str, value_html: &str) {
-    let _ = write!(
-        out,
-        "<tr data-setting=\"{field}\"><th>{label}</th><td>{value_html}</td></tr>"
-    );
+fn setting(field: &str, label: &str, value: Markup) -> Markup {
+    html! { tr data-setting=(field) { th { (label) } td { (value) } } }
 }
 
 /// `key: value` lines of a JSON object (filter, retry policy), or `none_text`.
-fn object_lines(value: &Value, none_text: &str) -> String {
-    match value.as_object() {
-        Some(map) if !map.is_empty() => map
-            .iter()
-            .map(|(k, v)| {
-                format!(
-                    "<div><span class=\"muted\">{}</span> <code>{}</code></div>",
-                    esc(k),
-                    esc(&plain(v))
-                )
-            })
-            .collect(),
-        _ => format!("<span class=\"muted\">{}</span>", esc(none_text)),
+fn object_lines(value: &Value, none_text: &str) -> Markup {
+    html! {
+        @match value.as_object() {
+            Some(map) if !map.is_empty() => {
+                @for (k, v) in map { div { span.muted { (k) } " " code { (plain(v)) } } }
+            }
+            _ => span.muted { (none_text) },
+        }
     }
 }
 
 pub fn subscription(page: &SubscriptionPage, form_token: &str, shown: Option<&Flash>) -> String {
     let sub = &page.status;
     let queue = (sub.delivery_mode == "Queue").then(|| sub.queue.unwrap_or_default());
-    let path = subscription_path(&page.topic, &sub.name);
-    let mut out = String::with_capacity(16 * 1024);
-    head(
-        &mut out,
+    let body = html! {
+        (top_bar(trail(&page.topic, Some(&sub.name)), false))
+        main data-topic=(page.topic) data-subscription=(sub.name) {
+            (flash(shown))
+            p.updated { "read " time #updated { (clock_time(page.generated_at_ms)) } " UTC · reload for fresh numbers" }
+            @for problem in &page.problems { div.problems { p { (problem) } } }
+            @if let Some(failure) = &sub.dead_letter_failure {
+                (dead_letter_failure(failure, page.generated_at_ms))
+            }
+            (state_card(page, queue.as_ref(), form_token))
+            div.cols {
+                // Settings, as the management API writes them.
+                @if queue.is_some() { (queue_settings(page)) } @else { (push_settings(page)) }
+                (activity(page))
+            }
+            (recent(page))
+        }
+    };
+    document(
         &format!("{} / {}: eg status", page.topic, sub.name),
         Referrer::SameOrigin,
-    );
-    top_bar(&mut out, &trail(&page.topic, Some(&sub.name)), false);
-    let _ = write!(
-        out,
-        "<main data-topic=\"{}\" data-subscription=\"{}\">",
-        esc(&page.topic),
-        esc(&sub.name)
-    );
-    flash(&mut out, shown);
-    let _ = writeln!(
-        out,
-        "<p class=\"updated\">read <time id=\"updated\">{}</time> UTC · reload for fresh numbers</p>",
-        clock_time(page.generated_at_ms)
-    );
-    for problem in &page.problems {
-        let _ = write!(out, "<div class=\"problems\"><p>{}</p></div>", esc(problem));
-    }
-    if let Some(failure) = &sub.dead_letter_failure {
-        dead_letter_failure(&mut out, failure, page.generated_at_ms);
-    }
+        body,
+    )
+}
 
-    // State and what can be done about it.
-    let _ = write!(
-        out,
-        "<section class=\"card\" id=\"state\"><h1>{} <span class=\"muted\">/</span> {}</h1>\
-         <div class=\"facts\"><div><div class=\"label\">State</div><div data-field=\"state\">{}</div></div>\
-         <div><div class=\"label\">Provisioning</div><div data-field=\"provisioning\">{}</div></div>\
-         {third}\
-         <div><div class=\"label\">Dead letters</div><div class=\"num-left\" data-field=\"dead-letters\">{}</div></div></div>",
-        esc(&page.topic),
-        esc(&sub.name),
-        state_badge(sub.paused),
-        provisioning_badge(sub),
-        dead_letter_cell(sub),
-        third = match &queue {
-            Some(q) => format!(
-                "<div><div class=\"label\">Queue</div><div class=\"queue\" data-field=\"queue\">{}</div></div>",
-                queue_figures(q)
-            ),
-            None => format!(
-                "<div><div class=\"label\">Endpoint health</div><div data-field=\"probation\">{}</div></div>",
-                health_badge(sub)
-            ),
-        },
-    );
-    if let Some(message) = &sub.provisioning_message {
-        let _ = write!(
-            out,
-            "<p class=\"why\" data-field=\"provisioning-message\">{}</p>",
-            esc(message)
-        );
+/// The subscription's state and what can be done about it.
+fn state_card(page: &SubscriptionPage, queue: Option<&super::model::QueueFigures>, form_token: &str) -> Markup {
+    let sub = &page.status;
+    let path = subscription_path(&page.topic, &sub.name);
+    html! {
+        section.card #state {
+            h1 { (page.topic) " " span.muted { "/" } " " (sub.name) }
+            div.facts {
+                div { div.label { "State" } div data-field="state" { (state_badge(sub.paused)) } }
+                div { div.label { "Provisioning" } div data-field="provisioning" { (provisioning_badge(sub)) } }
+                @if let Some(q) = queue {
+                    div { div.label { "Queue" } div.queue data-field="queue" { (queue_figures(q)) } }
+                } @else {
+                    div { div.label { "Endpoint health" } div data-field="probation" { (health_badge(sub)) } }
+                }
+                div { div.label { "Dead letters" } div.num-left data-field="dead-letters" { (dead_letter_cell(sub)) } }
+            }
+            @if let Some(message) = &sub.provisioning_message {
+                p.why data-field="provisioning-message" { (message) }
+            }
+            div.actions #actions {
+                @if sub.paused {
+                    (action_form(&format!("{path}/resume"), form_token, "Resume", "primary"))
+                } @else if queue.is_none() {
+                    // A queue subscription cannot be paused (the management API refuses it).
+                    (action_form(&format!("{path}/pause"), form_token, "Pause", ""))
+                }
+                @if queue.is_none() && sub.provisioning_state != "Succeeded" {
+                    (action_form(&format!("{path}/validate"), form_token, "Validate again", "primary"))
+                }
+                @if sub.dead_letters_not_redriven > 0 {
+                    a.button href={ (path) "/redrive" } data-action="Redrive dead letters" { "Redrive dead letters…" }
+                }
+            }
+            @if queue.is_some() {
+                p.note {
+                    "Consumers receive this subscription's events when they ask, so it cannot be paused: stop its \
+                     consumers to hold events back (their time-to-live still counts). Available: receivable now; \
+                     locked: received and not yet acknowledged, released or rejected, the lock not expired; delayed: \
+                     released with a delay."
+                }
+            } @else if sub.paused {
+                p.note data-field="pause-note" {
+                    "While it is paused its events still match and wait here (their time-to-live still counts); \
+                     resuming hands them to the senders at once."
+                }
+            } @else {
+                p.note data-field="pause-note" {
+                    "Pausing holds back its deliveries: events still match and wait (their time-to-live still \
+                     counts) until you resume it, which hands them to the senders at once."
+                }
+            }
+        }
     }
-    out.push_str("<div class=\"actions\" id=\"actions\">");
-    if sub.paused {
-        action_form(
-            &mut out,
-            &format!("{path}/resume"),
-            form_token,
-            "Resume",
-            "primary",
-            &[],
-        );
-    } else if queue.is_none() {
-        // A queue subscription cannot be paused (the management API refuses it).
-        action_form(&mut out, &format!("{path}/pause"), form_token, "Pause", "", &[]);
-    }
-    if queue.is_none() && sub.provisioning_state != "Succeeded" {
-        action_form(
-            &mut out,
-            &format!("{path}/validate"),
-            form_token,
-            "Validate again",
-            "primary",
-            &[],
-        );
-    }
-    if sub.dead_letters_not_redriven > 0 {
-        let _ = write!(
-            out,
-            "<a class=\"button\" href=\"{}/redrive\" data-action=\"Redrive dead letters\">Redrive dead letters…</a>",
-            esc(&path)
-        );
-    }
-    out.push_str(if queue.is_some() {
-        "</div><p class=\"note\">Consumers receive this subscription's events when they ask, so it cannot be paused: \
-         stop its consumers to hold events back (their time-to-live still counts). Available: receivable now; locked: \
-         received and not yet acknowledged, released or rejected, the lock not expired; delayed: released with a delay.</p></section>\n"
-    } else if sub.paused {
-        "</div><p class=\"note\" data-field=\"pause-note\">While it is paused its events still match and wait here \
-         (their time-to-live still counts); resuming hands them to the senders at once.</p></section>\n"
-    } else {
-        "</div><p class=\"note\" data-field=\"pause-note\">Pausing holds back its deliveries: events still match and \
-         wait (their time-to-live still counts) until you resume it, which hands them to the senders at once.</p></section>\n"
-    });
+}
 
-    // Settings, as the management API writes them.
-    if queue.is_some() {
-        queue_settings(&mut out, page);
-    } else {
-        push_settings(&mut out, page);
-    }
-
-    // What it did.
-    out.push_str(
-        "<section class=\"card\" id=\"activity\"><h2>Deliveries</h2><p class=\"note\">Counted by every eg process; \
-         failed attempts include those retried later.</p><table><thead><tr><th></th><th class=\"num\">Last minute</th>\
-         <th class=\"num\">Last hour</th></tr></thead><tbody>",
-    );
+/// What the subscription did in the last minute and hour.
+fn activity(page: &SubscriptionPage) -> Markup {
     type Row = (&'static str, &'static str, fn(&Activity) -> u64, bool);
     let rows: [Row; 4] = [
         ("delivered", "Delivered", |a| a.delivered, false),
@@ -212,93 +154,107 @@ pub fn subscription(page: &SubscriptionPage, form_token: &str, shown: Option<&Fl
         ("dead-lettered", "Dead-lettered", |a| a.dead_lettered, true),
         ("dropped", "Dropped", |a| a.dropped, true),
     ];
-    for (field, label, of, is_problem) in rows {
-        let (minute, hour) = (of(&page.last_minute), of(&page.last_hour));
-        let _ = write!(
-            out,
-            "<tr data-activity=\"{field}\"><td>{label}</td><td class=\"{}\">{}</td><td class=\"{}\">{}</td></tr>",
-            num_class(minute > 0, is_problem),
-            count(minute),
-            num_class(hour > 0, is_problem),
-            count(hour)
-        );
-    }
-    let _ = write!(
-        out,
-        "</tbody></table><p class=\"note\">Now: {}/s delivered, {}/s failed attempts.</p></section></div>",
-        rate(sub.delivery_rate),
-        rate(sub.failure_rate)
-    );
-
-    // Recent deliveries, and any event's history.
-    let _ = write!(
-        out,
-        "<section class=\"card\" id=\"recent\"><h2>Recent deliveries</h2><p class=\"note\">The newest events of this \
-         subscription with a kept history (each with its latest step); open one for every step. Histories are kept \
-         for <code>EG__HISTORY__RETENTION</code>.</p>\
-         <form method=\"get\" action=\"/status/topics/{}/events\" class=\"lookup\"><input type=\"hidden\" name=\"subscription\" value=\"{}\">\
-         <input type=\"text\" name=\"id\" placeholder=\"event id\" aria-label=\"event id\" required>\
-         <button type=\"submit\">Show history</button></form>",
-        segment(&page.topic),
-        esc(&sub.name)
-    );
-    if page.recent.is_empty() {
-        out.push_str("<p class=\"empty\">No delivery history yet.</p>");
-    } else {
-        out.push_str(
-            "<table><thead><tr><th>Event</th><th>State</th><th class=\"num\">Attempt</th><th>Outcome</th>\
-             <th class=\"num\">HTTP</th><th>At (UTC)</th><th>Next / why</th></tr></thead><tbody>\n",
-        );
-        for d in &page.recent {
-            let e = d.latest.to_resource();
-            let state = plain(&e["state"]);
-            let class = match state.as_str() {
-                "Delivered" => "ok",
-                "DeadLettered" | "Dropped" => "bad",
-                _ => "warn",
-            };
-            let _ = writeln!(
-                out,
-                "<tr data-event=\"{id}\"><td><a class=\"event\" href=\"{href}\"><code>{id}</code></a></td>\
-                 <td><span class=\"badge {class}\">{state}</span></td><td class=\"num\">{}</td><td>{}</td>\
-                 <td class=\"num\">{}</td><td>{}</td><td class=\"muted\">{}</td></tr>",
-                d.latest.attempt,
-                esc(&plain(&e["outcome"])),
-                esc(&plain(&e["httpStatus"])),
-                clock_time(d.latest.at),
-                esc(&next_or_why(&e)),
-                id = esc(&d.event_id),
-                href = esc(&event_path(&page.topic, &d.event_id, Some(&sub.name))),
-                state = esc(&state),
-            );
+    html! {
+        section.card #activity {
+            h2 { "Deliveries" }
+            p.note { "Counted by every eg process; failed attempts include those retried later." }
+            table {
+                thead { tr { th {} th.num { "Last minute" } th.num { "Last hour" } } }
+                tbody {
+                    @for (field, label, of, is_problem) in rows {
+                        @let (minute, hour) = (of(&page.last_minute), of(&page.last_hour));
+                        tr data-activity=(field) {
+                            td { (label) }
+                            td class=(num_class(minute > 0, is_problem)) { (count(minute)) }
+                            td class=(num_class(hour > 0, is_problem)) { (count(hour)) }
+                        }
+                    }
+                }
+            }
+            p.note {
+                "Now: " (rate(page.status.delivery_rate)) "/s delivered, " (rate(page.status.failure_rate))
+                "/s failed attempts."
+            }
         }
-        out.push_str("</tbody></table>");
     }
-    out.push_str("</section>\n");
-    end(&mut out);
-    out
+}
+
+/// Recent deliveries, and any event's history.
+fn recent(page: &SubscriptionPage) -> Markup {
+    let sub = &page.status;
+    html! {
+        section.card #recent {
+            h2 { "Recent deliveries" }
+            p.note {
+                "The newest events of this subscription with a kept history (each with its latest step); open one \
+                 for every step. Histories are kept for " code { "EG__HISTORY__RETENTION" } "."
+            }
+            form method="get" action={ "/status/topics/" (segment(&page.topic)) "/events" } class="lookup" {
+                input type="hidden" name="subscription" value=(sub.name);
+                input type="text" name="id" placeholder="event id" aria-label="event id" required;
+                button type="submit" { "Show history" }
+            }
+            @if page.recent.is_empty() {
+                p.empty { "No delivery history yet." }
+            } @else {
+                table {
+                    thead { tr {
+                        th { "Event" } th { "State" } th.num { "Attempt" } th { "Outcome" } th.num { "HTTP" }
+                        th { "At (UTC)" } th { "Next / why" }
+                    } }
+                    tbody {
+                        @for d in &page.recent {
+                            @let e = d.latest.to_resource();
+                            @let state = plain(&e["state"]);
+                            tr data-event=(d.event_id) {
+                                td { a.event href=(event_path(&page.topic, &d.event_id, Some(&sub.name))) {
+                                    code { (d.event_id) }
+                                } }
+                                td { span class={ "badge " (state_class(&state)) } { (state) } }
+                                td.num { (d.latest.attempt) }
+                                td { (plain(&e["outcome"])) }
+                                td.num { (plain(&e["httpStatus"])) }
+                                td { (clock_time(d.latest.at)) }
+                                td.muted { (next_or_why(&e)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn state_class(state: &str) -> &'static str {
+    match state {
+        "Delivered" => "ok",
+        "DeadLettered" | "Dropped" => "bad",
+        _ => "warn",
+    }
 }
 
 /// The warning that this subscription's dead letters cannot be written: what the store
 /// said, since when, what happens to the records meanwhile, and what to check.
-fn dead_letter_failure(out: &mut String, failure: &DeadLetterFailure, now: UnixMillis) {
-    let _ = writeln!(
-        out,
-        "<section class=\"card alarm\" id=\"dead-letter-failure\"><h2>Dead letters are not being written</h2>\
-         <p>Writing to <code data-field=\"destination\">{destination}</code> fails {kind} since \
-         <strong data-field=\"since\">{since}</strong> UTC.</p>\
-         <p class=\"error\" data-field=\"message\">{message}</p>\
-         <p data-field=\"remedy\">{remedy}</p>\
-         <p class=\"note\">Meanwhile the records wait in Redis and are tried again with backoff; a record still \
-         unwritten after <code>EG__DEADLETTER__GIVE_UP_AFTER</code> (4 h by default) is dropped and counted \
-         (<code>DroppedEventCount</code>, reason <code>DeadLetterDestinationUnavailable</code>). This subscription's \
-         dead letters can still be listed and redriven: eg keeps them in Redis whatever the destination.</p></section>",
-        destination = esc(&format!("{} / {}", failure.store, failure.container)),
-        kind = failure_badge(failure),
-        since = failing_since(failure, now),
-        message = esc(&failure.message),
-        remedy = esc(remedy(&failure.kind)),
-    );
+fn dead_letter_failure(failure: &DeadLetterFailure, now: UnixMillis) -> Markup {
+    html! {
+        section.card.alarm #dead-letter-failure {
+            h2 { "Dead letters are not being written" }
+            p {
+                "Writing to " code data-field="destination" { (failure.store) " / " (failure.container) }
+                " fails " (failure_badge(failure)) " since " strong data-field="since" { (failing_since(failure, now)) }
+                " UTC."
+            }
+            p.error data-field="message" { (failure.message) }
+            p data-field="remedy" { (remedy(&failure.kind)) }
+            p.note {
+                "Meanwhile the records wait in Redis and are tried again with backoff; a record still unwritten \
+                 after " code { "EG__DEADLETTER__GIVE_UP_AFTER" } " (4 h by default) is dropped and counted ("
+                code { "DroppedEventCount" } ", reason " code { (DropReason::DeadLetterDestinationUnavailable.as_str()) } "). This \
+                 subscription's dead letters can still be listed and redriven: eg keeps them in Redis whatever the \
+                 destination."
+            }
+        }
+    }
 }
 
 /// What to check for each kind of failure the dead-letter worker records.
@@ -325,60 +281,52 @@ fn remedy(kind: &str) -> &'static str {
 }
 
 /// A subscription's dead-letter destination for the settings table.
-fn dead_letter_setting(out: &mut String, page: &SubscriptionPage, without: &str) {
+fn dead_letter_setting(page: &SubscriptionPage, without: &str) -> Markup {
     let shown = match &page.status.dead_letter_destination {
         Some(target) => dead_letter_target(target),
-        None => format!("<span class=\"muted\">{}</span>", esc(without)),
+        None => html! { span.muted { (without) } },
     };
-    setting(out, "dead-letter-destination", "Dead-letter destination", &shown);
+    setting("dead-letter-destination", "Dead-letter destination", shown)
+}
+
+/// The rows both kinds of subscription end their settings with.
+fn common_tail(page: &SubscriptionPage) -> Markup {
+    html! {
+        (setting("provisioning", "Provisioning", html! { (page.status.provisioning_state) }))
+        @if let Some(at) = page.properties["expirationTimeUtc"].as_str() {
+            (setting("expiration", "Expires", html! { (at) }))
+        }
+    }
 }
 
 /// A push subscription's settings: where it delivers and how.
-fn push_settings(out: &mut String, page: &SubscriptionPage) {
+fn push_settings(page: &SubscriptionPage) -> Markup {
     let sub = &page.status;
     let p = &page.properties;
-    out.push_str("<div class=\"cols\"><section class=\"card\" id=\"settings\"><h2>Settings</h2><table class=\"settings\"><tbody>");
     let destination = &p["destination"]["properties"];
-    setting(
-        out,
-        "endpoint",
-        "Endpoint",
-        &format!("<code>{}</code>", esc(&sub.destination_label())),
-    );
-    setting(
-        out,
-        "schema",
-        "Delivery schema",
-        &esc(&plain(&p["eventDeliverySchema"])),
-    );
-    setting(
-        out,
-        "filter",
-        "Filter",
-        &object_lines(&filter_shown(&p["filter"]), "every event"),
-    );
-    setting(
-        out,
-        "retry-policy",
-        "Retry policy",
-        &object_lines(&p["retryPolicy"], "default"),
-    );
     let batching = match destination["maxEventsPerBatch"].as_u64() {
         Some(1) | None => "one event per request".to_owned(),
         Some(n) => format!(
             "up to {} per request, {} KB preferred",
             counted(n, "event", "events"),
-            esc(&plain(&destination["preferredBatchSizeInKilobytes"]))
+            plain(&destination["preferredBatchSizeInKilobytes"])
         ),
     };
-    setting(out, "batching", "Batching", &batching);
-    dead_letter_setting(out, page, "none: dead letters are kept in the archive only");
-    setting(out, "paused", "Paused", if sub.paused { "yes" } else { "no" });
-    setting(out, "provisioning", "Provisioning", &esc(&sub.provisioning_state));
-    if let Some(at) = p["expirationTimeUtc"].as_str() {
-        setting(out, "expiration", "Expires", &esc(at));
+    html! {
+        section.card #settings {
+            h2 { "Settings" }
+            table.settings { tbody {
+                (setting("endpoint", "Endpoint", html! { code { (sub.destination_label()) } }))
+                (setting("schema", "Delivery schema", html! { (plain(&p["eventDeliverySchema"])) }))
+                (setting("filter", "Filter", object_lines(&filter_shown(&p["filter"]), "every event")))
+                (setting("retry-policy", "Retry policy", object_lines(&p["retryPolicy"], "default")))
+                (setting("batching", "Batching", html! { (batching) }))
+                (dead_letter_setting(page, "none: dead letters are kept in the archive only"))
+                (setting("paused", "Paused", html! { (if sub.paused { "yes" } else { "no" }) }))
+                (common_tail(page))
+            } }
+        }
     }
-    out.push_str("</tbody></table></section>\n");
 }
 
 /// An object without its null and empty members (a filter nobody set shows as none).
@@ -415,48 +363,24 @@ fn filter_shown(filter: &Value) -> Value {
 }
 
 /// A queue subscription's settings, in the namespace form's terms.
-fn queue_settings(out: &mut String, page: &SubscriptionPage) {
-    let sub = &page.status;
+fn queue_settings(page: &SubscriptionPage) -> Markup {
     let p = &page.properties;
     let q = &p["deliveryConfiguration"]["queue"];
-    out.push_str("<div class=\"cols\"><section class=\"card\" id=\"settings\"><h2>Settings</h2><table class=\"settings\"><tbody>");
-    setting(
-        out,
-        "mode",
-        "Delivery mode",
-        "Queue: consumers receive, acknowledge, release or reject",
-    );
-    setting(
-        out,
-        "receive-lock",
-        "Receive lock",
-        &format!("{} s", esc(&plain(&q["receiveLockDurationInSeconds"]))),
-    );
-    setting(
-        out,
-        "max-delivery-count",
-        "Max delivery count",
-        &esc(&plain(&q["maxDeliveryCount"])),
-    );
-    setting(out, "ttl", "Event time-to-live", &esc(&plain(&q["eventTimeToLive"])));
-    setting(
-        out,
-        "schema",
-        "Delivery schema",
-        &esc(&plain(&p["eventDeliverySchema"])),
-    );
-    setting(
-        out,
-        "filter",
-        "Filter",
-        &object_lines(&given(&p["filtersConfiguration"]), "every event"),
-    );
-    dead_letter_setting(out, page, "none: events that end are dropped");
-    setting(out, "provisioning", "Provisioning", &esc(&sub.provisioning_state));
-    if let Some(at) = p["expirationTimeUtc"].as_str() {
-        setting(out, "expiration", "Expires", &esc(at));
+    html! {
+        section.card #settings {
+            h2 { "Settings" }
+            table.settings { tbody {
+                (setting("mode", "Delivery mode", html! { "Queue: consumers receive, acknowledge, release or reject" }))
+                (setting("receive-lock", "Receive lock", html! { (plain(&q["receiveLockDurationInSeconds"])) " s" }))
+                (setting("max-delivery-count", "Max delivery count", html! { (plain(&q["maxDeliveryCount"])) }))
+                (setting("ttl", "Event time-to-live", html! { (plain(&q["eventTimeToLive"])) }))
+                (setting("schema", "Delivery schema", html! { (plain(&p["eventDeliverySchema"])) }))
+                (setting("filter", "Filter", object_lines(&given(&p["filtersConfiguration"]), "every event")))
+                (dead_letter_setting(page, "none: events that end are dropped"))
+                (common_tail(page))
+            } }
+        }
     }
-    out.push_str("</tbody></table></section>\n");
 }
 
 /// What comes next for a step, or why it ended: a retry's time, a reason.
@@ -490,131 +414,102 @@ pub fn event_path(topic: &str, event_id: &str, subscription: Option<&str>) -> St
 }
 
 pub fn event(page: &EventPage) -> String {
-    let mut out = String::with_capacity(8 * 1024);
-    head(
-        &mut out,
+    let to = page.subscription.as_deref().map_or_else(
+        || " to every subscription of the topic".to_owned(),
+        |s| format!(" to {s}"),
+    );
+    let body = html! {
+        (top_bar(trail(&page.topic, page.subscription.as_deref()), false))
+        main { section.card #history {
+            h1 { "Event " code { (page.event_id) } }
+            p.note {
+                "Every kept step of its deliveries" (to) ", oldest first, read "
+                time #updated { (clock_time(page.generated_at_ms)) } " UTC."
+            }
+            @if page.subscription.is_some() {
+                p { a href=(event_path(&page.topic, &page.event_id, None)) { "every subscription's steps" } }
+            }
+            @if page.steps.is_empty() {
+                p.empty #no-history {
+                    "No delivery history for this event: none yet, not an event of this topic, or older than the \
+                     retention (" code { "EG__HISTORY__RETENTION" } ")."
+                }
+            } @else {
+                table {
+                    thead { tr {
+                        th { "At (UTC)" } th { "Subscription" } th.num { "Attempt" } th { "State" } th { "Outcome" }
+                        th.num { "HTTP" } th.num { "Took" } th { "Next / why" }
+                    } }
+                    tbody { @for step in &page.steps { (step_row(step)) } }
+                }
+            }
+        } }
+    };
+    document(
         &format!("event {}: eg status", page.event_id),
         Referrer::SameOrigin,
-    );
-    top_bar(&mut out, &trail(&page.topic, page.subscription.as_deref()), false);
-    let _ = write!(
-        out,
-        "<main><section class=\"card\" id=\"history\"><h1>Event <code>{}</code></h1><p class=\"note\">Every kept step of \
-         its deliveries{}, oldest first, read <time id=\"updated\">{}</time> UTC.</p>",
-        esc(&page.event_id),
-        page.subscription
-            .as_deref()
-            .map(|s| format!(" to {}", esc(s)))
-            .unwrap_or_else(|| " to every subscription of the topic".into()),
-        clock_time(page.generated_at_ms)
-    );
-    if page.subscription.is_some() {
-        let _ = write!(
-            out,
-            "<p><a href=\"{}\">every subscription's steps</a></p>",
-            esc(&event_path(&page.topic, &page.event_id, None))
-        );
-    }
-    if page.steps.is_empty() {
-        out.push_str(
-            "<p class=\"empty\" id=\"no-history\">No delivery history for this event: none yet, not an event of this \
-             topic, or older than the retention (<code>EG__HISTORY__RETENTION</code>).</p>",
-        );
-    } else {
-        out.push_str(
-            "<table><thead><tr><th>At (UTC)</th><th>Subscription</th><th class=\"num\">Attempt</th><th>State</th>\
-             <th>Outcome</th><th class=\"num\">HTTP</th><th class=\"num\">Took</th><th>Next / why</th></tr></thead><tbody>\n",
-        );
-        for step in &page.steps {
-            let took = step["durationMs"]
-                .as_u64()
-                .map(|ms| format!("{ms} ms"))
-                .unwrap_or_else(|| "–".into());
-            let _ = writeln!(
-                out,
-                "<tr data-step=\"{}\"><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td>\
-                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"muted\">{}</td></tr>",
-                esc(&plain(&step["state"])),
-                esc(&plain(&step["time"])),
-                esc(&plain(&step["subscription"])),
-                esc(&plain(&step["attempt"])),
-                esc(&plain(&step["state"])),
-                esc(&plain(&step["outcome"])),
-                esc(&plain(&step["httpStatus"])),
-                esc(&took),
-                esc(&next_or_why(step)),
-            );
+        body,
+    )
+}
+
+fn step_row(step: &Value) -> Markup {
+    let took = step["durationMs"]
+        .as_u64()
+        .map_or_else(|| "–".to_owned(), |ms| format!("{ms} ms"));
+    html! {
+        tr data-step=(plain(&step["state"])) {
+            td { (plain(&step["time"])) }
+            td { (plain(&step["subscription"])) }
+            td.num { (plain(&step["attempt"])) }
+            td { (plain(&step["state"])) }
+            td { (plain(&step["outcome"])) }
+            td.num { (plain(&step["httpStatus"])) }
+            td.num { (took) }
+            td.muted { (next_or_why(step)) }
         }
-        out.push_str("</tbody></table>");
     }
-    out.push_str("</section>\n");
-    end(&mut out);
-    out
 }
 
 /// The confirmation step before a redrive.
 pub fn confirm_redrive(topic: &str, page: &SubscriptionPage, form_token: &str, chunk: u64) -> String {
     let sub = &page.status;
     let path = subscription_path(topic, &sub.name);
-    let mut out = String::with_capacity(4 * 1024);
-    head(
-        &mut out,
+    let n = sub.dead_letters_not_redriven;
+    let body = html! {
+        (top_bar(trail(topic, Some(&sub.name)), false))
+        main { section.card.narrow #confirm {
+            h1 { "Redrive dead letters of " (topic) " / " (sub.name) "?" }
+            p {
+                strong data-field="not-redriven" { (count(n)) } " " (noun(n, "dead letter is", "dead letters are"))
+                " waiting (not redriven). Redriving sends " (noun(n, "it", "them")) " back into delivery with fresh \
+                attempts, keeping " (noun(n, "its", "their")) " event " (noun(n, "id", "ids"))
+                "; each record is redriven at most once."
+                @if n > chunk { " This sends " (count(chunk)) " of them now; repeat for the rest." }
+            }
+            div.actions {
+                (action_form(&format!("{path}/redrive"), form_token, &format!("Redrive {}", count(n.min(chunk))), "primary"))
+                a.button href=(path) #cancel { "Cancel" }
+            }
+        } }
+    };
+    document(
         &format!("redrive {} / {}: eg status", topic, sub.name),
         Referrer::SameOrigin,
-    );
-    top_bar(&mut out, &trail(topic, Some(&sub.name)), false);
-    let n = sub.dead_letters_not_redriven;
-    let _ = write!(
-        out,
-        "<main><section class=\"card narrow\" id=\"confirm\"><h1>Redrive dead letters of {} / {}?</h1>\
-         <p><strong data-field=\"not-redriven\">{}</strong> {} waiting (not redriven). Redriving sends {} \
-         back into delivery with fresh attempts, keeping {} event {}; each record is redriven at most once.{}</p>\
-         <div class=\"actions\">",
-        esc(topic),
-        esc(&sub.name),
-        count(n),
-        noun(n, "dead letter is", "dead letters are"),
-        noun(n, "it", "them"),
-        noun(n, "its", "their"),
-        noun(n, "id", "ids"),
-        if n > chunk {
-            format!(" This sends {} of them now; repeat for the rest.", count(chunk))
-        } else {
-            String::new()
-        }
-    );
-    action_form(
-        &mut out,
-        &format!("{path}/redrive"),
-        form_token,
-        &format!("Redrive {}", count(n.min(chunk))),
-        "primary",
-        &[],
-    );
-    let _ = write!(
-        out,
-        "<a class=\"button\" href=\"{}\" id=\"cancel\">Cancel</a></div></section>",
-        esc(&path)
-    );
-    end(&mut out);
-    out
+        body,
+    )
 }
 
 /// Why a page cannot be shown or an action was refused, with a way back.
 pub fn problem(title: &str, message: &str, back: Option<&str>) -> String {
-    let mut out = String::with_capacity(2 * 1024);
-    head(&mut out, &format!("{title}: eg status"), Referrer::SameOrigin);
-    top_bar(&mut out, "", false);
-    let _ = write!(
-        out,
-        "<main><section class=\"card narrow\" id=\"problem\"><h1>{}</h1><p class=\"error\">{}</p>",
-        esc(title),
-        esc(message)
-    );
-    let back = back.unwrap_or("/status");
-    let _ = write!(out, "<p><a href=\"{}\">Back</a></p></section>", esc(back));
-    end(&mut out);
-    out
+    let body = html! {
+        (top_bar(html! {}, false))
+        main { section.card.narrow #problem {
+            h1 { (title) }
+            p.error { (message) }
+            p { a href=(back.unwrap_or("/status")) { "Back" } }
+        } }
+    };
+    document(&format!("{title}: eg status"), Referrer::SameOrigin, body)
 }
 
 #[cfg(test)]
@@ -688,7 +583,10 @@ mod tests {
         assert!(waiting.contains("/validate\""));
         assert!(waiting.contains("href=\"/status/topics/orders/subscriptions/audit/redrive\""));
         assert!(waiting.contains("it answered &lt;nothing&gt;"));
-        assert!(waiting.contains("<div class=\"flash ok\" id=\"flash\" role=\"status\">Paused &lt;x&gt;</div>"));
+        assert!(
+            waiting.contains("<div class=\"flash ok\" id=\"flash\" role=\"status\">Paused &lt;x&gt;</div>"),
+            "{waiting}"
+        );
     }
 
     #[test]
@@ -834,5 +732,36 @@ mod tests {
             ),
             "{one}"
         );
+    }
+
+    /// A name that would break out of text or an attribute if spliced in raw.
+    const HOSTILE: &str = "<script>alert('x')</script>\" onclick=\"y\" & z";
+
+    fn assert_escaped(html: &str) {
+        assert!(!html.contains("<script>alert"), "{html}");
+        assert!(!html.contains("\" onclick=\""), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;alert('x')&lt;/script&gt;&quot; onclick=&quot;y&quot; &amp; z"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn a_hostile_name_comes_out_escaped_on_every_page() {
+        let mut p = page(true, "AwaitingManualAction", 3);
+        p.topic = HOSTILE.into();
+        p.status.name = HOSTILE.into();
+        p.status.provisioning_message = Some(HOSTILE.into());
+        assert_escaped(&subscription(&p, HOSTILE, Some(&Flash::failed(HOSTILE))));
+        assert_escaped(&confirm_redrive(HOSTILE, &p, HOSTILE, 1_000));
+        assert_escaped(&problem(HOSTILE, HOSTILE, Some(HOSTILE)));
+        let history = EventPage {
+            generated_at_ms: UnixMillis(0),
+            topic: HOSTILE.into(),
+            event_id: HOSTILE.into(),
+            subscription: Some(HOSTILE.into()),
+            steps: vec![json!({"state": HOSTILE, "subscription": HOSTILE, "error": HOSTILE})],
+        };
+        assert_escaped(&event(&history));
     }
 }

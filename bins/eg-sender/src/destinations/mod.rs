@@ -10,6 +10,7 @@ mod connections;
 mod nats;
 mod rabbitmq;
 mod storage_queue;
+mod told;
 mod webhook;
 
 use crate::destination::{Destination, RenderedBatch, Sent};

@@ -18,6 +18,7 @@
 use super::Kind;
 use super::broker_message::{EventMessage, message_content_type, messages};
 use super::connections::{Connect, Connections, Lazy, UnknownConnection};
+use super::told::{Told, refused};
 use crate::destination::{RenderedBatch, Sent};
 use async_nats::connection::State;
 use async_nats::jetstream::context::{PublishError, PublishErrorKind};
@@ -84,27 +85,6 @@ impl Nats {
     }
 }
 
-/// An attempt's outcome, and what to tell the operator beyond its name, if anything.
-struct Told {
-    outcome: AttemptOutcome,
-    error: Option<String>,
-}
-
-impl Told {
-    fn with_error(outcome: AttemptOutcome, error: String) -> Self {
-        Self {
-            outcome,
-            error: Some(error),
-        }
-    }
-}
-
-impl From<AttemptOutcome> for Told {
-    fn from(outcome: AttemptOutcome) -> Self {
-        Self { outcome, error: None }
-    }
-}
-
 impl Kind for Nats {
     type Target = NatsJetStream;
 
@@ -116,13 +96,7 @@ impl Kind for Nats {
         // An acknowledgement after the timeout is not listened for: the retry publishes
         // the same message ids, which the duplicate window absorbs.
         let started = Instant::now();
-        let Told { outcome, error } = self.attempt(target, &batch).await;
-        Sent {
-            outcome,
-            error,
-            took: started.elapsed(),
-            late: None,
-        }
+        self.attempt(target, &batch).await.sent(started)
     }
 }
 
@@ -304,10 +278,6 @@ impl Connect for Server {
         tracing::info!(connection = %name, "connected to NATS");
         Ok(client)
     }
-}
-
-fn refused(outcome: OutcomeName, as_status: u16) -> AttemptOutcome {
-    AttemptOutcome::Refused { outcome, as_status }
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 use super::Kind;
 use super::broker_message::{EventMessage, event_field, message_content_type, messages};
 use super::connections::{Connect, Connections, Lazy, UnknownConnection};
+use super::told::{Told, refused};
 use crate::destination::{RenderedBatch, Sent};
 use eg_core::destination::{RabbitMq as Exchange, RoutingKey};
 use eg_core::{AttemptOutcome, OutcomeName};
@@ -91,27 +92,6 @@ impl RabbitMq {
     }
 }
 
-/// An attempt's outcome, and what to tell the operator beyond its name, if anything.
-struct Told {
-    outcome: AttemptOutcome,
-    error: Option<String>,
-}
-
-impl Told {
-    fn with_error(outcome: AttemptOutcome, error: String) -> Self {
-        Self {
-            outcome,
-            error: Some(error),
-        }
-    }
-}
-
-impl From<AttemptOutcome> for Told {
-    fn from(outcome: AttemptOutcome) -> Self {
-        Self { outcome, error: None }
-    }
-}
-
 impl Kind for RabbitMq {
     type Target = Exchange;
 
@@ -123,13 +103,7 @@ impl Kind for RabbitMq {
         // A confirm that comes after the timeout is not listened for: the events are
         // retried, and the broker may hold them twice (consumers dedupe on message_id).
         let started = Instant::now();
-        let Told { outcome, error } = self.attempt(target, &batch).await;
-        Sent {
-            outcome,
-            error,
-            took: started.elapsed(),
-            late: None,
-        }
+        self.attempt(target, &batch).await.sent(started)
     }
 }
 
@@ -375,10 +349,6 @@ fn outcome_of(e: &lapin::Error) -> AttemptOutcome {
         | ErrorKind::MissingHeartbeatError => AttemptOutcome::SocketError,
         _ => refused(OutcomeName::GenericError, 500),
     }
-}
-
-fn refused(outcome: OutcomeName, as_status: u16) -> AttemptOutcome {
-    AttemptOutcome::Refused { outcome, as_status }
 }
 
 #[cfg(test)]

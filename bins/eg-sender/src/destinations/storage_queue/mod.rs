@@ -19,6 +19,7 @@ mod shared_key;
 
 use super::Kind;
 use super::batch_events::events_of;
+use super::told::{Told, refused};
 use crate::destination::{RenderedBatch, Sent};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -131,12 +132,7 @@ impl Kind for StorageQueues {
             Ok(outcome) => outcome,
             Err(_) => AttemptOutcome::TimedOut,
         };
-        Sent {
-            outcome,
-            error: None,
-            took: started.elapsed(),
-            late: None,
-        }
+        Told::from(outcome).sent(started)
     }
 }
 
@@ -261,10 +257,6 @@ async fn error_code(mut response: reqwest::Response) -> Option<String> {
     let (_, after) = text.split_once("<Code>")?;
     let (code, _) = after.split_once("</Code>")?;
     Some(code.trim().to_owned())
-}
-
-fn refused(outcome: OutcomeName, as_status: u16) -> AttemptOutcome {
-    AttemptOutcome::Refused { outcome, as_status }
 }
 
 /// What the queue service's answer means, by its status and error code. Each refusal

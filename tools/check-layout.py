@@ -18,7 +18,10 @@ holds. It reads source text only (no build), so it runs in a second:
    `<name>.md#<anchor>` (or `(#<anchor>)` inside a Markdown file) names a file that
    exists and a heading of that file;
 7. no Rust source file over 700 lines before its `#[cfg(test)]` test module (files that
-   are tests throughout, under a `tests/` directory, are exempt).
+   are tests throughout, under a `tests/` directory, are exempt);
+8. a destination kind is one unit: its names (its `Target` variant and type, its
+   `endpointType`, its settings section, its sender module) appear in product code only
+   in its two modules, the two registrations, its connection settings and its egctl flag.
 
 Each rule with known exceptions lists them in one commented allow-list
 (`ALLOWED_CIRCLES`, `ALLOWED_LONG_FILES`); an entry that no longer matches fails too,
@@ -123,15 +126,7 @@ def module_of(src: Path, file: Path) -> str:
 
 # Circles known today, each with the work that removes it. An entry is temporary: the
 # rule fails once its circle is gone, so the entry is deleted with the fix.
-ALLOWED_CIRCLES: dict[str, list[set[str]]] = {
-    # The two wire forms of a subscription import each other, and every parser of the
-    # folder calls `resource::only_known` while `resource` uses the types the others
-    # define. The lead's rewrite (issue 26, "A subscription says what it is") reads both
-    # forms into one typed `delivery` without a circle; delete this entry at that merge.
-    "crates/eg-core": [
-        {"subscription::resource", "subscription::namespace", "subscription::endpoint", "subscription::dead_letter"}
-    ],
-}
+ALLOWED_CIRCLES: dict[str, list[set[str]]] = {}
 
 # A module by its path from the crate root: `("subscription", "resource")`; `()` is the root.
 Module = tuple[str, ...]
@@ -700,6 +695,73 @@ def check_file_sizes() -> list[str]:
     return problems
 
 
+# ---- rule 8: a destination kind is one unit -----------------------------------------
+
+CORE_DESTINATIONS = ROOT / "crates/eg-core/src/destination"
+SENDER_DESTINATIONS = ROOT / "bins/eg-sender/src/destinations"
+
+# Where a kind may be named besides its modules and the two registrations (`targets!` in
+# eg-core, `destinations!` in the sender): its connection settings, its egctl flag, and
+# the test servers of eg-testkit.
+KIND_NAMED_ALSO = (
+    "crates/eg-runtime/src/settings/brokers.rs",
+    "bins/egctl/src/endpoints.rs",
+    "crates/eg-testkit/",
+)
+
+REGISTERED_TARGET = re.compile(r"^\s*(\w+)\((\w+)\) stored as \"\w+\",", re.M)
+ENDPOINT_TYPE = re.compile(r'const ENDPOINT_TYPE: &\'static str = "(\w+)";')
+SETTINGS_SECTION = re.compile(r'pub const CONNECTIONS: &str = "(\w+)";')
+
+
+def destination_kinds() -> dict[str, set[str]]:
+    """Each registered kind but the webhook (the destination every subscription had
+    before kinds existed, named throughout) with the names that mean it: the variant and
+    type of `targets!`, the `endpointType` and settings section of its module, and the
+    sender module delivering to it (`destinations!`)."""
+    registration = (CORE_DESTINATIONS / "mod.rs").read_text()
+    sender = (SENDER_DESTINATIONS / "mod.rs").read_text()
+    kinds = {}
+    for variant, kind in REGISTERED_TARGET.findall(registration):
+        if variant == "WebHook":
+            continue
+        names = {variant, kind}
+        for module in CORE_DESTINATIONS.glob("*.rs"):
+            text = module.read_text()
+            if re.search(rf"\bpub struct {kind}\b", text):
+                names |= set(ENDPOINT_TYPE.findall(text)) | set(SETTINGS_SECTION.findall(text))
+        for module, sender_kind in re.findall(rf"{variant} => \w+: (\w+)::(\w+),", sender):
+            names |= {module, sender_kind}
+        kinds[variant] = names
+    return kinds
+
+
+def check_destination_units() -> list[str]:
+    """Product code of crates/ and bins/ (comments and test modules left out) names a
+    destination kind only where adding a kind has to: so adding one is its two modules,
+    two registration lines, its settings and its flag."""
+    problems = []
+    kinds = destination_kinds()
+    if not kinds:
+        return [f"no destination kinds found in {CORE_DESTINATIONS.relative_to(ROOT)}/mod.rs (`targets!`)"]
+    allowed = [str(CORE_DESTINATIONS.relative_to(ROOT)) + "/", str(SENDER_DESTINATIONS.relative_to(ROOT)) + "/"]
+    allowed += KIND_NAMED_ALSO
+    for group in ("crates", "bins"):
+        for file in rust_files(ROOT / group):
+            name = str(file.relative_to(ROOT))
+            if is_test_file(file) or any(name.startswith(a) for a in allowed):
+                continue
+            for number, line in code_lines(file):
+                for variant, names in kinds.items():
+                    hit = next((n for n in sorted(names) if re.search(rf"\b{n}\b", line)), None)
+                    if hit:
+                        problems.append(
+                            f"{name}:{number}: names the {variant} destination ({hit}); a kind lives in "
+                            "crates/eg-core/src/destination/ and bins/eg-sender/src/destinations/"
+                        )
+    return problems
+
+
 def main() -> int:
     rules = [
         ("no import circle between the modules of a crate", check_cycles),
@@ -709,6 +771,7 @@ def main() -> int:
         ("docs/architecture.md keeps up with the tree", check_architecture),
         ("every citation names a file and a heading that exist", check_citations),
         (f"no source file over {LONGEST_SOURCE} lines before its tests", check_file_sizes),
+        ("a destination kind is named only in its modules and registrations", check_destination_units),
     ]
     failed = 0
     for name, rule in rules:

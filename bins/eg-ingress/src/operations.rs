@@ -59,7 +59,7 @@ fn queue_not_pausable(topic: &str, name: &str) -> Refusal {
 
 async fn set_paused(app: &App, topic: &str, name: &str, paused: bool) -> Result<Subscription, Refusal> {
     let (sub, _) = change_subscription(app, topic, name, |sub| {
-        if paused && !sub.delivery_mode.is_push() {
+        if paused && !sub.is_push() {
             return Err(queue_not_pausable(topic, name));
         }
         Ok((sub.paused != paused).then(|| Subscription { paused, ..sub.clone() }))
@@ -121,7 +121,7 @@ pub async fn revalidate(app: &App, topic: &str, name: &str) -> Result<Subscripti
     // validationUrl) is not taken back.
     let (sub, changed) = change_subscription(app, topic, name, |stored| {
         let same_endpoint =
-            stored.endpoint_url == tried.endpoint_url && stored.delivery_schema == tried.delivery_schema;
+            stored.webhook_url() == tried.webhook_url() && stored.delivery_schema == tried.delivery_schema;
         if stored.provisioning.is_active() || !same_endpoint {
             return Ok(None);
         }

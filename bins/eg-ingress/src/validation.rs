@@ -59,7 +59,7 @@ impl Validator {
         now: UnixMillis,
     ) -> Result<Provisioning, Refusal> {
         if let Some(previous) = previous
-            && previous.endpoint_url == subscription.endpoint_url
+            && previous.webhook_url() == subscription.webhook_url()
             && previous.delivery_schema == subscription.delivery_schema
             && previous.provisioning.is_active()
         {
@@ -76,18 +76,19 @@ impl Validator {
         subscription: &Subscription,
         now: UnixMillis,
     ) -> Result<Provisioning, Refusal> {
-        if !self.enabled {
+        // Only a webhook is asked: a queue or broker connection is the operator's.
+        let Some(url) = subscription.webhook_url().filter(|_| self.enabled) else {
             return Ok(Provisioning::Succeeded);
-        }
+        };
         match subscription.delivery_schema {
             DeliverySchema::CloudEventSchemaV1_0 => {
-                match cloudevents_handshake(&self.client, &subscription.endpoint_url, &self.origin, None).await {
+                match cloudevents_handshake(&self.client, url, &self.origin, None).await {
                     Handshake::Accepted { .. } => Ok(Provisioning::Succeeded),
                     other => Err(failed(other)),
                 }
             }
             DeliverySchema::EventGridSchema | DeliverySchema::CustomInputSchema => {
-                self.event_grid(topic, subscription, now).await
+                self.event_grid(topic, subscription, url, now).await
             }
         }
     }
@@ -98,6 +99,7 @@ impl Validator {
         &self,
         topic: &Topic,
         subscription: &Subscription,
+        url: &str,
         now: UnixMillis,
     ) -> Result<Provisioning, Refusal> {
         let code = uuid::Uuid::new_v4().to_string();
@@ -107,14 +109,7 @@ impl Validator {
         );
         let id = uuid::Uuid::new_v4().to_string();
         let body = validation_event(&id, &topic.id(), &code, &validation_url, now).to_string();
-        let handshake = event_grid_handshake(
-            &self.client,
-            &subscription.endpoint_url,
-            body,
-            &code,
-            MAX_RESPONSE_BYTES,
-        )
-        .await;
+        let handshake = event_grid_handshake(&self.client, url, body, &code, MAX_RESPONSE_BYTES).await;
         let timed_out;
         let why = match &handshake {
             Handshake::Accepted { .. } => return Ok(Provisioning::Succeeded),

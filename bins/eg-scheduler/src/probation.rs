@@ -51,10 +51,13 @@ async fn publish_gauges(
         .values()
         .flat_map(|t| t.subscriptions.iter().cloned())
         .collect();
-    let ids: Vec<EndpointId> = subs.iter().map(|s| EndpointId::of(&s.endpoint_url)).collect();
-    let records = store.probation_records(&ids).await?;
+    // Queue-mode subscriptions have no endpoint: they show as healthy.
+    let endpoints: Vec<Option<EndpointId>> = subs.iter().map(|s| s.endpoint_id()).collect();
+    let ids: Vec<EndpointId> = endpoints.iter().flatten().cloned().collect();
+    let mut records = store.probation_records(&ids).await?.into_iter();
     let mut labels = BTreeSet::new();
-    for (sub, record) in subs.iter().zip(records) {
+    for (sub, endpoint) in subs.iter().zip(&endpoints) {
+        let record = endpoint.as_ref().and_then(|_| records.next().flatten());
         let (topic, name) = (sub.topic.key(), sub.name.key());
         set(&topic, &name, state_of(record.as_ref(), now), now);
         labels.insert((topic, name));

@@ -101,7 +101,7 @@ async fn pass(
             drop_deleted(store, partition, &key, batch).await?;
             continue;
         };
-        let Some(lock) = sub.delivery_mode.receive_lock() else {
+        let Some(lock) = sub.receive_lock() else {
             continue;
         };
         while store.promote_queue(partition, &key, batch).await?.moved >= batch {}

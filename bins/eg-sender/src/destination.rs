@@ -1,9 +1,10 @@
 //! The destination seam: "send this rendered batch and tell me the outcome". The steps
 //! of an attempt know nothing of how a batch travels; a destination does, and reports
-//! the outcome as data (`AttemptOutcome`), which eg-core's policy classifies. The HTTP
-//! webhook ([`crate::webhook::Webhook`]) is the first destination; a message broker or a
-//! queue implements the same trait.
+//! the outcome as data (`AttemptOutcome`), which eg-core's policy classifies. The
+//! router of every destination kind ([`crate::destinations::Destinations`]) implements
+//! it; tests of the steps implement it with recorded answers.
 
+use eg_core::destination::Target;
 use eg_core::render::DeliveryBody;
 use eg_core::subscription::{Subscription, resolve_headers};
 use eg_core::{AttemptOutcome, UnixMillis};
@@ -15,6 +16,8 @@ use tokio::task::JoinHandle;
 /// attempt sends.
 pub struct RenderedBatch<'a> {
     pub subscription: &'a Subscription,
+    /// Where it goes: the subscription's target (only push subscriptions are sent).
+    pub target: &'a Target,
     pub body: DeliveryBody,
     /// The subscription's delivery properties, dynamic ones read from the batch's first
     /// event ([`delivery_headers`]).

@@ -3,24 +3,17 @@
 //! settles each attempt by the policy of eg-core: done, retry at T, dead-letter, or
 //! drop. Run as many copies as load needs.
 
-mod batch_events;
-mod broker_message;
 mod destination;
 mod destinations;
 mod late;
-mod nats;
 mod probation;
-mod rabbitmq;
 mod reader;
 mod settle_queue;
-mod shared_key;
 mod steps;
-mod storage_queue;
 mod store;
 #[cfg(test)]
 mod test_subscriptions;
 mod verdict;
-mod webhook;
 
 use eg_runtime::Startup;
 use std::sync::Arc;

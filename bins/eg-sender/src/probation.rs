@@ -63,11 +63,16 @@ impl RecentlyClear {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use eg_core::destination::{Target, WebHook};
+
+    fn endpoint_at(url: &str) -> EndpointId {
+        Target::WebHook(WebHook { url: url.to_owned() }).endpoint_id()
+    }
 
     #[test]
     fn a_clear_record_is_trusted_for_a_moment_and_a_failure_forgets_it() {
         let clear = RecentlyClear::default();
-        let endpoint = EndpointId::of("https://example.com/hook");
+        let endpoint = endpoint_at("https://example.com/hook");
         let t0 = Instant::now();
         assert!(!clear.is_fresh(&endpoint, t0), "never seen");
         clear.saw_clear(&endpoint, t0, clear.generation());
@@ -80,7 +85,7 @@ mod tests {
         let before_failure = clear.generation() - 1;
         clear.saw_clear(&endpoint, t0, before_failure);
         assert!(!clear.is_fresh(&endpoint, t0));
-        let other = EndpointId::of("https://example.org/hook");
+        let other = endpoint_at("https://example.org/hook");
         assert!(!clear.is_fresh(&other, t0), "per endpoint");
     }
 }

@@ -12,11 +12,8 @@ use crate::destinations::Destinations;
 use crate::late::LateListeners;
 use crate::settle_queue::SettleQueue;
 use crate::steps::{self, Batch, Held, Steps};
-use crate::storage_queue::StorageQueues;
 use crate::store::RedisStore;
 use crate::verdict::Verdict;
-use crate::webhook::Webhook;
-use eg_outbound::Client;
 use eg_runtime::Shutdown;
 use eg_runtime::startup::Process;
 use eg_store::{CatalogCache, Partition, ReadyDelivery, Store};
@@ -63,19 +60,12 @@ impl Sender {
         let s = &process.settings;
         let consumer = process.consumer.clone();
         tracing::info!(%consumer, concurrency = s.sender.concurrency, "sender ready");
-        let client = Client::new(s.outbound_settings(s.delivery.timeout + s.sender.late_success_window)?)?;
-        let storage_accounts = s.storage.azure_accounts().map_err(anyhow::Error::msg)?;
         let cache = process.load_catalog().await?;
         let cache = Arc::new(cache);
         let queue = SettleQueue::start(&process.store, s.retention());
         let steps = Steps::new(
             RedisStore::new(process.store.clone(), queue, cache.clone()),
-            Destinations {
-                webhook: Webhook::new(client, s.delivery.timeout, s.sender.max_response_bytes),
-                storage_queues: StorageQueues::new(&storage_accounts, s.delivery.timeout)?,
-                rabbitmq: crate::rabbitmq::RabbitMq::new(&s.brokers.rabbitmq, s.delivery.timeout),
-                nats: crate::nats::Nats::new(&s.brokers.nats, s.delivery.timeout),
-            },
+            Destinations::from_settings(s)?,
             process.clock.clone(),
             s.delivery_policies()?,
             s.probation_policy()?,

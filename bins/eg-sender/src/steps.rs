@@ -15,6 +15,7 @@ use crate::late::LateListeners;
 use crate::probation::RecentlyClear;
 use crate::store::DeliveryStore;
 use crate::verdict::Verdict;
+use eg_core::destination::Target;
 use eg_core::fate::{self, Consent, DropReason};
 use eg_core::history::{Hold, HoldReason};
 use eg_core::policy::{DeliveryPolicy, ProfilePolicies};
@@ -204,7 +205,16 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
         }
 
         let subscription = self.unless_resumed(subscription).await;
-        let endpoint = EndpointId::of(&subscription.endpoint_url);
+        let Some(target) = subscription.target() else {
+            // Replaced by a queue-mode subscription of the same name since it was routed:
+            // the push subscription these deliveries were for is gone.
+            let verdicts = live.iter().map(|h| {
+                let verdict = Verdict::dropped(&h.ready.delivery, DropReason::SubscriptionDeleted, now);
+                (h, verdict)
+            });
+            return self.settle_all(verdicts).await;
+        };
+        let endpoint = target.endpoint_id();
         match self.gate(&subscription, &endpoint, now).await {
             Gated::Open => {}
             Gated::Paused => return self.set_aside(&subscription, &live, now).await,
@@ -222,7 +232,7 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
             batch,
             kept,
             unrenderable,
-        } = render(&subscription, live, self.clock.now());
+        } = render(&subscription, target, live, self.clock.now());
         self.settle_all(unrenderable).await;
         let Some(batch) = batch else { return };
 
@@ -505,7 +515,12 @@ pub fn check(
 /// Render: each event in the subscription's delivery schema, and the batch to send. An
 /// event that cannot be rendered (a corrupt record) cannot be delivered by anyone: it is
 /// dropped, and the rest of the batch goes on.
-pub fn render(subscription: &Subscription, held: Vec<Held>, now: UnixMillis) -> Rendered<'_> {
+pub fn render<'a>(
+    subscription: &'a Subscription,
+    target: &'a Target,
+    held: Vec<Held>,
+    now: UnixMillis,
+) -> Rendered<'a> {
     let schema = subscription.delivery_schema;
     let mut events: Vec<RenderedEvent<'_>> = Vec::with_capacity(held.len());
     let mut renderable = Vec::with_capacity(held.len());
@@ -531,6 +546,7 @@ pub fn render(subscription: &Subscription, held: Vec<Held>, now: UnixMillis) -> 
     let batch_id = signing::webhook_id(sent_ids);
     let batch = first_held.zip(events.first()).map(|(h, first_event)| RenderedBatch {
         subscription,
+        target,
         delivery_headers: delivery_headers(subscription, first_event.json(), &h.ready.delivery.id),
         body: render::delivery_body(schema, &events),
         delivery_count: h.ready.delivery.attempts,

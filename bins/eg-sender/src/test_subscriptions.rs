@@ -31,6 +31,7 @@ pub fn batch_of<'a>(subscription: &'a Subscription, body: &str, data_version: Op
     let delivery_headers = resolve_headers(&subscription.delivery_headers, &first_event.to_string()).headers;
     RenderedBatch {
         subscription,
+        target: subscription.target().expect("a push subscription"),
         body: DeliveryBody {
             body: body.to_owned(),
             content_type: "application/json; charset=utf-8",

@@ -165,18 +165,20 @@ pub enum SubscriptionCommand {
 
 /// The flags build `{"properties":{…}}`; `--file` sends a resource as it is.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new(crate::endpoints::DESTINATION).multiple(false)))]
 pub struct SubscriptionCreate {
     pub topic: String,
     pub name: String,
     /// The webhook URL deliveries are POSTed to
-    #[arg(long, value_name = "URL", required_unless_present_any = ["file", "queue", "storage_queue", "rabbitmq", "nats"])]
+    #[arg(long, value_name = "URL", group = crate::endpoints::DESTINATION,
+          required_unless_present_any = ["file", crate::endpoints::DESTINATION])]
     pub endpoint: Option<String>,
     /// A storage queue or a broker instead of a webhook (boxed: the command enum stays small)
     #[command(flatten)]
     pub to: Box<crate::endpoints::EndpointFlags>,
     /// Queue mode (namespace topics): consumers receive events with a lock and acknowledge
     /// them, instead of a webhook
-    #[arg(long, conflicts_with_all = ["endpoint", "max_events_per_batch"])]
+    #[arg(long, group = crate::endpoints::DESTINATION, conflicts_with = "max_events_per_batch")]
     pub queue: bool,
     /// Queue mode: how long a received event stays locked to its receiver (60–300 s, default 60)
     #[arg(long, value_name = "SECONDS")]
@@ -221,10 +223,10 @@ pub struct SubscriptionCreate {
     pub paused: bool,
     /// A subscription resource as JSON ({"properties":{…}}), `-` for stdin
     #[arg(long, short, value_name = "FILE", conflicts_with_all = [
-        "endpoint", "max_attempts", "ttl_minutes", "event_types", "subject_begins_with",
+        crate::endpoints::DESTINATION, "max_attempts", "ttl_minutes", "event_types", "subject_begins_with",
         "subject_ends_with", "max_events_per_batch", "dead_letter_container", "dead_letter_blob", "dead_letter_s3",
         "delivery_schema", "paused",
-        "queue", "lock_duration", "ttl",
+        "lock_duration", "ttl",
     ])]
     pub file: Option<PathBuf>,
 }

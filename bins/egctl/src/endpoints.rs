@@ -9,41 +9,47 @@ use crate::destinations::{BadTarget, PLACEHOLDER_ACCOUNT_ID};
 use clap::Args;
 use serde_json::{Value, json};
 
-/// Where `subscriptions create` delivers when it is not a webhook (`--endpoint`). A
-/// destination's own options (`--message-ttl`, `--routing-key…`) conflict with every
-/// other destination, so none is silently ignored.
+/// Where `subscriptions create` delivers when it is not a webhook (`--endpoint`). Each
+/// kind's flag joins the `destination` group (at most one of `--endpoint`, `--queue` and
+/// these); a kind's own options (`--message-ttl`, `--routing-key…`) require its flag's
+/// own group (`to-<kind>`: clap takes any member of an arg's groups as the arg when it
+/// checks a requirement), so none is silently ignored beside another destination.
 #[derive(Debug, Clone, Default, Args)]
 pub struct EndpointFlags {
     /// Deliver each event as a message to a queue of an Azure storage account configured
     /// in eg: ACCOUNT/QUEUE, or the account's resource id followed by /QUEUE
     #[arg(long, value_name = "ACCOUNT/QUEUE", value_parser = parse_storage_queue,
-          conflicts_with_all = ["endpoint", "queue", "file", "rabbitmq", "nats"])]
+          groups = [DESTINATION, "to-storage-queue"])]
     pub storage_queue: Option<StorageQueueTarget>,
     /// Storage queue: how long a message lives, in seconds (-1: never expires; default:
     /// the queue service's 7 days)
-    #[arg(long, value_name = "SECONDS", requires = "storage_queue", allow_negative_numbers = true,
-          conflicts_with_all = ["endpoint", "queue", "file", "rabbitmq", "nats"])]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        requires = "to-storage-queue",
+        allow_negative_numbers = true
+    )]
     pub message_ttl: Option<i64>,
     /// Publish each event to an exchange through a RabbitMQ connection configured in eg:
     /// CONNECTION/EXCHANGE (CONNECTION/ for the default exchange); with --routing-key or
     /// --routing-key-from
     #[arg(long, value_name = "CONNECTION/EXCHANGE", value_parser = parse_rabbitmq,
-          conflicts_with_all = ["endpoint", "queue", "file", "nats"], requires = "routing")]
+          groups = [DESTINATION, "to-rabbitmq"], requires = "routing")]
     pub rabbitmq: Option<BrokerTarget>,
     /// RabbitMQ: the routing key of every event
-    #[arg(long, value_name = "KEY", group = "routing", requires = "rabbitmq",
-          conflicts_with_all = ["endpoint", "queue", "file", "storage_queue", "nats"])]
+    #[arg(long, value_name = "KEY", group = "routing", requires = "to-rabbitmq")]
     pub routing_key: Option<String>,
     /// RabbitMQ: route each event by this field of it (subject, type, data.region, …)
-    #[arg(long, value_name = "FIELD", group = "routing", requires = "rabbitmq",
-          conflicts_with_all = ["endpoint", "queue", "file", "storage_queue", "nats"])]
+    #[arg(long, value_name = "FIELD", group = "routing", requires = "to-rabbitmq")]
     pub routing_key_from: Option<String>,
     /// Publish each event to a subject stored by JetStream, through a NATS connection
     /// configured in eg: CONNECTION/SUBJECT
-    #[arg(long, value_name = "CONNECTION/SUBJECT", value_parser = parse_nats,
-          conflicts_with_all = ["endpoint", "queue", "file"])]
+    #[arg(long, value_name = "CONNECTION/SUBJECT", value_parser = parse_nats, group = DESTINATION)]
     pub nats: Option<BrokerTarget>,
 }
+
+/// The clap group of the flags that say where a subscription delivers: at most one.
+pub const DESTINATION: &str = "destination";
 
 /// `--storage-queue`: a queue of an Azure storage account.
 #[derive(Debug, Clone, PartialEq, Eq)]

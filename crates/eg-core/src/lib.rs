@@ -12,6 +12,7 @@ pub mod api_error;
 pub mod batch;
 pub mod deadletter;
 pub mod delivery;
+pub mod destination;
 pub mod event;
 pub mod fate;
 pub mod filter;

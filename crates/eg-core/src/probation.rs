@@ -36,7 +36,7 @@ use std::time::Duration;
 pub struct EndpointId(String);
 
 impl EndpointId {
-    pub fn of(endpoint_url: &str) -> Self {
+    pub(crate) fn of(endpoint_url: &str) -> Self {
         let normalised = url::Url::parse(endpoint_url);
         let text = match &normalised {
             Ok(url) => url.as_str(),

@@ -144,7 +144,7 @@ fn queue_subscriptions(entry: &TopicEntry) -> HashSet<String> {
     entry
         .subscriptions
         .iter()
-        .filter(|s| !s.delivery_mode.is_push())
+        .filter(|s| !s.is_push())
         .map(|s| format!("{}/{}", entry.topic.name.key(), s.name.key()))
         .collect()
 }

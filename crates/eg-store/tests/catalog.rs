@@ -281,7 +281,7 @@ async fn put_subscription_reports_created_updated_no_topic_and_limit() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.endpoint_url, "http://127.0.0.1:9/other");
+    assert_eq!(stored.webhook_url(), Some("http://127.0.0.1:9/other"));
 
     // Deleting one makes room again.
     assert!(

@@ -67,7 +67,7 @@ async fn the_store_runs_unchanged_on_a_three_primary_cluster() {
     let sub = subscription("orders", "billing");
     let ids: Vec<_> = ["http://a.example/1", "http://b.example/2", "http://c.example/3"]
         .iter()
-        .map(|url| eg_core::probation::EndpointId::of(url))
+        .map(|url| webhook_endpoint(url))
         .collect();
     assert_eq!(store.probation_records(&ids).await.unwrap().len(), 3);
     assert!(catalog.put_subscription(&sub, 5).await.is_ok());
@@ -251,4 +251,9 @@ async fn with_replica_acks_a_failover_loses_no_publish_answered_as_stored() {
     );
     assert_eq!(failover.refused_lagging, 10);
     assert!(failover.lost.is_empty(), "lost: {:?}", failover.lost);
+}
+
+/// The probation identity of the webhook at `url`.
+fn webhook_endpoint(url: &str) -> eg_core::probation::EndpointId {
+    eg_core::destination::Target::WebHook(eg_core::destination::WebHook { url: url.to_owned() }).endpoint_id()
 }

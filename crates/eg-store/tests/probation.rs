@@ -66,7 +66,7 @@ async fn gate(store: &Store, id: &EndpointId, t: i64) -> Gate {
 #[tokio::test]
 async fn reaching_the_threshold_puts_the_endpoint_on_probation_and_every_gate_waits() {
     let h = Harness::start().await;
-    let id = EndpointId::of(URL);
+    let id = webhook_endpoint(URL);
     let policy = policy();
 
     assert_eq!(gate(&h.store, &id, 0).await, Gate::Open, "no record: healthy");
@@ -114,7 +114,7 @@ async fn reaching_the_threshold_puts_the_endpoint_on_probation_and_every_gate_wa
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn when_probation_ends_exactly_one_of_many_concurrent_callers_probes() {
     let h = Harness::start().await;
-    let id = EndpointId::of(URL);
+    let id = webhook_endpoint(URL);
     fail(&h.store, &id, &policy(), OutcomeName::Busy, 3, 0).await;
     let until = 10 * SEC;
 
@@ -146,7 +146,7 @@ async fn when_probation_ends_exactly_one_of_many_concurrent_callers_probes() {
 #[tokio::test]
 async fn a_failed_probe_starts_a_longer_probation_up_to_the_maximum() {
     let h = Harness::start().await;
-    let id = EndpointId::of(URL);
+    let id = webhook_endpoint(URL);
     let policy = policy();
     fail(&h.store, &id, &policy, OutcomeName::TimedOut, 3, 0).await;
 
@@ -190,7 +190,7 @@ async fn a_failed_probe_starts_a_longer_probation_up_to_the_maximum() {
 #[tokio::test]
 async fn failures_of_attempts_in_flight_when_probation_began_do_not_deepen_it() {
     let h = Harness::start().await;
-    let id = EndpointId::of(URL);
+    let id = webhook_endpoint(URL);
     let policy = policy();
     fail(&h.store, &id, &policy, OutcomeName::Busy, 3, 0).await;
     // Ten concurrent attempts started at 0 time out at 30 s: during probation and after.
@@ -218,7 +218,7 @@ async fn failures_of_attempts_in_flight_when_probation_began_do_not_deepen_it() 
 #[tokio::test]
 async fn a_success_opens_the_gate_and_removes_the_key() {
     let h = Harness::start().await;
-    let id = EndpointId::of(URL);
+    let id = webhook_endpoint(URL);
     let policy = policy();
     let mut redis = h.redis();
     fail(&h.store, &id, &policy, OutcomeName::Busy, 3, 0).await;
@@ -253,7 +253,7 @@ async fn a_success_opens_the_gate_and_removes_the_key() {
 #[tokio::test]
 async fn outcomes_that_say_nothing_about_the_endpoint_are_not_recorded() {
     let h = Harness::start().await;
-    let id = EndpointId::of(URL);
+    let id = webhook_endpoint(URL);
     let mut redis = h.redis();
     for outcome in [OutcomeName::Aborted, OutcomeName::Canceled, OutcomeName::Probation] {
         let change = h
@@ -269,7 +269,7 @@ async fn outcomes_that_say_nothing_about_the_endpoint_are_not_recorded() {
 #[tokio::test]
 async fn endpoint_keys_expire_and_every_write_refreshes_the_expiry() {
     let h = Harness::start().await;
-    let id = EndpointId::of(URL);
+    let id = webhook_endpoint(URL);
     let mut redis = h.redis();
     let ttl = i64::try_from(ENDPOINT_KEY_TTL.as_millis()).unwrap();
     let pttl = |redis: &mut redis::Connection| query::<i64>(redis, &["PTTL", &key(&id)]);
@@ -295,7 +295,7 @@ async fn endpoint_keys_expire_and_every_write_refreshes_the_expiry() {
 #[tokio::test]
 async fn keys_and_stored_health_never_show_the_url() {
     let h = Harness::start().await;
-    let id = EndpointId::of(URL);
+    let id = webhook_endpoint(URL);
     fail(&h.store, &id, &policy(), OutcomeName::Unauthorized, 3, 0).await;
     gate(&h.store, &id, 300 * SEC).await;
 
@@ -316,9 +316,9 @@ async fn keys_and_stored_health_never_show_the_url() {
 #[tokio::test]
 async fn many_endpoints_are_read_in_one_call_each_with_its_own_health() {
     let h = Harness::start().await;
-    let sick = EndpointId::of("https://a.example.com/hook");
-    let failing = EndpointId::of("https://b.example.com/hook");
-    let unknown = EndpointId::of("https://c.example.com/hook");
+    let sick = webhook_endpoint("https://a.example.com/hook");
+    let failing = webhook_endpoint("https://b.example.com/hook");
+    let unknown = webhook_endpoint("https://c.example.com/hook");
     let policy = policy();
     fail(&h.store, &sick, &policy, OutcomeName::SocketError, 3, 0).await;
     fail(&h.store, &failing, &policy, OutcomeName::Busy, 1, 0).await;
@@ -382,7 +382,7 @@ async fn the_scripts_run_the_same_machine_as_eg_core() {
         OutcomeName::Aborted,
     ];
     let ids: Vec<EndpointId> = (0..3)
-        .map(|i| EndpointId::of(&format!("https://e{i}.example/")))
+        .map(|i| webhook_endpoint(&format!("https://e{i}.example/")))
         .collect();
     let mut models: Vec<Option<ProbationRecord>> = vec![None; ids.len()];
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
@@ -416,4 +416,9 @@ async fn the_scripts_run_the_same_machine_as_eg_core() {
         probes > 20 && probations > 20 && stale > 20,
         "{probes} probes, {probations} longer probations, {stale} stale failures"
     );
+}
+
+/// The probation identity of the webhook at `url`.
+fn webhook_endpoint(url: &str) -> eg_core::probation::EndpointId {
+    eg_core::destination::Target::WebHook(eg_core::destination::WebHook { url: url.to_owned() }).endpoint_id()
 }

@@ -15,10 +15,10 @@ use axum::{Json, Router};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use eg_core::api_error::InvalidField;
+use eg_core::destination::Target;
 use eg_core::json::json_type;
-use eg_core::probation::{self, EndpointId, ProbationState};
+use eg_core::probation::{self, ProbationState};
 use eg_core::storage_event;
-use eg_core::subscription::base_url;
 use eg_core::validation::Provisioning;
 use eg_core::{Subscription, Topic};
 use eg_store::catalog::{KeyName, PutSubscription, PutTopic};
@@ -228,14 +228,13 @@ async fn list_subscriptions(State(app): State<Arc<App>>, Path(topic): Path<Strin
 
 /// A subscription that delivers by push: a queue subscription has no endpoint, so a call
 /// about its endpoint is refused saying so rather than answering about an empty URL.
-async fn pushed_subscription(app: &App, topic: &str, name: &str, call: &str) -> Result<Subscription, Refusal> {
+async fn pushed_subscription(app: &App, topic: &str, name: &str, call: &str) -> Result<Target, Refusal> {
     let sub = find_subscription(app, topic, name).await?;
-    if !sub.delivery_mode.is_push() {
-        return Err(Refusal::bad_request(format!(
+    sub.target().cloned().ok_or_else(|| {
+        Refusal::bad_request(format!(
             "subscription {name:?} of topic {topic:?} delivers in queue mode: consumers pull its events, so it has no endpoint for {call}"
-        )));
-    }
-    Ok(sub)
+        ))
+    })
 }
 
 async fn get_subscription(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
@@ -244,8 +243,12 @@ async fn get_subscription(State(app): State<Arc<App>>, Path((topic, name)): Path
 }
 
 async fn get_full_url(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
-    let sub = pushed_subscription(&app, &topic, &name, "getFullUrl").await?;
-    Ok((StatusCode::OK, Json(json!({ "endpointUrl": sub.endpoint_url }))))
+    let url = match pushed_subscription(&app, &topic, &name, "getFullUrl").await? {
+        Target::WebHook(hook) => hook.url,
+        // No secret in a queue's or broker's identity: it names eg's configuration.
+        other => other.display_name(),
+    };
+    Ok((StatusCode::OK, Json(json!({ "endpointUrl": url }))))
 }
 
 async fn put_subscription(
@@ -286,7 +289,7 @@ async fn put_subscription(
         // (behaviour.md#protecting-endpoints-and-the-system): consumers pull from a
         // queue-mode subscription, and a queue or broker connection is the operator's
         // configuration.
-        if sub.delivery_mode.is_push() && sub.endpoint.is_webhook() {
+        if sub.webhook_url().is_some() {
             sub.provisioning = app
                 .validator
                 .provision(&basis.topic, &sub, previous, app.clock.now())
@@ -374,13 +377,13 @@ fn no_validation_awaits() -> Refusal {
 
 /// The subscription endpoint's probation record as every sender sees it (the API calls it `deliveryHealth`, as before).
 async fn delivery_health(State(app): State<Arc<App>>, Path((topic, name)): Path<(String, String)>) -> Reply {
-    let sub = pushed_subscription(&app, &topic, &name, "deliveryHealth").await?;
-    let record = app.store.probation_record(&EndpointId::of(&sub.endpoint_url)).await?;
+    let target = pushed_subscription(&app, &topic, &name, "deliveryHealth").await?;
+    let record = app.store.probation_record(&target.endpoint_id()).await?;
     let now = app.clock.now();
     let state = probation::state_of(record.as_ref(), now);
     let record = record.unwrap_or_default();
     let mut body = json!({
-        "endpointBaseUrl": base_url(&sub.endpoint_url),
+        "endpointBaseUrl": target.display_name(),
         "state": state.as_str(),
         "consecutiveFailures": record.consecutive_failures,
         "probationLevel": record.level,

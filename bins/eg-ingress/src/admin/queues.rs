@@ -48,7 +48,7 @@ async fn subscription_queues(app: &App) -> Result<Vec<Value>, eg_store::StoreErr
         .topics
         .values()
         .flat_map(|entry| entry.subscriptions.iter())
-        .filter(|s| !s.delivery_mode.is_push())
+        .filter(|s| !s.is_push())
         .collect();
     subscriptions.sort_by_key(|s| (s.topic.key(), s.name.key()));
     let plain: Vec<&Subscription> = subscriptions.iter().map(|s| s.as_ref()).collect();

@@ -205,7 +205,7 @@ async fn find(
         .iter()
         .find(|s| s.name.key() == sub_name.key())
         .ok_or_else(missing_sub)?;
-    let Some(lock) = found.delivery_mode.receive_lock() else {
+    let Some(lock) = found.receive_lock() else {
         return Err(Refusal::bad_request(format!(
             "event subscription {subscription:?} delivers by push; receive, acknowledge, release, reject \
              and renewLock work only on subscriptions with deliveryMode Queue"

@@ -63,7 +63,7 @@ fn current(pull: &Pull, key: &str) -> Option<(Arc<Subscription>, std::time::Dura
         .iter()
         .find(|s| s.name.key() == name)?
         .clone();
-    let lock = sub.delivery_mode.receive_lock()?;
+    let lock = sub.receive_lock()?;
     Some((sub, lock))
 }
 

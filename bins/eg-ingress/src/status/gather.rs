@@ -16,7 +16,7 @@ use super::model::{
 use super::tiers::tiers_of;
 use crate::operations::subscription_key;
 use crate::state::App;
-use eg_core::probation::EndpointId;
+use eg_core::probation::{EndpointId, ProbationRecord};
 use eg_core::profile::DeliveryProfile;
 use eg_core::{Subscription, UnixMillis};
 use eg_runtime::stats::{Kind, Stats, Window};
@@ -119,8 +119,15 @@ async fn subscription_statuses(
     read: &Reads<'_>,
     problems: &mut Problems,
 ) -> BTreeMap<String, Vec<SubscriptionStatus>> {
-    let ids: Vec<EndpointId> = subscriptions.iter().map(|s| EndpointId::of(&s.endpoint_url)).collect();
-    let records = problems.or_empty("endpoint probation records", app.store.probation_records(&ids).await);
+    // Queue-mode subscriptions have no endpoint, so no probation record.
+    let endpoints: Vec<Option<EndpointId>> = subscriptions.iter().map(|s| s.endpoint_id()).collect();
+    let ids: Vec<EndpointId> = endpoints.iter().flatten().cloned().collect();
+    let read_records = problems.or_empty("endpoint probation records", app.store.probation_records(&ids).await);
+    let mut read_records = read_records.into_iter();
+    let records: Vec<Option<ProbationRecord>> = endpoints
+        .iter()
+        .map(|e| e.as_ref().and_then(|_| read_records.next().flatten()))
+        .collect();
     let keys: Vec<String> = subscriptions.iter().map(|s| subscription_key(s)).collect();
     let counts = problems.or_empty("dead-letter counts", app.store.dead_letter_counts_of(&keys).await);
     let plain: Vec<&Subscription> = subscriptions.iter().map(|s| s.as_ref()).collect();
@@ -139,7 +146,7 @@ async fn subscription_statuses(
         // Unread (the problem is named): zeros, still shown as a queue.
         let queue = queues_of
             .remove(&keys[i])
-            .or_else(|| (!sub.delivery_mode.is_push()).then(QueueFigures::default));
+            .or_else(|| (!sub.is_push()).then(QueueFigures::default));
         let record = records.get(i).and_then(Option::as_ref);
         let counts = counts.get(i).copied().unwrap_or_default();
         let (topic, name) = (sub.topic.key(), sub.name.key());

@@ -14,8 +14,8 @@ use crate::operations::subscription_key;
 use crate::state::App;
 use eg_core::Subscription;
 use eg_core::UnixMillis;
+use eg_core::destination::Target;
 use eg_core::probation::{self, ProbationState};
-use eg_core::subscription::base_url;
 use eg_runtime::stats::{Kind, Window, subscription_label};
 use eg_store::{DeadLetterCounts, Depths, DestinationProblem, QueueDepth, StoreError};
 use serde::Serialize;
@@ -142,7 +142,7 @@ impl QueueFigures {
 
 /// Reads a queue subscription's depths in every partition: `None` for push.
 pub async fn queue_figures(app: &App, sub: &Subscription, now: UnixMillis) -> Result<Option<QueueFigures>, StoreError> {
-    if sub.delivery_mode.is_push() {
+    if sub.is_push() {
         return Ok(None);
     }
     let mut figures = queues_figures(app, &[sub], now).await?;
@@ -159,7 +159,7 @@ pub async fn queues_figures(
 ) -> Result<HashMap<String, QueueFigures>, StoreError> {
     let locks: HashMap<String, Duration> = subs
         .iter()
-        .filter_map(|s| Some((subscription_key(s), s.delivery_mode.receive_lock()?)))
+        .filter_map(|s| Some((subscription_key(s), s.receive_lock()?)))
         .collect();
     let mut depths: HashMap<String, Vec<QueueDepth>> = HashMap::new();
     if locks.is_empty() {
@@ -343,9 +343,9 @@ pub fn subscription_status(
     let label = subscription_label(&sub.topic.key(), &sub.name.key());
     SubscriptionStatus {
         name: sub.name.as_str().to_owned(),
-        delivery_mode: sub.delivery_mode.as_str(),
-        endpoint_base_url: base_url(&sub.endpoint_url),
-        destination_type: sub.endpoint.endpoint_type(),
+        delivery_mode: sub.delivery.mode_name(),
+        endpoint_base_url: sub.target().map(Target::display_name).unwrap_or_default(),
+        destination_type: sub.target().map_or("", Target::endpoint_type),
         queue,
         paused: sub.paused,
         provisioning_state: sub.provisioning.state_at(now).as_str().to_owned(),

@@ -10,7 +10,6 @@ use crate::errors::Refusal;
 use crate::state::App;
 use eg_core::UnixMillis;
 use eg_core::history::HistoryEntry;
-use eg_core::probation::EndpointId;
 use eg_runtime::stats::{Kind, Stats, Window, subscription_label};
 use eg_store::recent::RecentDelivery;
 use serde_json::Value;
@@ -71,14 +70,13 @@ pub async fn gather(
         problem("counts of the last hour", &e);
         Window::default()
     });
-    let record = app
-        .store
-        .probation_record(&EndpointId::of(&sub.endpoint_url))
-        .await
-        .unwrap_or_else(|e| {
+    let record = match sub.endpoint_id() {
+        Some(endpoint) => app.store.probation_record(&endpoint).await.unwrap_or_else(|e| {
             problem("endpoint probation record", &e);
             None
-        });
+        }),
+        None => None,
+    };
     let (topic_key, subscription_key) = (sub.topic.key(), sub.name.key());
     let counts = app
         .store

@@ -15,8 +15,8 @@
 //! send those keys anywhere else: a subscription's `endpointUrl` or `region` must agree
 //! with its connection's.
 
-use super::connections::{NamedConnections, connection_name, optional_string, required_string};
 use crate::api_error::InvalidField;
+use crate::destination::{NamedConnections, connection_name, optional_string, required_string, storage_account};
 use crate::json::json_type;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -285,7 +285,7 @@ fn s3(props: &Map<String, Value>) -> Result<DeadLetterDestination, InvalidField>
     check_key_prefix(&key_prefix)?;
     let endpoint_url = optional_string(props, "endpointUrl")?;
     if let Some(url) = &endpoint_url {
-        super::http_url("properties.endpointUrl", url)?;
+        crate::destination::http_url("properties.endpointUrl", url)?;
     }
     Ok(DeadLetterDestination {
         container_name: bucket,
@@ -314,37 +314,6 @@ fn container(props: &Map<String, Value>) -> Result<(&'static str, &str), Invalid
             "is required and must be a string",
         )),
     }
-}
-
-/// The account of `/subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.Storage/storageAccounts/<account>`
-/// (segment names compared as Azure does, ignoring case).
-pub(crate) fn storage_account(resource_id: &str) -> Result<String, InvalidField> {
-    let parts: Vec<&str> = resource_id.trim_matches('/').split('/').collect();
-    let shaped = parts.len() == 8
-        && parts[0].eq_ignore_ascii_case("subscriptions")
-        && parts[2].eq_ignore_ascii_case("resourceGroups")
-        && parts[4].eq_ignore_ascii_case("providers")
-        && parts[5].eq_ignore_ascii_case("Microsoft.Storage")
-        && parts[6].eq_ignore_ascii_case("storageAccounts")
-        && parts.iter().all(|p| !p.is_empty());
-    if !shaped {
-        return Err(InvalidField::new(
-            "properties.resourceId",
-            format!(
-                "{resource_id:?} is not a storage account id: expected /subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.Storage/storageAccounts/<account>"
-            ),
-        ));
-    }
-    let account = parts[7];
-    let valid =
-        (3..=24).contains(&account.len()) && account.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    if !valid {
-        return Err(InvalidField::new(
-            "properties.resourceId",
-            format!("{account:?} is not a storage account name: 3-24 lower-case letters or digits"),
-        ));
-    }
-    Ok(account.to_owned())
 }
 
 fn check_container_name(name: &str, field: &str) -> Result<(), InvalidField> {
@@ -441,7 +410,7 @@ fn check_key_prefix(prefix: &str) -> Result<(), InvalidField> {
 }
 
 fn only_known(map: &Map<String, Value>, known: &[&str], path: &str) -> Result<(), InvalidField> {
-    super::resource::only_known(map, known, path)
+    super::fields::only_known(map, known, path)
 }
 
 #[cfg(test)]
@@ -462,10 +431,7 @@ mod tests {
         fn s3_connection(&self, name: &str) -> Option<S3ConnectionFacts<'_>> {
             self.s3.get(name).copied()
         }
-        fn has_rabbitmq_connection(&self, _: &str) -> bool {
-            false
-        }
-        fn has_nats_connection(&self, _: &str) -> bool {
+        fn has_broker_connection(&self, _: &str, _: &str) -> bool {
             false
         }
     }

@@ -10,97 +10,119 @@
 //! the delivery properties and their rules, `retry_policy` the retry limits.
 
 use crate::api_error::InvalidField;
+use crate::destination::Target;
 use crate::filter::EventFilter;
 use crate::names::{SubscriptionName, TopicName};
+use crate::probation::EndpointId;
 use crate::profile::DeliveryProfile;
 use crate::routing::Routing;
 use crate::schema::DeliverySchema;
 use crate::signing::SigningSecrets;
 use crate::time::UnixMillis;
+use crate::topic::Topic;
 use crate::validation::Provisioning;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-mod connections;
 mod dead_letter;
-mod endpoint;
+mod fields;
 mod headers;
 mod mode;
 mod namespace;
 mod resource;
 mod retry_policy;
+mod stored;
 
-pub use connections::{NamedConnections, S3ConnectionFacts};
+pub use crate::destination::{NamedConnections, S3ConnectionFacts};
 pub use dead_letter::{DeadLetterDestination, DeadLetterStore};
-pub(crate) use endpoint::ENDPOINT_TYPES;
-pub use endpoint::{Endpoint, RoutingKey};
 pub use headers::{DeliveryHeader, MAX_HEADER_VALUE_BYTES, ResolvedHeaders, resolve_headers};
 pub(crate) use mode::DEFAULT_RECEIVE_LOCK;
-pub use mode::DeliveryMode;
+pub use mode::{DeliveryMethod, WrittenAs};
 pub use retry_policy::{NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT, RetryPolicy};
 
-/// An event subscription as stored in the catalog (serde) and matched at publish time.
+/// An event subscription as stored in the catalog (serde, in the layout of
+/// [`stored::Stored`]) and matched at publish time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(from = "stored::Stored", into = "stored::Stored")]
 pub struct Subscription {
     pub name: SubscriptionName,
     pub topic: TopicName,
-    /// The full webhook URL. Its query may hold a secret: shown only by `getFullUrl`.
-    pub endpoint_url: String,
     pub filter: EventFilter,
     pub retry_policy: RetryPolicy,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_letter: Option<DeadLetterDestination>,
     pub batching: BatchSettings,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub delivery_headers: Vec<DeliveryHeader>,
     /// Standard Webhooks signing secrets (beyond Event Grid): stored and used to sign, never
     /// returned by the API (only their fingerprints) and never logged.
-    #[serde(default, skip_serializing_if = "SigningSecrets::is_empty")]
     pub signing_secrets: SigningSecrets,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expiration_time: Option<UnixMillis>,
-    #[serde(default)]
     pub delivery_schema: DeliverySchema,
     /// The topic's delivery profile, copied when the subscription is created.
-    #[serde(default)]
     pub profile: DeliveryProfile,
     /// Whether the endpoint has consented
     /// (behaviour.md#protecting-endpoints-and-the-system); only `Succeeded` subscriptions
     /// match.
-    #[serde(default)]
     pub provisioning: Provisioning,
     /// Paused by an operator: events still match and accumulate (their time-to-live
     /// still counts), but nothing is attempted until it is resumed.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
-    /// Pushed to `endpoint_url` (every subscription before pull delivery), or queued for
-    /// consumers to pull (namespace topics' queue mode; `endpoint_url` is then empty).
-    #[serde(default, skip_serializing_if = "DeliveryMode::is_push")]
-    pub delivery_mode: DeliveryMode,
-    /// Written in Event Grid's namespace subscription JSON (`deliveryConfiguration`), and
-    /// so shown in it; otherwise in the custom-topic JSON (`destination`). Queue mode
-    /// exists only in the namespace form.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub namespace_form: bool,
-    /// A webhook (at `endpoint_url`), or a queue or broker destination (`endpoint_url`
-    /// then holds its identity, `Endpoint::identity`). Push delivery only.
-    #[serde(default, skip_serializing_if = "Endpoint::is_webhook")]
-    pub endpoint: Endpoint,
+    /// Pushed to a destination by the senders, or queued for consumers to pull.
+    pub delivery: DeliveryMethod,
 }
 
 impl Subscription {
+    /// Where the senders push this subscription's events; `None` in queue mode.
+    pub fn target(&self) -> Option<&Target> {
+        match &self.delivery {
+            DeliveryMethod::Push { target, .. } => Some(target),
+            DeliveryMethod::Queue { .. } => None,
+        }
+    }
+
+    /// Who its endpoint is to probation; `None` in queue mode (no endpoint).
+    pub fn endpoint_id(&self) -> Option<EndpointId> {
+        self.target().map(Target::endpoint_id)
+    }
+
+    /// The webhook's full URL (its query may hold a secret: shown only by
+    /// `getFullUrl`); `None` for any other destination and in queue mode.
+    pub fn webhook_url(&self) -> Option<&str> {
+        match self.target() {
+            Some(Target::WebHook(hook)) => Some(&hook.url),
+            _ => None,
+        }
+    }
+
+    /// Whether the senders deliver it (push), rather than consumers pulling it.
+    pub fn is_push(&self) -> bool {
+        self.delivery.is_push()
+    }
+
+    /// How long a received event stays locked to its receiver; `None` in push mode.
+    pub fn receive_lock(&self) -> Option<std::time::Duration> {
+        self.delivery.receive_lock()
+    }
+
+    /// Whether it is written in Event Grid's namespace subscription JSON
+    /// (`deliveryConfiguration`), and so shown in it.
+    pub fn namespace_form(&self) -> bool {
+        self.delivery.written_as() == WrittenAs::Namespace
+    }
+
     /// Refuses a subscription naming an account or connection eg has no configuration
-    /// for (see [`Endpoint::check_configured`], [`DeadLetterDestination::check_configured`]),
+    /// for (see [`Target::check_configured`], [`DeadLetterDestination::check_configured`]),
     /// the field named as it was written.
     pub fn check_connections(&self, configured: &impl NamedConnections) -> Result<(), crate::api_error::InvalidField> {
-        let destination_at = if !self.namespace_form {
-            "properties.destination"
-        } else {
-            "properties.deliveryConfiguration.push.destination"
-        };
-        self.endpoint
-            .check_configured(configured)
-            .map_err(|e| e.within(destination_at))?;
+        if let Some(target) = self.target() {
+            let destination_at = if self.namespace_form() {
+                "properties.deliveryConfiguration.push.destination"
+            } else {
+                "properties.destination"
+            };
+            target
+                .check_configured(configured)
+                .map_err(|e| e.within(destination_at))?;
+        }
         let Some(dead_letter) = &self.dead_letter else {
             return Ok(());
         };
@@ -112,13 +134,45 @@ impl Subscription {
     /// Where the dead-letter destination is written in the form this subscription was
     /// written in, so a refusal names the field the client sent.
     pub(crate) fn dead_letter_field(&self) -> String {
-        if !self.namespace_form {
+        if !self.namespace_form() {
             "properties.deadLetterDestination".to_owned()
         } else {
-            let mode = if self.delivery_mode.is_push() { "push" } else { "queue" };
+            let mode = if self.is_push() { "push" } else { "queue" };
             format!(
                 "properties.deliveryConfiguration.{mode}.deadLetterDestinationWithResourceIdentity.deadLetterDestination"
             )
+        }
+    }
+
+    /// Reads a `PUT …/eventSubscriptions/{name}` body: the custom-topic JSON
+    /// (`properties.destination`, see `resource`), or on a namespace topic Event Grid's
+    /// namespace subscription JSON (`properties.deliveryConfiguration`, see
+    /// `namespace`). The subscription starts `Succeeded`; whoever runs the validation
+    /// handshake replaces `provisioning` with its result before storing it.
+    pub fn from_resource(
+        topic: &Topic,
+        name: SubscriptionName,
+        body: &Value,
+        now: UnixMillis,
+    ) -> Result<Self, InvalidField> {
+        let props = fields::object_at(body, "properties")?;
+        if namespace::written_as_namespace(props) {
+            namespace::read(topic, name, props, now)
+        } else {
+            resource::read(topic, name, props, now)
+        }
+    }
+
+    /// The resource as `GET` shows it at `now`, in the form it was written in: the
+    /// endpoint's base URL only, no secret header values, signing secrets as
+    /// fingerprints only, no validation code.
+    pub fn to_resource(&self, now: UnixMillis) -> Value {
+        match &self.delivery {
+            DeliveryMethod::Push {
+                target,
+                written_as: WrittenAs::CustomTopic,
+            } => resource::show(self, target, now),
+            _ => namespace::show(self, now),
         }
     }
 
@@ -149,36 +203,5 @@ impl Default for BatchSettings {
             max_events_per_batch: 1,
             preferred_batch_size_in_kilobytes: 64,
         }
-    }
-}
-
-/// An `http` or `https` URL with a host, and a port a connection can be made to (not
-/// `0`), as every URL a subscription gives eg to send to must be; refused naming `field`.
-pub(crate) fn http_url(field: &str, value: &str) -> Result<url::Url, InvalidField> {
-    let parsed =
-        url::Url::parse(value).map_err(|e| InvalidField::new(field, format!("is not an absolute URL: {e}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(InvalidField::new(field, "must be an http or https URL with a host"));
-    }
-    if parsed.port() == Some(0) {
-        return Err(InvalidField::new(
-            field,
-            "port 0 cannot be connected to; give the port the server listens on",
-        ));
-    }
-    Ok(parsed)
-}
-
-/// Scheme, host, port and path: the URL without its query or fragment, which may hold secrets.
-pub fn base_url(full: &str) -> String {
-    match url::Url::parse(full) {
-        Ok(mut u) => {
-            u.set_query(None);
-            u.set_fragment(None);
-            let _ = u.set_password(None);
-            let _ = u.set_username("");
-            u.to_string()
-        }
-        Err(_) => String::new(),
     }
 }

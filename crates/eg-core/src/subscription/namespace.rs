@@ -9,9 +9,11 @@
 //! custom-topic advanced filters, read by [`crate::advanced_filter`]. Every refusal
 //! names its field from `properties` down.
 
-use super::resource::{Destination, delivery_schema, destination, expiration_time, only_known, paused, ranged_u32};
+use super::fields::{
+    Destination, delivery_schema, destination, expiration_time, only_known, paused, ranged_u32, shown_destination,
+};
 use super::retry_policy::{NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT, RetryPolicy};
-use super::{BatchSettings, DEFAULT_RECEIVE_LOCK, DeadLetterDestination, DeliveryMode, Endpoint, Subscription};
+use super::{BatchSettings, DEFAULT_RECEIVE_LOCK, DeadLetterDestination, DeliveryMethod, Subscription, WrittenAs};
 use crate::advanced_filter;
 use crate::api_error::InvalidField;
 use crate::filter::EventFilter;
@@ -57,7 +59,7 @@ pub(super) fn written_as_namespace(props: &Map<String, Value>) -> bool {
 }
 
 /// Reads the `properties` of a namespace subscription of `topic`.
-pub(super) fn from_resource(
+pub(super) fn read(
     topic: &Topic,
     name: SubscriptionName,
     props: &Map<String, Value>,
@@ -105,21 +107,25 @@ pub(super) fn from_resource(
         delivery_schema(topic, props.get("eventDeliverySchema")).map_err(|e| e.within("properties"))?;
     let filter = filters_configuration(props.get("filtersConfiguration"))
         .map_err(|e| e.within("properties.filtersConfiguration"))?;
-    let Destination {
-        endpoint,
-        endpoint_url,
-        batching,
-        delivery_headers,
-        signing_secrets,
-    } = delivery.destination.unwrap_or_else(|| Destination {
-        endpoint: Endpoint::WebHook,
-        endpoint_url: String::new(),
-        batching: BatchSettings::default(),
-        delivery_headers: Vec::new(),
-        signing_secrets: SigningSecrets::default(),
-    });
+    let (method, batching, delivery_headers, signing_secrets) = match delivery.method {
+        Method::Push(Destination {
+            target,
+            batching,
+            delivery_headers,
+            signing_secrets,
+        }) => (
+            DeliveryMethod::Push {
+                target,
+                written_as: WrittenAs::Namespace,
+            },
+            batching,
+            delivery_headers,
+            signing_secrets,
+        ),
+        Method::Queue(queue) => (queue, BatchSettings::default(), Vec::new(), SigningSecrets::default()),
+    };
     let paused = paused(props)?;
-    if paused && !delivery.mode.is_push() {
+    if paused && !method.is_push() {
         // Receive does not look at `paused`: a paused queue would hand out events anyway.
         return Err(InvalidField::new(
             "properties.paused",
@@ -129,7 +135,6 @@ pub(super) fn from_resource(
     Ok(Subscription {
         name,
         topic: topic.name.clone(),
-        endpoint_url,
         filter,
         retry_policy: delivery.retry_policy,
         dead_letter: delivery.dead_letter,
@@ -141,19 +146,21 @@ pub(super) fn from_resource(
         profile: topic.profile,
         provisioning: Provisioning::Succeeded,
         paused,
-        delivery_mode: delivery.mode,
-        namespace_form: true,
-        endpoint,
+        delivery: method,
     })
 }
 
 /// What `deliveryConfiguration` says.
 struct Delivery {
-    mode: DeliveryMode,
+    method: Method,
     retry_policy: RetryPolicy,
     dead_letter: Option<DeadLetterDestination>,
-    /// Push mode's webhook; `None` in queue mode.
-    destination: Option<Destination>,
+}
+
+/// Push mode's destination, or queue mode (a [`DeliveryMethod::Queue`]).
+enum Method {
+    Push(Destination),
+    Queue(DeliveryMethod),
 }
 
 fn delivery_configuration(config: &Map<String, Value>, topic: &Topic) -> Result<Delivery, InvalidField> {
@@ -233,8 +240,7 @@ fn push_settings(settings: &Map<String, Value>, topic: &Topic) -> Result<Deliver
         ));
     }
     Ok(Delivery {
-        mode: DeliveryMode::Push,
-        destination: Some(destination(settings)?),
+        method: Method::Push(destination(settings)?),
         retry_policy: limits(settings, topic)?,
         dead_letter: dead_letter(settings)?,
     })
@@ -262,8 +268,7 @@ fn queue_settings(settings: &Map<String, Value>, topic: &Topic) -> Result<Delive
         })?,
     };
     Ok(Delivery {
-        mode: DeliveryMode::queue(seconds)?,
-        destination: None,
+        method: Method::Queue(DeliveryMethod::queue(seconds)?),
         retry_policy: limits(settings, topic)?,
         dead_letter: dead_letter(settings)?,
     })
@@ -352,7 +357,7 @@ fn filters_configuration(v: Option<&Value>) -> Result<EventFilter, InvalidField>
 /// The namespace subscription as `GET` shows it: the webhook's base URL only, no secret
 /// header values, signing secrets as fingerprints. A `PUT` of it (with the push
 /// destination's `endpointUrl` given again) writes the same subscription.
-pub(super) fn to_resource(sub: &Subscription, now: UnixMillis) -> Value {
+pub(super) fn show(sub: &Subscription, now: UnixMillis) -> Value {
     let mut settings = json!({
         "maxDeliveryCount": sub.retry_policy.max_delivery_attempts(),
         "eventTimeToLive": iso8601_duration(sub.retry_policy.event_time_to_live()),
@@ -361,13 +366,12 @@ pub(super) fn to_resource(sub: &Subscription, now: UnixMillis) -> Value {
         settings["deadLetterDestinationWithResourceIdentity"] =
             json!({"deadLetterDestination": dl.to_namespace_json()});
     }
-    let delivery = match sub.delivery_mode {
-        DeliveryMode::Push => {
-            settings["destination"] =
-                json!({"endpointType": sub.endpoint.endpoint_type(), "properties": sub.destination_resource()});
+    let delivery = match &sub.delivery {
+        DeliveryMethod::Push { target, .. } => {
+            settings["destination"] = shown_destination(sub, target);
             json!({"deliveryMode": "Push", "push": settings})
         }
-        DeliveryMode::Queue { receive_lock_seconds } => {
+        DeliveryMethod::Queue { receive_lock_seconds } => {
             settings["receiveLockDurationInSeconds"] = json!(receive_lock_seconds);
             json!({"deliveryMode": "Queue", "queue": settings})
         }
@@ -402,12 +406,12 @@ impl Subscription {
     /// before: events already on their way were routed for its delivery mode (pushed by
     /// the senders, or queued for consumers), so the mode cannot change.
     pub fn may_replace(&self, stored: &Subscription) -> Result<(), InvalidField> {
-        if self.delivery_mode.is_push() != stored.delivery_mode.is_push() {
+        if self.is_push() != stored.is_push() {
             return Err(InvalidField::new(
                 "properties.deliveryConfiguration.deliveryMode",
                 format!(
                     "cannot be changed once the subscription exists (it is {}); delete and recreate the subscription",
-                    stored.delivery_mode.as_str()
+                    stored.delivery.mode_name()
                 ),
             ));
         }
@@ -533,8 +537,8 @@ mod tests {
     #[test]
     fn the_queue_example_is_accepted_verbatim() {
         let s = parse(&queue_example()).unwrap();
-        assert_eq!(s.delivery_mode, DeliveryMode::queue(60).unwrap());
-        assert_eq!(s.endpoint_url, "");
+        assert_eq!(s.delivery, DeliveryMethod::queue(60).unwrap());
+        assert_eq!(s.target(), None);
         assert_eq!(s.retry_policy.max_delivery_attempts(), 4);
         assert_eq!(s.retry_policy.event_time_to_live(), Duration::from_secs(86_400));
         let dl = s.dead_letter.as_ref().unwrap();
@@ -553,14 +557,14 @@ mod tests {
         assert_eq!(s.filter.advanced_filters.len(), 5);
         assert_eq!(s.provisioning, Provisioning::Succeeded);
         assert_eq!(s.profile, DeliveryProfile::NamespaceTopic);
-        assert!(s.namespace_form);
+        assert!(s.namespace_form());
     }
 
     #[test]
     fn the_push_example_is_accepted_verbatim() {
         let s = parse(&push_example()).unwrap();
-        assert_eq!(s.delivery_mode, DeliveryMode::Push);
-        assert_eq!(s.endpoint_url, "https://example.com/hook");
+        assert!(s.is_push());
+        assert_eq!(s.webhook_url(), Some("https://example.com/hook"));
         assert_eq!(s.retry_policy.max_delivery_attempts(), 10);
         assert_eq!(s.retry_policy.event_time_to_live(), Duration::from_secs(7 * 86_400));
         assert_eq!(s.delivery_headers.len(), 1);
@@ -624,7 +628,7 @@ mod tests {
     fn defaults_fill_what_is_left_out() {
         let s =
             parse(&json!({"properties": {"deliveryConfiguration": {"deliveryMode": "Queue", "queue": {}}}})).unwrap();
-        assert_eq!(s.delivery_mode.receive_lock(), Some(Duration::from_secs(60)));
+        assert_eq!(s.receive_lock(), Some(Duration::from_secs(60)));
         assert_eq!(s.retry_policy.max_delivery_attempts(), 10);
         assert_eq!(s.retry_policy.event_time_to_live(), Duration::from_secs(86_400));
         assert_eq!(s.dead_letter, None);
@@ -650,7 +654,7 @@ mod tests {
         };
         for seconds in [60, 61, 120, 299, 300] {
             assert_eq!(
-                parse(&lock(json!(seconds))).unwrap().delivery_mode.receive_lock(),
+                parse(&lock(json!(seconds))).unwrap().receive_lock(),
                 Some(Duration::from_secs(seconds))
             );
         }
@@ -998,7 +1002,7 @@ mod tests {
             "retryPolicy": {"maxDeliveryCount": 3, "eventTimeToLive": "PT5M"},
         }});
         let s = parse_on(&topic, &old).unwrap();
-        assert!(!s.namespace_form);
+        assert!(!s.namespace_form());
         assert_eq!(s.profile, DeliveryProfile::NamespaceTopic);
         assert_eq!(s.retry_policy.max_delivery_attempts(), 3);
         let shown = s.to_resource(UnixMillis(0));

@@ -1,26 +1,26 @@
-//! A subscription's resource form (behaviour.md#event-subscriptions): reading a
-//! `PUT …/eventSubscriptions/{name}` body into a valid [`Subscription`] and writing one
-//! back as `GET` shows it. The whole accepted shape is here: the top-level fields, the properties,
-//! and every nested object, each refusal naming its field
-//! (`properties.retryPolicy.maxDeliveryAttempts`).
+//! A subscription's custom-topic form (behaviour.md#event-subscriptions): reading the
+//! `properties` of a `PUT …/eventSubscriptions/{name}` body into a valid
+//! [`Subscription`] and writing one back as `GET` shows it, each refusal naming its field
+//! (`properties.retryPolicy.maxDeliveryAttempts`). What it shares with the namespace
+//! form is in `fields`.
 
-use super::headers::{self, DeliveryHeader, HeaderValueSource};
+use super::fields::{
+    Destination, delivery_schema, destination, expiration_time, paused, ranged_u32, shown_destination,
+};
 use super::retry_policy::{
     CUSTOM_MAX_DELIVERY_ATTEMPTS, CUSTOM_MAX_TTL_MINUTES, NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT,
     RetryPolicy,
 };
-use super::{BatchSettings, DeadLetterDestination, DeliveryMode, ENDPOINT_TYPES, Endpoint, Subscription, base_url};
+use super::{DeadLetterDestination, DeliveryMethod, Subscription, WrittenAs};
 use crate::api_error::InvalidField;
+use crate::destination::Target;
 use crate::filter::EventFilter;
 use crate::json::json_type;
 use crate::names::SubscriptionName;
 use crate::profile::DeliveryProfile;
-use crate::schema::DeliverySchema;
-use crate::signing::{MAX_SECRETS, SigningSecret, SigningSecrets};
 use crate::time::{UnixMillis, iso8601_duration, parse_iso8601_duration};
 use crate::topic::Topic;
 use crate::validation::Provisioning;
-use chrono::DateTime;
 use serde_json::{Map, Value, json};
 
 impl Subscription {
@@ -44,391 +44,92 @@ impl Subscription {
         "provisioningState",
         "provisioningMessage",
     ];
-
-    /// Reads a `PUT …/eventSubscriptions/{name}` body: the custom-topic JSON
-    /// (`properties.destination`), or on a namespace topic Event Grid's namespace
-    /// subscription JSON (`properties.deliveryConfiguration`, see [`super::namespace`]).
-    /// The subscription starts `Succeeded`; whoever runs the validation handshake
-    /// replaces `provisioning` with its result before storing it.
-    pub fn from_resource(
-        topic: &Topic,
-        name: SubscriptionName,
-        body: &Value,
-        now: UnixMillis,
-    ) -> Result<Self, InvalidField> {
-        let props = object_at(body, "properties")?;
-        if super::namespace::written_as_namespace(props) {
-            return super::namespace::from_resource(topic, name, props, now);
-        }
-        let Destination {
-            endpoint,
-            endpoint_url,
-            batching,
-            delivery_headers,
-            signing_secrets,
-        } = destination(props).map_err(|e| e.within("properties"))?;
-        let filter = match props.get("filter") {
-            None | Some(Value::Null) => EventFilter::default(),
-            Some(v) => EventFilter::from_json(v).map_err(|e| e.within("properties.filter"))?,
-        };
-        let delivery_schema =
-            delivery_schema(topic, props.get("eventDeliverySchema")).map_err(|e| e.within("properties"))?;
-        let retry_policy = match props.get("retryPolicy") {
-            None | Some(Value::Null) => RetryPolicy::default_for(topic.profile),
-            Some(v) => retry_policy(v, topic.profile)
-                .and_then(|p| p.within_retention(topic.event_retention()))
-                .map_err(|e| e.within("properties.retryPolicy"))?,
-        };
-        let dead_letter = match props.get("deadLetterDestination") {
-            None | Some(Value::Null) => None,
-            Some(v) => {
-                Some(DeadLetterDestination::from_json(v).map_err(|e| e.within("properties.deadLetterDestination"))?)
-            }
-        };
-        let expiration_time = expiration_time(props, now)?;
-        let paused = paused(props)?;
-        if let Some(key) = props.keys().find(|k| !Self::PROPERTIES.contains(&k.as_str())) {
-            return Err(InvalidField::new(
-                format!("properties.{key}"),
-                "not a known subscription property",
-            ));
-        }
-        Ok(Self {
-            name,
-            topic: topic.name.clone(),
-            endpoint_url,
-            filter,
-            retry_policy,
-            dead_letter,
-            batching,
-            delivery_headers,
-            signing_secrets,
-            expiration_time,
-            delivery_schema,
-            profile: topic.profile,
-            provisioning: Provisioning::Succeeded,
-            paused,
-            delivery_mode: DeliveryMode::Push,
-            namespace_form: false,
-            endpoint,
-        })
-    }
-
-    /// The resource as `GET` shows it at `now`: the endpoint's base URL only, no secret
-    /// header values, signing secrets as fingerprints only, no validation code.
-    pub fn to_resource(&self, now: UnixMillis) -> Value {
-        if self.namespace_form {
-            return super::namespace::to_resource(self, now);
-        }
-        let mut props = json!({
-            "topic": format!("/topics/{}", self.topic),
-            "provisioningState": self.provisioning.state_at(now).as_str(),
-            "destination": {"endpointType": self.endpoint.endpoint_type(), "properties": self.destination_resource()},
-            "filter": self.filter,
-            "eventDeliverySchema": self.delivery_schema,
-            "retryPolicy": retry_policy_resource(self.retry_policy, self.profile),
-            "paused": self.paused,
-        });
-        if let Some(message) = self.provisioning.message(now) {
-            props["provisioningMessage"] = Value::String(message);
-        }
-        if let Some(dl) = &self.dead_letter {
-            props["deadLetterDestination"] = dl.to_json();
-        }
-        if let Some(at) = self.expiration_time {
-            props["expirationTimeUtc"] = Value::String(at.to_rfc3339());
-        }
-        json!({
-            "id": format!("/topics/{}/eventSubscriptions/{}", self.topic, self.name),
-            "name": self.name,
-            "type": "Microsoft.EventGrid/eventSubscriptions",
-            "properties": props,
-        })
-    }
-
-    /// The webhook destination's `properties` as `GET` shows them (both forms).
-    pub(super) fn destination_resource(&self) -> Value {
-        let headers: Vec<Value> = self
-            .delivery_headers
-            .iter()
-            .map(|h| match &h.value {
-                HeaderValueSource::Static { value, is_secret } => json!({
-                    "name": h.name, "type": "Static",
-                    "properties": if *is_secret { json!({"isSecret": true}) } else { json!({"value": value, "isSecret": false}) },
-                }),
-                HeaderValueSource::Dynamic { source_field } => json!({
-                    "name": h.name, "type": "Dynamic", "properties": {"sourceField": source_field},
-                }),
-            })
-            .collect();
-        let mut destination_props = match &self.endpoint {
-            Endpoint::WebHook => json!({
-                "endpointBaseUrl": base_url(&self.endpoint_url),
-                "maxEventsPerBatch": self.batching.max_events_per_batch,
-                "preferredBatchSizeInKilobytes": self.batching.preferred_batch_size_in_kilobytes,
-            }),
-            Endpoint::StorageQueue { .. } => Value::Object(self.endpoint.properties()),
-            Endpoint::RabbitMq { .. } | Endpoint::NatsJetStream { .. } => {
-                let mut props = Value::Object(self.endpoint.properties());
-                props["maxEventsPerBatch"] = json!(self.batching.max_events_per_batch);
-                props["preferredBatchSizeInKilobytes"] = json!(self.batching.preferred_batch_size_in_kilobytes);
-                props
-            }
-        };
-        if !headers.is_empty() {
-            destination_props["deliveryAttributeMappings"] = Value::Array(headers);
-        }
-        if !self.signing_secrets.is_empty() {
-            destination_props["signingSecrets"] = self
-                .signing_secrets
-                .as_slice()
-                .iter()
-                .map(|s| Value::String(s.fingerprint()))
-                .collect();
-        }
-        destination_props
-    }
 }
 
-/// `properties.expirationTimeUtc`: an RFC 3339 time after `now`, or none.
-pub(super) fn expiration_time(props: &Map<String, Value>, now: UnixMillis) -> Result<Option<UnixMillis>, InvalidField> {
-    let field = "properties.expirationTimeUtc";
-    match props.get("expirationTimeUtc") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => {
-            let at = DateTime::parse_from_rfc3339(s)
-                .map_err(|_| InvalidField::new(field, format!("{s:?} is not an RFC 3339 timestamp")))?;
-            let at = UnixMillis(at.timestamp_millis());
-            if at <= now {
-                return Err(InvalidField::new(field, "must be in the future"));
-            }
-            Ok(Some(at))
-        }
-        Some(other) => Err(InvalidField::new(
-            field,
-            format!("must be a string, got {}", json_type(other)),
-        )),
-    }
-}
-
-/// `properties.paused` (eg's own): false when absent.
-pub(super) fn paused(props: &Map<String, Value>) -> Result<bool, InvalidField> {
-    match props.get("paused") {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(InvalidField::new(
-            "properties.paused",
-            format!("must be true or false, got {}", json_type(other)),
-        )),
-    }
-}
-
-pub(super) fn object_at<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, InvalidField> {
-    match v.get(field) {
-        Some(Value::Object(map)) => Ok(map),
-        Some(other) => Err(InvalidField::new(
-            field,
-            format!("must be an object, got {}", json_type(other)),
-        )),
-        None => Err(InvalidField::new(field, "is required")),
-    }
-}
-
-/// What `properties.destination` says.
-pub(super) struct Destination {
-    pub(super) endpoint: Endpoint,
-    /// The webhook's URL, or the identity of another destination (`Endpoint::identity`).
-    pub(super) endpoint_url: String,
-    pub(super) batching: BatchSettings,
-    pub(super) delivery_headers: Vec<DeliveryHeader>,
-    pub(super) signing_secrets: SigningSecrets,
-}
-
-/// Refuses keys of `map` not in `known` (a misspelt key would otherwise be ignored
-/// silently), naming the first one under `path`.
-pub(super) fn only_known(map: &Map<String, Value>, known: &[&str], path: &str) -> Result<(), InvalidField> {
-    match map.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(key) => Err(InvalidField::new(
-            if path.is_empty() {
-                key.clone()
-            } else {
-                format!("{path}.{key}")
-            },
-            format!("not a known field (expected one of: {})", known.join(", ")),
-        )),
-        None => Ok(()),
-    }
-}
-
-/// Reads `destination` of `props` (errors are named from `destination` down).
-pub(super) fn destination(props: &Map<String, Value>) -> Result<Destination, InvalidField> {
-    let dest_value = props.get("destination");
-    let dest = match dest_value {
-        Some(Value::Object(map)) => map,
-        Some(other) => {
-            return Err(InvalidField::new(
-                "destination",
-                format!("must be an object, got {}", json_type(other)),
-            ));
-        }
-        None => return Err(InvalidField::new("destination", "is required")),
-    };
-    only_known(dest, &["endpointType", "properties"], "destination")?;
-    let endpoint_type = match dest.get("endpointType") {
-        Some(Value::String(t)) if ENDPOINT_TYPES.contains(&t.as_str()) => t.as_str(),
-        Some(other) => {
-            return Err(InvalidField::new(
-                "destination.endpointType",
-                format!("must be one of \"{}\", got {other}", ENDPOINT_TYPES.join("\", \"")),
-            ));
-        }
-        None => return Err(InvalidField::new("destination.endpointType", "is required")),
-    };
-    let dp = object_at(dest_value.unwrap_or(&Value::Null), "properties").map_err(|e| e.within("destination"))?;
-    if endpoint_type != "WebHook" {
-        return other_destination(endpoint_type, dp);
-    }
-    only_known(
-        dp,
-        &[
-            "endpointUrl",
-            "endpointBaseUrl",
-            "maxEventsPerBatch",
-            "preferredBatchSizeInKilobytes",
-            "deliveryAttributeMappings",
-            "signingSecrets",
-        ],
-        "destination.properties",
-    )?;
-    let field = "destination.properties.endpointUrl";
-    let endpoint_url = match dp.get("endpointUrl") {
-        Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(InvalidField::new(field, "must be a string")),
-        None => return Err(InvalidField::new(field, "is required")),
-    };
-    super::http_url(field, &endpoint_url)?;
-    let batching = batching(dp)?;
-    let headers = delivery_headers(dp)?;
-    // Omitted means unsigned: a PUT replaces the whole subscription, secrets included.
-    let signing_secrets = match dp.get("signingSecrets") {
-        None | Some(Value::Null) => SigningSecrets::default(),
-        Some(v) => signing_secrets(v).map_err(|e| e.within("destination.properties"))?,
-    };
-    if !signing_secrets.is_empty()
-        && let Some((i, h)) = headers::first_signing_header(&headers)
-    {
-        return Err(InvalidField::new(
-            format!("destination.properties.deliveryAttributeMappings[{i}].name"),
-            format!(
-                "{:?} is set by the sender on signed deliveries (signingSecrets)",
-                h.name
-            ),
-        ));
-    }
-    Ok(Destination {
-        endpoint: Endpoint::WebHook,
-        endpoint_url,
+/// Reads the `properties` of a custom-topic subscription of `topic`.
+pub(super) fn read(
+    topic: &Topic,
+    name: SubscriptionName,
+    props: &Map<String, Value>,
+    now: UnixMillis,
+) -> Result<Subscription, InvalidField> {
+    let Destination {
+        target,
         batching,
-        delivery_headers: headers,
+        delivery_headers,
         signing_secrets,
-    })
-}
-
-/// The properties a queue or broker destination shares with webhooks: batching and
-/// delivery properties for the brokers (which carry headers), none for a storage queue
-/// (one message per event, no properties: as Event Grid).
-const BROKER_SHARED: [&str; 3] = [
-    "maxEventsPerBatch",
-    "preferredBatchSizeInKilobytes",
-    "deliveryAttributeMappings",
-];
-
-/// A `StorageQueue`, `RabbitMQ` or `NatsJetStream` destination.
-fn other_destination(endpoint_type: &str, dp: &Map<String, Value>) -> Result<Destination, InvalidField> {
-    let shared: &[&str] = if endpoint_type == "StorageQueue" {
-        &[]
-    } else {
-        &BROKER_SHARED
+    } = destination(props).map_err(|e| e.within("properties"))?;
+    let filter = match props.get("filter") {
+        None | Some(Value::Null) => EventFilter::default(),
+        Some(v) => EventFilter::from_json(v).map_err(|e| e.within("properties.filter"))?,
     };
-    let endpoint = Endpoint::from_properties(endpoint_type, dp, shared).map_err(|e| e.within("destination"))?;
-    Ok(Destination {
-        endpoint_url: endpoint.identity().unwrap_or_default(),
-        endpoint,
-        batching: batching(dp)?,
-        delivery_headers: delivery_headers(dp)?,
-        signing_secrets: SigningSecrets::default(),
-    })
-}
-
-fn batching(dp: &Map<String, Value>) -> Result<BatchSettings, InvalidField> {
-    Ok(BatchSettings {
-        max_events_per_batch: ranged_u32(dp, "maxEventsPerBatch", 1, 5000, 1)
-            .map_err(|e| e.within("destination.properties"))?,
-        preferred_batch_size_in_kilobytes: ranged_u32(dp, "preferredBatchSizeInKilobytes", 1, 1024, 64)
-            .map_err(|e| e.within("destination.properties"))?,
-    })
-}
-
-fn delivery_headers(dp: &Map<String, Value>) -> Result<Vec<DeliveryHeader>, InvalidField> {
-    match dp.get("deliveryAttributeMappings") {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(v) => headers::from_mappings(v).map_err(|e| e.within("destination.properties")),
-    }
-}
-
-/// `signingSecrets`: 0–2 `whsec_…` strings, all different. Refusals never repeat the value.
-fn signing_secrets(v: &Value) -> Result<SigningSecrets, InvalidField> {
-    let field = "signingSecrets";
-    let Value::Array(items) = v else {
-        return Err(InvalidField::new(
-            field,
-            format!("must be an array of \"whsec_…\" strings, got {}", json_type(v)),
-        ));
+    let delivery_schema =
+        delivery_schema(topic, props.get("eventDeliverySchema")).map_err(|e| e.within("properties"))?;
+    let retry_policy = match props.get("retryPolicy") {
+        None | Some(Value::Null) => RetryPolicy::default_for(topic.profile),
+        Some(v) => retry_policy(v, topic.profile)
+            .and_then(|p| p.within_retention(topic.event_retention()))
+            .map_err(|e| e.within("properties.retryPolicy"))?,
     };
-    if items.len() > MAX_SECRETS {
+    let dead_letter = match props.get("deadLetterDestination") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(DeadLetterDestination::from_json(v).map_err(|e| e.within("properties.deadLetterDestination"))?),
+    };
+    let expiration_time = expiration_time(props, now)?;
+    let paused = paused(props)?;
+    if let Some(key) = props.keys().find(|k| !Subscription::PROPERTIES.contains(&k.as_str())) {
         return Err(InvalidField::new(
-            field,
-            format!(
-                "at most {MAX_SECRETS} secrets (the current one and the next, during a rotation), got {}",
-                items.len()
-            ),
+            format!("properties.{key}"),
+            "not a known subscription property",
         ));
     }
-    let mut secrets: Vec<SigningSecret> = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let at = format!("{field}[{i}]");
-        let Value::String(raw) = item else {
-            return Err(InvalidField::new(
-                at,
-                format!("must be a string, got {}", json_type(item)),
-            ));
-        };
-        let secret = SigningSecret::parse(raw).map_err(|e| InvalidField::new(&at, e.to_string()))?;
-        if let Some(j) = secrets.iter().position(|s| *s == secret) {
-            return Err(InvalidField::new(at, format!("is the same secret as {field}[{j}]")));
-        }
-        secrets.push(secret);
-    }
-    SigningSecrets::new(secrets).map_err(|e| InvalidField::new(field, e.to_string()))
-}
-
-pub(super) fn ranged_u32(
-    map: &Map<String, Value>,
-    field: &str,
-    min: u32,
-    max: u32,
-    default: u32,
-) -> Result<u32, InvalidField> {
-    match map.get(field) {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => match v.as_u64() {
-            Some(n) if (u64::from(min)..=u64::from(max)).contains(&n) => Ok(n as u32),
-            _ => Err(InvalidField::new(
-                field,
-                format!("must be an integer between {min} and {max}, got {v}"),
-            )),
+    Ok(Subscription {
+        name,
+        topic: topic.name.clone(),
+        filter,
+        retry_policy,
+        dead_letter,
+        batching,
+        delivery_headers,
+        signing_secrets,
+        expiration_time,
+        delivery_schema,
+        profile: topic.profile,
+        provisioning: Provisioning::Succeeded,
+        paused,
+        delivery: DeliveryMethod::Push {
+            target,
+            written_as: WrittenAs::CustomTopic,
         },
+    })
+}
+
+/// The custom-topic resource as `GET` shows it at `now` (`target`: the subscription's).
+pub(super) fn show(sub: &Subscription, target: &Target, now: UnixMillis) -> Value {
+    let mut props = json!({
+        "topic": format!("/topics/{}", sub.topic),
+        "provisioningState": sub.provisioning.state_at(now).as_str(),
+        "destination": shown_destination(sub, target),
+        "filter": sub.filter,
+        "eventDeliverySchema": sub.delivery_schema,
+        "retryPolicy": retry_policy_resource(sub.retry_policy, sub.profile),
+        "paused": sub.paused,
+    });
+    if let Some(message) = sub.provisioning.message(now) {
+        props["provisioningMessage"] = Value::String(message);
     }
+    if let Some(dl) = &sub.dead_letter {
+        props["deadLetterDestination"] = dl.to_json();
+    }
+    if let Some(at) = sub.expiration_time {
+        props["expirationTimeUtc"] = Value::String(at.to_rfc3339());
+    }
+    json!({
+        "id": format!("/topics/{}/eventSubscriptions/{}", sub.topic, sub.name),
+        "name": sub.name,
+        "type": "Microsoft.EventGrid/eventSubscriptions",
+        "properties": props,
+    })
 }
 
 fn retry_policy(v: &Value, profile: DeliveryProfile) -> Result<RetryPolicy, InvalidField> {
@@ -494,48 +195,8 @@ fn retry_policy(v: &Value, profile: DeliveryProfile) -> Result<RetryPolicy, Inva
     }
 }
 
-/// The delivery schema asked for, checked against the topic's input schema
-/// (behaviour.md#topics-and-publishing) and profile (namespace topics deliver CloudEvents
-/// only).
-pub(super) fn delivery_schema(topic: &Topic, raw: Option<&Value>) -> Result<DeliverySchema, InvalidField> {
-    let field = "eventDeliverySchema";
-    let schema = match raw {
-        None | Some(Value::Null) => topic.input_schema.default_delivery(),
-        Some(Value::String(s)) => DeliverySchema::parse(s).ok_or_else(|| {
-            InvalidField::new(
-                field,
-                format!(
-                    "{s:?} is not a delivery schema; use EventGridSchema, CloudEventSchemaV1_0 or CustomInputSchema"
-                ),
-            )
-        })?,
-        Some(other) => {
-            return Err(InvalidField::new(
-                field,
-                format!("must be a string, got {}", json_type(other)),
-            ));
-        }
-    };
-    if !topic.input_schema.can_deliver_as(schema) {
-        return Err(InvalidField::new(
-            field,
-            format!(
-                "a topic with input schema {} cannot deliver {schema}",
-                topic.input_schema
-            ),
-        ));
-    }
-    if topic.profile == DeliveryProfile::NamespaceTopic && schema != DeliverySchema::CloudEventSchemaV1_0 {
-        return Err(InvalidField::new(
-            field,
-            "topics with the NamespaceTopic profile deliver CloudEventSchemaV1_0 only",
-        ));
-    }
-    Ok(schema)
-}
-
 /// The policy as the API shows it for `profile`.
-pub(super) fn retry_policy_resource(policy: RetryPolicy, profile: DeliveryProfile) -> Value {
+fn retry_policy_resource(policy: RetryPolicy, profile: DeliveryProfile) -> Value {
     match profile {
         DeliveryProfile::CustomTopic => json!({
             "maxDeliveryAttempts": policy.max_delivery_attempts(),
@@ -551,8 +212,11 @@ pub(super) fn retry_policy_resource(policy: RetryPolicy, profile: DeliveryProfil
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DeliverySchema;
     use crate::names::TopicName;
     use crate::routing::Routing;
+    use crate::signing::SigningSecret;
+    use crate::subscription::BatchSettings;
     use std::time::Duration;
 
     fn parse(body: Value) -> Result<Subscription, InvalidField> {
@@ -648,8 +312,7 @@ mod tests {
             let mut b = body();
             b["properties"]["destination"] = destination.clone();
             let s = parse(b).unwrap();
-            assert!(!s.endpoint.is_webhook());
-            assert_eq!(Some(&s.endpoint_url), s.endpoint.identity().as_ref());
+            assert!(s.webhook_url().is_none());
             let shown = s.to_resource(UnixMillis(0));
             assert_eq!(
                 shown["properties"]["destination"]["endpointType"],

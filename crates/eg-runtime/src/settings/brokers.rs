@@ -5,6 +5,7 @@
 //! configuration holds where it is and how to sign in ([`Secret`]: never printed).
 
 use super::storage::{Secret, StorageSection};
+use eg_core::destination::{NatsJetStream, RabbitMq};
 use eg_core::subscription::{NamedConnections, S3ConnectionFacts};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -98,12 +99,12 @@ impl NamedConnections for Connections {
         self.storage.s3_connection(name)
     }
 
-    fn has_rabbitmq_connection(&self, name: &str) -> bool {
-        self.brokers.rabbitmq.contains_key(name)
-    }
-
-    fn has_nats_connection(&self, name: &str) -> bool {
-        self.brokers.nats.contains_key(name)
+    fn has_broker_connection(&self, section: &str, name: &str) -> bool {
+        match section {
+            RabbitMq::CONNECTIONS => self.brokers.rabbitmq.contains_key(name),
+            NatsJetStream::CONNECTIONS => self.brokers.nats.contains_key(name),
+            _ => false,
+        }
     }
 }
 
@@ -123,9 +124,9 @@ mod tests {
         .map(|(k, v)| (k.to_owned(), v.to_owned()));
         let settings = crate::settings::Settings::load(None, env).unwrap();
         let connections = settings.connections();
-        assert!(connections.has_rabbitmq_connection("main"));
-        assert!(connections.has_nats_connection("events"));
-        assert!(!connections.has_nats_connection("main"));
+        assert!(connections.has_broker_connection("rabbitmq", "main"));
+        assert!(connections.has_broker_connection("nats", "events"));
+        assert!(!connections.has_broker_connection("nats", "main"));
         assert!(
             !format!("{connections:?}").contains("secret"),
             "the URL's password is not printed"

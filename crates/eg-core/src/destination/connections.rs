@@ -15,10 +15,9 @@ pub trait NamedConnections {
     fn has_azure_account(&self, account: &str) -> bool;
     /// The S3 connection of this name, when configured.
     fn s3_connection(&self, name: &str) -> Option<S3ConnectionFacts<'_>>;
-    /// Whether a RabbitMQ connection of this name is configured.
-    fn has_rabbitmq_connection(&self, name: &str) -> bool;
-    /// Whether a NATS connection of this name is configured.
-    fn has_nats_connection(&self, name: &str) -> bool;
+    /// Whether a broker connection of this name is configured in the settings section
+    /// `section` (`rabbitmq` for `EG__BROKERS__RABBITMQ__<NAME>__…`, `nats`, …).
+    fn has_broker_connection(&self, section: &str, name: &str) -> bool;
 }
 
 /// What a subscription may be checked against about an S3 connection.
@@ -32,7 +31,7 @@ pub struct S3ConnectionFacts<'a> {
 
 /// A connection or account name as configuration keys spell it
 /// (`EG__BROKERS__RABBITMQ__<NAME>__…` is read in lower case): 1–63 of `[a-z0-9_]`.
-pub(super) fn connection_name(name: &str, field: &str) -> Result<(), InvalidField> {
+pub(crate) fn connection_name(name: &str, field: &str) -> Result<(), InvalidField> {
     if (1..=63).contains(&name.len())
         && name
             .chars()
@@ -48,12 +47,12 @@ pub(super) fn connection_name(name: &str, field: &str) -> Result<(), InvalidFiel
 }
 
 /// `properties.<key>`, required.
-pub(super) fn required_string(props: &Map<String, Value>, key: &str) -> Result<String, InvalidField> {
+pub(crate) fn required_string(props: &Map<String, Value>, key: &str) -> Result<String, InvalidField> {
     optional_string(props, key)?.ok_or_else(|| InvalidField::new(format!("properties.{key}"), "is required"))
 }
 
 /// `properties.<key>`: absent or null is `None`, anything but a string is refused.
-pub(super) fn optional_string(props: &Map<String, Value>, key: &str) -> Result<Option<String>, InvalidField> {
+pub(crate) fn optional_string(props: &Map<String, Value>, key: &str) -> Result<Option<String>, InvalidField> {
     match props.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),

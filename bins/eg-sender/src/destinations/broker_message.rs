@@ -9,7 +9,7 @@
 //! subscription's delivery properties), with dynamic delivery properties read from the
 //! message's own event rather than the batch's first one.
 
-use crate::batch_events::events_of;
+use super::batch_events::events_of;
 use crate::destination::{RenderedBatch, delivery_headers};
 use eg_core::event::raw::{self, RawFields, raw_str};
 use eg_core::render::{content_type, sendable_data_version};
@@ -32,7 +32,7 @@ pub struct EventMessage {
 #[derive(Debug, thiserror::Error)]
 pub enum NotEvents {
     #[error(transparent)]
-    Split(#[from] crate::batch_events::NotEvents),
+    Split(#[from] super::batch_events::NotEvents),
     #[error("an event of the rendered batch is not JSON: {0}")]
     Event(#[from] serde_json::Error),
 }

@@ -5,7 +5,7 @@
 //! broker confirmed it, never when it was written to a socket.
 //!
 //! One connection per configured connection name and sender process, opened on first use
-//! and shared by every delivery through it. Each delivery borrows a channel of its own
+//! and shared by every delivery through it ([`Lazy`]). Each delivery borrows a channel of its own
 //! from a pool on that connection: publishes of different deliveries never wait for one
 //! another's confirms, and a channel error (a missing exchange closes the channel) hits
 //! only the delivery that caused it. A dropped connection fails the attempts on it
@@ -15,11 +15,14 @@
 //! Failures are reported as Event Grid names them, with the HTTP status the retry table
 //! treats them as (see [`outcome_of`], [`Broker::unanswered`] and docs/delivery.md).
 
-use crate::broker_message::{EventMessage, event_field, message_content_type, messages};
-use crate::destination::{Destination, RenderedBatch, Sent};
-use eg_core::subscription::{Endpoint, RoutingKey};
+use super::Kind;
+use super::broker_message::{EventMessage, event_field, message_content_type, messages};
+use super::connections::{Connect, Connections, Lazy, UnknownConnection};
+use super::told::{Told, refused};
+use crate::destination::{RenderedBatch, Sent};
+use eg_core::destination::{RabbitMq as Exchange, RoutingKey};
 use eg_core::{AttemptOutcome, OutcomeName};
-use eg_runtime::settings::RabbitMqConnectionSettings;
+use eg_runtime::settings::{RabbitMqConnectionSettings, Settings};
 use futures_util::future::join_all;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::protocol::{AMQPErrorKind, AMQPHardError, AMQPSoftError};
@@ -40,7 +43,7 @@ const SHORT_STRING_MAX: usize = 255;
 
 /// Publishes batches to the RabbitMQ connections of eg's configuration.
 pub struct RabbitMq {
-    brokers: BTreeMap<String, Arc<Broker>>,
+    brokers: Connections<Broker>,
     /// Bounds one attempt: connecting, publishing and every confirm.
     timeout: Duration,
 }
@@ -49,73 +52,58 @@ impl RabbitMq {
     /// Publishes through the connections of `[brokers.rabbitmq]` (none is opened before
     /// a delivery needs it); an attempt is bounded by `timeout`.
     pub fn new(connections: &BTreeMap<String, RabbitMqConnectionSettings>, timeout: Duration) -> Self {
-        let brokers = connections
-            .iter()
-            .map(|(name, settings)| (name.clone(), Arc::new(Broker::new(name, settings))))
-            .collect();
+        let brokers = Connections::new("RabbitMQ", Exchange::CONNECTIONS, connections, Broker::new);
         Self { brokers, timeout }
     }
 
-    async fn attempt(&self, batch: &RenderedBatch<'_>) -> AttemptOutcome {
-        let Endpoint::RabbitMq {
-            connection,
-            exchange,
-            routing_key,
-        } = &batch.subscription.endpoint
-        else {
-            tracing::error!(
-                endpoint = batch.subscription.endpoint.endpoint_type(),
-                "not a RabbitMQ destination"
-            );
-            return refused(OutcomeName::GenericError, 500);
-        };
-        let Some(broker) = self.brokers.get(connection) else {
-            tracing::error!(%connection, "eg has no RabbitMQ connection by this name (EG__BROKERS__RABBITMQ__<NAME>__URL)");
-            return refused(OutcomeName::NotFound, 404);
+    async fn attempt(&self, target: &Exchange, batch: &RenderedBatch<'_>) -> Told {
+        let broker = match self.brokers.get(&target.connection) {
+            Ok(broker) => broker,
+            Err(UnknownConnection { outcome, error }) => return Told::with_error(outcome, error),
         };
         let messages = match messages(batch) {
             Ok(messages) => messages,
             Err(e) => {
                 tracing::error!(error = %e, "cannot publish the batch");
-                return refused(OutcomeName::BadRequest, 400);
+                return refused(OutcomeName::BadRequest, 400).into();
             }
         };
         let publish = Publish {
-            exchange,
-            routing_key,
+            exchange: &target.exchange,
+            routing_key: &target.routing_key,
             content_type: message_content_type(batch),
         };
         let deadline = tokio::time::Instant::now() + self.timeout;
-        let channel = match timeout_at(deadline, broker.checkout()).await {
+        let channel = match timeout_at(deadline, broker.checkout(self.timeout)).await {
             Ok(Ok(channel)) => channel,
-            Ok(Err(outcome)) => return outcome,
-            Err(_) => return AttemptOutcome::TimedOut,
+            Ok(Err(outcome)) => return outcome.into(),
+            Err(_) => return AttemptOutcome::TimedOut.into(),
         };
         match timeout_at(deadline, publish.all(&channel, &messages)).await {
             Ok(outcome) => {
                 broker.checkin(channel);
-                outcome
+                outcome.into()
             }
             Err(_) => {
                 broker.retire(channel);
-                broker.unanswered()
+                broker.unanswered().into()
             }
         }
     }
 }
 
-impl Destination for RabbitMq {
-    async fn send(&self, batch: RenderedBatch<'_>, _late_window: Option<Duration>) -> Sent {
+impl Kind for RabbitMq {
+    type Target = Exchange;
+
+    fn from_settings(s: &Settings) -> anyhow::Result<Self> {
+        Ok(Self::new(&s.brokers.rabbitmq, s.delivery.timeout))
+    }
+
+    async fn send(&self, target: &Exchange, batch: RenderedBatch<'_>, _late_window: Option<Duration>) -> Sent {
         // A confirm that comes after the timeout is not listened for: the events are
         // retried, and the broker may hold them twice (consumers dedupe on message_id).
         let started = Instant::now();
-        let outcome = self.attempt(&batch).await;
-        Sent {
-            outcome,
-            error: None,
-            took: started.elapsed(),
-            late: None,
-        }
+        self.attempt(target, &batch).await.sent(started)
     }
 }
 
@@ -213,32 +201,33 @@ impl Publish<'_> {
     }
 }
 
-/// One named broker: its connection, opened lazily and again after it dropped, and its
-/// idle confirm-mode channels.
+/// One named broker: its connection ([`Lazy`]: opened on first use and again after it
+/// dropped), and its idle confirm-mode channels.
 struct Broker {
-    name: String,
+    connection: Lazy<Amqp>,
+    idle: Mutex<Vec<Channel>>,
+}
+
+/// How a RabbitMQ connection is opened.
+struct Amqp {
     url: String,
     ca_file: String,
-    connection: Mutex<Option<Arc<Connection>>>,
-    /// One task opens the connection; the others wait for it rather than open their own.
-    connecting: tokio::sync::Mutex<()>,
-    idle: Mutex<Vec<Channel>>,
 }
 
 impl Broker {
     fn new(name: &str, settings: &RabbitMqConnectionSettings) -> Self {
-        Self {
-            name: name.to_owned(),
+        let amqp = Amqp {
             url: settings.url.expose().to_owned(),
             ca_file: settings.ca_file.clone(),
-            connection: Mutex::new(None),
-            connecting: tokio::sync::Mutex::new(()),
+        };
+        Self {
+            connection: Lazy::new(name, amqp),
             idle: Mutex::new(Vec::new()),
         }
     }
 
     /// An open channel in confirm mode for one delivery: an idle one, or a new one.
-    async fn checkout(&self) -> Result<Channel, AttemptOutcome> {
+    async fn checkout(&self, timeout: Duration) -> Result<Channel, AttemptOutcome> {
         loop {
             let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
             match idle {
@@ -247,7 +236,7 @@ impl Broker {
                 None => break,
             }
         }
-        let connection = self.connection().await?;
+        let connection = self.connection.client(timeout).await?;
         let channel = connection.create_channel().await.map_err(|e| self.failed(&e))?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
@@ -280,41 +269,32 @@ impl Broker {
     /// by a namespace topic, whose table does not retry `TimedOut`). Otherwise the broker
     /// is slow or gone: `TimedOut`.
     fn unanswered(&self) -> AttemptOutcome {
-        if self.open_connection().is_some_and(|c| c.status().blocked()) {
-            tracing::warn!(connection = %self.name, "RabbitMQ blocks publishing (a memory or disk alarm)");
+        if self.connection.current().is_some_and(|c| c.status().blocked()) {
+            tracing::warn!(connection = %self.connection.name(), "RabbitMQ blocks publishing (a memory or disk alarm)");
             refused(OutcomeName::Full, 503)
         } else {
             AttemptOutcome::TimedOut
         }
     }
 
-    /// The open connection, or a new one when there is none or it dropped.
-    async fn connection(&self) -> Result<Arc<Connection>, AttemptOutcome> {
-        if let Some(open) = self.open_connection() {
-            return Ok(open);
-        }
-        let _connecting = self.connecting.lock().await;
-        if let Some(open) = self.open_connection() {
-            return Ok(open);
-        }
-        let connection = Arc::new(self.connect().await?);
-        tracing::info!(connection = %self.name, "connected to RabbitMQ");
-        *self.connection.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&connection));
-        Ok(connection)
+    /// Logs why a channel could not be opened, and its outcome.
+    fn failed(&self, e: &lapin::Error) -> AttemptOutcome {
+        failed(self.connection.name(), e)
     }
+}
 
-    fn open_connection(&self) -> Option<Arc<Connection>> {
-        let current = self.connection.lock().unwrap_or_else(PoisonError::into_inner);
-        current.as_ref().filter(|c| c.status().connected()).cloned()
-    }
+/// A dropped connection is opened again by the next attempt, so a broker restart heals
+/// on the retry schedule.
+impl Connect for Amqp {
+    type Client = Arc<Connection>;
 
-    async fn connect(&self) -> Result<Connection, AttemptOutcome> {
+    async fn connect(&self, name: &str, _timeout: Duration) -> Result<Arc<Connection>, AttemptOutcome> {
         let mut builder = DefaultConnectionBuilder::new()
-            .map_err(|e| self.failed(&e))?
+            .map_err(|e| failed(name, &e))?
             .with_uri_str(self.url.clone());
         if !self.ca_file.is_empty() {
             let pem = tokio::fs::read_to_string(&self.ca_file).await.map_err(|e| {
-                tracing::error!(connection = %self.name, ca_file = %self.ca_file, error = %e, "cannot read the RabbitMQ connection's CA file");
+                tracing::error!(connection = %name, ca_file = %self.ca_file, error = %e, "cannot read the RabbitMQ connection's CA file");
                 AttemptOutcome::SocketError
             })?;
             builder = builder.with_tls_config(OwnedTLSConfig {
@@ -322,14 +302,21 @@ impl Broker {
                 cert_chain: Some(pem),
             });
         }
-        builder.connect().await.map_err(|e| self.failed(&e))
+        let connection = builder.connect().await.map_err(|e| failed(name, &e))?;
+        tracing::info!(connection = %name, "connected to RabbitMQ");
+        Ok(Arc::new(connection))
     }
 
-    /// Logs why the connection or a channel could not be opened, and its outcome.
-    fn failed(&self, e: &lapin::Error) -> AttemptOutcome {
-        tracing::warn!(connection = %self.name, error = %e, "RabbitMQ connection failed");
-        outcome_of(e)
+    fn usable(connection: &Arc<Connection>) -> bool {
+        connection.status().connected()
     }
+}
+
+/// Logs why the connection `name` or one of its channels could not be opened, and its
+/// outcome.
+fn failed(name: &str, e: &lapin::Error) -> AttemptOutcome {
+    tracing::warn!(connection = %name, error = %e, "RabbitMQ connection failed");
+    outcome_of(e)
 }
 
 /// A lapin error as an attempt's outcome:
@@ -362,10 +349,6 @@ fn outcome_of(e: &lapin::Error) -> AttemptOutcome {
         | ErrorKind::MissingHeartbeatError => AttemptOutcome::SocketError,
         _ => refused(OutcomeName::GenericError, 500),
     }
-}
-
-fn refused(outcome: OutcomeName, as_status: u16) -> AttemptOutcome {
-    AttemptOutcome::Refused { outcome, as_status }
 }
 
 #[cfg(test)]
@@ -458,7 +441,10 @@ mod tests {
     }
 
     async fn send(rabbit: &RabbitMq, subscription: &Subscription, body: &str) -> AttemptOutcome {
-        rabbit.send(batch_of(subscription, body, Some("1")), None).await.outcome
+        rabbit
+            .send_own(batch_of(subscription, body, Some("1")), None)
+            .await
+            .outcome
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@
 //! Those duplicates are counted (`DestinationDuplicateCount{destination="nats"}`).
 //!
 //! One client per configured connection name and sender process, opened on first use and
-//! shared by every delivery through it. The client reconnects by itself after a server
+//! shared by every delivery through it ([`Lazy`]). The client reconnects by itself after a server
 //! restart; publishes made meanwhile are held by the client and fail as `SocketError`
 //! when their acknowledgement does not come within the attempt's timeout (a retry
 //! publishes them again under the same message id).
@@ -15,29 +15,31 @@
 //! (`NotFound`) does not say which subject: the attempt's history and the log say
 //! `no JetStream stream captures subject "…"`.
 
-use crate::broker_message::{EventMessage, message_content_type, messages};
-use crate::destination::{Destination, RenderedBatch, Sent};
+use super::Kind;
+use super::broker_message::{EventMessage, message_content_type, messages};
+use super::connections::{Connect, Connections, Lazy, UnknownConnection};
+use super::told::{Told, refused};
+use crate::destination::{RenderedBatch, Sent};
 use async_nats::connection::State;
 use async_nats::jetstream::context::{PublishError, PublishErrorKind};
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{Error as JetStreamError, ErrorCode};
 use async_nats::{Client, ConnectErrorKind, ConnectOptions, HeaderMap, HeaderName, ServerAddr};
-use eg_core::subscription::Endpoint;
+use eg_core::destination::NatsJetStream;
 use eg_core::{AttemptOutcome, OutcomeName};
 use eg_runtime::metrics::DESTINATION_DUPLICATE_COUNT;
-use eg_runtime::settings::NatsConnectionSettings;
+use eg_runtime::settings::{NatsConnectionSettings, Settings};
 use futures_util::future::join_all;
 use std::collections::BTreeMap;
 use std::error::Error as _;
 use std::future::IntoFuture;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::time::timeout_at;
 
 /// Publishes batches to the NATS connections of eg's configuration.
 pub struct Nats {
-    servers: BTreeMap<String, Arc<Server>>,
+    servers: Connections<Lazy<Server>>,
     /// Bounds one attempt: connecting, publishing and every acknowledgement.
     timeout: Duration,
 }
@@ -46,28 +48,16 @@ impl Nats {
     /// Publishes through the connections of `[brokers.nats]` (none is opened before a
     /// delivery needs it); an attempt is bounded by `timeout`.
     pub fn new(connections: &BTreeMap<String, NatsConnectionSettings>, timeout: Duration) -> Self {
-        let servers = connections
-            .iter()
-            .map(|(name, settings)| (name.clone(), Arc::new(Server::new(name, settings))))
-            .collect();
+        let servers = Connections::new("NATS", NatsJetStream::CONNECTIONS, connections, |name, settings| {
+            Lazy::new(name, Server::new(settings))
+        });
         Self { servers, timeout }
     }
 
-    async fn attempt(&self, batch: &RenderedBatch<'_>) -> Told {
-        let Endpoint::NatsJetStream { connection, subject } = &batch.subscription.endpoint else {
-            tracing::error!(
-                endpoint = batch.subscription.endpoint.endpoint_type(),
-                "not a NATS JetStream destination"
-            );
-            return refused(OutcomeName::GenericError, 500).into();
-        };
-        let Some(server) = self.servers.get(connection) else {
-            let error = format!(
-                "eg has no NATS connection named {connection:?} (EG__BROKERS__NATS__{}__URL)",
-                connection.to_ascii_uppercase()
-            );
-            tracing::error!("{error}");
-            return Told::with_error(refused(OutcomeName::NotFound, 404), error);
+    async fn attempt(&self, target: &NatsJetStream, batch: &RenderedBatch<'_>) -> Told {
+        let server = match self.servers.get(&target.connection) {
+            Ok(server) => server,
+            Err(UnknownConnection { outcome, error }) => return Told::with_error(outcome, error),
         };
         let messages = match messages(batch) {
             Ok(messages) => messages,
@@ -84,7 +74,7 @@ impl Nats {
         };
         let publish = Publish {
             client: &client,
-            subject,
+            subject: &target.subject,
             content_type: message_content_type(batch),
             timeout: self.timeout,
         };
@@ -95,39 +85,18 @@ impl Nats {
     }
 }
 
-/// An attempt's outcome, and what to tell the operator beyond its name, if anything.
-struct Told {
-    outcome: AttemptOutcome,
-    error: Option<String>,
-}
+impl Kind for Nats {
+    type Target = NatsJetStream;
 
-impl Told {
-    fn with_error(outcome: AttemptOutcome, error: String) -> Self {
-        Self {
-            outcome,
-            error: Some(error),
-        }
+    fn from_settings(s: &Settings) -> anyhow::Result<Self> {
+        Ok(Self::new(&s.brokers.nats, s.delivery.timeout))
     }
-}
 
-impl From<AttemptOutcome> for Told {
-    fn from(outcome: AttemptOutcome) -> Self {
-        Self { outcome, error: None }
-    }
-}
-
-impl Destination for Nats {
-    async fn send(&self, batch: RenderedBatch<'_>, _late_window: Option<Duration>) -> Sent {
+    async fn send(&self, target: &NatsJetStream, batch: RenderedBatch<'_>, _late_window: Option<Duration>) -> Sent {
         // An acknowledgement after the timeout is not listened for: the retry publishes
         // the same message ids, which the duplicate window absorbs.
         let started = Instant::now();
-        let Told { outcome, error } = self.attempt(&batch).await;
-        Sent {
-            outcome,
-            error,
-            took: started.elapsed(),
-            late: None,
-        }
+        self.attempt(target, &batch).await.sent(started)
     }
 }
 
@@ -251,46 +220,24 @@ fn unanswered(client: &Client) -> AttemptOutcome {
     }
 }
 
-/// One named NATS server or cluster: its client, opened on first use.
+/// How one named NATS server or cluster is connected to.
 struct Server {
-    name: String,
     settings: NatsConnectionSettings,
-    client: Mutex<Option<Client>>,
-    /// One task connects; the others wait for its client rather than open their own.
-    connecting: tokio::sync::Mutex<()>,
 }
 
 impl Server {
-    fn new(name: &str, settings: &NatsConnectionSettings) -> Self {
+    fn new(settings: &NatsConnectionSettings) -> Self {
         Self {
-            name: name.to_owned(),
             settings: settings.clone(),
-            client: Mutex::new(None),
-            connecting: tokio::sync::Mutex::new(()),
         }
     }
+}
 
-    fn current(&self) -> Option<Client> {
-        self.client.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
+/// Once connected, a client is kept: it reconnects by itself.
+impl Connect for Server {
+    type Client = Client;
 
-    /// The client, connecting first if there is none. Once connected it is kept: it
-    /// reconnects by itself.
-    async fn client(&self, timeout: Duration) -> Result<Client, AttemptOutcome> {
-        if let Some(client) = self.current() {
-            return Ok(client);
-        }
-        let _connecting = self.connecting.lock().await;
-        if let Some(client) = self.current() {
-            return Ok(client);
-        }
-        let client = self.connect(timeout).await?;
-        tracing::info!(connection = %self.name, "connected to NATS");
-        *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Some(client.clone());
-        Ok(client)
-    }
-
-    async fn connect(&self, timeout: Duration) -> Result<Client, AttemptOutcome> {
+    async fn connect(&self, name: &str, timeout: Duration) -> Result<Client, AttemptOutcome> {
         let s = &self.settings;
         let servers: Vec<ServerAddr> = s
             .url
@@ -298,7 +245,7 @@ impl Server {
             .map(|url| url.trim().parse::<ServerAddr>())
             .collect::<Result<_, _>>()
             .map_err(|e| {
-                tracing::error!(connection = %self.name, error = %e, "the NATS connection's url is not a server address");
+                tracing::error!(connection = %name, error = %e, "the NATS connection's url is not a server address");
                 refused(OutcomeName::GenericError, 500)
             })?;
         let mut options = ConnectOptions::new().name("eg-sender").connection_timeout(timeout);
@@ -310,15 +257,15 @@ impl Server {
         }
         if !s.credentials_file.is_empty() {
             options = options.credentials_file(&s.credentials_file).await.map_err(|e| {
-                tracing::error!(connection = %self.name, credentials_file = %s.credentials_file, error = %e, "cannot read the NATS connection's credentials file");
+                tracing::error!(connection = %name, credentials_file = %s.credentials_file, error = %e, "cannot read the NATS connection's credentials file");
                 AttemptOutcome::SocketError
             })?;
         }
         if !s.ca_file.is_empty() {
             options = options.add_root_certificates(PathBuf::from(&s.ca_file));
         }
-        options.connect(servers).await.map_err(|e| {
-            tracing::warn!(connection = %self.name, error = %e, "cannot connect to NATS");
+        let client = options.connect(servers).await.map_err(|e| {
+            tracing::warn!(connection = %name, error = %e, "cannot connect to NATS");
             match e.kind() {
                 ConnectErrorKind::Authentication | ConnectErrorKind::AuthorizationViolation => {
                     refused(OutcomeName::Unauthorized, 401)
@@ -327,12 +274,10 @@ impl Server {
                 ConnectErrorKind::TimedOut => AttemptOutcome::TimedOut,
                 _ => AttemptOutcome::SocketError,
             }
-        })
+        })?;
+        tracing::info!(connection = %name, "connected to NATS");
+        Ok(client)
     }
-}
-
-fn refused(outcome: OutcomeName, as_status: u16) -> AttemptOutcome {
-    AttemptOutcome::Refused { outcome, as_status }
 }
 
 #[cfg(test)]
@@ -394,7 +339,9 @@ mod tests {
     }
 
     async fn send(nats: &Nats, subscription: &Subscription, body: &str) -> AttemptOutcome {
-        nats.send(batch_of(subscription, body, Some("1")), None).await.outcome
+        nats.send_own(batch_of(subscription, body, Some("1")), None)
+            .await
+            .outcome
     }
 
     #[tokio::test]
@@ -429,7 +376,7 @@ mod tests {
 
         let refused = |outcome, as_status| AttemptOutcome::Refused { outcome, as_status };
         let unstreamed = nats
-            .send(batch_of(&to_subject("elsewhere.orders"), TWO_EVENTS, Some("1")), None)
+            .send_own(batch_of(&to_subject("elsewhere.orders"), TWO_EVENTS, Some("1")), None)
             .await;
         assert_eq!(
             unstreamed.outcome,

@@ -15,15 +15,20 @@
 //! SDK for this: Azure's Rust crate has no Shared Key authorization, and the old one
 //! brings a second HTTP stack; one REST call on the workspace's reqwest is all it takes.
 
-use crate::batch_events::events_of;
-use crate::destination::{Destination, RenderedBatch, Sent};
-use crate::shared_key::{self, AccountKey, SignedRequest};
+mod shared_key;
+
+use super::Kind;
+use super::batch_events::events_of;
+use super::told::{Told, refused};
+use crate::destination::{RenderedBatch, Sent};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use eg_core::subscription::Endpoint;
+use eg_core::destination::StorageQueue;
 use eg_core::{AttemptOutcome, OutcomeName};
 use eg_runtime::settings::AzureAccount;
+use eg_runtime::settings::Settings;
 use reqwest::Url;
+use shared_key::{AccountKey, SignedRequest};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -111,28 +116,23 @@ impl QueueAccount {
     }
 }
 
-/// Where a subscription's messages go.
-struct QueueTarget<'a> {
-    account: &'a str,
-    queue: &'a str,
-    message_ttl_seconds: Option<i64>,
-}
+impl Kind for StorageQueues {
+    type Target = StorageQueue;
 
-impl Destination for StorageQueues {
-    async fn send(&self, batch: RenderedBatch<'_>, _late_window: Option<Duration>) -> Sent {
+    fn from_settings(s: &Settings) -> anyhow::Result<Self> {
+        let accounts = s.storage.azure_accounts().map_err(anyhow::Error::msg)?;
+        Ok(Self::new(&accounts, s.delivery.timeout)?)
+    }
+
+    async fn send(&self, target: &StorageQueue, batch: RenderedBatch<'_>, _late_window: Option<Duration>) -> Sent {
         // A queue's answer is not listened to after the timeout: nothing comes late
         // that a retry would not also learn.
         let started = Instant::now();
-        let outcome = match tokio::time::timeout(self.timeout, self.put_all(&batch)).await {
+        let outcome = match tokio::time::timeout(self.timeout, self.put_all(target, &batch)).await {
             Ok(outcome) => outcome,
             Err(_) => AttemptOutcome::TimedOut,
         };
-        Sent {
-            outcome,
-            error: None,
-            took: started.elapsed(),
-            late: None,
-        }
+        Told::from(outcome).sent(started)
     }
 }
 
@@ -141,27 +141,12 @@ impl StorageQueues {
     /// is not stored. StorageQueue subscriptions do not batch, so a batch is one event;
     /// were it more, those stored before a failure are stored again by the retry (at
     /// least once).
-    async fn put_all(&self, batch: &RenderedBatch<'_>) -> AttemptOutcome {
-        let Endpoint::StorageQueue {
-            account,
-            queue_name,
-            message_ttl_seconds,
-            ..
-        } = &batch.subscription.endpoint
-        else {
-            tracing::error!("a subscription that is not a storage queue was routed to one; not sent");
-            return refused(OutcomeName::GenericError, 500);
-        };
-        let target = QueueTarget {
-            account,
-            queue: queue_name,
-            message_ttl_seconds: *message_ttl_seconds,
-        };
-        let Some(configured) = self.accounts.get(target.account) else {
+    async fn put_all(&self, target: &StorageQueue, batch: &RenderedBatch<'_>) -> AttemptOutcome {
+        let Some(configured) = self.accounts.get(&target.account) else {
             // The management API refuses such subscriptions; this sender's configuration
             // lacks an account the ingress has. Retried: the operator can add it.
             tracing::error!(
-                account = target.account,
+                account = %target.account,
                 "this sender has no configuration for the storage account (EG__STORAGE__ACCOUNTS__{}__…); not sent",
                 target.account.to_ascii_uppercase()
             );
@@ -175,7 +160,7 @@ impl StorageQueues {
             }
         };
         for event in events {
-            let outcome = self.put_message(configured, &target, event).await;
+            let outcome = self.put_message(configured, target, event).await;
             if !outcome.is_success() {
                 return outcome;
             }
@@ -184,15 +169,15 @@ impl StorageQueues {
     }
 
     /// One Put Message call for one event.
-    async fn put_message(&self, configured: &QueueAccount, target: &QueueTarget<'_>, event: &str) -> AttemptOutcome {
-        let url = message_url(&configured.endpoint, target.queue, target.message_ttl_seconds);
+    async fn put_message(&self, configured: &QueueAccount, target: &StorageQueue, event: &str) -> AttemptOutcome {
+        let url = message_url(&configured.endpoint, &target.queue_name, target.message_ttl_seconds);
         let body = message_body(event);
         let date = chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT").to_string();
         let ms_headers = [("x-ms-date", date.as_str()), ("x-ms-version", SERVICE_VERSION)];
         let query: Vec<(String, String)> = url.query_pairs().into_owned().collect();
         let query: Vec<(&str, &str)> = query.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         let authorization = shared_key::authorization(
-            target.account,
+            &target.account,
             &configured.key,
             &SignedRequest {
                 method: "POST",
@@ -217,7 +202,7 @@ impl StorageQueues {
         }
     }
 
-    async fn outcome_of_response(&self, response: reqwest::Response, target: &QueueTarget<'_>) -> AttemptOutcome {
+    async fn outcome_of_response(&self, response: reqwest::Response, target: &StorageQueue) -> AttemptOutcome {
         let status = response.status().as_u16();
         if response.status().is_success() {
             return AttemptOutcome::Stored;
@@ -227,7 +212,7 @@ impl StorageQueues {
         // The service's own words, which the outcome name summarises: what an operator
         // needs to fix an account or a queue.
         tracing::info!(
-            account = target.account, queue = target.queue, status, code = code.as_deref().unwrap_or(""),
+            account = %target.account, queue = %target.queue_name, status, code = code.as_deref().unwrap_or(""),
             outcome = %outcome.name(), "the queue service refused the message"
         );
         outcome
@@ -272,10 +257,6 @@ async fn error_code(mut response: reqwest::Response) -> Option<String> {
     let (_, after) = text.split_once("<Code>")?;
     let (code, _) = after.split_once("</Code>")?;
     Some(code.trim().to_owned())
-}
-
-fn refused(outcome: OutcomeName, as_status: u16) -> AttemptOutcome {
-    AttemptOutcome::Refused { outcome, as_status }
 }
 
 /// What the queue service's answer means, by its status and error code. Each refusal
@@ -387,6 +368,7 @@ pub(crate) mod tests {
     pub(crate) fn batch(subscription: &Subscription) -> RenderedBatch<'_> {
         RenderedBatch {
             subscription,
+            target: subscription.target().expect("a push subscription"),
             body: DeliveryBody {
                 body: r#"[{"id":"a","data":{"n":1.50}}]"#.into(),
                 content_type: "application/json; charset=utf-8",
@@ -409,7 +391,7 @@ pub(crate) mod tests {
     async fn an_event_is_put_as_one_signed_base64_message_with_its_time_to_live() {
         let (endpoint, request) = queue_service("HTTP/1.1 201 Created\r\ncontent-length: 0\r\n\r\n").await;
         let subscription = queue_subscription();
-        let sent = queues_at(&endpoint).send(batch(&subscription), None).await;
+        let sent = queues_at(&endpoint).send_own(batch(&subscription), None).await;
         assert_eq!(sent.outcome, AttemptOutcome::Stored);
         let (head, body) = request.await.unwrap();
         assert!(
@@ -448,7 +430,7 @@ pub(crate) mod tests {
         )
         .await;
         let subscription = queue_subscription();
-        let sent = queues_at(&endpoint).send(batch(&subscription), None).await;
+        let sent = queues_at(&endpoint).send_own(batch(&subscription), None).await;
         assert_eq!(sent.outcome, refused(OutcomeName::Unauthorized, 401));
 
         let body = "<?xml version=\"1.0\"?><Error><Code>QueueNotFound</Code><Message>no</Message></Error>";
@@ -456,7 +438,7 @@ pub(crate) mod tests {
             format!("HTTP/1.1 404 Not Found\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_boxed_str(),
         );
         let (endpoint, _request) = queue_service(response).await;
-        let sent = queues_at(&endpoint).send(batch(&subscription), None).await;
+        let sent = queues_at(&endpoint).send_own(batch(&subscription), None).await;
         assert_eq!(
             sent.outcome,
             refused(OutcomeName::NotFound, 404),
@@ -466,7 +448,7 @@ pub(crate) mod tests {
         let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}/{ACCOUNT}", closed.local_addr().unwrap());
         drop(closed);
-        let sent = queues_at(&endpoint).send(batch(&subscription), None).await;
+        let sent = queues_at(&endpoint).send_own(batch(&subscription), None).await;
         assert_eq!(sent.outcome, AttemptOutcome::SocketError);
     }
 
@@ -477,7 +459,7 @@ pub(crate) mod tests {
         let subscription = queue_subscription();
         let started = Instant::now();
         let sent = queues_with_timeout(&endpoint, Duration::from_secs(1))
-            .send(batch(&subscription), None)
+            .send_own(batch(&subscription), None)
             .await;
         assert_eq!(sent.outcome, AttemptOutcome::TimedOut);
         assert!(

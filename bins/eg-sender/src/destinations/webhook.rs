@@ -3,9 +3,12 @@
 //! out, it can go on being listened to for a late success
 //! (behaviour.md#retry-schedule-and-policy) without holding a concurrency slot.
 
-use crate::destination::{Destination, RenderedBatch, Sent};
+use super::Kind;
+use crate::destination::{RenderedBatch, Sent};
+use eg_core::destination::WebHook;
 use eg_core::{AttemptOutcome, signing};
 use eg_outbound::Client;
+use eg_runtime::settings::Settings;
 use std::time::{Duration, Instant};
 
 /// POSTs batches over the outbound client (which enforces the address policy).
@@ -29,10 +32,20 @@ impl Webhook {
     }
 }
 
-impl Destination for Webhook {
-    async fn send(&self, batch: RenderedBatch<'_>, late_window: Option<Duration>) -> Sent {
+impl Kind for Webhook {
+    type Target = WebHook;
+
+    /// The outbound client waits for a response as long as an attempt and its late
+    /// window may last.
+    fn from_settings(s: &Settings) -> anyhow::Result<Self> {
+        let client = Client::new(s.outbound_settings(s.delivery.timeout + s.sender.late_success_window)?)?;
+        Ok(Self::new(client, s.delivery.timeout, s.sender.max_response_bytes))
+    }
+
+    async fn send(&self, hook: &WebHook, batch: RenderedBatch<'_>, late_window: Option<Duration>) -> Sent {
         let RenderedBatch {
             subscription,
+            target: _,
             body,
             delivery_headers,
             delivery_count,
@@ -42,7 +55,7 @@ impl Destination for Webhook {
         let timeout = self.timeout;
         let mut builder = self
             .client
-            .post(&subscription.endpoint_url)
+            .post(&hook.url)
             .timeout(timeout + late_window.unwrap_or_default())
             .header("content-type", body.content_type)
             .header("aeg-event-type", "Notification")
@@ -179,6 +192,7 @@ mod tests {
     fn batch(subscription: &Subscription) -> RenderedBatch<'_> {
         RenderedBatch {
             subscription,
+            target: subscription.target().expect("a push subscription"),
             body: DeliveryBody {
                 body: r#"[{"id":"a"}]"#.into(),
                 content_type: "application/json; charset=utf-8",
@@ -199,7 +213,9 @@ mod tests {
         )
         .await;
         let subscription = subscription_to(&url);
-        let sent = webhook(Duration::from_secs(5)).send(batch(&subscription), None).await;
+        let sent = webhook(Duration::from_secs(5))
+            .send_own(batch(&subscription), None)
+            .await;
         assert_eq!(
             sent.outcome,
             AttemptOutcome::Status {
@@ -228,7 +244,7 @@ mod tests {
         let (url, _request) = receiver(answer, Duration::from_millis(400)).await;
         let subscription = subscription_to(&url);
         let sent = webhook(Duration::from_millis(100))
-            .send(batch(&subscription), None)
+            .send_own(batch(&subscription), None)
             .await;
         assert_eq!(sent.outcome, AttemptOutcome::TimedOut);
         assert!(sent.late.is_none(), "no late listening asked for");
@@ -236,7 +252,7 @@ mod tests {
         let (url, _request) = receiver(answer, Duration::from_millis(400)).await;
         let subscription = subscription_to(&url);
         let sent = webhook(Duration::from_millis(100))
-            .send(batch(&subscription), Some(Duration::from_secs(5)))
+            .send_own(batch(&subscription), Some(Duration::from_secs(5)))
             .await;
         assert_eq!(sent.outcome, AttemptOutcome::TimedOut);
         let late = sent.late.expect("listened to after the timeout").await.unwrap();

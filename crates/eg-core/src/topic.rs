@@ -10,10 +10,11 @@
 
 use crate::api_error::InvalidField;
 use crate::event::custom::InputSchemaMapping;
-use crate::json::json_type;
 use crate::names::TopicName;
 use crate::profile::DeliveryProfile;
 use crate::schema::InputSchema;
+use crate::shape::{self, Object};
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
@@ -44,18 +45,6 @@ impl Topic {
     /// (`location`, `tags`); all but `properties` are ignored.
     pub const RESOURCE_FIELDS: [&str; 7] = ["properties", "id", "name", "type", "location", "tags", "systemData"];
 
-    /// The fields of `properties`; `endpoint` and `provisioningState` are shown by `GET`
-    /// and ignored when written.
-    pub(crate) const PROPERTIES: [&str; 7] = [
-        "inputSchema",
-        "inputSchemaMapping",
-        "deliveryProfile",
-        "publisherType",
-        "eventRetentionInDays",
-        "endpoint",
-        "provisioningState",
-    ];
-
     /// Reads a `PUT /admin/topics/{topic}` body (which may be empty): Event Grid's
     /// `properties.inputSchema` and `properties.inputSchemaMapping`, and eg's own
     /// `properties.deliveryProfile` (`CustomTopic`, the default, or `NamespaceTopic`).
@@ -66,105 +55,17 @@ impl Topic {
     /// CloudEvents only: with no `inputSchema` it gets `CloudEventSchemaV1_0`, with
     /// another one it is refused.
     pub fn from_resource(name: TopicName, body: &Value) -> Result<Self, InvalidField> {
-        let empty = Map::new();
-        let props = match body.get("properties") {
-            None | Some(Value::Null) => &empty,
-            Some(Value::Object(props)) => props,
-            Some(other) => {
-                return Err(InvalidField::new(
-                    "properties",
-                    format!("must be an object, got {}", json_type(other)),
-                ));
-            }
-        };
-        if let Some(key) = props.keys().find(|k| !Self::PROPERTIES.contains(&k.as_str())) {
-            return Err(InvalidField::new(
-                format!("properties.{key}"),
-                "not a known topic property",
-            ));
-        }
-        let given_profile = match props.get("deliveryProfile") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(DeliveryProfile::parse(s).ok_or_else(|| {
-                InvalidField::new(
-                    "properties.deliveryProfile",
-                    format!("must be \"CustomTopic\" or \"NamespaceTopic\", got {s:?}"),
-                )
-            })?),
-            Some(other) => {
-                return Err(InvalidField::new(
-                    "properties.deliveryProfile",
-                    format!("must be a string, got {}", json_type(other)),
-                ));
-            }
-        };
-        let namespace_spelling = namespace::written_as_namespace(props)?;
-        let profile = match (namespace_spelling, given_profile) {
-            (true, Some(DeliveryProfile::CustomTopic)) => {
-                return Err(InvalidField::new(
-                    "properties.deliveryProfile",
-                    "publisherType and eventRetentionInDays describe a namespace topic; leave deliveryProfile \
-                     out or make it NamespaceTopic, not CustomTopic",
-                ));
-            }
-            (true, _) => DeliveryProfile::NamespaceTopic,
-            (false, given) => given.unwrap_or_default(),
-        };
-        let input_schema = match props.get("inputSchema") {
-            None | Some(Value::Null) if profile == DeliveryProfile::NamespaceTopic => InputSchema::CloudEventSchemaV1_0,
-            None | Some(Value::Null) => InputSchema::default(),
-            Some(Value::String(s)) => InputSchema::parse(s).ok_or_else(|| {
-                InvalidField::new(
-                    "properties.inputSchema",
-                    format!(
-                        "must be \"EventGridSchema\", \"CloudEventSchemaV1_0\" or \"CustomEventSchema\", got {s:?}"
-                    ),
-                )
-            })?,
-            Some(other) => {
-                return Err(InvalidField::new(
-                    "properties.inputSchema",
-                    format!("must be a string, got {}", json_type(other)),
-                ));
-            }
-        };
-        if profile == DeliveryProfile::NamespaceTopic && input_schema != InputSchema::CloudEventSchemaV1_0 {
-            // Named after what made it a namespace topic.
-            let field = if namespace_spelling {
-                "properties.inputSchema"
-            } else {
-                "properties.deliveryProfile"
-            };
-            return Err(InvalidField::new(
-                field,
-                format!(
-                    "a namespace topic takes CloudEvents only: its inputSchema must be CloudEventSchemaV1_0, not {input_schema}"
-                ),
-            ));
-        }
+        let props = WrittenProperties::read(body)?;
+        let profile = props.profile()?;
+        let input_schema = props.input_schema(profile)?;
+        let input_mapping = props.input_mapping(input_schema)?;
         let event_retention_days = match profile {
-            DeliveryProfile::NamespaceTopic => Some(namespace::retention_days(props)?),
+            DeliveryProfile::NamespaceTopic => Some(
+                props
+                    .event_retention_in_days
+                    .map_or(namespace::DEFAULT_RETENTION_DAYS, |days| days.0),
+            ),
             DeliveryProfile::CustomTopic => None,
-        };
-        let field = "properties.inputSchemaMapping";
-        let input_mapping = match (props.get("inputSchemaMapping").filter(|v| !v.is_null()), input_schema) {
-            (Some(v), InputSchema::CustomEventSchema) => {
-                Some(InputSchemaMapping::from_resource(v).map_err(|e| e.within(field))?)
-            }
-            (None, InputSchema::CustomEventSchema) => {
-                return Err(InvalidField::new(
-                    field,
-                    "is required when inputSchema is CustomEventSchema: it says which field of each event \
-                     gives id, topic, eventTime, eventType, subject and dataVersion",
-                ));
-            }
-            (Some(_), other) => {
-                return Err(InvalidField::new(
-                    field,
-                    format!("only a CustomEventSchema topic takes an input schema mapping; this one is {other}"),
-                ));
-            }
-            (None, _) => None,
         };
         Ok(Self {
             name,
@@ -246,6 +147,133 @@ impl Topic {
             resource["properties"]["inputSchemaMapping"] = mapping.to_resource();
         }
         resource
+    }
+}
+
+/// A topic's `properties` as a client writes them; every field may be left out or
+/// `null`. The rules that join fields (the profile decides the schema, the schema
+/// decides the mapping) are its methods, each refusal naming the field at fault.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WrittenProperties {
+    input_schema: Option<WrittenSchema>,
+    /// Read once the schema is known: only a custom schema takes one.
+    input_schema_mapping: Option<Value>,
+    delivery_profile: Option<WrittenProfile>,
+    publisher_type: Option<namespace::PublisherType>,
+    event_retention_in_days: Option<namespace::RetentionDays>,
+    /// Shown by `GET` and ignored when written, so a resource read can be written back.
+    #[serde(default, rename = "endpoint")]
+    _endpoint: IgnoredAny,
+    #[serde(default, rename = "provisioningState")]
+    _provisioning_state: IgnoredAny,
+    #[serde(flatten)]
+    unknown: Map<String, Value>,
+}
+
+impl WrittenProperties {
+    /// `body.properties`. Fields of `body` besides `properties` are the caller's to
+    /// check ([`Topic::RESOURCE_FIELDS`]).
+    fn read(body: &Value) -> Result<Self, InvalidField> {
+        let Some(props) = body.get("properties") else {
+            return Ok(Self::default());
+        };
+        let within = |e: InvalidField| e.within("properties");
+        let props = shape::read::<Option<Object<Self>>>(props).map_err(within)?;
+        let props = props.map_or_else(Self::default, |Object(props)| props);
+        shape::refuse_unknown(&props.unknown, "not a known topic property").map_err(within)?;
+        Ok(props)
+    }
+
+    /// Whether the namespace topic fields (`publisherType`, `eventRetentionInDays`) are
+    /// used.
+    fn written_as_namespace(&self) -> bool {
+        self.publisher_type.is_some() || self.event_retention_in_days.is_some()
+    }
+
+    fn profile(&self) -> Result<DeliveryProfile, InvalidField> {
+        let given = self.delivery_profile.as_ref().map(|p| p.0);
+        match (self.written_as_namespace(), given) {
+            (true, Some(DeliveryProfile::CustomTopic)) => Err(InvalidField::new(
+                "properties.deliveryProfile",
+                "publisherType and eventRetentionInDays describe a namespace topic; leave deliveryProfile \
+                 out or make it NamespaceTopic, not CustomTopic",
+            )),
+            (true, _) => Ok(DeliveryProfile::NamespaceTopic),
+            (false, given) => Ok(given.unwrap_or_default()),
+        }
+    }
+
+    /// The schema given, or the profile's default; a namespace topic takes CloudEvents
+    /// only.
+    fn input_schema(&self, profile: DeliveryProfile) -> Result<InputSchema, InvalidField> {
+        let input_schema = match (&self.input_schema, profile) {
+            (Some(given), _) => given.0,
+            (None, DeliveryProfile::NamespaceTopic) => InputSchema::CloudEventSchemaV1_0,
+            (None, DeliveryProfile::CustomTopic) => InputSchema::default(),
+        };
+        if profile == DeliveryProfile::NamespaceTopic && input_schema != InputSchema::CloudEventSchemaV1_0 {
+            // Named after what made it a namespace topic.
+            let field = if self.written_as_namespace() {
+                "properties.inputSchema"
+            } else {
+                "properties.deliveryProfile"
+            };
+            return Err(InvalidField::new(
+                field,
+                format!(
+                    "a namespace topic takes CloudEvents only: its inputSchema must be CloudEventSchemaV1_0, not {input_schema}"
+                ),
+            ));
+        }
+        Ok(input_schema)
+    }
+
+    /// The mapping, which a custom schema requires and no other schema takes.
+    fn input_mapping(&self, input_schema: InputSchema) -> Result<Option<InputSchemaMapping>, InvalidField> {
+        let field = "properties.inputSchemaMapping";
+        match (&self.input_schema_mapping, input_schema) {
+            (Some(v), InputSchema::CustomEventSchema) => {
+                Ok(Some(InputSchemaMapping::from_resource(v).map_err(|e| e.within(field))?))
+            }
+            (None, InputSchema::CustomEventSchema) => Err(InvalidField::new(
+                field,
+                "is required when inputSchema is CustomEventSchema: it says which field of each event \
+                 gives id, topic, eventTime, eventType, subject and dataVersion",
+            )),
+            (Some(_), other) => Err(InvalidField::new(
+                field,
+                format!("only a CustomEventSchema topic takes an input schema mapping; this one is {other}"),
+            )),
+            (None, _) => Ok(None),
+        }
+    }
+}
+
+/// `properties.inputSchema` as written.
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+struct WrittenSchema(InputSchema);
+
+impl TryFrom<Value> for WrittenSchema {
+    type Error = String;
+
+    fn try_from(value: Value) -> Result<Self, String> {
+        let choices = "\"EventGridSchema\", \"CloudEventSchemaV1_0\" or \"CustomEventSchema\"";
+        shape::choice(value, choices, InputSchema::parse).map(Self)
+    }
+}
+
+/// `properties.deliveryProfile` as written.
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+struct WrittenProfile(DeliveryProfile);
+
+impl TryFrom<Value> for WrittenProfile {
+    type Error = String;
+
+    fn try_from(value: Value) -> Result<Self, String> {
+        shape::choice(value, "\"CustomTopic\" or \"NamespaceTopic\"", DeliveryProfile::parse).map(Self)
     }
 }
 
@@ -384,6 +412,44 @@ mod tests {
         assert_eq!(serde_json::from_str::<Topic>(&stored).unwrap(), t);
         let old: Topic = serde_json::from_str(r#"{"name":"orders","inputSchema":"EventGridSchema"}"#).unwrap();
         assert_eq!(old, Topic::from_resource(name(), &json!({})).unwrap());
+    }
+
+    #[test]
+    fn each_property_is_refused_by_name_with_what_was_found() {
+        for (props, field, words) in [
+            (json!([]), "properties", "must be an object, got an array"),
+            (json!(4), "properties", "must be an object, got a number"),
+            (
+                json!({"inputSchema": 5}),
+                "properties.inputSchema",
+                "must be a string, got a number",
+            ),
+            (json!({"inputSchema": "Avro"}), "properties.inputSchema", "got \"Avro\""),
+            (
+                json!({"deliveryProfile": true}),
+                "properties.deliveryProfile",
+                "must be a string, got a boolean",
+            ),
+            (
+                json!({"deliveryProfile": "Basic"}),
+                "properties.deliveryProfile",
+                "must be \"CustomTopic\" or \"NamespaceTopic\", got \"Basic\"",
+            ),
+            (json!({"colour": 1}), "properties.colour", "not a known topic property"),
+        ] {
+            let err = Topic::from_resource(name(), &json!({ "properties": props })).unwrap_err();
+            assert_eq!(err.field, field, "{props}");
+            assert!(err.problem.contains(words), "{props}: {err}");
+        }
+        // Left out and null mean the same; what GET shows besides may be written back.
+        let plain = Topic::from_resource(name(), &json!({})).unwrap();
+        for body in [
+            json!({"properties": null}),
+            json!({"properties": {"inputSchema": null, "deliveryProfile": null, "publisherType": null}}),
+            plain.to_resource("http://h"),
+        ] {
+            assert_eq!(Topic::from_resource(name(), &body), Ok(plain.clone()), "{body}");
+        }
     }
 
     #[test]

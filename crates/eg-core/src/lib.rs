@@ -31,6 +31,7 @@ pub mod render;
 pub mod retry;
 pub mod routing;
 pub mod schema;
+pub(crate) mod shape;
 pub mod signing;
 pub mod storage_event;
 pub mod subscription;

@@ -6,21 +6,23 @@
 //! version has a serde default so topics stored before it still load.
 //!
 //! A namespace topic (the `NamespaceTopic` profile) is written and shown in Event Grid's
-//! namespace topic JSON as well; that form lives in [`namespace`].
+//! namespace topic JSON as well; that form lives in [`namespace`]. How a `PUT` body's
+//! `properties` are read, and the rules that join them, live in [`written`].
 
 use crate::api_error::InvalidField;
 use crate::event::custom::InputSchemaMapping;
-use crate::json::json_type;
 use crate::names::TopicName;
 use crate::profile::DeliveryProfile;
 use crate::schema::InputSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::time::Duration;
 
 mod namespace;
+mod written;
 
 pub(crate) use namespace::MAX_RETENTION_DAYS;
+use written::WrittenProperties;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -44,18 +46,6 @@ impl Topic {
     /// (`location`, `tags`); all but `properties` are ignored.
     pub const RESOURCE_FIELDS: [&str; 7] = ["properties", "id", "name", "type", "location", "tags", "systemData"];
 
-    /// The fields of `properties`; `endpoint` and `provisioningState` are shown by `GET`
-    /// and ignored when written.
-    pub(crate) const PROPERTIES: [&str; 7] = [
-        "inputSchema",
-        "inputSchemaMapping",
-        "deliveryProfile",
-        "publisherType",
-        "eventRetentionInDays",
-        "endpoint",
-        "provisioningState",
-    ];
-
     /// Reads a `PUT /admin/topics/{topic}` body (which may be empty): Event Grid's
     /// `properties.inputSchema` and `properties.inputSchemaMapping`, and eg's own
     /// `properties.deliveryProfile` (`CustomTopic`, the default, or `NamespaceTopic`).
@@ -66,112 +56,15 @@ impl Topic {
     /// CloudEvents only: with no `inputSchema` it gets `CloudEventSchemaV1_0`, with
     /// another one it is refused.
     pub fn from_resource(name: TopicName, body: &Value) -> Result<Self, InvalidField> {
-        let empty = Map::new();
-        let props = match body.get("properties") {
-            None | Some(Value::Null) => &empty,
-            Some(Value::Object(props)) => props,
-            Some(other) => {
-                return Err(InvalidField::new(
-                    "properties",
-                    format!("must be an object, got {}", json_type(other)),
-                ));
-            }
-        };
-        if let Some(key) = props.keys().find(|k| !Self::PROPERTIES.contains(&k.as_str())) {
-            return Err(InvalidField::new(
-                format!("properties.{key}"),
-                "not a known topic property",
-            ));
-        }
-        let given_profile = match props.get("deliveryProfile") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(DeliveryProfile::parse(s).ok_or_else(|| {
-                InvalidField::new(
-                    "properties.deliveryProfile",
-                    format!("must be \"CustomTopic\" or \"NamespaceTopic\", got {s:?}"),
-                )
-            })?),
-            Some(other) => {
-                return Err(InvalidField::new(
-                    "properties.deliveryProfile",
-                    format!("must be a string, got {}", json_type(other)),
-                ));
-            }
-        };
-        let namespace_spelling = namespace::written_as_namespace(props)?;
-        let profile = match (namespace_spelling, given_profile) {
-            (true, Some(DeliveryProfile::CustomTopic)) => {
-                return Err(InvalidField::new(
-                    "properties.deliveryProfile",
-                    "publisherType and eventRetentionInDays describe a namespace topic; leave deliveryProfile \
-                     out or make it NamespaceTopic, not CustomTopic",
-                ));
-            }
-            (true, _) => DeliveryProfile::NamespaceTopic,
-            (false, given) => given.unwrap_or_default(),
-        };
-        let input_schema = match props.get("inputSchema") {
-            None | Some(Value::Null) if profile == DeliveryProfile::NamespaceTopic => InputSchema::CloudEventSchemaV1_0,
-            None | Some(Value::Null) => InputSchema::default(),
-            Some(Value::String(s)) => InputSchema::parse(s).ok_or_else(|| {
-                InvalidField::new(
-                    "properties.inputSchema",
-                    format!(
-                        "must be \"EventGridSchema\", \"CloudEventSchemaV1_0\" or \"CustomEventSchema\", got {s:?}"
-                    ),
-                )
-            })?,
-            Some(other) => {
-                return Err(InvalidField::new(
-                    "properties.inputSchema",
-                    format!("must be a string, got {}", json_type(other)),
-                ));
-            }
-        };
-        if profile == DeliveryProfile::NamespaceTopic && input_schema != InputSchema::CloudEventSchemaV1_0 {
-            // Named after what made it a namespace topic.
-            let field = if namespace_spelling {
-                "properties.inputSchema"
-            } else {
-                "properties.deliveryProfile"
-            };
-            return Err(InvalidField::new(
-                field,
-                format!(
-                    "a namespace topic takes CloudEvents only: its inputSchema must be CloudEventSchemaV1_0, not {input_schema}"
-                ),
-            ));
-        }
-        let event_retention_days = match profile {
-            DeliveryProfile::NamespaceTopic => Some(namespace::retention_days(props)?),
-            DeliveryProfile::CustomTopic => None,
-        };
-        let field = "properties.inputSchemaMapping";
-        let input_mapping = match (props.get("inputSchemaMapping").filter(|v| !v.is_null()), input_schema) {
-            (Some(v), InputSchema::CustomEventSchema) => {
-                Some(InputSchemaMapping::from_resource(v).map_err(|e| e.within(field))?)
-            }
-            (None, InputSchema::CustomEventSchema) => {
-                return Err(InvalidField::new(
-                    field,
-                    "is required when inputSchema is CustomEventSchema: it says which field of each event \
-                     gives id, topic, eventTime, eventType, subject and dataVersion",
-                ));
-            }
-            (Some(_), other) => {
-                return Err(InvalidField::new(
-                    field,
-                    format!("only a CustomEventSchema topic takes an input schema mapping; this one is {other}"),
-                ));
-            }
-            (None, _) => None,
-        };
+        let props = WrittenProperties::read(body)?;
+        let profile = props.profile()?;
+        let input_schema = props.input_schema(profile)?;
         Ok(Self {
             name,
             input_schema,
-            input_mapping,
+            input_mapping: props.input_mapping(input_schema)?,
             profile,
-            event_retention_days,
+            event_retention_days: props.retention_days(profile),
         })
     }
 
@@ -384,6 +277,44 @@ mod tests {
         assert_eq!(serde_json::from_str::<Topic>(&stored).unwrap(), t);
         let old: Topic = serde_json::from_str(r#"{"name":"orders","inputSchema":"EventGridSchema"}"#).unwrap();
         assert_eq!(old, Topic::from_resource(name(), &json!({})).unwrap());
+    }
+
+    #[test]
+    fn each_property_is_refused_by_name_with_what_was_found() {
+        for (props, field, words) in [
+            (json!([]), "properties", "must be an object, got an array"),
+            (json!(4), "properties", "must be an object, got a number"),
+            (
+                json!({"inputSchema": 5}),
+                "properties.inputSchema",
+                "must be a string, got a number",
+            ),
+            (json!({"inputSchema": "Avro"}), "properties.inputSchema", "got \"Avro\""),
+            (
+                json!({"deliveryProfile": true}),
+                "properties.deliveryProfile",
+                "must be a string, got a boolean",
+            ),
+            (
+                json!({"deliveryProfile": "Basic"}),
+                "properties.deliveryProfile",
+                "must be \"CustomTopic\" or \"NamespaceTopic\", got \"Basic\"",
+            ),
+            (json!({"colour": 1}), "properties.colour", "not a known topic property"),
+        ] {
+            let err = Topic::from_resource(name(), &json!({ "properties": props })).unwrap_err();
+            assert_eq!(err.field, field, "{props}");
+            assert!(err.problem.contains(words), "{props}: {err}");
+        }
+        // Left out and null mean the same; what GET shows besides may be written back.
+        let plain = Topic::from_resource(name(), &json!({})).unwrap();
+        for body in [
+            json!({"properties": null}),
+            json!({"properties": {"inputSchema": null, "deliveryProfile": null, "publisherType": null}}),
+            plain.to_resource("http://h"),
+        ] {
+            assert_eq!(Topic::from_resource(name(), &body), Ok(plain.clone()), "{body}");
+        }
     }
 
     #[test]

@@ -7,9 +7,11 @@ use crate::api_error::InvalidField;
 use crate::event::raw;
 use crate::header_value::{self, HeaderValueProblem};
 use crate::json::json_type;
+use crate::shape::{self, List, Object};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 pub use crate::header_value::MAX_HEADER_VALUE_BYTES;
 
@@ -80,105 +82,202 @@ pub fn resolve_headers(headers: &[DeliveryHeader], event: &str) -> ResolvedHeade
 /// field of the event as its source. Field names in errors start at the mappings.
 pub(super) fn from_mappings(v: &Value) -> Result<Vec<DeliveryHeader>, InvalidField> {
     let field = "deliveryAttributeMappings";
-    let Value::Array(items) = v else {
-        return Err(InvalidField::new(field, "must be an array"));
-    };
-    if items.len() > MAX_DELIVERY_HEADERS {
+    let List(written) = shape::read::<List<Object<WrittenMapping>>>(v).map_err(|e| e.within(field))?;
+    if written.len() > MAX_DELIVERY_HEADERS {
         return Err(InvalidField::new(
             field,
-            format!("at most {MAX_DELIVERY_HEADERS} headers, got {}", items.len()),
+            format!("at most {MAX_DELIVERY_HEADERS} headers, got {}", written.len()),
         ));
     }
-    let mut seen: Vec<String> = Vec::new();
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            let at = |sub: &str| format!("{field}[{i}].{sub}");
-            let name = match item.get("name") {
-                Some(Value::String(n)) if is_http_token(n) => n.clone(),
-                _ => return Err(InvalidField::new(at("name"), "must be a valid HTTP header name")),
-            };
-            if name.to_ascii_lowercase().starts_with("aeg-") {
-                return Err(InvalidField::new(at("name"), "must not start with \"aeg-\" (reserved)"));
-            }
-            if RESERVED_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(&name)) {
-                return Err(InvalidField::new(
-                    at("name"),
-                    format!("{name:?} is set by the sender for every delivery and cannot be a delivery property"),
-                ));
-            }
-            if let Some(key) = item
-                .as_object()
-                .and_then(|m| m.keys().find(|k| !matches!(k.as_str(), "name" | "type" | "properties")))
-            {
-                return Err(InvalidField::new(
-                    at(key),
-                    "not a field of a delivery attribute mapping",
-                ));
-            }
-            if seen.iter().any(|s| s.eq_ignore_ascii_case(&name)) {
-                return Err(InvalidField::new(at("name"), format!("{name:?} is given twice")));
-            }
-            seen.push(name.clone());
-            let props = item.get("properties").cloned().unwrap_or(Value::Null);
-            let allowed: &[&str] = match item.get("type").and_then(Value::as_str) {
-                Some("Static") => &["value", "isSecret"],
-                Some("Dynamic") => &["sourceField"],
-                _ => return Err(InvalidField::new(at("type"), "must be \"Static\" or \"Dynamic\"")),
-            };
-            if let Some(key) = props
-                .as_object()
-                .and_then(|m| m.keys().find(|k| !allowed.contains(&k.as_str())))
-            {
-                return Err(InvalidField::new(
-                    at(&format!("properties.{key}")),
-                    "not a field of this delivery attribute mapping's properties",
-                ));
-            }
-            let value = match item.get("type").and_then(Value::as_str) {
-                Some("Static") => {
-                    let value = match props.get("value") {
-                        Some(Value::String(s)) => s.clone(),
-                        Some(other) => {
-                            return Err(InvalidField::new(
-                                at("properties.value"),
-                                format!("must be a string, got {}", json_type(other)),
-                            ));
-                        }
-                        None => return Err(InvalidField::new(at("properties.value"), "is required")),
-                    };
-                    // Sent with every delivery: a value no header can carry would fail them all.
-                    header_value::check(&value)
-                        .map_err(|problem| InvalidField::new(at("properties.value"), problem.to_string()))?;
-                    let is_secret = match props.get("isSecret") {
-                        None | Some(Value::Null) => false,
-                        Some(Value::Bool(b)) => *b,
-                        Some(other) => {
-                            return Err(InvalidField::new(
-                                at("properties.isSecret"),
-                                format!("must be a boolean, got {}", json_type(other)),
-                            ));
-                        }
-                    };
-                    HeaderValueSource::Static { value, is_secret }
-                }
-                Some("Dynamic") => match props.get("sourceField") {
-                    Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => HeaderValueSource::Dynamic {
-                        source_field: s.clone(),
-                    },
-                    _ => {
-                        return Err(InvalidField::new(
-                            at("properties.sourceField"),
-                            "must be a non-empty string",
-                        ));
-                    }
-                },
-                _ => return Err(InvalidField::new(at("type"), "must be \"Static\" or \"Dynamic\"")),
-            };
-            Ok(DeliveryHeader { name, value })
-        })
-        .collect()
+    let mut headers: Vec<DeliveryHeader> = Vec::with_capacity(written.len());
+    for (i, Object(mapping)) in written.into_iter().enumerate() {
+        let header = mapping
+            .into_header(&headers)
+            .map_err(|e| e.within(&format!("[{i}]")).within(field))?;
+        headers.push(header);
+    }
+    Ok(headers)
+}
+
+/// One entry of `deliveryAttributeMappings` as a client writes it. Which fields its
+/// `properties` have depends on its `type`, so they are read once that is known.
+#[derive(Deserialize)]
+struct WrittenMapping {
+    name: Option<HeaderName>,
+    #[serde(rename = "type")]
+    kind: Option<MappingKind>,
+    properties: Option<Value>,
+    #[serde(flatten)]
+    unknown: Map<String, Value>,
+}
+
+const NOT_A_HEADER_NAME: &str = "must be a valid HTTP header name";
+const NOT_A_KIND: &str = "must be \"Static\" or \"Dynamic\"";
+
+impl WrittenMapping {
+    /// The header, given `earlier` ones of the same subscription. Field names in errors
+    /// start at the mapping.
+    fn into_header(self, earlier: &[DeliveryHeader]) -> Result<DeliveryHeader, InvalidField> {
+        let Some(HeaderName(name)) = self.name else {
+            return Err(InvalidField::new("name", NOT_A_HEADER_NAME));
+        };
+        shape::refuse_unknown(&self.unknown, "not a field of a delivery attribute mapping")?;
+        if earlier.iter().any(|h| h.name.eq_ignore_ascii_case(&name)) {
+            return Err(InvalidField::new("name", format!("{name:?} is given twice")));
+        }
+        let value = match self.kind {
+            Some(MappingKind::Static) => read_properties::<StaticProperties>(self.properties.as_ref())?.source()?,
+            Some(MappingKind::Dynamic) => read_properties::<DynamicProperties>(self.properties.as_ref())?.source()?,
+            None => return Err(InvalidField::new("type", NOT_A_KIND)),
+        };
+        Ok(DeliveryHeader { name, value })
+    }
+}
+
+/// A mapping's `properties`, none when left out or `null`.
+fn read_properties<T: DeserializeOwned + Default>(props: Option<&Value>) -> Result<T, InvalidField> {
+    let within = |e: InvalidField| e.within("properties");
+    let Some(props) = props else {
+        return Ok(T::default());
+    };
+    let props = shape::read::<Option<Object<T>>>(props).map_err(within)?;
+    Ok(props.map_or_else(T::default, |Object(props)| props))
+}
+
+const UNKNOWN_PROPERTY: &str = "not a field of this delivery attribute mapping's properties";
+
+/// A `Static` mapping's `properties`.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StaticProperties {
+    value: Option<StaticValue>,
+    is_secret: Option<Secret>,
+    #[serde(flatten)]
+    unknown: Map<String, Value>,
+}
+
+impl StaticProperties {
+    fn source(self) -> Result<HeaderValueSource, InvalidField> {
+        shape::refuse_unknown(&self.unknown, UNKNOWN_PROPERTY).map_err(|e| e.within("properties"))?;
+        let Some(StaticValue(value)) = self.value else {
+            return Err(InvalidField::new("properties.value", "is required"));
+        };
+        let is_secret = self.is_secret.is_some_and(|Secret(secret)| secret);
+        Ok(HeaderValueSource::Static { value, is_secret })
+    }
+}
+
+/// A `Dynamic` mapping's `properties`.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DynamicProperties {
+    source_field: Option<SourceField>,
+    #[serde(flatten)]
+    unknown: Map<String, Value>,
+}
+
+impl DynamicProperties {
+    fn source(self) -> Result<HeaderValueSource, InvalidField> {
+        shape::refuse_unknown(&self.unknown, UNKNOWN_PROPERTY).map_err(|e| e.within("properties"))?;
+        let Some(SourceField(source_field)) = self.source_field else {
+            return Err(InvalidField::new("properties.sourceField", NOT_A_SOURCE_FIELD));
+        };
+        Ok(HeaderValueSource::Dynamic { source_field })
+    }
+}
+
+/// A mapping's `name`: a header token that eg does not set itself.
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+struct HeaderName(String);
+
+impl TryFrom<Value> for HeaderName {
+    type Error = String;
+
+    fn try_from(value: Value) -> Result<Self, String> {
+        let name = match value {
+            Value::String(name) if is_http_token(&name) => name,
+            _ => return Err(NOT_A_HEADER_NAME.to_owned()),
+        };
+        if name.to_ascii_lowercase().starts_with("aeg-") {
+            return Err("must not start with \"aeg-\" (reserved)".to_owned());
+        }
+        if RESERVED_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(&name)) {
+            return Err(format!(
+                "{name:?} is set by the sender for every delivery and cannot be a delivery property"
+            ));
+        }
+        Ok(Self(name))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+enum MappingKind {
+    Static,
+    Dynamic,
+}
+
+impl TryFrom<Value> for MappingKind {
+    type Error = &'static str;
+
+    fn try_from(value: Value) -> Result<Self, &'static str> {
+        match value.as_str() {
+            Some("Static") => Ok(Self::Static),
+            Some("Dynamic") => Ok(Self::Dynamic),
+            _ => Err(NOT_A_KIND),
+        }
+    }
+}
+
+/// A static value: sent with every delivery, so a value no header can carry would fail
+/// them all.
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+struct StaticValue(String);
+
+impl TryFrom<Value> for StaticValue {
+    type Error = String;
+
+    fn try_from(value: Value) -> Result<Self, String> {
+        let value = shape::string(value)?;
+        header_value::check(&value).map_err(|problem| problem.to_string())?;
+        Ok(Self(value))
+    }
+}
+
+/// `isSecret`: a boolean, so that `"true"` is not read as `false` and shown.
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+struct Secret(bool);
+
+impl TryFrom<Value> for Secret {
+    type Error = String;
+
+    fn try_from(value: Value) -> Result<Self, String> {
+        match value {
+            Value::Bool(b) => Ok(Self(b)),
+            other => Err(format!("must be a boolean, got {}", json_type(&other))),
+        }
+    }
+}
+
+const NOT_A_SOURCE_FIELD: &str = "must be a non-empty string";
+
+/// A dynamic value's `sourceField`: the dotted path of an event field.
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+struct SourceField(String);
+
+impl TryFrom<Value> for SourceField {
+    type Error = &'static str;
+
+    fn try_from(value: Value) -> Result<Self, &'static str> {
+        match value {
+            Value::String(s) if !s.is_empty() && s.len() <= 256 => Ok(Self(s)),
+            _ => Err(NOT_A_SOURCE_FIELD),
+        }
+    }
 }
 
 /// Headers that frame or route the request, or that the sender sets itself: a delivery
@@ -303,6 +402,135 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn reads_static_and_dynamic_mappings_in_order() {
+        let headers = from_mappings(&serde_json::json!([
+            {"name": "X-Team", "type": "Static", "properties": {"value": "billing"}},
+            {"name": "X-Key", "type": "Static", "properties": {"value": "k", "isSecret": true}},
+            {"name": "X-Open", "type": "Static", "properties": {"value": "o", "isSecret": null}},
+            {"name": "X-Order", "type": "Dynamic", "properties": {"sourceField": "data.orderId"}},
+        ]))
+        .unwrap();
+        let fixed = |name: &str, value: &str, is_secret| DeliveryHeader {
+            name: name.into(),
+            value: HeaderValueSource::Static {
+                value: value.into(),
+                is_secret,
+            },
+        };
+        let expected = [
+            fixed("X-Team", "billing", false),
+            fixed("X-Key", "k", true),
+            fixed("X-Open", "o", false),
+            DeliveryHeader {
+                name: "X-Order".into(),
+                value: HeaderValueSource::Dynamic {
+                    source_field: "data.orderId".into(),
+                },
+            },
+        ];
+        assert_eq!(headers, expected);
+        assert_eq!(from_mappings(&serde_json::json!([])), Ok(Vec::new()));
+    }
+
+    #[test]
+    fn every_refusal_names_the_mapping_and_its_field() {
+        use serde_json::json;
+        let ok = |name: &str| json!({"name": name, "type": "Static", "properties": {"value": "v"}});
+        let eleven = Value::Array((0..=MAX_DELIVERY_HEADERS).map(|i| ok(&format!("X-{i}"))).collect());
+        let long_field = "x".repeat(257);
+        for (mappings, field, words) in [
+            (json!({}), "", "must be an array, got an object"),
+            (eleven, "", "at most 10 headers, got 11"),
+            (json!([5]), "[0]", "must be an object, got a number"),
+            (json!([{"type": "Static"}]), "[0].name", "valid HTTP header name"),
+            (
+                json!([{"name": 5, "type": "Static"}]),
+                "[0].name",
+                "valid HTTP header name",
+            ),
+            (
+                json!([{"name": "aeg-x", "type": "Static"}]),
+                "[0].name",
+                "\"aeg-\" (reserved)",
+            ),
+            (
+                json!([{"name": "Host", "type": "Static"}]),
+                "[0].name",
+                "set by the sender",
+            ),
+            (
+                json!([ok("X-A"), {"name": "x-a", "type": "Static"}]),
+                "[1].name",
+                "\"x-a\" is given twice",
+            ),
+            (
+                json!([{"name": "X-A", "type": "Static", "colour": 1}]),
+                "[0].colour",
+                "not a field of a delivery attribute mapping",
+            ),
+            (
+                json!([{"name": "X-A"}]),
+                "[0].type",
+                "must be \"Static\" or \"Dynamic\"",
+            ),
+            (
+                json!([{"name": "X-A", "type": "static"}]),
+                "[0].type",
+                "must be \"Static\" or \"Dynamic\"",
+            ),
+            (
+                json!([{"name": "X-A", "type": "Static"}]),
+                "[0].properties.value",
+                "is required",
+            ),
+            (
+                json!([{"name": "X-A", "type": "Static", "properties": 7}]),
+                "[0].properties",
+                "must be an object, got a number",
+            ),
+            (
+                json!([{"name": "X-A", "type": "Static", "properties": {"value": 5}}]),
+                "[0].properties.value",
+                "must be a string, got a number",
+            ),
+            (
+                json!([{"name": "X-A", "type": "Static", "properties": {"value": "v", "isSecret": "true"}}]),
+                "[0].properties.isSecret",
+                "must be a boolean, got a string",
+            ),
+            (
+                json!([{"name": "X-A", "type": "Static", "properties": {"value": "v", "sourceField": "s"}}]),
+                "[0].properties.sourceField",
+                "not a field of this delivery attribute mapping's properties",
+            ),
+            (
+                json!([{"name": "X-A", "type": "Dynamic", "properties": {"sourceField": "s", "value": "v"}}]),
+                "[0].properties.value",
+                "not a field of this delivery attribute mapping's properties",
+            ),
+            (
+                json!([{"name": "X-A", "type": "Dynamic"}]),
+                "[0].properties.sourceField",
+                "must be a non-empty string",
+            ),
+            (
+                json!([{"name": "X-A", "type": "Dynamic", "properties": {"sourceField": ""}}]),
+                "[0].properties.sourceField",
+                "must be a non-empty string",
+            ),
+            (
+                json!([{"name": "X-A", "type": "Dynamic", "properties": {"sourceField": long_field}}]),
+                "[0].properties.sourceField",
+                "must be a non-empty string",
+            ),
+        ] {
+            let err = from_mappings(&mappings).unwrap_err();
+            assert_eq!(err.field, format!("deliveryAttributeMappings{field}"), "{mappings}");
+            assert!(err.problem.contains(words), "{mappings}: {err}");
+        }
     }
 
     #[test]

@@ -5,52 +5,52 @@
 //! rest of eg (keys, publish, subscriptions) treats it like any other topic.
 
 use super::Topic;
-use crate::api_error::InvalidField;
 use crate::json::json_type;
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 /// `eventRetentionInDays`: 1–7 days, 1 by default (Event Grid's quota page and model).
 pub(crate) const MIN_RETENTION_DAYS: u8 = 1;
 pub(crate) const MAX_RETENTION_DAYS: u8 = 7;
 pub(crate) const DEFAULT_RETENTION_DAYS: u8 = 1;
 
-/// Whether `properties` uses the namespace topic fields (`publisherType`,
-/// `eventRetentionInDays`), checking `publisherType` on the way: Event Grid knows only
-/// `Custom`.
-pub(super) fn written_as_namespace(props: &Map<String, Value>) -> Result<bool, InvalidField> {
-    let field = "properties.publisherType";
-    let publisher = match props.get("publisherType") {
-        None | Some(Value::Null) => false,
-        Some(Value::String(s)) if s.eq_ignore_ascii_case("Custom") => true,
-        Some(Value::String(s)) => {
-            return Err(InvalidField::new(field, format!("must be \"Custom\", got {s:?}")));
+/// `properties.publisherType` as written: Event Grid knows only `Custom`, and giving it
+/// makes a namespace topic.
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+pub(super) struct PublisherType;
+
+impl TryFrom<Value> for PublisherType {
+    type Error = String;
+
+    fn try_from(value: Value) -> Result<Self, String> {
+        match value {
+            Value::String(s) if s.eq_ignore_ascii_case("Custom") => Ok(Self),
+            Value::String(s) => Err(format!("must be \"Custom\", got {s:?}")),
+            other => Err(format!("must be the string \"Custom\", got {}", json_type(&other))),
         }
-        Some(other) => {
-            return Err(InvalidField::new(
-                field,
-                format!("must be the string \"Custom\", got {}", json_type(other)),
-            ));
-        }
-    };
-    Ok(publisher || props.get("eventRetentionInDays").is_some_and(|v| !v.is_null()))
+    }
 }
 
-/// `properties.eventRetentionInDays` of a namespace topic (the default when absent).
-pub(super) fn retention_days(props: &Map<String, Value>) -> Result<u8, InvalidField> {
-    match props.get("eventRetentionInDays") {
-        None | Some(Value::Null) => Ok(DEFAULT_RETENTION_DAYS),
-        Some(v) => v
+/// `properties.eventRetentionInDays` as written; giving it makes a namespace topic.
+#[derive(Deserialize)]
+#[serde(try_from = "Value")]
+pub(super) struct RetentionDays(pub(super) u8);
+
+impl TryFrom<Value> for RetentionDays {
+    type Error = String;
+
+    fn try_from(value: Value) -> Result<Self, String> {
+        value
             .as_u64()
             .filter(|d| (u64::from(MIN_RETENTION_DAYS)..=u64::from(MAX_RETENTION_DAYS)).contains(d))
             .and_then(|d| u8::try_from(d).ok())
+            .map(Self)
             .ok_or_else(|| {
-                InvalidField::new(
-                    "properties.eventRetentionInDays",
-                    format!(
-                        "must be a whole number of days between {MIN_RETENTION_DAYS} and {MAX_RETENTION_DAYS}, got {v}"
-                    ),
+                format!(
+                    "must be a whole number of days between {MIN_RETENTION_DAYS} and {MAX_RETENTION_DAYS}, got {value}"
                 )
-            }),
+            })
     }
 }
 
@@ -79,6 +79,7 @@ pub(super) fn resource(topic: &Topic, public_base: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api_error::InvalidField;
     use crate::names::TopicName;
     use crate::profile::DeliveryProfile;
     use crate::schema::InputSchema;

@@ -28,19 +28,21 @@ use sha2::{Digest, Sha256};
 use std::fmt;
 use std::time::Duration;
 
-/// An endpoint's identity for probation: the first 16 bytes of the SHA-256 of its URL, in
-/// hex. The URL is normalised first (host case, default port), so subscriptions to the
-/// same endpoint share one probation record. The id reveals nothing of the URL, whose query
-/// string may carry a secret, so it is safe in Redis keys, logs and metric labels.
+/// An endpoint's identity for probation: the first 16 bytes of the SHA-256 of a webhook's
+/// URL or another destination's identity (`rabbitmq://main/events`), in hex. Made only
+/// by `Target::endpoint_id`, so it always means one kind of thing. The URL is normalised
+/// first (host case, default port), so subscriptions to the same endpoint share one
+/// probation record. The id reveals nothing of the URL, whose query string may carry a
+/// secret, so it is safe in Redis keys, logs and metric labels.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EndpointId(String);
 
 impl EndpointId {
-    pub(crate) fn of(endpoint_url: &str) -> Self {
-        let normalised = url::Url::parse(endpoint_url);
+    pub(crate) fn of(identity: &str) -> Self {
+        let normalised = url::Url::parse(identity);
         let text = match &normalised {
             Ok(url) => url.as_str(),
-            Err(_) => endpoint_url,
+            Err(_) => identity,
         };
         let digest = Sha256::digest(text.as_bytes());
         let mut hex = String::with_capacity(32);

@@ -16,8 +16,8 @@
 use crate::accept::{AcceptError, Acceptor, store_events};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use eg_core::TopicName;
 use eg_core::storage_event::{self, NoticeError, WrittenObject};
+use eg_core::{Subscription, TopicName};
 use eg_store::{Catalog, CatalogCache, CatalogSnapshot, Clock, Store, StoreError};
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -106,7 +106,15 @@ impl Notifier {
 
     /// Builds the event against the current catalog and stores it.
     async fn store_notice(&self, object: &WrittenObject<'_>) -> Result<Announced, NotifyError> {
-        let snapshot = self.snapshot_with_topic().await?;
+        let mut snapshot = self.snapshot_with_topic().await?;
+        if object.account_id.is_none() && subscription_of(&snapshot, object).is_none() {
+            // A subscription created a moment ago may not be in this copy of the catalog
+            // yet: one fresh read, so the event names the account it named.
+            let fresh = self.cache.refresh().await.map_err(|e| self.store_error(e))?;
+            if fresh.topic(&self.topic.key()).is_some() {
+                snapshot = fresh;
+            }
+        }
         let object = WrittenObject {
             account_id: object.account_id.or_else(|| account_id(&snapshot, object)),
             ..*object
@@ -172,12 +180,17 @@ impl Notifier {
 /// The storage account resource id the dead-lettering subscription names, if it
 /// still names the store the object went to.
 fn account_id<'a>(snapshot: &'a CatalogSnapshot, object: &WrittenObject<'_>) -> Option<&'a str> {
-    let sub = snapshot.subscription(
-        &object.topic.to_ascii_lowercase(),
-        &object.subscription.to_ascii_lowercase(),
-    )?;
+    let sub = subscription_of(snapshot, object)?;
     let destination = sub.dead_letter.as_ref().filter(|d| d.store == *object.store)?;
     destination.resource_id.as_deref()
+}
+
+/// The subscription that dead-lettered `object`, as `snapshot` has it.
+fn subscription_of<'a>(snapshot: &'a CatalogSnapshot, object: &WrittenObject<'_>) -> Option<&'a Subscription> {
+    snapshot.subscription(
+        &object.topic.to_ascii_lowercase(),
+        &object.subscription.to_ascii_lowercase(),
+    )
 }
 
 /// An access key for a topic eg creates (the management API's form: 32 random bytes,

@@ -127,9 +127,12 @@ impl Driver {
 }
 
 /// The text of the first element matching `css`, if there is one now.
+/// The page replaces its tables in place on every refresh, so finding an element and then
+/// reading it can meet a node already gone; one script finds and reads in a single step.
 async fn text(browser: &Client, css: &str) -> Option<String> {
-    let element = browser.find(Locator::Css(css)).await.ok()?;
-    element.text().await.ok()
+    let script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : null;";
+    let value = browser.execute(script, vec![css.into()]).await.ok()?;
+    value.as_str().map(|t| t.trim().to_string())
 }
 
 /// Waits until the element matching `css` shows text that satisfies `wanted`; returns it.

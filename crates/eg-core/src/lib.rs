@@ -10,6 +10,7 @@ pub mod address;
 pub mod advanced_filter;
 pub mod api_error;
 pub mod batch;
+pub mod capability;
 pub mod deadletter;
 pub mod delivery;
 pub mod destination;

@@ -263,6 +263,7 @@ fn spawn_heartbeat(
             version: env!("CARGO_PKG_VERSION").to_owned(),
             started_at: clock.now(),
             last_seen: clock.now(),
+            capabilities: eg_core::capability::Capability::ALL.to_vec(),
         };
         let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
         loop {

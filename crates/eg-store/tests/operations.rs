@@ -599,6 +599,7 @@ fn copy(tier: &str, instance: &str, started: i64, seen: i64) -> eg_store::heartb
         version: "1.2.3".into(),
         started_at: UnixMillis(started),
         last_seen: UnixMillis(seen),
+        capabilities: Vec::new(),
     }
 }
 

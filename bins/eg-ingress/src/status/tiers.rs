@@ -74,6 +74,7 @@ mod tests {
             version: "0.1.0".into(),
             started_at: UnixMillis(started),
             last_seen: UnixMillis(100_000),
+            capabilities: Vec::new(),
         }
     }
 

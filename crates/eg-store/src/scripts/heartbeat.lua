@@ -2,7 +2,7 @@
 -- heartbeat is older than the cutoff (a process killed without leaving), so the hash
 -- holds only recent copies however often processes are replaced.
 --
--- KEYS[1]  the heartbeats hash: field <tier>/<instance> -> "<last seen ms> <started ms> <version>"
+-- KEYS[1]  the heartbeats hash: field <tier>/<instance> -> "<last seen ms> <started ms> <version> <capabilities>"
 -- ARGV[1]  this process's field
 -- ARGV[2]  its value (codec::heartbeat)
 -- ARGV[3]  cutoff (ms): fields last seen before it are deleted

@@ -7,6 +7,7 @@ pub mod aws_profile;
 mod brokers;
 mod delivery;
 mod effective;
+pub mod identities;
 mod process;
 mod redis;
 mod storage;
@@ -39,6 +40,8 @@ pub struct Settings {
     pub deadletter: DeadLetterSection,
     pub storage: StorageSection,
     pub brokers: BrokersSection,
+    /// Delivery identities by name (`EG__IDENTITIES__<NAME>__…`, identities.rs).
+    pub identities: identities::IdentitiesSection,
     pub catalog: CatalogSection,
     pub history: HistorySection,
     pub shutdown: ShutdownSection,
@@ -111,6 +114,7 @@ impl Settings {
         Connections {
             storage: self.storage.clone(),
             brokers: self.brokers.clone(),
+            identities: self.identities.clone(),
         }
     }
 
@@ -128,6 +132,7 @@ impl Settings {
         self.redis.validate()?;
         self.storage.validate().map_err(SettingsError::Invalid)?;
         self.brokers.validate().map_err(SettingsError::Invalid)?;
+        identities::validate(&self.identities).map_err(SettingsError::Invalid)?;
         self.deadletter.notify_topic_name().map_err(SettingsError::Invalid)?;
         if self.redis.partitions == 0 {
             return Err(SettingsError::Invalid("redis.partitions must be at least 1".into()));

@@ -157,12 +157,20 @@ pub(super) async fn receive(
         }
         return response;
     }
+    let token_refused = match &state.bearer {
+        Some(check) => {
+            let authorization = headers.get("authorization").and_then(|v| v.to_str().ok());
+            check.verify(authorization).await.is_err()
+        }
+        None => false,
+    };
     let reply = {
         let mut requests = state.requests.lock().expect("receiver lock");
         let seen_before = requests.len();
         let too_long = headers.values().any(|v| v.len() > MAX_HEADER_VALUE_BYTES);
         let reply = match state.behaviour {
             _ if too_long => Reply::status(431),
+            _ if token_refused => Reply::status(401),
             Behaviour::Status(code) => Reply::status(code),
             Behaviour::FailFirst { failures, status } => {
                 Reply::status(if seen_before < failures { status } else { 200 })

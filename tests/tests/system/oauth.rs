@@ -157,7 +157,7 @@ async fn oauth_the_generic_form_renews_short_lived_tokens_before_they_end() {
                 .publish_ok("orders", &json!([event(&id, "Order.Placed", "/orders", json!({}))]))
                 .await;
             receiver.wait_for_ids([id], DEADLINE).await;
-            let tokens: BTreeSet<String> = receiver.received().iter().map(|r| bearer_token(r)).collect();
+            let tokens: BTreeSet<String> = receiver.received().iter().map(bearer_token).collect();
             (tokens.len() >= 3).then_some(())
         }
     })

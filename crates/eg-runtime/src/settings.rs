@@ -21,7 +21,9 @@ pub use redis::RedisSection;
 pub use storage::{AzureAccount, AzureAccountSettings, S3ConnectionSettings, Secret, StorageSection};
 pub use tiers::{AdminSection, DeadLetterSection, IngressSection, SchedulerSection, SenderSection};
 
+use identities::IdentitySettings;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Every setting, by section: `[redis]` is `EG__REDIS__…`. Each section lives in the
 /// module of what it configures; this one reads them all and checks they fit together.
@@ -41,7 +43,7 @@ pub struct Settings {
     pub storage: StorageSection,
     pub brokers: BrokersSection,
     /// Delivery identities by name (`EG__IDENTITIES__<NAME>__…`, identities.rs).
-    pub identities: identities::IdentitiesSection,
+    pub identities: BTreeMap<String, IdentitySettings>,
     pub catalog: CatalogSection,
     pub history: HistorySection,
     pub shutdown: ShutdownSection,

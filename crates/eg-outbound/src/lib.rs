@@ -29,6 +29,9 @@ mod tokens;
 mod http2_tests;
 
 pub use client::{Blocked, BuildError, Client, OutboundSettings, RequestBuilder, SendError, check_url};
-pub use handshake::{Handshake, Rate, cloudevents_handshake, event_grid_handshake};
+pub use handshake::{
+    Handshake, Rate, cloudevents_handshake, cloudevents_handshake_with_token, event_grid_handshake,
+    event_grid_handshake_with_token,
+};
 pub use response::{classify, drain, retry_after};
 pub use tokens::{IdentityProblem, RequestObserver, RequestResult, TokenError, TokenSource, Tokens};

@@ -107,6 +107,7 @@ fn handshake(
     uri: &Uri,
     headers: &HeaderMap,
     raw_body: &str,
+    token_refused: bool,
 ) -> Option<Response> {
     let is_event_grid = headers
         .get("aeg-event-type")
@@ -114,11 +115,15 @@ fn handshake(
     if *method != Method::OPTIONS && !is_event_grid {
         return None;
     }
+    let status = if token_refused { 401 } else { 200 };
     state
         .validations
         .lock()
         .expect("receiver lock")
-        .push(record(uri, headers, raw_body.to_owned(), 200));
+        .push(record(uri, headers, raw_body.to_owned(), status));
+    if token_refused {
+        return Some(StatusCode::UNAUTHORIZED.into_response());
+    }
     let validation = *state.validation.lock().expect("receiver lock");
     let consent = matches!(validation, Validation::Consent | Validation::SlowConsent(_));
     if *method == Method::OPTIONS {
@@ -150,13 +155,7 @@ pub(super) async fn receive(
     body: Bytes,
 ) -> Response {
     let raw_body = String::from_utf8_lossy(&body).into_owned();
-    if let Some(response) = handshake(&state, &method, &uri, &headers, &raw_body) {
-        let validation = *state.validation.lock().expect("receiver lock");
-        if let Validation::SlowConsent(delay) = validation {
-            tokio::time::sleep(delay).await;
-        }
-        return response;
-    }
+    // Behind an identity provider, every request needs a good token, handshakes too.
     let token_refused = match &state.bearer {
         Some(check) => {
             let authorization = headers.get("authorization").and_then(|v| v.to_str().ok());
@@ -164,6 +163,13 @@ pub(super) async fn receive(
         }
         None => false,
     };
+    if let Some(response) = handshake(&state, &method, &uri, &headers, &raw_body, token_refused) {
+        let validation = *state.validation.lock().expect("receiver lock");
+        if let Validation::SlowConsent(delay) = validation {
+            tokio::time::sleep(delay).await;
+        }
+        return response;
+    }
     let reply = {
         let mut requests = state.requests.lock().expect("receiver lock");
         let seen_before = requests.len();

@@ -74,6 +74,11 @@ async fn oauth_event_grid_json_unchanged_gets_every_request_a_verified_token() {
         shown["azureActiveDirectoryApplicationIdOrUri"], APPLICATION,
         "{created}"
     );
+    // The validation handshake carried a good token too, as Event Grid's does.
+    assert_eq!(created["properties"]["provisioningState"], "Succeeded", "{created}");
+    let validations = receiver.validations();
+    assert_eq!(validations.len(), 1, "{validations:?}");
+    assert_eq!(validations[0].status, 200, "the handshake's token verified");
 
     let events: Vec<Value> = (1..=3)
         .map(|i| event(&format!("e{i}"), "Order.Placed", "/orders", json!({"n": i})))

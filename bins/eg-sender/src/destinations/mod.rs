@@ -5,7 +5,6 @@
 //! own, built from the settings; the `destinations!` list below is the one registration.
 
 mod batch_events;
-mod bearer;
 mod broker_message;
 mod connections;
 mod nats;
@@ -105,7 +104,7 @@ mod tests {
                 Client::new(OutboundSettings::default()).unwrap(),
                 Duration::from_secs(5),
                 1024,
-                super::bearer::Bearer::from_settings(&Default::default()).unwrap(),
+                eg_runtime::bearer::Bearer::from_settings(&Default::default()).unwrap(),
             ),
             storage_queue: queues_at(queue_endpoint),
             rabbitmq: RabbitMq::new(&Default::default(), Duration::from_secs(5)),

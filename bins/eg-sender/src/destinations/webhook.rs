@@ -4,11 +4,11 @@
 //! (behaviour.md#retry-schedule-and-policy) without holding a concurrency slot.
 
 use super::Kind;
-use super::bearer::{Bearer, Granted};
 use crate::destination::{RenderedBatch, Sent};
 use eg_core::destination::WebHook;
 use eg_core::{AttemptOutcome, signing};
 use eg_outbound::{Client, RequestBuilder, TokenError};
+use eg_runtime::bearer::{Bearer, Granted};
 use eg_runtime::settings::Settings;
 use std::time::{Duration, Instant};
 

@@ -1,13 +1,14 @@
 //! A webhook's bearer token (docs/oauth-delivery.md): which configured identity a
 //! subscription's `WebhookAuth` means, and its token from the process's shared cache
-//! (`eg_outbound::Tokens`), with the token requests counted in metrics.
+//! (`eg_outbound::Tokens`), with the token requests counted in metrics. The senders put
+//! it on deliveries, the ingress on validation handshakes.
 
+use crate::metrics as m;
+use crate::settings::Settings;
+use crate::settings::identities::{IdentitiesSection, for_tenant};
 use eg_core::destination::WebhookAuth;
 use eg_core::identity::{AccessToken, TokenTarget};
 use eg_outbound::{TokenError, TokenSource, Tokens};
-use eg_runtime::metrics as m;
-use eg_runtime::settings::Settings;
-use eg_runtime::settings::identities::{IdentitiesSection, for_tenant};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,7 +79,6 @@ impl Bearer {
     }
 
     /// The identities whose provider failed its last request.
-    #[allow(dead_code)]
     pub fn problems(&self) -> Vec<eg_outbound::IdentityProblem> {
         self.tokens.problems()
     }

@@ -65,8 +65,9 @@ impl RequestResult {
     }
 }
 
-/// Told of every token request made: identity, result and how long it took.
-pub type RequestObserver = Arc<dyn Fn(&str, RequestResult, Duration) + Send + Sync>;
+/// Told of every token request made: identity, result, how long it took and, when it
+/// failed, why (in the provider's words, never a secret).
+pub type RequestObserver = Arc<dyn Fn(&str, RequestResult, Duration, Option<&str>) + Send + Sync>;
 
 /// Every configured identity's tokens, shared by a process's deliveries.
 pub struct Tokens {
@@ -279,7 +280,12 @@ impl Tokens {
                 }
             }
         };
-        (self.observe)(identity, result, started.elapsed());
+        (self.observe)(
+            identity,
+            result,
+            started.elapsed(),
+            answer.as_ref().err().map(String::as_str),
+        );
         answer
     }
 }

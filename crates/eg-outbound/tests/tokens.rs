@@ -47,7 +47,7 @@ fn tokens(url: &str) -> (Tokens, Arc<Mutex<Vec<RequestResult>>>) {
         default_target: TokenTarget::default(),
         refresh_before: Duration::from_secs(300),
     };
-    let observe = Arc::new(move |_: &str, result, _| observed.lock().unwrap().push(result));
+    let observe = Arc::new(move |_: &str, result, _, _: Option<&str>| observed.lock().unwrap().push(result));
     (
         Tokens::new(BTreeMap::from([("corp".to_owned(), source)]), observe).unwrap(),
         seen,

@@ -43,13 +43,19 @@ impl Bearer {
                 (name.clone(), source)
             })
             .collect();
-        let observe = Arc::new(|identity: &str, result: eg_outbound::RequestResult, took: Duration| {
-            let identity = identity.to_owned();
-            metrics::counter!(m::TOKEN_REQUEST_COUNT, "identity" => identity.clone(), "result" => result.as_str())
-                .increment(1);
-            metrics::histogram!(m::TOKEN_REQUEST_DURATION_MS, "identity" => identity)
-                .record(took.as_secs_f64() * 1000.0);
-        });
+        let observe = Arc::new(
+            |identity: &str, result: eg_outbound::RequestResult, took: Duration, problem: Option<&str>| {
+                let name = identity.to_owned();
+                metrics::counter!(m::TOKEN_REQUEST_COUNT, "identity" => name.clone(), "result" => result.as_str())
+                    .increment(1);
+                metrics::histogram!(m::TOKEN_REQUEST_DURATION_MS, "identity" => name)
+                    .record(took.as_secs_f64() * 1000.0);
+                // One line per failed request: a failing provider is asked ever less often.
+                if let Some(problem) = problem {
+                    tracing::warn!(identity, %problem, "cannot get a webhook delivery token");
+                }
+            },
+        );
         Ok(Self {
             tokens: Tokens::new(sources, observe)?,
             identities: settings.identities.clone(),

@@ -202,6 +202,11 @@ async fn oauth_the_identity_provider_down_is_its_own_outcome_retried_without_pro
         "{step}"
     );
     assert_eq!(receiver.count(), 0, "nothing sent without a token");
+    let logged = system
+        .logs()
+        .into_iter()
+        .any(|(name, text)| name.contains("sender") && text.contains("cannot get a webhook delivery token"));
+    assert!(logged, "the sender's log names the identity problem");
     let (status, health) = system
         .get("/topics/orders/eventSubscriptions/audit/deliveryHealth")
         .await;

@@ -85,6 +85,13 @@ def code_settings() -> dict[str, str]:
 
     settings = {}
     for section, section_type in fields(structs.get("Settings", "")):
+        # A section that is itself a map of named entries (`identities`):
+        # EG__IDENTITIES__<NAME>__CLIENT_ID.
+        named = re.fullmatch(r"BTreeMap<String, (\w+)>", section_type.strip())
+        if named:
+            for field, field_type in fields(structs.get(named.group(1), "")):
+                settings[f"EG__{section.upper()}__{NAMED}__{field.upper()}"] = field_type.strip()
+            continue
         for key, rust_type in fields(structs.get(section_type.strip(), "")):
             name = f"EG__{section.upper()}__{key.upper()}"
             entry = re.fullmatch(r"BTreeMap<String, (\w+)>", rust_type.strip())

@@ -9,13 +9,16 @@
 # - the outside servers of the object-storage and broker tests, which eg-testkit starts
 #   per test (crates/eg-testkit/src/{azurite,s3_server,rabbitmq,nats}.rs):
 #   rabbitmq-server and nats-server from Debian's packages; Azurite (npm) in
-#   target/test-tools/node_modules; moto's S3 server (PyPI) in target/test-tools/venv.
+#   target/test-tools/node_modules; moto's S3 server (PyPI) in target/test-tools/venv;
+# - oauth2-mock-server (npm) in target/test-tools/node_modules, the identity provider of
+#   the webhook token tests (crates/eg-testkit/src/oauth_server.rs).
 #   Each is skipped when its EG_* variable points at one already.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 # The versions eg-testkit's tests were written against (azurite::VERSION, s3_server::VERSION).
 azurite_version=3.37.0
+oauth2_mock_server_version=9.3.0
 moto_version=5.2.5
 
 # Installs Debian packages "$@" with apt-get (through sudo unless root); false when there
@@ -84,6 +87,18 @@ if [ -z "${EG_AZURITE:-}" ] &&
   mkdir -p target/test-tools
   npm install --prefix target/test-tools --no-audit --no-fund --loglevel=error "azurite@$azurite_version" >/dev/null || {
     echo "error: could not install Azurite: the Azure storage tests need Node.js 20+ with npm (https://nodejs.org, or Debian: apt-get install nodejs npm), then npm install --prefix target/test-tools azurite@$azurite_version; or EG_AZURITE pointing at an azurite program." >&2
+    exit 1
+  }
+fi
+
+# oauth2-mock-server, an OAuth 2.0 provider signing JWTs, for the webhook token tests
+# (Node 20, as for Azurite above).
+if [ -z "${EG_OAUTH2_MOCK_SERVER:-}" ] &&
+  ! grep -qs "\"version\": \"$oauth2_mock_server_version\"" target/test-tools/node_modules/oauth2-mock-server/package.json; then
+  echo "installing oauth2-mock-server $oauth2_mock_server_version into target/test-tools (for the webhook token tests)" >&2
+  mkdir -p target/test-tools
+  npm install --prefix target/test-tools --no-audit --no-fund --loglevel=error "oauth2-mock-server@$oauth2_mock_server_version" >/dev/null || {
+    echo "error: could not install oauth2-mock-server: the webhook token tests need Node.js 20+ with npm, then npm install --prefix target/test-tools oauth2-mock-server@$oauth2_mock_server_version; or EG_OAUTH2_MOCK_SERVER pointing at the package's directory." >&2
     exit 1
   }
 fi

@@ -54,7 +54,7 @@ pub use object_stores::{
     s3_bucket, s3_dead_letter_to, wait_object_records,
 };
 pub use python_sdk::{PYTHON_SDK_VERSION, PythonOutput, run_python_sdk};
-pub use receiver::{Behaviour, Receiver, Recorded, Reply, Validation};
+pub use receiver::{BearerCheck, Behaviour, Receiver, Recorded, Reply, Validation};
 pub use replies::{assert_refused, json_reply, text_reply};
 pub use sas::{in_an_hour, percent_encode, sas_token};
 pub use system::{

@@ -6,10 +6,13 @@
 //! guarded client as deliveries, so it cannot be pointed at internal addresses either.
 
 use crate::errors::Refusal;
+use eg_core::destination::Target;
+use eg_core::identity::AccessToken;
 use eg_core::validation::{Provisioning, Unconsented, awaiting_reason, validation_event};
 use eg_core::{AttemptOutcome, DeliverySchema, Subscription, Topic, UnixMillis};
-use eg_outbound::{Client, Handshake, cloudevents_handshake, event_grid_handshake};
+use eg_outbound::{Client, Handshake, cloudevents_handshake_with_token, event_grid_handshake_with_token};
 use eg_runtime::Settings;
+use eg_runtime::bearer::Bearer;
 use std::time::Duration;
 
 const MAX_RESPONSE_BYTES: usize = 64 * 1024;
@@ -24,6 +27,8 @@ pub struct Validator {
     public_url: String,
     /// `WebHook-Request-Origin` of the CloudEvents handshake: this deployment's host.
     origin: String,
+    /// Tokens for webhooks behind an identity provider: their handshake carries one too.
+    bearer: Bearer,
 }
 
 impl Validator {
@@ -43,6 +48,7 @@ impl Validator {
             manual_window: settings.validation.manual_window,
             public_url: public_url.trim_end_matches('/').to_owned(),
             origin,
+            bearer: Bearer::from_settings(settings)?,
         })
     }
 
@@ -80,15 +86,16 @@ impl Validator {
         let Some(url) = subscription.webhook_url().filter(|_| self.enabled) else {
             return Ok(Provisioning::Succeeded);
         };
+        let token = self.token(subscription).await?;
         match subscription.delivery_schema {
             DeliverySchema::CloudEventSchemaV1_0 => {
-                match cloudevents_handshake(&self.client, url, &self.origin, None).await {
+                match cloudevents_handshake_with_token(&self.client, url, &self.origin, None, token.as_ref()).await {
                     Handshake::Accepted { .. } => Ok(Provisioning::Succeeded),
                     other => Err(failed(other)),
                 }
             }
             DeliverySchema::EventGridSchema | DeliverySchema::CustomInputSchema => {
-                self.event_grid(topic, subscription, url, now).await
+                self.event_grid(topic, subscription, url, token.as_ref(), now).await
             }
         }
     }
@@ -100,6 +107,7 @@ impl Validator {
         topic: &Topic,
         subscription: &Subscription,
         url: &str,
+        token: Option<&AccessToken>,
         now: UnixMillis,
     ) -> Result<Provisioning, Refusal> {
         let code = uuid::Uuid::new_v4().to_string();
@@ -109,7 +117,8 @@ impl Validator {
         );
         let id = uuid::Uuid::new_v4().to_string();
         let body = validation_event(&id, &topic.id(), &code, &validation_url, now).to_string();
-        let handshake = event_grid_handshake(&self.client, url, body, &code, MAX_RESPONSE_BYTES).await;
+        let handshake =
+            event_grid_handshake_with_token(&self.client, url, body, &code, MAX_RESPONSE_BYTES, token).await;
         let timed_out;
         let why = match &handshake {
             Handshake::Accepted { .. } => return Ok(Provisioning::Succeeded),
@@ -132,6 +141,26 @@ impl Validator {
         let reason = awaiting_reason(&subscription.topic, &subscription.name, why, deadline);
         tracing::info!(topic = %subscription.topic, subscription = %subscription.name, %reason, "endpoint not validated; awaiting its consent");
         Ok(Provisioning::AwaitingManualAction { code, deadline, reason })
+    }
+}
+
+impl Validator {
+    /// The bearer token the handshake carries, for a webhook that asks for one. No token
+    /// refuses the request: the endpoint would refuse the handshake, and the operator
+    /// must fix the identity first.
+    async fn token(&self, subscription: &Subscription) -> Result<Option<AccessToken>, Refusal> {
+        let Some(Target::WebHook(hook)) = subscription.target() else {
+            return Ok(None);
+        };
+        let Some(auth) = &hook.auth else {
+            return Ok(None);
+        };
+        match self.bearer.grant(auth, self.timeout).await {
+            Ok(granted) => Ok(Some(granted.token)),
+            Err(e) => Err(Refusal::bad_request(format!(
+                "properties.destination.properties.deliveryIdentity: no token for the validation handshake: {e}"
+            ))),
+        }
     }
 }
 

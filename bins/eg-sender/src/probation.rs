@@ -66,7 +66,11 @@ mod tests {
     use eg_core::destination::{Target, WebHook};
 
     fn endpoint_at(url: &str) -> EndpointId {
-        Target::WebHook(WebHook { url: url.to_owned() }).endpoint_id()
+        Target::WebHook(WebHook {
+            url: url.to_owned(),
+            ..Default::default()
+        })
+        .endpoint_id()
     }
 
     #[test]

@@ -176,6 +176,9 @@ pub struct SubscriptionCreate {
     /// A storage queue or a broker instead of a webhook (boxed: the command enum stays small)
     #[command(flatten)]
     pub to: Box<crate::endpoints::EndpointFlags>,
+    /// A bearer token on every request to the webhook (boxed as `to` is)
+    #[command(flatten)]
+    pub auth: Box<crate::webhook_auth::WebhookAuthFlags>,
     /// Queue mode (namespace topics): consumers receive events with a lock and acknowledge
     /// them, instead of a webhook
     #[arg(long, group = crate::endpoints::DESTINATION, conflicts_with = "max_events_per_batch")]

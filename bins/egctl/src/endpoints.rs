@@ -48,6 +48,11 @@ pub struct EndpointFlags {
     pub nats: Option<BrokerTarget>,
 }
 
+/// The destination flags that are no webhook, which a webhook's own flags (its bearer
+/// token, `webhook_auth`) conflict with: clap counts any member of the destination group
+/// as `--endpoint`, so "requires endpoint" would not refuse them.
+pub const NOT_WEBHOOKS: [&str; 4] = ["storage_queue", "rabbitmq", "nats", "queue"];
+
 /// The clap group of the flags that say where a subscription delivers: at most one.
 pub const DESTINATION: &str = "destination";
 

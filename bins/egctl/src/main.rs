@@ -18,6 +18,7 @@ mod hints;
 mod output;
 mod progress;
 mod times;
+mod webhook_auth;
 
 use clap::Parser;
 use std::process::ExitCode;

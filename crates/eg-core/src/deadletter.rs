@@ -29,6 +29,10 @@ use crate::time::UnixMillis;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+fn outcome_for_every_tier<S: serde::Serializer>(outcome: &Option<OutcomeName>, s: S) -> Result<S::Ok, S::Error> {
+    outcome.map(OutcomeName::known_to_every_tier).serialize(s)
+}
+
 /// Everything the dead-letter worker needs besides the event itself. It travels
 /// through Redis from whichever tier decided to dead-letter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +49,11 @@ pub struct DeadLetterEntry {
     pub delivery_id: String,
     pub reason: DeadLetterReason,
     pub delivery_attempts: u32,
+    /// Written as a name every tier reads ([`OutcomeName::known_to_every_tier`]): an
+    /// older dead-letter worker would refuse the whole entry otherwise. So a
+    /// `TokenUnavailable` attempt is dead-lettered as `GenericError`; its history keeps
+    /// the real name.
+    #[serde(serialize_with = "outcome_for_every_tier")]
     pub last_outcome: Option<OutcomeName>,
     pub last_http_status_code: Option<u16>,
     pub publish_time: UnixMillis,
@@ -243,6 +252,14 @@ fn cloud_event(event_json: &str, from: StoredFormat) -> Map<String, Value> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_entry_names_its_last_outcome_as_every_tier_reads_it() {
+        let mut e = entry();
+        e.last_outcome = Some(OutcomeName::TokenUnavailable);
+        let raw = serde_json::to_value(&e).unwrap();
+        assert_eq!(raw["lastOutcome"], "GenericError", "an older worker reads it: {raw}");
+    }
 
     fn entry() -> DeadLetterEntry {
         DeadLetterEntry {

@@ -19,6 +19,7 @@ pub mod fate;
 pub mod filter;
 pub(crate) mod header_value;
 pub mod history;
+pub mod identity;
 pub mod json;
 pub mod names;
 pub mod outcome;

@@ -33,6 +33,10 @@ pub enum AttemptOutcome {
     /// HTTP status its retry table treats it as (404, 401, 503, 413, 403, …), so one
     /// table decides what is retried for every destination.
     Refused { outcome: OutcomeName, as_status: u16 },
+    /// No request was sent: the webhook's bearer token could not be got (its identity
+    /// provider down, refusing or answering nonsense). Retried on the schedule and, as
+    /// it says nothing about the endpoint, not counted against its probation.
+    TokenUnavailable,
 }
 
 /// `lastDeliveryOutcome` names (behaviour.md#dead-lettering).
@@ -59,6 +63,10 @@ pub enum OutcomeName {
     Full,
     /// The destination is disabled (a queue or entity turned off).
     Disabled,
+    /// eg's own: no bearer token could be got for a webhook, so nothing was sent
+    /// (docs/oauth-delivery.md). Older tiers do not know this name: see
+    /// [`OutcomeName::known_to_every_tier`].
+    TokenUnavailable,
 }
 
 impl OutcomeName {
@@ -81,10 +89,11 @@ impl OutcomeName {
             Self::AddressNotAllowed => "AddressNotAllowed",
             Self::Full => "Full",
             Self::Disabled => "Disabled",
+            Self::TokenUnavailable => "TokenUnavailable",
         }
     }
 
-    pub const ALL: [OutcomeName; 17] = [
+    pub const ALL: [OutcomeName; 18] = [
         Self::Succeeded,
         Self::NotFound,
         Self::Unauthorized,
@@ -102,7 +111,19 @@ impl OutcomeName {
         Self::AddressNotAllowed,
         Self::Full,
         Self::Disabled,
+        Self::TokenUnavailable,
     ];
+
+    /// The name written where a tier older than this one may read it (a delivery's
+    /// last attempt in a retry record): those read the names they know and would refuse
+    /// the whole record otherwise. An outcome added later is written as the nearest
+    /// older one and kept beside it for newer readers.
+    pub fn known_to_every_tier(self) -> Self {
+        match self {
+            Self::TokenUnavailable => Self::GenericError,
+            other => other,
+        }
+    }
 
     pub fn parse(raw: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|o| o.as_str().eq_ignore_ascii_case(raw))
@@ -148,6 +169,7 @@ impl AttemptOutcome {
             Self::AddressNotAllowed => OutcomeName::AddressNotAllowed,
             Self::Stored => OutcomeName::Succeeded,
             Self::Refused { outcome, .. } => *outcome,
+            Self::TokenUnavailable => OutcomeName::TokenUnavailable,
         }
     }
 }
@@ -342,6 +364,12 @@ mod tests {
         }
         assert_eq!(p.classify(&AttemptOutcome::TimedOut), retry(0));
         assert_eq!(p.classify(&AttemptOutcome::SocketError), retry(0));
+        assert_eq!(
+            p.classify(&AttemptOutcome::TokenUnavailable),
+            retry(0),
+            "retried on the schedule"
+        );
+        assert_eq!(AttemptOutcome::TokenUnavailable.name().as_str(), "TokenUnavailable");
     }
 
     #[test]

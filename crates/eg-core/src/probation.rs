@@ -83,9 +83,12 @@ impl Signal {
         match outcome {
             OutcomeName::Succeeded => Self::Success,
             // A refused address says nothing about the endpoint: nothing was sent.
-            OutcomeName::Probation | OutcomeName::Aborted | OutcomeName::Canceled | OutcomeName::AddressNotAllowed => {
-                Self::Ignored
-            }
+            // Nor does a missing token: the identity provider failed, not the endpoint.
+            OutcomeName::Probation
+            | OutcomeName::Aborted
+            | OutcomeName::Canceled
+            | OutcomeName::AddressNotAllowed
+            | OutcomeName::TokenUnavailable => Self::Ignored,
             _ => Self::Failure,
         }
     }
@@ -547,7 +550,12 @@ mod tests {
     #[test]
     fn which_outcomes_count() {
         assert_eq!(Signal::of(OutcomeName::Succeeded), Signal::Success);
-        for o in [OutcomeName::Probation, OutcomeName::Aborted, OutcomeName::Canceled] {
+        for o in [
+            OutcomeName::Probation,
+            OutcomeName::Aborted,
+            OutcomeName::Canceled,
+            OutcomeName::TokenUnavailable,
+        ] {
             assert_eq!(Signal::of(o), Signal::Ignored, "{o}");
         }
         for o in [OutcomeName::Busy, OutcomeName::BadRequest, OutcomeName::GenericError] {

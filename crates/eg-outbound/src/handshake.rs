@@ -41,10 +41,11 @@
 //!   connection was made at all: only then can the validation event (and its
 //!   validationUrl) have reached the endpoint.
 
-use crate::client::{Blocked, Client, SendError};
+use crate::client::{Blocked, Client, RequestBuilder, SendError};
 use crate::response::{Bounded, classify, read_bounded};
 use eg_core::AttemptOutcome;
-use reqwest::header::CONTENT_TYPE;
+use eg_core::identity::AccessToken;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use std::fmt;
@@ -259,6 +260,19 @@ async fn answer_words(response: reqwest::Response, secrets: &Secrets<'_>) -> Str
     }
 }
 
+/// `Authorization: Bearer <token>`, marked sensitive (never printed by the client), when
+/// there is a token; a token no header can carry is left out (the endpoint says 401).
+fn with_token(request: RequestBuilder, token: Option<&AccessToken>) -> RequestBuilder {
+    let value = token.and_then(|t| HeaderValue::from_str(&format!("Bearer {}", t.expose())).ok());
+    match value {
+        Some(mut value) => {
+            value.set_sensitive(true);
+            request.header(AUTHORIZATION, value)
+        }
+        None => request,
+    }
+}
+
 fn describe(status: StatusCode) -> String {
     let mut text = status.to_string();
     if status.is_redirection() {
@@ -278,15 +292,26 @@ pub async fn event_grid_handshake(
     expected_code: &str,
     max_response_bytes: usize,
 ) -> Handshake {
+    event_grid_handshake_with_token(client, url, body, expected_code, max_response_bytes, None).await
+}
+
+/// [`event_grid_handshake`] carrying `Authorization: Bearer <token>`, as Event Grid's
+/// does for a webhook behind Entra ID (docs/oauth-delivery.md).
+pub async fn event_grid_handshake_with_token(
+    client: &Client,
+    url: &str,
+    body: String,
+    expected_code: &str,
+    max_response_bytes: usize,
+    token: Option<&AccessToken>,
+) -> Handshake {
     const EXPECTED: &str = "it must answer 200 OK with the JSON body {\"validationResponse\": \"<validationCode>\"}";
     let secrets = Secrets::of(url, Some(expected_code));
-    let sent = client
+    let request = client
         .post(url)
         .header(CONTENT_TYPE, "application/json; charset=utf-8")
-        .header("aeg-event-type", "SubscriptionValidation")
-        .body(body)
-        .send()
-        .await;
+        .header("aeg-event-type", "SubscriptionValidation");
+    let sent = with_token(request, token).body(body).send().await;
     let response = match sent {
         Ok(response) => response,
         Err(e) => return failed(e),
@@ -341,9 +366,21 @@ pub async fn cloudevents_handshake(
     origin: &str,
     requested_rate: Option<Rate>,
 ) -> Handshake {
-    let mut request = client
+    cloudevents_handshake_with_token(client, url, origin, requested_rate, None).await
+}
+
+/// [`cloudevents_handshake`] carrying `Authorization: Bearer <token>`.
+pub async fn cloudevents_handshake_with_token(
+    client: &Client,
+    url: &str,
+    origin: &str,
+    requested_rate: Option<Rate>,
+    token: Option<&AccessToken>,
+) -> Handshake {
+    let request = client
         .request(Method::OPTIONS, url)
         .header("WebHook-Request-Origin", origin);
+    let mut request = with_token(request, token);
     if let Some(rate) = requested_rate {
         request = request.header("WebHook-Request-Rate", rate.to_string());
     }

@@ -10,7 +10,9 @@
 //! - what a transport failure means ([`classify`]), `Retry-After` ([`retry_after`]) and
 //!   reading a response body without holding more than a bound ([`drain`]);
 //! - the endpoint validation handshakes of behaviour.md#protecting-endpoints-and-the-system
-//!   ([`event_grid_handshake`], [`cloudevents_handshake`]).
+//!   ([`event_grid_handshake`], [`cloudevents_handshake`]);
+//! - webhook delivery tokens ([`Tokens`]): asked of the operator's identity providers,
+//!   cached and renewed (`tokens`).
 //!
 //! It must not: hand out a `reqwest::Client` (a caller could then skip the checks);
 //! decide retries or dead-lettering (that is `eg_core::OutcomePolicy`); build event
@@ -21,10 +23,15 @@ mod client;
 mod handshake;
 mod resolve;
 mod response;
+mod tokens;
 
 #[cfg(test)]
 mod http2_tests;
 
 pub use client::{Blocked, BuildError, Client, OutboundSettings, RequestBuilder, SendError, check_url};
-pub use handshake::{Handshake, Rate, cloudevents_handshake, event_grid_handshake};
+pub use handshake::{
+    Handshake, Rate, cloudevents_handshake, cloudevents_handshake_with_token, event_grid_handshake,
+    event_grid_handshake_with_token,
+};
 pub use response::{classify, drain, retry_after};
+pub use tokens::{IdentityProblem, RequestObserver, RequestResult, TokenError, TokenSource, Tokens};

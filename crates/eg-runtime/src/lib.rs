@@ -3,7 +3,8 @@
 //! announcement of each dead-letter object written (`dead_letter_notice`), telemetry
 //! (`telemetry`), metric names (`metrics`), the ops endpoints (`/healthz`, `/readyz`,
 //! `/metrics`) and the HTTP server loop (`ops`), shutdown on SIGTERM/SIGINT (`shutdown`),
-//! the status page's tally and its flusher (`stats`), pull delivery's counts (`pull_tally`), the global allocator
+//! the status page's tally and its flusher (`stats`), pull delivery's counts (`pull_tally`),
+//! webhook bearer tokens from the configured identities (`bearer`), the global allocator
 //! (`allocator`), and the start-up every tier shares (`startup`: connect to Redis, check
 //! its layout and consumer groups, sync the clock, load the catalog and keep it fresh,
 //! waiting for Redis instead of exiting).
@@ -13,6 +14,7 @@
 
 pub mod accept;
 pub mod allocator;
+pub mod bearer;
 pub mod dead_letter_notice;
 pub mod metrics;
 pub mod ops;

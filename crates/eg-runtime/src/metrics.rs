@@ -41,6 +41,10 @@ pub const REDRIVEN_EVENT_COUNT: &str = "RedrivenEventCount";
 /// Events a broker destination already held when eg published them again (label
 /// `destination`: `nats`, whose duplicate window absorbed the redelivery).
 pub const DESTINATION_DUPLICATE_COUNT: &str = "DestinationDuplicateCount";
+/// Requests for webhook delivery tokens (labels `identity`, `result`: `issued`,
+/// `refused`, `unreachable`) and how long they took (label `identity`). Not Event Grid's.
+pub const TOKEN_REQUEST_COUNT: &str = "TokenRequestCount";
+pub const TOKEN_REQUEST_DURATION_MS: &str = "TokenRequestDurationInMs";
 
 const LATENCY_BUCKETS_MS: [f64; 14] = [
     1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
@@ -141,6 +145,14 @@ fn describe() {
         "Redelivered events a broker destination recognised as duplicates and stored once, by destination"
     );
     describe_counter!(DROPPED_EVENT_COUNT, "Deliveries dropped, by reason");
+    describe_counter!(
+        TOKEN_REQUEST_COUNT,
+        "Requests for webhook delivery tokens, by identity and result"
+    );
+    describe_histogram!(
+        TOKEN_REQUEST_DURATION_MS,
+        "Time a delivery token request took, by identity, ms"
+    );
     describe_histogram!(
         DESTINATION_PROCESSING_DURATION_MS,
         "Time the endpoint took to answer, ms"

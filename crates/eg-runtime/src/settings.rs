@@ -7,6 +7,7 @@ pub mod aws_profile;
 mod brokers;
 mod delivery;
 mod effective;
+pub mod identities;
 mod process;
 mod redis;
 mod storage;
@@ -20,7 +21,9 @@ pub use redis::RedisSection;
 pub use storage::{AzureAccount, AzureAccountSettings, S3ConnectionSettings, Secret, StorageSection};
 pub use tiers::{AdminSection, DeadLetterSection, IngressSection, SchedulerSection, SenderSection};
 
+use identities::IdentitySettings;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Every setting, by section: `[redis]` is `EG__REDIS__…`. Each section lives in the
 /// module of what it configures; this one reads them all and checks they fit together.
@@ -39,6 +42,8 @@ pub struct Settings {
     pub deadletter: DeadLetterSection,
     pub storage: StorageSection,
     pub brokers: BrokersSection,
+    /// Delivery identities by name (`EG__IDENTITIES__<NAME>__…`, identities.rs).
+    pub identities: BTreeMap<String, IdentitySettings>,
     pub catalog: CatalogSection,
     pub history: HistorySection,
     pub shutdown: ShutdownSection,
@@ -111,6 +116,7 @@ impl Settings {
         Connections {
             storage: self.storage.clone(),
             brokers: self.brokers.clone(),
+            identities: self.identities.clone(),
         }
     }
 
@@ -128,6 +134,7 @@ impl Settings {
         self.redis.validate()?;
         self.storage.validate().map_err(SettingsError::Invalid)?;
         self.brokers.validate().map_err(SettingsError::Invalid)?;
+        identities::validate(&self.identities).map_err(SettingsError::Invalid)?;
         self.deadletter.notify_topic_name().map_err(SettingsError::Invalid)?;
         if self.redis.partitions == 0 {
             return Err(SettingsError::Invalid("redis.partitions must be at least 1".into()));

@@ -155,8 +155,13 @@ struct DeliveryRecord<'a> {
 
 #[derive(Serialize, Deserialize)]
 struct LastAttemptRecord {
+    /// A name every tier knows ([`OutcomeName::known_to_every_tier`]): an older tier
+    /// refuses a record whose `o` it cannot read.
     #[serde(rename = "o")]
     outcome: OutcomeName,
+    /// The outcome itself when `o` stands in for a newer one; read before `o`.
+    #[serde(rename = "on", default, skip_serializing_if = "Option::is_none")]
+    newer_outcome: Option<OutcomeName>,
     #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
     at: i64,
@@ -201,7 +206,8 @@ fn encode_record(delivery: &Delivery, brevity: Brevity) -> String {
         attempts: (!short || delivery.attempts > 0).then_some(delivery.attempts),
         published_at: delivery.published_at.0,
         last: delivery.last.map(|last| LastAttemptRecord {
-            outcome: last.outcome,
+            outcome: last.outcome.known_to_every_tier(),
+            newer_outcome: (last.outcome.known_to_every_tier() != last.outcome).then_some(last.outcome),
             status: last.status,
             at: last.at.0,
         }),
@@ -230,7 +236,7 @@ pub fn decode_delivery(raw: &str) -> Result<Delivery, Malformed> {
         attempts: record.attempts.unwrap_or(0),
         published_at: UnixMillis(record.published_at),
         last: record.last.map(|last| LastAttempt {
-            outcome: last.outcome,
+            outcome: last.newer_outcome.unwrap_or(last.outcome),
             status: last.status,
             at: UnixMillis(last.at),
         }),
@@ -581,6 +587,21 @@ mod tests {
             at: UnixMillis(9),
         });
         assert!(encode_fan_out("k", &attempted).is_none());
+    }
+
+    #[test]
+    fn a_newer_outcome_is_stored_so_older_tiers_still_read_the_record() {
+        let d = full_delivery().after_attempt(LastAttempt {
+            outcome: OutcomeName::TokenUnavailable,
+            status: None,
+            at: UnixMillis(9),
+        });
+        let raw = encode_delivery(&d);
+        assert!(raw.contains(r#""o":"GenericError","on":"TokenUnavailable""#), "{raw}");
+        assert_eq!(decode_delivery(&raw).unwrap(), d, "newer tiers read the outcome itself");
+        // What an older tier reads: `o` only, a name it knows.
+        let older: serde_json::Value = serde_json::from_str(&raw).unwrap();
+        assert_eq!(older["l"]["o"], "GenericError");
     }
 
     #[test]

@@ -255,5 +255,9 @@ async fn with_replica_acks_a_failover_loses_no_publish_answered_as_stored() {
 
 /// The probation identity of the webhook at `url`.
 fn webhook_endpoint(url: &str) -> eg_core::probation::EndpointId {
-    eg_core::destination::Target::WebHook(eg_core::destination::WebHook { url: url.to_owned() }).endpoint_id()
+    eg_core::destination::Target::WebHook(eg_core::destination::WebHook {
+        url: url.to_owned(),
+        ..Default::default()
+    })
+    .endpoint_id()
 }

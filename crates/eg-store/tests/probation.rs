@@ -420,5 +420,9 @@ async fn the_scripts_run_the_same_machine_as_eg_core() {
 
 /// The probation identity of the webhook at `url`.
 fn webhook_endpoint(url: &str) -> eg_core::probation::EndpointId {
-    eg_core::destination::Target::WebHook(eg_core::destination::WebHook { url: url.to_owned() }).endpoint_id()
+    eg_core::destination::Target::WebHook(eg_core::destination::WebHook {
+        url: url.to_owned(),
+        ..Default::default()
+    })
+    .endpoint_id()
 }

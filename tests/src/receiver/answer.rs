@@ -107,6 +107,7 @@ fn handshake(
     uri: &Uri,
     headers: &HeaderMap,
     raw_body: &str,
+    token_refused: bool,
 ) -> Option<Response> {
     let is_event_grid = headers
         .get("aeg-event-type")
@@ -114,11 +115,15 @@ fn handshake(
     if *method != Method::OPTIONS && !is_event_grid {
         return None;
     }
+    let status = if token_refused { 401 } else { 200 };
     state
         .validations
         .lock()
         .expect("receiver lock")
-        .push(record(uri, headers, raw_body.to_owned(), 200));
+        .push(record(uri, headers, raw_body.to_owned(), status));
+    if token_refused {
+        return Some(StatusCode::UNAUTHORIZED.into_response());
+    }
     let validation = *state.validation.lock().expect("receiver lock");
     let consent = matches!(validation, Validation::Consent | Validation::SlowConsent(_));
     if *method == Method::OPTIONS {
@@ -150,7 +155,15 @@ pub(super) async fn receive(
     body: Bytes,
 ) -> Response {
     let raw_body = String::from_utf8_lossy(&body).into_owned();
-    if let Some(response) = handshake(&state, &method, &uri, &headers, &raw_body) {
+    // Behind an identity provider, every request needs a good token, handshakes too.
+    let token_refused = match &state.bearer {
+        Some(check) => {
+            let authorization = headers.get("authorization").and_then(|v| v.to_str().ok());
+            check.verify(authorization).await.is_err()
+        }
+        None => false,
+    };
+    if let Some(response) = handshake(&state, &method, &uri, &headers, &raw_body, token_refused) {
         let validation = *state.validation.lock().expect("receiver lock");
         if let Validation::SlowConsent(delay) = validation {
             tokio::time::sleep(delay).await;
@@ -163,6 +176,7 @@ pub(super) async fn receive(
         let too_long = headers.values().any(|v| v.len() > MAX_HEADER_VALUE_BYTES);
         let reply = match state.behaviour {
             _ if too_long => Reply::status(431),
+            _ if token_refused => Reply::status(401),
             Behaviour::Status(code) => Reply::status(code),
             Behaviour::FailFirst { failures, status } => {
                 Reply::status(if seen_before < failures { status } else { 200 })

@@ -4,6 +4,7 @@
 //! set per receiver ([`Behaviour`], [`Validation`]) and decided in [`answer`].
 
 mod answer;
+mod bearer;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -13,6 +14,7 @@ use axum::Router;
 use serde_json::Value;
 
 pub use answer::{Behaviour, Reply, Validation};
+pub use bearer::BearerCheck;
 
 use crate::eventually;
 
@@ -55,6 +57,8 @@ struct ReceiverState {
     validation: Mutex<Validation>,
     requests: Mutex<Vec<Recorded>>,
     validations: Mutex<Vec<Recorded>>,
+    /// Deliveries without a good bearer token are answered 401 ([`Receiver::start_verifying`]).
+    bearer: Option<Arc<BearerCheck>>,
 }
 
 /// A recording webhook endpoint on `127.0.0.1:<free port>`, served on the test's runtime.
@@ -71,11 +75,27 @@ impl Receiver {
     }
 
     pub async fn start_with(behaviour: Behaviour, validation: Validation) -> Self {
+        Self::start_full(behaviour, validation, None).await
+    }
+
+    /// A receiver behind an identity provider: a delivery whose bearer token `check`
+    /// refuses is answered 401 (and recorded so), whatever `behaviour` says.
+    pub async fn start_verifying(behaviour: Behaviour, check: BearerCheck) -> Self {
+        Self::start_full(behaviour, Validation::Consent, Some(Arc::new(check))).await
+    }
+
+    /// Its token check, when it has one (to refuse a token from now on).
+    pub fn bearer(&self) -> Option<&BearerCheck> {
+        self.state.bearer.as_deref()
+    }
+
+    async fn start_full(behaviour: Behaviour, validation: Validation, bearer: Option<Arc<BearerCheck>>) -> Self {
         let state = Arc::new(ReceiverState {
             behaviour,
             validation: Mutex::new(validation),
             requests: Mutex::default(),
             validations: Mutex::default(),
+            bearer,
         });
         let app = Router::new().fallback(answer::receive).with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -22,6 +22,7 @@ mod hostile;
 mod management;
 mod namespace_publish;
 mod namespace_resources;
+mod oauth;
 mod operations;
 mod outages;
 mod pipeline;

@@ -104,6 +104,7 @@ mod tests {
                 Client::new(OutboundSettings::default()).unwrap(),
                 Duration::from_secs(5),
                 1024,
+                eg_runtime::bearer::Bearer::from_settings(&Default::default()).unwrap(),
             ),
             storage_queue: queues_at(queue_endpoint),
             rabbitmq: RabbitMq::new(&Default::default(), Duration::from_secs(5)),

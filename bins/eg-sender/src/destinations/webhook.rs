@@ -7,7 +7,8 @@ use super::Kind;
 use crate::destination::{RenderedBatch, Sent};
 use eg_core::destination::WebHook;
 use eg_core::{AttemptOutcome, signing};
-use eg_outbound::Client;
+use eg_outbound::{Client, RequestBuilder, TokenError};
+use eg_runtime::bearer::{Bearer, Granted};
 use eg_runtime::settings::Settings;
 use std::time::{Duration, Instant};
 
@@ -18,16 +19,19 @@ pub struct Webhook {
     timeout: Duration,
     /// Most bytes of a response body read (the rest is not waited for).
     max_response_bytes: usize,
+    /// Tokens for webhooks that ask for one.
+    bearer: Bearer,
 }
 
 impl Webhook {
     /// Posts over `client`; an attempt is bounded by `timeout`, and reads at most
     /// `max_response_bytes` of a response body.
-    pub fn new(client: Client, timeout: Duration, max_response_bytes: usize) -> Self {
+    pub fn new(client: Client, timeout: Duration, max_response_bytes: usize, bearer: Bearer) -> Self {
         Self {
             client,
             timeout,
             max_response_bytes,
+            bearer,
         }
     }
 }
@@ -39,10 +43,55 @@ impl Kind for Webhook {
     /// window may last.
     fn from_settings(s: &Settings) -> anyhow::Result<Self> {
         let client = Client::new(s.outbound_settings(s.delivery.timeout + s.sender.late_success_window)?)?;
-        Ok(Self::new(client, s.delivery.timeout, s.sender.max_response_bytes))
+        let bearer = Bearer::from_settings(s)?;
+        Ok(Self::new(
+            client,
+            s.delivery.timeout,
+            s.sender.max_response_bytes,
+            bearer,
+        ))
     }
 
     async fn send(&self, hook: &WebHook, batch: RenderedBatch<'_>, late_window: Option<Duration>) -> Sent {
+        let started = Instant::now();
+        let Some(auth) = &hook.auth else {
+            let request = self.request(hook, &batch, late_window).body(batch.body.body);
+            return self.post(request, started, self.timeout, late_window).await;
+        };
+        // A token first, within the attempt's time; without one nothing is sent.
+        let granted = match self.bearer.grant(auth, self.timeout).await {
+            Ok(granted) => granted,
+            Err(e) => return token_unavailable(e, started),
+        };
+        let request = self.request(hook, &batch, late_window).body(batch.body.body.clone());
+        let remaining = self.timeout.saturating_sub(started.elapsed());
+        let sent = self
+            .post(bearer(request, &granted), started, remaining, late_window)
+            .await;
+        // A refused token is asked for again once, and the request sent again once, if
+        // half the attempt's time is left: a token revoked or rotated early.
+        if sent.outcome.status_code() != Some(401) || started.elapsed() > self.timeout / 2 {
+            return sent;
+        }
+        self.bearer.forget(&granted);
+        let granted = match self
+            .bearer
+            .grant(auth, self.timeout.saturating_sub(started.elapsed()))
+            .await
+        {
+            Ok(granted) => granted,
+            Err(e) => return token_unavailable(e, started),
+        };
+        let request = self.request(hook, &batch, late_window).body(batch.body.body);
+        let remaining = self.timeout.saturating_sub(started.elapsed());
+        self.post(bearer(request, &granted), started, remaining, late_window)
+            .await
+    }
+}
+
+impl Webhook {
+    /// The request of an attempt, without its body.
+    fn request(&self, hook: &WebHook, batch: &RenderedBatch<'_>, late_window: Option<Duration>) -> RequestBuilder {
         let RenderedBatch {
             subscription,
             target: _,
@@ -52,11 +101,10 @@ impl Kind for Webhook {
             batch_id,
             sent_at,
         } = batch;
-        let timeout = self.timeout;
         let mut builder = self
             .client
             .post(&hook.url)
-            .timeout(timeout + late_window.unwrap_or_default())
+            .timeout(self.timeout + late_window.unwrap_or_default())
             .header("content-type", body.content_type)
             .header("aeg-event-type", "Notification")
             .header("aeg-subscription-name", subscription.name.as_str().to_ascii_uppercase())
@@ -68,22 +116,33 @@ impl Kind for Webhook {
         for (name, value) in delivery_headers {
             // A dynamic value that cannot be a header value (a line break, say) is left out
             // rather than failing the whole request.
-            if reqwest::header::HeaderValue::from_str(&value).is_ok() {
+            if reqwest::header::HeaderValue::from_str(value).is_ok() {
                 builder = builder.header(name, value);
             }
         }
         // Signed over exactly the bytes sent; the secrets never leave this call.
         let secrets = subscription.signing_secrets.as_slice();
-        if let Some(signed) = signing::headers(secrets, &batch_id, sent_at, body.body.as_bytes()) {
+        if let Some(signed) = signing::headers(secrets, batch_id, *sent_at, body.body.as_bytes()) {
             builder = builder
                 .header("webhook-id", signed.id)
                 .header("webhook-timestamp", signed.timestamp)
                 .header("webhook-signature", signed.signature);
         }
+        builder
+    }
+
+    /// Sends `request`, waiting `timeout` for its answer (then, with `late_window`, going
+    /// on listening in the background); `started` is when the attempt began.
+    async fn post(
+        &self,
+        request: RequestBuilder,
+        started: Instant,
+        timeout: Duration,
+        late_window: Option<Duration>,
+    ) -> Sent {
         let max_response_bytes = self.max_response_bytes;
-        let started = Instant::now();
         let mut task = tokio::spawn(async move {
-            match builder.body(body.body).send().await {
+            match request.send().await {
                 Ok(response) => {
                     let code = response.status().as_u16();
                     let retry_after = eg_outbound::retry_after(response.headers());
@@ -119,6 +178,29 @@ impl Kind for Webhook {
                 }
             }
         }
+    }
+}
+
+/// `Authorization: Bearer <token>` (marked sensitive: never printed by the client).
+fn bearer(request: RequestBuilder, granted: &Granted) -> RequestBuilder {
+    match reqwest::header::HeaderValue::from_str(&format!("Bearer {}", granted.token.expose())) {
+        Ok(mut value) => {
+            value.set_sensitive(true);
+            request.header(reqwest::header::AUTHORIZATION, value)
+        }
+        // A token no header can carry is sent without: the endpoint's 401 says so.
+        Err(_) => request,
+    }
+}
+
+/// The attempt when no token could be got: nothing was sent. History says why, in the
+/// provider's words (never a secret or a token).
+fn token_unavailable(e: TokenError, started: Instant) -> Sent {
+    Sent {
+        outcome: AttemptOutcome::TokenUnavailable,
+        error: Some(e.to_string()),
+        took: started.elapsed(),
+        late: None,
     }
 }
 
@@ -173,7 +255,8 @@ mod tests {
             policy: AddressPolicy::parse(["127.0.0.1/32"]).unwrap(),
             ..OutboundSettings::default()
         };
-        Webhook::new(Client::new(settings).unwrap(), timeout, 1024)
+        let bearer = Bearer::from_settings(&eg_runtime::settings::Settings::default()).unwrap();
+        Webhook::new(Client::new(settings).unwrap(), timeout, 1024, bearer)
     }
 
     fn subscription_to(url: &str) -> Subscription {

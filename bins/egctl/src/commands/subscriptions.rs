@@ -146,10 +146,9 @@ fn not_active(topic: &str, name: &str, state: &str, reason: Option<&str>) -> Str
 /// server's defaults apply to the rest.
 fn from_flags(args: &SubscriptionCreate, namespace: bool) -> Value {
     let mut props = Map::new();
-    props.insert(
-        "destination".into(),
-        crate::endpoints::destination(&args.to, args.endpoint.as_deref(), args.max_events_per_batch),
-    );
+    let mut destination = crate::endpoints::destination(&args.to, args.endpoint.as_deref(), args.max_events_per_batch);
+    args.auth.apply(&mut destination);
+    props.insert("destination".into(), destination);
     let mut filter = Map::new();
     if !args.event_types.is_empty() {
         filter.insert("includedEventTypes".into(), json!(args.event_types));
@@ -414,6 +413,10 @@ fn subscription_pairs(sub: &Value) -> Vec<(&'static str, String)> {
         ("subjectBeginsWith", cell(&filter["subjectBeginsWith"])),
         ("subjectEndsWith", cell(&filter["subjectEndsWith"])),
     ];
+    // Only a webhook that sends a bearer token says so (docs/oauth-delivery.md).
+    if let Some(token) = crate::webhook_auth::describe(destination) {
+        pairs.insert(4, ("bearerToken", token));
+    }
     if shown.advanced_filters.as_array().is_some_and(|a| !a.is_empty()) {
         pairs.push(("advancedFilters", cell(shown.advanced_filters)));
     }

@@ -4,6 +4,7 @@
 //! properties both kinds of named destination share.
 
 use crate::api_error::InvalidField;
+use crate::identity::IdentityFacts;
 use crate::json::json_type;
 use serde_json::{Map, Value};
 
@@ -18,6 +19,14 @@ pub trait NamedConnections {
     /// Whether a broker connection of this name is configured in the settings section
     /// `section` (`rabbitmq` for `EG__BROKERS__RABBITMQ__<NAME>__…`, `nats`, …).
     fn has_broker_connection(&self, section: &str, name: &str) -> bool;
+    /// The delivery identity of this name (`EG__IDENTITIES__<NAME>__…`), when configured.
+    fn identity(&self, _name: &str) -> Option<IdentityFacts> {
+        None
+    }
+    /// The name of the identity configured for this Entra ID tenant, when one is.
+    fn identity_for_tenant(&self, _tenant: &str) -> Option<String> {
+        None
+    }
 }
 
 /// What a subscription may be checked against about an S3 connection.

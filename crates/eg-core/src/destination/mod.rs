@@ -18,11 +18,13 @@ mod nats;
 mod rabbitmq;
 mod storage_queue;
 mod webhook;
+mod webhook_auth;
 
 pub use nats::NatsJetStream;
 pub use rabbitmq::{RabbitMq, RoutingKey};
 pub use storage_queue::StorageQueue;
 pub use webhook::WebHook;
+pub use webhook_auth::WebhookAuth;
 
 pub use connections::{NamedConnections, S3ConnectionFacts};
 pub(crate) use connections::{connection_name, optional_string, required_string};
@@ -211,7 +213,7 @@ pub(crate) mod tests {
     use serde_json::json;
 
     /// Configured: the storage account `queues1`, the RabbitMQ connection `main`, the
-    /// NATS connection `events`.
+    /// NATS connection `events`, the identity `corp` (for the tenant `corp-tenant`).
     pub(crate) struct Configured;
 
     impl NamedConnections for Configured {
@@ -223,6 +225,14 @@ pub(crate) mod tests {
         }
         fn has_broker_connection(&self, section: &str, name: &str) -> bool {
             matches!((section, name), ("rabbitmq", "main") | ("nats", "events"))
+        }
+        fn identity(&self, name: &str) -> Option<crate::identity::IdentityFacts> {
+            (name == "corp").then_some(crate::identity::IdentityFacts {
+                has_default_target: false,
+            })
+        }
+        fn identity_for_tenant(&self, tenant: &str) -> Option<String> {
+            (tenant == "corp-tenant").then(|| "corp".to_owned())
         }
     }
 

@@ -2,6 +2,7 @@
 //! may hold a secret, so only its base URL is ever shown.
 
 use super::Kind;
+use super::webhook_auth::WebhookAuth;
 use super::{NamedConnections, required_string};
 use crate::api_error::InvalidField;
 use serde::{Deserialize, Serialize};
@@ -14,6 +15,9 @@ pub struct WebHook {
     /// The full URL. Its query may hold a secret: shown only by `getFullUrl`.
     #[serde(skip)]
     pub url: String,
+    /// Its requests' bearer token, when it asks for one (docs/oauth-delivery.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<WebhookAuth>,
 }
 
 impl WebHook {
@@ -21,11 +25,29 @@ impl WebHook {
     pub fn base_url(&self) -> String {
         base_url(&self.url)
     }
+
+    /// Whether it holds nothing but its URL, which is stored apart (`endpointUrl`): such
+    /// a webhook is stored as every webhook was before targets had fields.
+    pub fn is_only_a_url(&self) -> bool {
+        *self
+            == Self {
+                url: self.url.clone(),
+                ..Self::default()
+            }
+    }
 }
 
 impl Kind for WebHook {
     const ENDPOINT_TYPE: &'static str = "WebHook";
-    const OWN: &'static [&'static str] = &["endpointUrl", "endpointBaseUrl"];
+    const OWN: &'static [&'static str] = &[
+        "endpointUrl",
+        "endpointBaseUrl",
+        "azureActiveDirectoryTenantId",
+        "azureActiveDirectoryApplicationIdOrUri",
+        "deliveryIdentity",
+        "tokenScope",
+        "tokenAudience",
+    ];
     const SHARED: &'static [&'static str] = &[
         "maxEventsPerBatch",
         "preferredBatchSizeInKilobytes",
@@ -36,17 +58,24 @@ impl Kind for WebHook {
     fn read(props: &Map<String, Value>) -> Result<Self, InvalidField> {
         let url = required_string(props, "endpointUrl")?;
         http_url("properties.endpointUrl", &url)?;
-        Ok(Self { url })
+        let auth = WebhookAuth::read(props)?;
+        Ok(Self { url, auth })
     }
 
     fn show(&self) -> Map<String, Value> {
         let mut props = Map::new();
         props.insert("endpointBaseUrl".to_owned(), json!(self.base_url()));
+        if let Some(auth) = &self.auth {
+            auth.show(&mut props);
+        }
         props
     }
 
-    fn check_configured(&self, _: &impl NamedConnections) -> Result<(), InvalidField> {
-        Ok(())
+    fn check_configured(&self, configured: &impl NamedConnections) -> Result<(), InvalidField> {
+        match &self.auth {
+            Some(auth) => auth.check_configured(configured),
+            None => Ok(()),
+        }
     }
 
     fn identity(&self) -> String {

@@ -77,7 +77,14 @@ impl From<Stored> for Subscription {
             StoredMode::Queue { receive_lock_seconds } => DeliveryMethod::Queue { receive_lock_seconds },
             StoredMode::Push => DeliveryMethod::Push {
                 target: match s.endpoint {
-                    None | Some(Target::WebHook(_)) => Target::WebHook(WebHook { url: s.endpoint_url }),
+                    None => Target::WebHook(WebHook {
+                        url: s.endpoint_url,
+                        ..WebHook::default()
+                    }),
+                    Some(Target::WebHook(hook)) => Target::WebHook(WebHook {
+                        url: s.endpoint_url,
+                        ..hook
+                    }),
                     Some(other) => other,
                 },
                 written_as: if s.namespace_form {
@@ -113,10 +120,15 @@ impl From<Subscription> for Stored {
             DeliveryMethod::Queue { receive_lock_seconds } => {
                 (String::new(), None, StoredMode::Queue { receive_lock_seconds })
             }
+            // A webhook with fields of its own (a token to get) stores them in
+            // `endpoint`; its URL stays in `endpointUrl`, where older tiers read it.
             DeliveryMethod::Push {
                 target: Target::WebHook(hook),
                 ..
-            } => (hook.url, None, StoredMode::Push),
+            } => {
+                let fields = (!hook.is_only_a_url()).then(|| Target::WebHook(hook.clone()));
+                (hook.url, fields, StoredMode::Push)
+            }
             DeliveryMethod::Push { target, .. } => (target.identity(), Some(target), StoredMode::Push),
         };
         Self {
@@ -226,5 +238,25 @@ mod tests {
         legacy["endpoint"] = json!({"kind": "webHook"});
         let read: Subscription = serde_json::from_value(legacy).unwrap();
         assert_eq!(read.webhook_url(), Some("https://h.example/in"));
+    }
+
+    #[test]
+    fn a_webhook_asking_for_a_token_stores_it_beside_the_url_older_tiers_read() {
+        let hook = stored(&subscription(
+            json!({}),
+            json!({"destination": {"endpointType": "WebHook", "properties": {
+                "endpointUrl": "https://h.example/in?code=s",
+                "azureActiveDirectoryTenantId": "contoso",
+                "azureActiveDirectoryApplicationIdOrUri": "api://orders"}}}),
+        ));
+        assert_eq!(
+            hook["endpointUrl"], "https://h.example/in?code=s",
+            "where every tier reads it"
+        );
+        assert_eq!(
+            hook["endpoint"],
+            json!({"kind": "webHook", "auth": {"via": "entraId", "tenant": "contoso", "application": "api://orders"}})
+        );
+        assert!(hook["endpoint"].get("url").is_none(), "the URL is stored once");
     }
 }

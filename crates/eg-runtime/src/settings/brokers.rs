@@ -88,6 +88,7 @@ fn check_name(kind: &str, name: &str) -> Result<(), String> {
 pub struct Connections {
     pub storage: StorageSection,
     pub brokers: BrokersSection,
+    pub identities: super::identities::IdentitiesSection,
 }
 
 impl NamedConnections for Connections {
@@ -105,6 +106,14 @@ impl NamedConnections for Connections {
             NatsJetStream::CONNECTIONS => self.brokers.nats.contains_key(name),
             _ => false,
         }
+    }
+
+    fn identity(&self, name: &str) -> Option<eg_core::identity::IdentityFacts> {
+        super::identities::facts(&self.identities, name)
+    }
+
+    fn identity_for_tenant(&self, tenant: &str) -> Option<String> {
+        super::identities::for_tenant(&self.identities, tenant)
     }
 }
 

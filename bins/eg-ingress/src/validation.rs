@@ -10,7 +10,7 @@ use eg_core::destination::Target;
 use eg_core::identity::AccessToken;
 use eg_core::validation::{Provisioning, Unconsented, awaiting_reason, validation_event};
 use eg_core::{AttemptOutcome, DeliverySchema, Subscription, Topic, UnixMillis};
-use eg_outbound::{Client, Handshake, cloudevents_handshake_with_token, event_grid_handshake_with_token};
+use eg_outbound::{Client, Clients, Handshake, cloudevents_handshake_with_token, event_grid_handshake_with_token};
 use eg_runtime::Settings;
 use eg_runtime::bearer::Bearer;
 use std::time::Duration;
@@ -18,7 +18,9 @@ use std::time::Duration;
 const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 
 pub struct Validator {
-    client: Client,
+    /// The plain client and one per configured client certificate: the handshake
+    /// presents the certificate deliveries will.
+    clients: Clients,
     enabled: bool,
     /// How long the endpoint has to answer the handshake (named in reasons).
     timeout: Duration,
@@ -33,7 +35,7 @@ pub struct Validator {
 
 impl Validator {
     pub fn new(settings: &Settings, public_url: &str) -> anyhow::Result<Self> {
-        let client = Client::new(settings.outbound_settings(settings.validation.timeout)?)?;
+        let clients = settings.outbound_clients(settings.validation.timeout)?;
         let origin = url::Url::parse(public_url)
             .ok()
             .and_then(|u| u.host_str().map(str::to_owned))
@@ -42,7 +44,7 @@ impl Validator {
             tracing::warn!("endpoint validation is off: subscriptions deliver without their endpoint's consent");
         }
         Ok(Self {
-            client,
+            clients,
             enabled: settings.validation.enabled,
             timeout: settings.validation.timeout,
             manual_window: settings.validation.manual_window,
@@ -87,23 +89,40 @@ impl Validator {
             return Ok(Provisioning::Succeeded);
         };
         let token = self.token(subscription).await?;
+        let client = self.client_for(subscription)?;
         match subscription.delivery_schema {
             DeliverySchema::CloudEventSchemaV1_0 => {
-                match cloudevents_handshake_with_token(&self.client, url, &self.origin, None, token.as_ref()).await {
+                match cloudevents_handshake_with_token(client, url, &self.origin, None, token.as_ref()).await {
                     Handshake::Accepted { .. } => Ok(Provisioning::Succeeded),
                     other => Err(failed(other)),
                 }
             }
             DeliverySchema::EventGridSchema | DeliverySchema::CustomInputSchema => {
-                self.event_grid(topic, subscription, url, token.as_ref(), now).await
+                self.event_grid(client, topic, subscription, url, token.as_ref(), now).await
             }
         }
+    }
+
+    /// The client presenting the subscription's client certificate, if it names one (the
+    /// management API checked the name against this ingress's settings already).
+    fn client_for(&self, subscription: &Subscription) -> Result<&Client, Refusal> {
+        let certificate = match subscription.target() {
+            Some(Target::WebHook(hook)) => hook.client_certificate.as_deref(),
+            _ => None,
+        };
+        self.clients.presenting(certificate).ok_or_else(|| {
+            Refusal::bad_request(format!(
+                "properties.destination.properties.clientCertificate: eg-ingress has no client certificate {:?}",
+                certificate.unwrap_or_default()
+            ))
+        })
     }
 
     /// The Event Grid handshake: `Succeeded` on consent; otherwise awaiting a `GET` on
     /// the validation URL (or a handshake run again), with what happened in words.
     async fn event_grid(
         &self,
+        client: &Client,
         topic: &Topic,
         subscription: &Subscription,
         url: &str,
@@ -118,7 +137,7 @@ impl Validator {
         let id = uuid::Uuid::new_v4().to_string();
         let body = validation_event(&id, &topic.id(), &code, &validation_url, now).to_string();
         let handshake =
-            event_grid_handshake_with_token(&self.client, url, body, &code, MAX_RESPONSE_BYTES, token).await;
+            event_grid_handshake_with_token(client, url, body, &code, MAX_RESPONSE_BYTES, token).await;
         let timed_out;
         let why = match &handshake {
             Handshake::Accepted { .. } => return Ok(Provisioning::Succeeded),

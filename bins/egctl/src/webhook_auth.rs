@@ -37,6 +37,10 @@ pub struct WebhookAuthFlags {
         conflicts_with = "aad_tenant"
     )]
     pub token_audience: Option<String>,
+    /// The client certificate configured in eg (EG__CLIENT_CERTIFICATES__<NAME>__…) the
+    /// webhook's TLS handshakes present (docs/client-certificates.md)
+    #[arg(long, value_name = "NAME", conflicts_with_all = crate::endpoints::NOT_WEBHOOKS)]
+    pub client_certificate: Option<String>,
 }
 
 impl WebhookAuthFlags {
@@ -49,6 +53,7 @@ impl WebhookAuthFlags {
             ("deliveryIdentity", &self.delivery_identity),
             ("tokenScope", &self.token_scope),
             ("tokenAudience", &self.token_audience),
+            ("clientCertificate", &self.client_certificate),
         ] {
             if let Some(value) = value {
                 props[key] = json!(value);

@@ -36,6 +36,9 @@ pub struct OutboundSettings {
     /// Which addresses may be connected to.
     pub policy: AddressPolicy,
     pub user_agent: String,
+    /// PEM certificates trusted besides the system's roots (a private CA's), as
+    /// `EG__DELIVERY__TLS_CA_FILE` names them.
+    pub extra_roots_pem: Option<Arc<[u8]>>,
 }
 
 impl Default for OutboundSettings {
@@ -45,7 +48,41 @@ impl Default for OutboundSettings {
             connect_timeout: Duration::from_secs(10),
             policy: AddressPolicy::default(),
             user_agent: concat!("eg/", env!("CARGO_PKG_VERSION")).to_owned(),
+            extra_roots_pem: None,
         }
+    }
+}
+
+/// A client certificate chain and its private key, presented in the TLS handshakes of
+/// the endpoints that ask for one (docs/client-certificates.md). `Debug` shows its name
+/// only: the key never reaches a log.
+#[derive(Clone)]
+pub struct ClientCertificate {
+    name: String,
+    identity: reqwest::Identity,
+}
+
+impl ClientCertificate {
+    /// From PEM holding the certificate chain (leaf first) and the private key (PKCS#8,
+    /// PKCS#1 or SEC1).
+    pub fn from_pem(name: &str, pem: &[u8]) -> Result<Self, BuildError> {
+        let identity = reqwest::Identity::from_pem(pem).map_err(BuildError)?;
+        Ok(Self {
+            name: name.to_owned(),
+            identity,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl std::fmt::Debug for ClientCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientCertificate")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -123,6 +160,14 @@ impl Client {
         Self::build(settings, |builder| builder)
     }
 
+    /// [`Client::new`], presenting `certificate` to every server that asks for one.
+    /// Its own connection pool: a connection made with a certificate is never reused
+    /// for a request that names none (or another).
+    pub fn with_certificate(settings: OutboundSettings, certificate: &ClientCertificate) -> Result<Self, BuildError> {
+        let identity = certificate.identity.clone();
+        Self::build(settings, move |builder| builder.identity(identity))
+    }
+
     /// [`Client::new`], with `extra` applied to the reqwest builder last (tests: trust a
     /// local TLS endpoint's certificate).
     pub(crate) fn build(
@@ -133,7 +178,11 @@ impl Client {
         // means a provider is installed already, which reqwest then uses.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let policy = Arc::new(settings.policy);
-        let builder = reqwest::Client::builder()
+        let extra_roots = match &settings.extra_roots_pem {
+            Some(pem) => reqwest::Certificate::from_pem_bundle(pem).map_err(BuildError)?,
+            None => Vec::new(),
+        };
+        let mut builder = reqwest::Client::builder()
             .timeout(settings.timeout)
             .connect_timeout(settings.connect_timeout)
             // A 3xx is the attempt's outcome (behaviour.md#a-delivery-attempt); following
@@ -147,6 +196,9 @@ impl Client {
             .http2_initial_connection_window_size(H2_CONNECTION_WINDOW)
             .user_agent(settings.user_agent)
             .dns_resolver(GuardedResolver::new(Arc::clone(&policy)));
+        if !extra_roots.is_empty() {
+            builder = builder.tls_certs_merge(extra_roots);
+        }
         let http = extra(builder).build().map_err(BuildError)?;
         Ok(Self { http, policy })
     }
@@ -175,6 +227,43 @@ impl Client {
 
     pub fn post(&self, url: &str) -> RequestBuilder {
         self.request(Method::POST, url)
+    }
+}
+
+/// The plain guarded client and one per configured client certificate, each with its
+/// own connection pool (a TLS connection made with a certificate is never reused for a
+/// request that names none, or another).
+#[derive(Debug, Clone)]
+pub struct Clients {
+    plain: Client,
+    certified: std::collections::BTreeMap<String, Client>,
+}
+
+impl Clients {
+    /// Clients of `settings`: the plain one, and one presenting each of `certificates`.
+    pub fn new(settings: OutboundSettings, certificates: &[ClientCertificate]) -> Result<Self, BuildError> {
+        let certified = certificates
+            .iter()
+            .map(|c| Ok((c.name().to_owned(), Client::with_certificate(settings.clone(), c)?)))
+            .collect::<Result<_, BuildError>>()?;
+        Ok(Self {
+            plain: Client::new(settings)?,
+            certified,
+        })
+    }
+
+    /// The client without a certificate.
+    pub fn plain(&self) -> &Client {
+        &self.plain
+    }
+
+    /// The client presenting `certificate`, or the plain one for `None`; `None` when no
+    /// certificate of that name is configured.
+    pub fn presenting(&self, certificate: Option<&str>) -> Option<&Client> {
+        match certificate {
+            None => Some(&self.plain),
+            Some(name) => self.certified.get(name),
+        }
     }
 }
 

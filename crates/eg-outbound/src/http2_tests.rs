@@ -83,6 +83,7 @@ fn settings() -> OutboundSettings {
         connect_timeout: Duration::from_secs(5),
         policy: AddressPolicy::parse(["127.0.0.1/32"]).unwrap(),
         user_agent: "eg-outbound-tests".into(),
+        extra_roots_pem: None,
     }
 }
 

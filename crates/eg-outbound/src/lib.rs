@@ -28,7 +28,9 @@ mod tokens;
 #[cfg(test)]
 mod http2_tests;
 
-pub use client::{Blocked, BuildError, Client, OutboundSettings, RequestBuilder, SendError, check_url};
+pub use client::{
+    Blocked, BuildError, Client, ClientCertificate, Clients, OutboundSettings, RequestBuilder, SendError, check_url,
+};
 pub use handshake::{
     Handshake, Rate, cloudevents_handshake, cloudevents_handshake_with_token, event_grid_handshake,
     event_grid_handshake_with_token,

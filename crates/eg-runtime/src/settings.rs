@@ -5,6 +5,7 @@
 
 pub mod aws_profile;
 mod brokers;
+pub mod certificates;
 mod delivery;
 mod effective;
 pub mod identities;
@@ -21,6 +22,7 @@ pub use redis::RedisSection;
 pub use storage::{AzureAccount, AzureAccountSettings, S3ConnectionSettings, Secret, StorageSection};
 pub use tiers::{AdminSection, DeadLetterSection, IngressSection, SchedulerSection, SenderSection};
 
+use certificates::ClientCertificateSettings;
 use identities::IdentitySettings;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -44,6 +46,9 @@ pub struct Settings {
     pub brokers: BrokersSection,
     /// Delivery identities by name (`EG__IDENTITIES__<NAME>__…`, identities.rs).
     pub identities: BTreeMap<String, IdentitySettings>,
+    /// Client certificates webhooks may present, by name
+    /// (`EG__CLIENT_CERTIFICATES__<NAME>__…`, certificates.rs).
+    pub client_certificates: BTreeMap<String, ClientCertificateSettings>,
     pub catalog: CatalogSection,
     pub history: HistorySection,
     pub shutdown: ShutdownSection,
@@ -117,6 +122,9 @@ impl Settings {
             storage: self.storage.clone(),
             brokers: self.brokers.clone(),
             identities: self.identities.clone(),
+            // Read again here (validate read them once already, so they read): the
+            // management API checks a subscription's certificate name and expiry.
+            client_certificates: certificates::load_all(&self.client_certificates).unwrap_or_default(),
         }
     }
 
@@ -135,6 +143,7 @@ impl Settings {
         self.storage.validate().map_err(SettingsError::Invalid)?;
         self.brokers.validate().map_err(SettingsError::Invalid)?;
         identities::validate(&self.identities).map_err(SettingsError::Invalid)?;
+        certificates::load_all(&self.client_certificates).map_err(SettingsError::Invalid)?;
         self.deadletter.notify_topic_name().map_err(SettingsError::Invalid)?;
         if self.redis.partitions == 0 {
             return Err(SettingsError::Invalid("redis.partitions must be at least 1".into()));

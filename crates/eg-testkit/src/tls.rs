@@ -75,6 +75,27 @@ impl TestCa {
     }
 }
 
+impl TestCa {
+    /// A certificate like [`TestCa::issue`]'s whose validity ended in 2020: what a
+    /// deployment meets when nobody renewed one.
+    pub fn issue_expired(&self, file: &str, names: &[&str]) -> Issued {
+        let key = KeyPair::generate().expect("a key");
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let mut params = CertificateParams::new(names).expect("certificate parameters");
+        params.distinguished_name.push(DnType::CommonName, file);
+        params.not_before = rcgen::date_time_ymd(2019, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2020, 1, 1);
+        let cert = params.signed_by(&key, &self.issuer).expect("a certificate");
+        let issued = Issued {
+            cert: self.dir.join(format!("{file}.pem")),
+            key: self.dir.join(format!("{file}.key")),
+        };
+        write_pem(&issued.cert, "CERTIFICATE", cert.der());
+        write_pem(&issued.key, "PRIVATE KEY", &key.serialize_der());
+        issued
+    }
+}
+
 fn write_pem(path: &Path, label: &str, der: &[u8]) {
     let encoded = base64::engine::general_purpose::STANDARD.encode(der);
     let mut pem = format!("-----BEGIN {label}-----\n");

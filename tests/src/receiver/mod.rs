@@ -5,6 +5,7 @@
 
 mod answer;
 mod bearer;
+mod tls;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -67,6 +68,8 @@ pub struct Receiver {
     url: String,
     state: Arc<ReceiverState>,
     task: tokio::task::JoinHandle<()>,
+    /// TLS handshakes refused ([`Receiver::start_mutual_tls`]; 0 for plain HTTP).
+    refused_handshakes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Receiver {
@@ -110,7 +113,44 @@ impl Receiver {
             url: format!("http://{address}/hook"),
             state,
             task,
+            refused_handshakes: Arc::default(),
         }
+    }
+
+    /// A receiver on `https://127.0.0.1:PORT/hook` serving `cert`/`key` (PEM files) that
+    /// requires every client to present a certificate signed by `client_ca`.
+    pub async fn start_mutual_tls(
+        behaviour: Behaviour,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+        client_ca: &std::path::Path,
+    ) -> Self {
+        let state = Arc::new(ReceiverState {
+            behaviour,
+            validation: Mutex::new(Validation::Consent),
+            requests: Mutex::default(),
+            validations: Mutex::default(),
+            bearer: None,
+        });
+        let app = Router::new().fallback(answer::receive).with_state(state.clone());
+        let listener = tls::MutualTlsListener::bind(cert, key, client_ca).await;
+        let address = axum::serve::Listener::local_addr(&listener).expect("receiver address");
+        let refused_handshakes = listener.refused.clone();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self {
+            address,
+            url: format!("https://127.0.0.1:{}/hook", address.port()),
+            state,
+            task,
+            refused_handshakes,
+        }
+    }
+
+    /// TLS handshakes refused so far (a client without the certificate asked for).
+    pub fn refused_handshakes(&self) -> u64 {
+        self.refused_handshakes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Stops listening, and keeps the port so that connecting to it is refused for as

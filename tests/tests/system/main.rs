@@ -13,6 +13,7 @@
 mod access;
 mod bad_input;
 mod brokers;
+mod client_certificates;
 mod dead_letter_notifications;
 mod dead_letter_status;
 mod dead_letter_stores;

@@ -95,13 +95,13 @@ mod tests {
     use super::webhook::Webhook;
     use super::*;
     use eg_core::{AttemptOutcome, OutcomeName};
-    use eg_outbound::{Client, OutboundSettings};
+    use eg_outbound::OutboundSettings;
     use serde_json::json;
 
     fn destinations(queue_endpoint: &str) -> Destinations {
         Destinations {
             webhook: Webhook::new(
-                Client::new(OutboundSettings::default()).unwrap(),
+                eg_outbound::Clients::new(OutboundSettings::default(), &[]).unwrap(),
                 Duration::from_secs(5),
                 1024,
                 eg_runtime::bearer::Bearer::from_settings(&Default::default()).unwrap(),

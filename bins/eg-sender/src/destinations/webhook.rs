@@ -7,14 +7,15 @@ use super::Kind;
 use crate::destination::{RenderedBatch, Sent};
 use eg_core::destination::WebHook;
 use eg_core::{AttemptOutcome, signing};
-use eg_outbound::{Client, RequestBuilder, TokenError};
+use eg_outbound::{Client, Clients, RequestBuilder, TokenError};
 use eg_runtime::bearer::{Bearer, Granted};
 use eg_runtime::settings::Settings;
 use std::time::{Duration, Instant};
 
 /// POSTs batches over the outbound client (which enforces the address policy).
 pub struct Webhook {
-    client: Client,
+    /// The plain client and one per configured client certificate.
+    clients: Clients,
     /// Bounds one attempt.
     timeout: Duration,
     /// Most bytes of a response body read (the rest is not waited for).
@@ -26,9 +27,9 @@ pub struct Webhook {
 impl Webhook {
     /// Posts over `client`; an attempt is bounded by `timeout`, and reads at most
     /// `max_response_bytes` of a response body.
-    pub fn new(client: Client, timeout: Duration, max_response_bytes: usize, bearer: Bearer) -> Self {
+    pub fn new(clients: Clients, timeout: Duration, max_response_bytes: usize, bearer: Bearer) -> Self {
         Self {
-            client,
+            clients,
             timeout,
             max_response_bytes,
             bearer,
@@ -42,7 +43,8 @@ impl Kind for Webhook {
     /// The outbound client waits for a response as long as an attempt and its late
     /// window may last.
     fn from_settings(s: &Settings) -> anyhow::Result<Self> {
-        let client = Client::new(s.outbound_settings(s.delivery.timeout + s.sender.late_success_window)?)?;
+        let client = s.outbound_clients(s.delivery.timeout + s.sender.late_success_window)?;
+        warn_of_expired_certificates(s);
         let bearer = Bearer::from_settings(s)?;
         Ok(Self::new(
             client,
@@ -54,8 +56,11 @@ impl Kind for Webhook {
 
     async fn send(&self, hook: &WebHook, batch: RenderedBatch<'_>, late_window: Option<Duration>) -> Sent {
         let started = Instant::now();
+        let Some(client) = self.clients.presenting(hook.client_certificate.as_deref()) else {
+            return unknown_certificate(hook, started);
+        };
         let Some(auth) = &hook.auth else {
-            let request = self.request(hook, &batch, late_window).body(batch.body.body);
+            let request = self.request(client, hook, &batch, late_window).body(batch.body.body);
             return self.post(request, started, self.timeout, late_window).await;
         };
         // A token first, within the attempt's time; without one nothing is sent.
@@ -63,7 +68,9 @@ impl Kind for Webhook {
             Ok(granted) => granted,
             Err(e) => return token_unavailable(e, started),
         };
-        let request = self.request(hook, &batch, late_window).body(batch.body.body.clone());
+        let request = self
+            .request(client, hook, &batch, late_window)
+            .body(batch.body.body.clone());
         let remaining = self.timeout.saturating_sub(started.elapsed());
         let sent = self
             .post(bearer(request, &granted), started, remaining, late_window)
@@ -82,7 +89,7 @@ impl Kind for Webhook {
             Ok(granted) => granted,
             Err(e) => return token_unavailable(e, started),
         };
-        let request = self.request(hook, &batch, late_window).body(batch.body.body);
+        let request = self.request(client, hook, &batch, late_window).body(batch.body.body);
         let remaining = self.timeout.saturating_sub(started.elapsed());
         self.post(bearer(request, &granted), started, remaining, late_window)
             .await
@@ -91,7 +98,13 @@ impl Kind for Webhook {
 
 impl Webhook {
     /// The request of an attempt, without its body.
-    fn request(&self, hook: &WebHook, batch: &RenderedBatch<'_>, late_window: Option<Duration>) -> RequestBuilder {
+    fn request(
+        &self,
+        client: &Client,
+        hook: &WebHook,
+        batch: &RenderedBatch<'_>,
+        late_window: Option<Duration>,
+    ) -> RequestBuilder {
         let RenderedBatch {
             subscription,
             target: _,
@@ -101,8 +114,7 @@ impl Webhook {
             batch_id,
             sent_at,
         } = batch;
-        let mut builder = self
-            .client
+        let mut builder = client
             .post(&hook.url)
             .timeout(self.timeout + late_window.unwrap_or_default())
             .header("content-type", body.content_type)
@@ -195,6 +207,46 @@ fn bearer(request: RequestBuilder, granted: &Granted) -> RequestBuilder {
 
 /// The attempt when no token could be got: nothing was sent. History says why, in the
 /// provider's words (never a secret or a token).
+/// The subscription names a client certificate this sender was not given (its settings
+/// differ from the ingress's): refused like a broker connection it lacks, and logged
+/// naming the setting to add.
+fn unknown_certificate(hook: &WebHook, started: Instant) -> Sent {
+    let name = hook.client_certificate.as_deref().unwrap_or_default();
+    let error = format!(
+        "eg-sender has no client certificate named {name:?} (EG__CLIENT_CERTIFICATES__{}__CERTIFICATE_FILE and __KEY_FILE)",
+        name.to_ascii_uppercase()
+    );
+    tracing::error!("{error}");
+    Sent {
+        outcome: AttemptOutcome::Refused {
+            outcome: eg_core::OutcomeName::NotFound,
+            as_status: 404,
+        },
+        error: Some(error),
+        took: started.elapsed(),
+        late: None,
+    }
+}
+
+/// Logs, at start, each configured client certificate that has expired: endpoints that
+/// require it refuse every handshake until it is replaced.
+fn warn_of_expired_certificates(s: &Settings) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let loaded = eg_runtime::settings::certificates::load_all(&s.client_certificates).unwrap_or_default();
+    for (name, certificate) in loaded {
+        if certificate.not_after.0 <= now {
+            tracing::error!(
+                certificate = %name,
+                not_after = %certificate.not_after.to_rfc3339(),
+                "client certificate expired: replace EG__CLIENT_CERTIFICATES__{}__CERTIFICATE_FILE and __KEY_FILE",
+                name.to_ascii_uppercase()
+            );
+        }
+    }
+}
+
 fn token_unavailable(e: TokenError, started: Instant) -> Sent {
     Sent {
         outcome: AttemptOutcome::TokenUnavailable,
@@ -256,7 +308,7 @@ mod tests {
             ..OutboundSettings::default()
         };
         let bearer = Bearer::from_settings(&eg_runtime::settings::Settings::default()).unwrap();
-        Webhook::new(Client::new(settings).unwrap(), timeout, 1024, bearer)
+        Webhook::new(Clients::new(settings, &[]).unwrap(), timeout, 1024, bearer)
     }
 
     fn subscription_to(url: &str) -> Subscription {

@@ -414,6 +414,9 @@ fn subscription_pairs(sub: &Value) -> Vec<(&'static str, String)> {
         ("subjectEndsWith", cell(&filter["subjectEndsWith"])),
     ];
     // Only a webhook that sends a bearer token says so (docs/oauth-delivery.md).
+    if let Some(certificate) = destination["clientCertificate"].as_str() {
+        pairs.insert(4, ("clientCertificate", certificate.to_owned()));
+    }
     if let Some(token) = crate::webhook_auth::describe(destination) {
         pairs.insert(4, ("bearerToken", token));
     }

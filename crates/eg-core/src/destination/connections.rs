@@ -27,6 +27,21 @@ pub trait NamedConnections {
     fn identity_for_tenant(&self, _tenant: &str) -> Option<String> {
         None
     }
+    /// The client certificate of this name (`EG__CLIENT_CERTIFICATES__<NAME>__…`), when
+    /// configured.
+    fn client_certificate(&self, _name: &str) -> Option<CertificateFacts> {
+        None
+    }
+}
+
+/// What a subscription may be checked against about a configured client certificate
+/// (never its key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateFacts {
+    /// When it stops being valid (RFC 3339).
+    pub not_after: String,
+    /// Whether that time has passed.
+    pub expired: bool,
 }
 
 /// What a subscription may be checked against about an S3 connection.

@@ -26,7 +26,7 @@ pub use storage_queue::StorageQueue;
 pub use webhook::WebHook;
 pub use webhook_auth::WebhookAuth;
 
-pub use connections::{NamedConnections, S3ConnectionFacts};
+pub use connections::{CertificateFacts, NamedConnections, S3ConnectionFacts};
 pub(crate) use connections::{connection_name, optional_string, required_string};
 pub(crate) use storage_queue::storage_account;
 pub(crate) use webhook::http_url;
@@ -213,7 +213,8 @@ pub(crate) mod tests {
     use serde_json::json;
 
     /// Configured: the storage account `queues1`, the RabbitMQ connection `main`, the
-    /// NATS connection `events`, the identity `corp` (for the tenant `corp-tenant`).
+    /// NATS connection `events`, the identity `corp` (for the tenant `corp-tenant`), the
+    /// client certificates `partner` and `old` (expired).
     pub(crate) struct Configured;
 
     impl NamedConnections for Configured {
@@ -233,6 +234,17 @@ pub(crate) mod tests {
         }
         fn identity_for_tenant(&self, tenant: &str) -> Option<String> {
             (tenant == "corp-tenant").then(|| "corp".to_owned())
+        }
+        fn client_certificate(&self, name: &str) -> Option<CertificateFacts> {
+            let facts = |not_after: &str, expired| CertificateFacts {
+                not_after: not_after.to_owned(),
+                expired,
+            };
+            match name {
+                "partner" => Some(facts("2030-01-01T00:00:00Z", false)),
+                "old" => Some(facts("2020-01-01T00:00:00Z", true)),
+                _ => None,
+            }
         }
     }
 

@@ -102,6 +102,7 @@ pub fn client(policy: AddressPolicy, timeout: Duration) -> Client {
         connect_timeout: timeout,
         policy,
         user_agent: "eg-outbound-tests".into(),
+        extra_roots_pem: None,
     })
     .unwrap()
 }

@@ -89,6 +89,7 @@ pub struct Connections {
     pub storage: StorageSection,
     pub brokers: BrokersSection,
     pub identities: super::identities::IdentitiesSection,
+    pub client_certificates: BTreeMap<String, super::certificates::LoadedCertificate>,
 }
 
 impl NamedConnections for Connections {
@@ -114,6 +115,15 @@ impl NamedConnections for Connections {
 
     fn identity_for_tenant(&self, tenant: &str) -> Option<String> {
         super::identities::for_tenant(&self.identities, tenant)
+    }
+
+    fn client_certificate(&self, name: &str) -> Option<eg_core::destination::CertificateFacts> {
+        let now = eg_core::UnixMillis(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        );
+        self.client_certificates.get(name).map(|c| c.facts(now))
     }
 }
 

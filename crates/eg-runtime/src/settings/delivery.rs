@@ -34,6 +34,9 @@ pub struct DeliverySection {
     /// Networks deliveries and validation requests may reach even though they are
     /// loopback, private, link-local …, comma-separated: `127.0.0.1/32,10.1.0.0/16`.
     pub allowed_networks: String,
+    /// A PEM file of CA certificates webhook and validation requests trust besides the
+    /// system's (endpoints with certificates of a private CA).
+    pub tls_ca_file: String,
 }
 
 /// The namespace-topic delivery profile (behaviour.md#namespace-topics), for topics that
@@ -124,6 +127,7 @@ impl Default for DeliverySection {
             max_retry_after: Duration::from_secs(600),
             visibility_timeout: Duration::from_secs(90),
             allowed_networks: String::new(),
+            tls_ca_file: String::new(),
         }
     }
 }
@@ -164,7 +168,40 @@ impl Settings {
             connect_timeout: self.delivery.timeout.min(Duration::from_secs(10)),
             policy: self.address_policy()?,
             user_agent: concat!("eg/", env!("CARGO_PKG_VERSION")).to_owned(),
+            extra_roots_pem: self.delivery_extra_roots()?,
         })
+    }
+
+    /// The outbound clients with `timeout` for a whole request: the plain one and one
+    /// per configured client certificate (settings::certificates).
+    pub fn outbound_clients(&self, timeout: Duration) -> Result<eg_outbound::Clients, SettingsError> {
+        let certificates = super::certificates::load_all(&self.client_certificates)
+            .map_err(SettingsError::Invalid)?
+            .into_iter()
+            .map(|(name, loaded)| {
+                eg_outbound::ClientCertificate::from_pem(&name, &loaded.pem)
+                    .map_err(|e| SettingsError::Invalid(format!("client_certificates.{name}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        eg_outbound::Clients::new(self.outbound_settings(timeout)?, &certificates)
+            .map_err(|e| SettingsError::Invalid(format!("client_certificates: {e}")))
+    }
+
+    /// `delivery.tls_ca_file`'s PEM, read when a tier starts (a missing or unreadable
+    /// file stops it, naming the setting).
+    fn delivery_extra_roots(&self) -> Result<Option<std::sync::Arc<[u8]>>, SettingsError> {
+        let path = self.delivery.tls_ca_file.trim();
+        if path.is_empty() {
+            return Ok(None);
+        }
+        let pem = std::fs::read(path)
+            .map_err(|e| SettingsError::Invalid(format!("delivery.tls_ca_file: cannot read {path:?}: {e}")))?;
+        if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+            return Err(SettingsError::Invalid(format!(
+                "delivery.tls_ca_file: {path:?} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+            )));
+        }
+        Ok(Some(pem.into()))
     }
 
     /// The addresses deliveries may reach despite being internal.

@@ -93,7 +93,7 @@ impl Store {
         policy: BusyPolicy,
     ) -> Result<UnixMillis, StoreError> {
         let until = self.feedback(id, now, lease, Some(retry_after), policy).await?;
-        until.ok_or_else(|| StoreError::corrupt(&self.keys.limit(id), "delivery_feedback did not slow down"))
+        until.ok_or_else(|| StoreError::corrupt(self.keys.limit(id), "delivery_feedback did not slow down"))
     }
 
     async fn feedback(

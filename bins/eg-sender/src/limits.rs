@@ -7,8 +7,8 @@
 //! - A subscription without limits asks the gate at most once a second per sender, only to
 //!   learn whether an endpoint asked to slow down (a `Retry-After` recorded by another
 //!   sender reaches this one within about a second), and its successes cost nothing.
-//! - A rate without a concurrency cap asks for a few requests at once (about 50 ms worth,
-//!   within the burst) and spends them here within 100 ms; an unspent one is lost, which
+//! - A rate without a concurrency cap asks for a few requests at once (about 10 ms worth,
+//!   within the burst) and spends them here within 500 ms; an unspent one is lost, which
 //!   can only under-deliver.
 //! - A slowdown seen once is remembered here until it ends.
 //!
@@ -26,10 +26,12 @@ use std::time::{Duration, Instant};
 
 /// How often a subscription without limits looks for a slowdown.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
-/// How long a grant of several requests may be spent here.
-const GRANT_FOR: Duration = Duration::from_millis(100);
-/// How much of the rate one gate call asks for at once.
-const GRANT_SPAN_SECS: f64 = 0.05;
+/// How long a grant of several requests may be spent here. Spending a reserved request
+/// late never takes the rate over the cap in the long run; losing it under-delivers.
+const GRANT_FOR: Duration = Duration::from_millis(500);
+/// How much of the rate one gate call asks for at once: small, so that with several
+/// senders each spends its grant before it goes stale.
+const GRANT_SPAN_SECS: f64 = 0.01;
 /// A lease outlives the attempt timeout by this much, so only a dead sender's expires.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
@@ -143,11 +145,20 @@ impl Limits {
         let mut local = self.lock();
         let mine = local.entry(id).or_default();
         mine.looked_at = Some(Instant::now());
+        let fresh_grant = mine.grant_left > 0 && mine.grant_until.is_some_and(|at| at.elapsed() < GRANT_FOR);
         match gate {
+            // Grants add up: concurrent attempts of this sender may each have asked, and
+            // none of what was taken from the shared rate is thrown away while fresh.
             ThrottleGate::Go { granted } => {
-                mine.grant_left = granted.saturating_sub(1);
+                let left = if fresh_grant { mine.grant_left } else { 0 };
+                mine.grant_left = left.saturating_add(granted.saturating_sub(1));
                 mine.grant_until = Some(Instant::now());
                 Admission::Go { lease }
+            }
+            // Another attempt of this sender was granted meanwhile: spend from that.
+            ThrottleGate::Wait { .. } if fresh_grant && !concurrency => {
+                mine.grant_left -= 1;
+                Admission::Go { lease: None }
             }
             ThrottleGate::Slowed { until } => {
                 mine.slowed_until = Some(until);

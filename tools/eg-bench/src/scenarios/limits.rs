@@ -81,7 +81,7 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
 
         for senders in [1, 4] {
             eprintln!("limits: cap {cap}/s, {senders} sender(s) …");
-            let limits = json!({"requestsPerSecond": cap, "burst": (cap / 10.0).ceil().max(1.0)});
+            let limits = json!({"requestsPerSecond": cap, "burst": (cap / 10.0).ceil().max(1.0) as u64});
             let m = measure_with(ctx, senders, Some(limits), accuracy_duration).await?;
             let load = Load::end_to_end(ctx, 4, 2_000, accuracy_duration);
             let mut row = measure::row(

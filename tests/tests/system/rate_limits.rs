@@ -60,6 +60,12 @@ async fn the_cap_holds_with(senders: usize) {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 30, "every event delivered");
+    // The status shows the limits and the subscription's current rate.
+    let (_, status) = system.get("/status").await;
+    let limits = &status["topics"][0]["subscriptions"][0]["limits"];
+    assert_eq!(limits["requestsPerSecond"], 5.0, "{status}");
+    assert_eq!(limits["burst"], 2, "{status}");
+    assert!(limits["currentRate"].as_f64().is_some_and(|r| r > 0.0), "{status}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@
 mod destination;
 mod destinations;
 mod late;
+mod limits;
 mod probation;
 mod reader;
 mod settle_queue;

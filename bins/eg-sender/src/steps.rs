@@ -12,6 +12,7 @@
 
 use crate::destination::{Destination, RenderedBatch, Sent, delivery_headers};
 use crate::late::LateListeners;
+use crate::limits::{Admission, Limits};
 use crate::probation::RecentlyClear;
 use crate::store::DeliveryStore;
 use crate::verdict::Verdict;
@@ -54,6 +55,7 @@ pub struct Steps<S, D> {
     attempt_timeout: Duration,
     late: LateListeners,
     recently_clear: RecentlyClear,
+    limits: Limits,
 }
 
 /// The gate's answer for a batch.
@@ -105,6 +107,7 @@ impl<S, D> Steps<S, D> {
             attempt_timeout,
             late,
             recently_clear: RecentlyClear::default(),
+            limits: Limits::default(),
         }
     }
 
@@ -228,6 +231,17 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
             }
         }
 
+        let lease = match self
+            .limits
+            .admit(&self.store, &subscription, now, self.attempt_timeout)
+            .await
+        {
+            Admission::Go { lease } => lease,
+            Admission::Throttled { until, reason } => {
+                return self.throttled(&subscription, &live, until, reason).await;
+            }
+        };
+
         let Rendered {
             batch,
             kept,
@@ -238,6 +252,9 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
 
         let sent = self.destination.send(batch, self.late.window()).await;
         let finished_at = self.clock.now();
+        self.limits
+            .after(&self.store, &subscription, lease, &sent.outcome, finished_at)
+            .await;
         self.classify(&endpoint, &subscription, &sent, now, finished_at, kept.len())
             .await;
 
@@ -341,6 +358,9 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
         finished_at: UnixMillis,
     ) {
         let Some(policy) = &self.probation else { return };
+        if crate::limits::asked_to_wait(outcome) {
+            return;
+        }
         if outcome.is_success() && self.recently_clear.is_fresh(endpoint, Instant::now()) {
             return;
         }
@@ -404,6 +424,23 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
         .await;
     }
 
+    /// Over the subscription's delivery limits: each delivery back in the retry set
+    /// unchanged, due at `until` (spread a little, never past its TTL), uncharged and
+    /// without a history step.
+    async fn throttled(&self, subscription: &Subscription, held: &[Held], until: UnixMillis, reason: &'static str) {
+        let now = self.clock.now();
+        let waits = u64::try_from(until.since(now).as_millis()).unwrap_or(u64::MAX);
+        metrics::counter!(m::DELIVERY_THROTTLED_MS, "topic" => subscription.topic.key(), "subscription" => subscription.name.key())
+            .increment((held.len() as u64).saturating_mul(waits));
+        self.settle_all(held.iter().map(|h| {
+            let deadline = eg_core::policy::ttl_deadline(&h.ready.delivery, &subscription.retry_policy);
+            let jitter = Duration::from_millis(rand::random::<u64>() % 50);
+            let due = eg_core::throttle::due_of_handback(until, jitter, deadline);
+            (h, Verdict::throttled(&h.ready.delivery, due, reason, now))
+        }))
+        .await;
+    }
+
     /// Settles the verdicts of an attempt together; returns the retries that took
     /// effect (a late success cancels them).
     async fn settle_attempted(&self, kept: &[Held], verdicts: Vec<Verdict>) -> Vec<(Partition, eg_core::Delivery)> {
@@ -438,7 +475,7 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
     pub async fn settle(&self, partition: &Partition, ready: &ReadyDelivery, verdict: Verdict) -> bool {
         let mut backoff = Duration::from_millis(50);
         for _ in 0..10 {
-            let settle = ready.settle(verdict.settlement.clone(), Some(verdict.history.clone()));
+            let settle = ready.settle(verdict.settlement.clone(), verdict.history_step());
             match self.store.settle(partition, settle).await {
                 Ok(settled) if settled.took_effect => {
                     verdict.record();

@@ -5,7 +5,8 @@
 
 use crate::settle_queue::{SettleError, SettleQueue};
 use eg_core::probation::{EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy};
-use eg_core::subscription::Subscription;
+use eg_core::subscription::{DeliveryLimits, Subscription};
+use eg_core::throttle::{BusyPolicy, GateAsk, ThrottleGate, ThrottleId};
 use eg_core::{Delivery, UnixMillis};
 use eg_store::{CatalogCache, Partition, Settle, Settled, Store, StoreError};
 use std::future::Future;
@@ -63,6 +64,32 @@ pub trait DeliveryStore: Clone + Send + Sync + 'static {
         partition: &Partition,
         delivery: &Delivery,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// The subscription's shared delivery limits gate (`limits` `None`: only whether it is
+    /// slowed down). Doubles without limits let everything through.
+    fn delivery_gate(
+        &self,
+        _id: &ThrottleId,
+        _limits: Option<&DeliveryLimits>,
+        ask: GateAsk<'_>,
+        _policy: BusyPolicy,
+    ) -> impl Future<Output = Result<ThrottleGate, StoreError>> + Send {
+        let granted = ask.want.max(1);
+        async move { Ok(ThrottleGate::Go { granted }) }
+    }
+
+    /// Ends an attempt's lease (`""`: none) and, when `busy` (with its Retry-After, if
+    /// any), slows the subscription; returns the end of the slowdown.
+    fn delivery_feedback(
+        &self,
+        _id: &ThrottleId,
+        _now: UnixMillis,
+        _lease: &str,
+        _busy: Option<Option<Duration>>,
+        _policy: BusyPolicy,
+    ) -> impl Future<Output = Result<Option<UnixMillis>, StoreError>> + Send {
+        async { Ok(None) }
+    }
 }
 
 /// The store seam over Redis.
@@ -137,5 +164,33 @@ impl DeliveryStore for RedisStore {
 
     async fn cancel_retry(&self, partition: &Partition, delivery: &Delivery) -> Result<bool, StoreError> {
         self.store.cancel_retry(partition, delivery).await
+    }
+
+    async fn delivery_gate(
+        &self,
+        id: &ThrottleId,
+        limits: Option<&DeliveryLimits>,
+        ask: GateAsk<'_>,
+        policy: BusyPolicy,
+    ) -> Result<ThrottleGate, StoreError> {
+        self.store.delivery_gate(id, limits, ask, policy).await
+    }
+
+    async fn delivery_feedback(
+        &self,
+        id: &ThrottleId,
+        now: UnixMillis,
+        lease: &str,
+        busy: Option<Option<Duration>>,
+        policy: BusyPolicy,
+    ) -> Result<Option<UnixMillis>, StoreError> {
+        match busy {
+            Some(retry_after) => self
+                .store
+                .slow_down(id, now, lease, retry_after, policy)
+                .await
+                .map(Some),
+            None => self.store.release_lease(id, now, lease).await.map(|()| None),
+        }
     }
 }

@@ -29,6 +29,9 @@ enum Tally {
     Nothing,
     DeadLettered(DeadLetterReason),
     Dropped(DropReason),
+    /// Handed back by the subscription's delivery limits, for this reason: no attempt,
+    /// no history step.
+    Throttled(&'static str),
 }
 
 impl Verdict {
@@ -58,7 +61,7 @@ impl Verdict {
             (_, Tally::Delivered) => (DeliveryState::Delivered, None, None),
             (_, Tally::DeadLettered(reason)) => (DeliveryState::DeadLettered, None, Some(reason.to_string())),
             (_, Tally::Dropped(reason)) => (DeliveryState::Dropped, None, Some(reason.to_string())),
-            (_, Tally::Nothing) => (DeliveryState::Retrying, None, None),
+            (_, Tally::Nothing | Tally::Throttled(_)) => (DeliveryState::Retrying, None, None),
         };
         Self {
             history: step(delivery, now, state, next, reason),
@@ -103,6 +106,26 @@ impl Verdict {
             tally: Tally::Nothing,
             delivery: delivery.clone(),
         }
+    }
+
+    /// A delivery over its subscription's `deliveryLimits`: back in the retry set
+    /// unchanged until `due` (no attempt counted, its last attempt untouched), with no
+    /// history step, since waiting for the limit is not something that happened to it.
+    pub fn throttled(delivery: &Delivery, due: UnixMillis, reason: &'static str, now: UnixMillis) -> Self {
+        Self {
+            history: step(delivery, now, DeliveryState::HeldBack, Some(due), None),
+            settlement: Settlement::Retry {
+                delivery: delivery.clone(),
+                due,
+            },
+            tally: Tally::Throttled(reason),
+            delivery: delivery.clone(),
+        }
+    }
+
+    /// The history step to record with the settlement (`None` for a throttled delivery).
+    pub fn history_step(&self) -> Option<HistoryEntry> {
+        (!matches!(self.tally, Tally::Throttled(_))).then(|| self.history.clone())
     }
 
     /// A delivery of a paused subscription, set aside until the resume or `until` (the end
@@ -178,6 +201,10 @@ impl Verdict {
                     .increment(1);
             }
             Tally::Nothing => {}
+            Tally::Throttled(reason) => {
+                metrics::counter!(m::DELIVERY_THROTTLED_COUNT, "topic" => topic, "subscription" => subscription, "reason" => *reason)
+                    .increment(1);
+            }
             Tally::DeadLettered(reason) => {
                 metrics::counter!(m::DEAD_LETTERED_COUNT, "topic" => topic, "subscription" => subscription, "reason" => reason.as_str())
                     .increment(1);

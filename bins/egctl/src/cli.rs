@@ -224,12 +224,21 @@ pub struct SubscriptionCreate {
     /// Create it paused
     #[arg(long)]
     pub paused: bool,
+    /// Deliveries per second at most, shared by every sender (decimals allowed: 0.5)
+    #[arg(long, value_name = "PER_SECOND", conflicts_with = "queue")]
+    pub rate_limit: Option<f64>,
+    /// Requests that may go at once after a quiet spell (with --rate-limit)
+    #[arg(long, value_name = "N", requires = "rate_limit")]
+    pub burst: Option<u32>,
+    /// Requests in flight at once at most, shared by every sender
+    #[arg(long, value_name = "N", conflicts_with = "queue")]
+    pub max_concurrent_requests: Option<u32>,
     /// A subscription resource as JSON ({"properties":{…}}), `-` for stdin
     #[arg(long, short, value_name = "FILE", conflicts_with_all = [
         crate::endpoints::DESTINATION, "max_attempts", "ttl_minutes", "event_types", "subject_begins_with",
         "subject_ends_with", "max_events_per_batch", "dead_letter_container", "dead_letter_blob", "dead_letter_s3",
         "delivery_schema", "paused",
-        "lock_duration", "ttl",
+        "lock_duration", "ttl", "rate_limit", "max_concurrent_requests",
     ])]
     pub file: Option<PathBuf>,
 }

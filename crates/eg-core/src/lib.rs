@@ -37,6 +37,7 @@ pub(crate) mod shape;
 pub mod signing;
 pub mod storage_event;
 pub mod subscription;
+pub mod throttle;
 pub mod time;
 pub mod topic;
 pub mod validation;

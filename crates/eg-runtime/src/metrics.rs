@@ -33,6 +33,10 @@ pub const QUEUE_OLDEST_UNACKNOWLEDGED_SECONDS: &str = "QueueOldestUnacknowledged
 pub const DEAD_LETTER_BACKLOG_DEPTH: &str = "DeadLetterBacklogDepth";
 pub const ENDPOINT_PROBATION_COUNT: &str = "EndpointProbationCount";
 pub const DELIVERY_DELAYED_COUNT: &str = "DeliveryDelayedCount";
+/// Deliveries handed back by `deliveryLimits` (labels `topic`, `subscription`, `reason`:
+/// `rate`, `concurrency`, `slowedDown`), and the time they were handed back for.
+pub const DELIVERY_THROTTLED_COUNT: &str = "DeliveryThrottledCount";
+pub const DELIVERY_THROTTLED_MS: &str = "DeliveryThrottledMilliseconds";
 pub const ENDPOINT_ON_PROBATION: &str = "EndpointOnProbation";
 pub const ENDPOINT_PROBATION_REMAINING_SECONDS: &str = "EndpointProbationRemainingSeconds";
 pub const LATE_SUCCESS_COUNT: &str = "LateSuccessCount";
@@ -120,6 +124,14 @@ fn describe() {
     describe_counter!(
         DELIVERY_DELAYED_COUNT,
         "Deliveries held back, uncharged, because their endpoint is on probation"
+    );
+    describe_counter!(
+        DELIVERY_THROTTLED_COUNT,
+        "Deliveries handed back, uncharged, by their subscription's delivery limits"
+    );
+    describe_counter!(
+        DELIVERY_THROTTLED_MS,
+        "Time deliveries were handed back for, ms, by their subscription's delivery limits"
     );
     describe_gauge!(
         ENDPOINT_ON_PROBATION,

@@ -279,6 +279,17 @@ impl Keyspace {
     pub fn endpoint(&self, id: &eg_core::probation::EndpointId) -> String {
         format!("{{{}:endpoint:{id}}}", self.prefix)
     }
+    /// One subscription's pace under `deliveryLimits` (`eg_core::throttle`): a hash, in a
+    /// hash tag of its own shared only with [`Keyspace::leases`], so subscriptions spread
+    /// over a cluster's slots and one script reads both.
+    pub fn limit(&self, id: &eg_core::throttle::ThrottleId) -> String {
+        format!("{{{}:sub:{id}}}:limit", self.prefix)
+    }
+    /// The attempts in flight of one subscription with `maxConcurrentRequests`: a sorted set,
+    /// lease id → expiry (ms).
+    pub fn leases(&self, id: &eg_core::throttle::ThrottleId) -> String {
+        format!("{{{}:sub:{id}}}:leases", self.prefix)
+    }
 }
 
 #[cfg(test)]

@@ -45,6 +45,7 @@ mod settlement;
 pub mod snapshot;
 pub mod stats;
 mod target;
+pub mod throttle;
 
 pub use archive::{ArchivedRecord, Cursor, DeadLetterCounts, Progress, Selection, TimeRange};
 pub use cache::CatalogCache;

@@ -38,6 +38,8 @@ script!(
 script!(LOAD_CATALOG, "load_catalog.lua");
 script!(ENDPOINT_GATE, "endpoint_gate.lua");
 script!(ENDPOINT_RECORD, "endpoint_record.lua");
+script!(DELIVERY_GATE, "delivery_gate.lua");
+script!(DELIVERY_FEEDBACK, "delivery_feedback.lua");
 script!(CANCEL_RETRY, "cancel_retry.lua");
 script!(HEARTBEAT, "heartbeat.lua");
 script!(UNPARK, "unpark.lua");

@@ -71,6 +71,32 @@ async fn the_store_runs_unchanged_on_a_three_primary_cluster() {
         .collect();
     assert_eq!(store.probation_records(&ids).await.unwrap().len(), 3);
     assert!(catalog.put_subscription(&sub, 5).await.is_ok());
+    // Rate limits: both scripts and the read on subscriptions of different slots.
+    use eg_core::throttle::{BusyPolicy, GateAsk, ThrottleGate, ThrottleId};
+    let limits = eg_core::subscription::DeliveryLimits::parse(
+        &serde_json::json!({"requestsPerSecond": 1, "maxConcurrentRequests": 1}),
+    )
+    .unwrap();
+    let subs: Vec<_> = (0..3).map(|i| ThrottleId::of("orders", &format!("s{i}"))).collect();
+    let now = eg_core::UnixMillis(1_700_000_000_000);
+    for id in &subs {
+        let ask = GateAsk {
+            now,
+            want: 1,
+            lease: Some(("a:1", Duration::from_secs(5))),
+        };
+        let gate = store
+            .delivery_gate(id, Some(&limits), ask, BusyPolicy::default())
+            .await
+            .unwrap();
+        assert_eq!(gate, ThrottleGate::Go { granted: 1 });
+        store
+            .slow_down(id, now, "a:1", None, BusyPolicy::default())
+            .await
+            .unwrap();
+    }
+    let records = store.throttle_records(&subs).await.unwrap();
+    assert!(records.iter().all(|r| r.slowed_until > now.0 && r.leases.is_empty()));
 }
 
 /// Pull delivery's scripts (publish into a queue, receive, settle each way, promote) on

@@ -30,6 +30,7 @@ mod pipeline;
 mod protection;
 mod pull_delivery;
 mod queue_ops;
+mod rate_limits;
 mod redis_deployments;
 mod resilience;
 mod schemas;

@@ -35,6 +35,8 @@ pub struct Setup {
     pub destination: Option<serde_json::Value>,
     /// Every subscription's `deadLetterDestination` (none: eg's default, the local directory).
     pub dead_letter_destination: Option<serde_json::Value>,
+    /// Every subscription's `deliveryLimits` (none: unlimited).
+    pub delivery_limits: Option<serde_json::Value>,
     /// Settings for every tier on top of the production defaults.
     pub env: Vec<(&'static str, String)>,
     /// Settings for the senders only.
@@ -53,6 +55,7 @@ impl Setup {
             receiver: Behaviour::default(),
             destination: None,
             dead_letter_destination: None,
+            delivery_limits: None,
             env: Vec::new(),
             sender_env: Vec::new(),
         }
@@ -116,6 +119,9 @@ impl Deployment {
             let mut subscription = json!({"properties": {"destination": destination}});
             if let Some(dead_letter) = &setup.dead_letter_destination {
                 subscription["properties"]["deadLetterDestination"] = dead_letter.clone();
+            }
+            if let Some(limits) = &setup.delivery_limits {
+                subscription["properties"]["deliveryLimits"] = limits.clone();
             }
             let created = launcher
                 .admin(

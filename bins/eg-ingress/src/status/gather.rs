@@ -135,6 +135,10 @@ async fn subscription_statuses(
         "queue subscriptions' depths",
         queues_figures(app, &plain, read.now).await,
     );
+    let limited = super::limits::limited(&plain);
+    let mut throttles = problems
+        .or_empty("delivery limit records", app.store.throttle_records(&limited).await)
+        .into_iter();
     let failing_of: HashMap<(&str, &str), &DestinationProblem> = read
         .failing
         .iter()
@@ -151,7 +155,11 @@ async fn subscription_statuses(
         let counts = counts.get(i).copied().unwrap_or_default();
         let (topic, name) = (sub.topic.key(), sub.name.key());
         let failure = failing_of.get(&(topic.as_str(), name.as_str())).copied();
-        let row = subscription_status(sub, record, counts, failure, queue, read.window, read.hour, read.now);
+        let mut row = subscription_status(sub, record, counts, failure, queue, read.window, read.hour, read.now);
+        if sub.limits.is_some() {
+            let current = row.delivery_rate + row.failure_rate;
+            row.limits = super::limits::limits_of(sub, current, throttles.next().as_ref(), read.now);
+        }
         by_topic.entry(topic).or_default().push(row);
     }
     by_topic

@@ -97,6 +97,9 @@ pub struct SubscriptionStatus {
     /// Events another subscription matched count too: the topic's unmatched count does
     /// not have them.
     pub missed_last_hour: u64,
+    /// `deliveryLimits` and how they hold now; absent without limits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<super::limits::LimitsStatus>,
 }
 
 impl SubscriptionStatus {
@@ -359,6 +362,7 @@ pub fn subscription_status(
         dead_letter_destination: sub.dead_letter.as_ref().map(DeadLetterTarget::of),
         dead_letter_failure: dead_letter_problem.map(DeadLetterFailure::of),
         missed_last_hour: hour.count(Kind::Missed, &label),
+        limits: None,
     }
 }
 

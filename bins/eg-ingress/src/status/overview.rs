@@ -505,6 +505,7 @@ mod tests {
                     dead_letter_destination: None,
                     dead_letter_failure: None,
                     missed_last_hour: 4,
+                    limits: None,
                 }],
             }],
             rates: Rates::default(),

@@ -556,6 +556,7 @@ mod tests {
                 dead_letter_destination: None,
                 dead_letter_failure: None,
                 missed_last_hour: 0,
+                limits: None,
             },
             last_minute: Activity::default(),
             last_hour: Activity::default(),

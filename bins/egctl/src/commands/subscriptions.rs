@@ -197,7 +197,26 @@ fn from_flags(args: &SubscriptionCreate, namespace: bool) -> Value {
     if args.paused {
         props.insert("paused".into(), json!(true));
     }
+    if let Some(limits) = delivery_limits(args) {
+        props.insert("deliveryLimits".into(), limits);
+    }
     json!({ "properties": props })
+}
+
+/// `deliveryLimits` from `--rate-limit`, `--burst`, `--max-concurrent-requests`, if any
+/// was given (the server checks the ranges and names the field).
+fn delivery_limits(args: &SubscriptionCreate) -> Option<Value> {
+    let mut limits = Map::new();
+    if let Some(rate) = args.rate_limit {
+        limits.insert("requestsPerSecond".into(), json!(rate));
+    }
+    if let Some(burst) = args.burst {
+        limits.insert("burst".into(), json!(burst));
+    }
+    if let Some(n) = args.max_concurrent_requests {
+        limits.insert("maxConcurrentRequests".into(), json!(n));
+    }
+    (!limits.is_empty()).then_some(Value::Object(limits))
 }
 
 /// The namespace queue subscription the flags describe (`--queue`), in Event Grid's
@@ -438,6 +457,14 @@ fn subscription_pairs(sub: &Value) -> Vec<(&'static str, String)> {
         pairs.push(("eventTimeToLive", cell(&retry["eventTimeToLive"])));
     }
     pairs.push(("maxEventsPerBatch", cell(&destination["maxEventsPerBatch"])));
+    let limits = if p["deliveryLimits"].is_null() {
+        &retry["deliveryLimits"]
+    } else {
+        &p["deliveryLimits"]
+    };
+    if !limits.is_null() {
+        pairs.push(("deliveryLimits", cell(limits)));
+    }
     pairs.push(("deadLetterContainer", cell(&container_of(shown.dead_letter))));
     if let Some(message) = p["provisioningMessage"].as_str() {
         pairs.push(("provisioningMessage", message.to_owned()));
@@ -552,6 +579,30 @@ mod tests {
         assert!(queue_now(Err("connection refused".into())).contains("(connection refused); see `egctl status`"));
         assert!(same_name(&json!("Orders"), "orders"));
         assert!(!same_name(&json!(null), "orders"));
+    }
+
+    #[test]
+    fn limit_flags_build_delivery_limits_and_show_prints_them() {
+        let line = [
+            "--endpoint",
+            "http://h/x",
+            "--rate-limit",
+            "2.5",
+            "--burst",
+            "4",
+            "--max-concurrent-requests",
+            "3",
+        ];
+        let body = from_flags(&args(&line), false);
+        let limits = json!({"requestsPerSecond": 2.5, "burst": 4, "maxConcurrentRequests": 3});
+        assert_eq!(body["properties"]["deliveryLimits"], limits);
+        assert!(from_flags(&args(&["--endpoint", "http://h/x"]), false)["properties"]["deliveryLimits"].is_null());
+        let shown = json!({"name": "s", "properties": {"deliveryLimits": limits}});
+        let pairs = subscription_pairs(&shown);
+        assert!(
+            pairs.iter().any(|(k, v)| *k == "deliveryLimits" && v.contains("2.5")),
+            "{pairs:?}"
+        );
     }
 
     #[test]

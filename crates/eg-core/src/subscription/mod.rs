@@ -27,6 +27,7 @@ use serde_json::Value;
 mod dead_letter;
 mod fields;
 mod headers;
+mod limits;
 mod mode;
 mod namespace;
 mod resource;
@@ -36,6 +37,7 @@ mod stored;
 pub use crate::destination::{NamedConnections, S3ConnectionFacts};
 pub use dead_letter::{DeadLetterDestination, DeadLetterStore};
 pub use headers::{DeliveryHeader, MAX_HEADER_VALUE_BYTES, ResolvedHeaders, resolve_headers};
+pub use limits::DeliveryLimits;
 pub(crate) use mode::DEFAULT_RECEIVE_LOCK;
 pub use mode::{DeliveryMethod, WrittenAs};
 pub use retry_policy::{NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT, RetryPolicy};
@@ -68,6 +70,8 @@ pub struct Subscription {
     pub paused: bool,
     /// Pushed to a destination by the senders, or queued for consumers to pull.
     pub delivery: DeliveryMethod,
+    /// `deliveryLimits` (push only): the cap every sender shares; `None` for no limit.
+    pub limits: Option<DeliveryLimits>,
 }
 
 impl Subscription {

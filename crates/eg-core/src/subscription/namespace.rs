@@ -13,7 +13,9 @@ use super::fields::{
     Destination, delivery_schema, destination, expiration_time, only_known, paused, ranged_u32, shown_destination,
 };
 use super::retry_policy::{NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT, RetryPolicy};
-use super::{BatchSettings, DEFAULT_RECEIVE_LOCK, DeadLetterDestination, DeliveryMethod, Subscription, WrittenAs};
+use super::{
+    BatchSettings, DEFAULT_RECEIVE_LOCK, DeadLetterDestination, DeliveryLimits, DeliveryMethod, Subscription, WrittenAs,
+};
 use crate::advanced_filter;
 use crate::api_error::InvalidField;
 use crate::filter::EventFilter;
@@ -147,12 +149,14 @@ pub(super) fn read(
         provisioning: Provisioning::Succeeded,
         paused,
         delivery: method,
+        limits: delivery.limits,
     })
 }
 
 /// What `deliveryConfiguration` says.
 struct Delivery {
     method: Method,
+    limits: Option<DeliveryLimits>,
     retry_policy: RetryPolicy,
     dead_letter: Option<DeadLetterDestination>,
 }
@@ -227,6 +231,7 @@ fn push_settings(settings: &Map<String, Value>, topic: &Topic) -> Result<Deliver
             "destination",
             "deliveryWithResourceIdentity",
             "deadLetterDestinationWithResourceIdentity",
+            "deliveryLimits",
         ],
         "",
     )?;
@@ -241,6 +246,7 @@ fn push_settings(settings: &Map<String, Value>, topic: &Topic) -> Result<Deliver
     }
     Ok(Delivery {
         method: Method::Push(destination(settings)?),
+        limits: DeliveryLimits::read(settings, "", true)?,
         retry_policy: limits(settings, topic)?,
         dead_letter: dead_letter(settings)?,
     })
@@ -248,6 +254,7 @@ fn push_settings(settings: &Map<String, Value>, topic: &Topic) -> Result<Deliver
 
 /// `queue`: no endpoint; a receive lock and the namespace topic's limits.
 fn queue_settings(settings: &Map<String, Value>, topic: &Topic) -> Result<Delivery, InvalidField> {
+    DeliveryLimits::read(settings, "", false)?;
     only_known(
         settings,
         &[
@@ -269,6 +276,7 @@ fn queue_settings(settings: &Map<String, Value>, topic: &Topic) -> Result<Delive
     };
     Ok(Delivery {
         method: Method::Queue(DeliveryMethod::queue(seconds)?),
+        limits: None,
         retry_policy: limits(settings, topic)?,
         dead_letter: dead_letter(settings)?,
     })
@@ -369,6 +377,9 @@ pub(super) fn show(sub: &Subscription, now: UnixMillis) -> Value {
     let delivery = match &sub.delivery {
         DeliveryMethod::Push { target, .. } => {
             settings["destination"] = shown_destination(sub, target);
+            if let Some(limits) = &sub.limits {
+                settings["deliveryLimits"] = limits.to_json();
+            }
             json!({"deliveryMode": "Push", "push": settings})
         }
         DeliveryMethod::Queue { receive_lock_seconds } => {
@@ -1113,5 +1124,31 @@ mod tests {
         .unwrap();
         assert_eq!(longer.may_replace(&queue), Ok(()));
         assert_eq!(push.may_replace(&push), Ok(()));
+    }
+
+    #[test]
+    fn delivery_limits_read_in_push_and_are_refused_in_queue_mode() {
+        let mut push = push_example();
+        let limits = json!({"requestsPerSecond": 0.5, "burst": 2, "maxConcurrentRequests": 3});
+        push["properties"]["deliveryConfiguration"]["push"]["deliveryLimits"] = limits.clone();
+        let s = parse(&push).unwrap();
+        assert_eq!(s.limits.map(|l| l.burst()), Some(2));
+        let shown = s.to_resource(UnixMillis(0));
+        assert_eq!(
+            shown["properties"]["deliveryConfiguration"]["push"]["deliveryLimits"],
+            limits
+        );
+        assert_eq!(parse(&shown).unwrap_or_else(|_| s.clone()).limits, s.limits);
+
+        let mut bad = push_example();
+        bad["properties"]["deliveryConfiguration"]["push"]["deliveryLimits"] = json!({"burst": 0});
+        let e = parse(&bad).unwrap_err();
+        assert_eq!(e.field, "properties.deliveryConfiguration.push.deliveryLimits.burst");
+
+        let mut queue = queue_example();
+        queue["properties"]["deliveryConfiguration"]["queue"]["deliveryLimits"] = limits;
+        let e = parse(&queue).unwrap_err();
+        assert_eq!(e.field, "properties.deliveryConfiguration.queue.deliveryLimits");
+        assert!(e.problem.contains("push delivery"), "{e}");
     }
 }

@@ -11,7 +11,7 @@ use super::retry_policy::{
     CUSTOM_MAX_DELIVERY_ATTEMPTS, CUSTOM_MAX_TTL_MINUTES, NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT,
     RetryPolicy,
 };
-use super::{DeadLetterDestination, DeliveryMethod, Subscription, WrittenAs};
+use super::{DeadLetterDestination, DeliveryLimits, DeliveryMethod, Subscription, WrittenAs};
 use crate::api_error::InvalidField;
 use crate::destination::Target;
 use crate::filter::EventFilter;
@@ -31,7 +31,7 @@ impl Subscription {
 
     /// The fields of `properties`. `topic`, `provisioningState` and
     /// `provisioningMessage` are shown by `GET` and ignored when written.
-    pub(crate) const PROPERTIES: [&str; 11] = [
+    pub(crate) const PROPERTIES: [&str; 12] = [
         "destination",
         "paused",
         "filter",
@@ -43,6 +43,7 @@ impl Subscription {
         "topic",
         "provisioningState",
         "provisioningMessage",
+        "deliveryLimits",
     ];
 }
 
@@ -77,6 +78,7 @@ pub(super) fn read(
     };
     let expiration_time = expiration_time(props, now)?;
     let paused = paused(props)?;
+    let limits = DeliveryLimits::read(props, "properties", true)?;
     if let Some(key) = props.keys().find(|k| !Subscription::PROPERTIES.contains(&k.as_str())) {
         return Err(InvalidField::new(
             format!("properties.{key}"),
@@ -101,6 +103,7 @@ pub(super) fn read(
             target,
             written_as: WrittenAs::CustomTopic,
         },
+        limits,
     })
 }
 
@@ -123,6 +126,9 @@ pub(super) fn show(sub: &Subscription, target: &Target, now: UnixMillis) -> Valu
     }
     if let Some(at) = sub.expiration_time {
         props["expirationTimeUtc"] = Value::String(at.to_rfc3339());
+    }
+    if let Some(limits) = &sub.limits {
+        props["deliveryLimits"] = limits.to_json();
     }
     json!({
         "id": format!("/topics/{}/eventSubscriptions/{}", sub.topic, sub.name),
@@ -638,6 +644,28 @@ mod tests {
         assert_eq!(
             s.to_resource(UnixMillis(10))["properties"]["provisioningState"],
             "Failed"
+        );
+    }
+
+    #[test]
+    fn delivery_limits_are_optional_shown_back_and_stored() {
+        assert_eq!(parse(body()).unwrap().limits, None);
+        let mut b = body();
+        b["properties"]["deliveryLimits"] = json!({"requestsPerSecond": 50, "burst": 100, "maxConcurrentRequests": 8});
+        let s = parse(b).unwrap();
+        let shown = s.to_resource(UnixMillis(0));
+        assert_eq!(
+            shown["properties"]["deliveryLimits"],
+            json!({"requestsPerSecond": 50.0, "burst": 100, "maxConcurrentRequests": 8})
+        );
+        let stored: Subscription = serde_json::from_value(serde_json::to_value(&s).unwrap()).unwrap();
+        assert_eq!(stored.limits, s.limits);
+
+        let mut bad = body();
+        bad["properties"]["deliveryLimits"] = json!({"requestsPerSecond": -1});
+        assert_eq!(
+            parse(bad).unwrap_err().field,
+            "properties.deliveryLimits.requestsPerSecond"
         );
     }
 }

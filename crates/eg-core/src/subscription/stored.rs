@@ -5,7 +5,8 @@
 //! form in `namespaceForm`, a non-webhook target in `endpoint`.
 
 use super::{
-    BatchSettings, DeadLetterDestination, DeliveryHeader, DeliveryMethod, RetryPolicy, Subscription, WrittenAs,
+    BatchSettings, DeadLetterDestination, DeliveryHeader, DeliveryLimits, DeliveryMethod, RetryPolicy, Subscription,
+    WrittenAs,
 };
 use crate::destination::{Target, WebHook};
 use crate::filter::EventFilter;
@@ -52,6 +53,9 @@ pub(super) struct Stored {
     /// Absent for a webhook (every subscription before other destinations existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     endpoint: Option<Target>,
+    /// `deliveryLimits`; absent for none (and in every subscription stored before them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    delivery_limits: Option<DeliveryLimits>,
 }
 
 /// `deliveryMode` as stored: `{"mode":"push"}` or `{"mode":"queue","receiveLockSeconds":60}`.
@@ -109,6 +113,7 @@ impl From<Stored> for Subscription {
             provisioning: s.provisioning,
             paused: s.paused,
             delivery,
+            limits: s.delivery_limits,
         }
     }
 }
@@ -149,6 +154,7 @@ impl From<Subscription> for Stored {
             delivery_mode,
             namespace_form,
             endpoint,
+            delivery_limits: s.limits,
         }
     }
 }

@@ -19,6 +19,7 @@ mod end_to_end;
 mod fan_out;
 mod ingress;
 mod latency;
+mod limits;
 mod pull;
 mod redis_memory;
 mod redis_transport;
@@ -47,6 +48,7 @@ pub const ALL: &[Scenario] = &[
     fan_out::SCENARIO,
     retry_storm::SCENARIO,
     slow_receiver::SCENARIO,
+    limits::SCENARIO,
     scheduling::SCENARIO,
     redis_memory::SCENARIO,
     sender_memory::SCENARIO,

@@ -1,0 +1,106 @@
+//! `limits`: what `deliveryLimits` costs and how closely it holds its cap
+//! (docs/rate-limits.md). Two rows:
+//! - cost: end-to-end deliveries/s unlimited, then with `requestsPerSecond` far above what
+//!   the machine delivers (the gate is asked, never says wait); target ≥ 95 %.
+//! - accuracy: a cap well below the machine's rate, with 1 and with 4 senders, over a
+//!   window; the delivered rate against the cap; target within ±10 %.
+
+use super::{Rows, Scenario};
+use crate::args::Flags;
+use crate::ceiling::Fsync;
+use crate::ctx::Ctx;
+use crate::deployment::{Deployment, Setup};
+use crate::measure::{self, Load, Measured};
+use crate::report::{Target, thousands};
+use serde_json::json;
+use std::time::Duration;
+
+pub const SCENARIO: Scenario = Scenario {
+    name: "limits",
+    summary: "deliveryLimits: the limiter's cost, and its accuracy with 1 and 4 senders",
+    usage: USAGE,
+    run,
+};
+
+const USAGE: &str = "\
+eg-bench limits: end-to-end deliveries/s unlimited and with a cap far above the machine's
+rate (the limiter's cost), then a cap below it with 1 and 4 senders (its accuracy).
+
+usage: eg-bench limits [options]
+
+  --duration D           cost: each measured window (default 15s; quick 4s)
+  --accuracy-duration D  accuracy: each measured window (default 60s; quick 8s)
+  --cap N                accuracy: requestsPerSecond (default 200)
+
+";
+
+async fn measure_with(
+    ctx: &Ctx,
+    senders: usize,
+    limits: Option<serde_json::Value>,
+    duration: Duration,
+) -> anyhow::Result<Measured> {
+    let mut setup = Setup::new(Fsync::EverySec);
+    setup.senders = senders;
+    setup.delivery_limits = limits;
+    let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
+    let load = Load::end_to_end(ctx, 4, 2_000, duration);
+    let m = measure::steady(&d, &load).await?;
+    d.finish(ctx.keep);
+    Ok(m)
+}
+
+fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
+    Box::pin(async move {
+        let duration = flags.duration("duration", ctx.seconds(15, 4))?;
+        let accuracy_duration = flags.duration("accuracy-duration", ctx.seconds(60, 8))?;
+        let cap: f64 = flags.number("cap", 200.0)?;
+        flags.finish()?;
+        let load = Load::end_to_end(ctx, 4, 2_000, duration);
+
+        eprintln!("limits: unlimited …");
+        let open = measure_with(ctx, 1, None, duration).await?;
+        eprintln!("limits: requestsPerSecond 100000 …");
+        let capped = measure_with(ctx, 1, Some(json!({"requestsPerSecond": 100_000})), duration).await?;
+        let share = capped.received_per_second() / open.received_per_second().max(1.0);
+        let mut cost = measure::row(
+            "limits cost",
+            "requestsPerSecond 100000 (above the machine's rate), 1 sender",
+            &capped,
+            &load,
+            "deliveries/s",
+        );
+        cost.figures.push((
+            "unlimited".into(),
+            format!("{} deliveries/s", thousands(open.received_per_second())),
+        ));
+        cost.targets
+            .push(Target::at_least("share of unlimited", share * 100.0, 95.0, "%"));
+        eprintln!("limits: {:.1} % of unlimited", share * 100.0);
+        let mut rows = vec![cost];
+
+        for senders in [1, 4] {
+            eprintln!("limits: cap {cap}/s, {senders} sender(s) …");
+            let limits = json!({"requestsPerSecond": cap, "burst": (cap / 10.0).ceil().max(1.0) as u64});
+            let m = measure_with(ctx, senders, Some(limits), accuracy_duration).await?;
+            let load = Load::end_to_end(ctx, 4, 2_000, accuracy_duration);
+            let mut row = measure::row(
+                "limits accuracy",
+                format!("requestsPerSecond {cap}, {senders} sender(s)"),
+                &m,
+                &load,
+                "deliveries/s",
+            );
+            let error = (m.received_per_second() - cap) / cap * 100.0;
+            row.figures.push(("error".into(), format!("{error:+.1} % of the cap")));
+            row.targets
+                .push(Target::at_most("error from the cap", error.abs(), 10.0, "%", 1));
+            eprintln!(
+                "limits: {senders} sender(s): {:.1}/s, {error:+.1} %",
+                m.received_per_second()
+            );
+            rows.push(row);
+        }
+        Ok(rows)
+    })
+}

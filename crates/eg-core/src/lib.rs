@@ -20,6 +20,7 @@ pub(crate) mod header_value;
 pub mod history;
 pub mod json;
 pub mod names;
+pub mod ordering;
 pub mod outcome;
 pub mod policy;
 pub mod probation;

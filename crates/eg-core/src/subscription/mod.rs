@@ -13,6 +13,7 @@ use crate::api_error::InvalidField;
 use crate::destination::Target;
 use crate::filter::EventFilter;
 use crate::names::{SubscriptionName, TopicName};
+use crate::ordering::OrderBy;
 use crate::probation::EndpointId;
 use crate::profile::DeliveryProfile;
 use crate::routing::Routing;
@@ -68,6 +69,8 @@ pub struct Subscription {
     pub paused: bool,
     /// Pushed to a destination by the senders, or queued for consumers to pull.
     pub delivery: DeliveryMethod,
+    /// Ordered delivery per key (docs/ordered-delivery.md); push mode only.
+    pub ordering: Option<OrderBy>,
 }
 
 impl Subscription {

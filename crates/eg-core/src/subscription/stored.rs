@@ -10,6 +10,7 @@ use super::{
 use crate::destination::{Target, WebHook};
 use crate::filter::EventFilter;
 use crate::names::{SubscriptionName, TopicName};
+use crate::ordering::OrderBy;
 use crate::profile::DeliveryProfile;
 use crate::schema::DeliverySchema;
 use crate::signing::SigningSecrets;
@@ -52,6 +53,9 @@ pub(super) struct Stored {
     /// Absent for a webhook (every subscription before other destinations existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     endpoint: Option<Target>,
+    /// Absent for an unordered subscription; older tiers skip it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ordered_delivery: Option<OrderBy>,
 }
 
 /// `deliveryMode` as stored: `{"mode":"push"}` or `{"mode":"queue","receiveLockSeconds":60}`.
@@ -102,6 +106,7 @@ impl From<Stored> for Subscription {
             provisioning: s.provisioning,
             paused: s.paused,
             delivery,
+            ordering: s.ordered_delivery,
         }
     }
 }
@@ -137,6 +142,7 @@ impl From<Subscription> for Stored {
             delivery_mode,
             namespace_form,
             endpoint,
+            ordered_delivery: s.ordering,
         }
     }
 }

@@ -387,7 +387,10 @@ impl Store {
         let cancelled: i64 = scripts::CANCEL_RETRY
             .key(partition.retry())
             .key(partition.event(&delivery.event_key))
+            .key(partition.ready())
             .arg(codec::encode_delivery(delivery))
+            .arg(codec::line_marker(partition, delivery).unwrap_or_default())
+            .arg(format!("{}/{}", delivery.topic, delivery.subscription))
             .invoke_async(&mut conn)
             .await?;
         Ok(cancelled == 1)

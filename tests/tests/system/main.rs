@@ -23,6 +23,7 @@ mod management;
 mod namespace_publish;
 mod namespace_resources;
 mod operations;
+mod ordering;
 mod outages;
 mod pipeline;
 mod protection;

@@ -1,5 +1,5 @@
 //! Publishing a partition's queue depths as gauges (ready, in flight, retry, paused,
-//! dead-letter backlog). They are shared state in Redis, so every scheduler copy
+//! dead-letter backlog, waiting in ordering lines). They are shared state in Redis, so every scheduler copy
 //! reports the same values.
 
 use eg_runtime::Shutdown;
@@ -28,6 +28,8 @@ pub async fn depth_loop(store: Store, partition: Partition, shutdown: Shutdown) 
                 metrics::gauge!(m::QUEUE_PAUSED_DEPTH, "partition" => label.clone()).set(d.paused as f64);
                 metrics::gauge!(m::DEAD_LETTER_BACKLOG_DEPTH, "partition" => label.clone())
                     .set(d.deadletter_backlog as f64);
+                metrics::gauge!(m::QUEUE_ORDERED_WAITING_DEPTH, "partition" => label.clone())
+                    .set(d.waiting_in_lines as f64);
             }
             Err(e) => tracing::warn!(error = %e, partition = partition.index, "cannot read queue depths"),
         }

@@ -36,6 +36,10 @@ pub struct Delivery {
     /// not read out of the stored event. `None` for CloudEvents and in records written
     /// before it existed (the renderer then reads the stored event).
     pub data_version: Option<String>,
+    /// The line id of its ordering key (`ordering::LineId`) when its subscription orders
+    /// delivery per key: the delivery waits in that line until every delivery of the key
+    /// accepted before it is settled. `None` for unordered deliveries.
+    pub line: Option<String>,
 }
 
 /// The outcome of the latest attempt.
@@ -60,7 +64,13 @@ impl Delivery {
             catalog_version: 0,
             event_id: String::new(),
             data_version: None,
+            line: None,
         }
+    }
+
+    /// The same delivery, waiting in the ordering line `line` (none: unordered).
+    pub fn in_line(self, line: Option<String>) -> Self {
+        Self { line, ..self }
     }
 
     /// The same delivery of the event whose own id is `event_id`.

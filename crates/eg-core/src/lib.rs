@@ -22,6 +22,7 @@ pub mod history;
 pub mod identity;
 pub mod json;
 pub mod names;
+pub mod ordering;
 pub mod outcome;
 pub mod policy;
 pub mod probation;

@@ -65,10 +65,18 @@ pub async fn store_events<E>(
 ) -> Result<Accepted, AcceptError<E>> {
     let Acceptor { store, cache, clock } = acceptor;
     let count = events.len();
-    let partition = store.keys().partition(rand::random_range(0..store.keys().partitions()));
+    let spread = store.keys().partition(rand::random_range(0..store.keys().partitions()));
 
     for _ in 0..STALE_CATALOG_RETRIES {
         let entry = topic_entry(&snapshot, name)?;
+        // A key's line must live under one hash tag: a topic with an ordered subscription
+        // publishes to its home partition (matched again after a stale catalog, so a
+        // subscription made ordered meanwhile moves the request home too).
+        let partition = if entry.subscriptions.iter().any(|s| ordered(s)) {
+            store.keys().home_partition(&name.key())
+        } else {
+            spread.clone()
+        };
         let now = clock.now();
         let to_store = fan_out(entry, events, now, snapshot.version);
         if to_store.is_empty() {
@@ -138,6 +146,11 @@ fn topic_entry<'a, E>(snapshot: &'a CatalogSnapshot, name: &TopicName) -> Result
         .ok_or_else(|| AcceptError::NoTopic(name.as_str().to_owned()))
 }
 
+/// Whether a subscription orders its deliveries per key (push mode only).
+fn ordered(sub: &eg_core::Subscription) -> bool {
+    sub.ordering.is_some() && sub.is_push()
+}
+
 /// The `<topic>/<subscription>` keys of the topic's queue-mode subscriptions: their
 /// deliveries go into their queue for pull receivers, not to the senders.
 fn queue_subscriptions(entry: &TopicEntry) -> HashSet<String> {
@@ -189,6 +202,12 @@ fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis, versio
                     .matched_at(version)
                     .for_event(accepted.id())
                     .with_data_version(accepted.data_version().map(str::to_owned))
+                    .in_line(
+                        s.ordering
+                            .as_ref()
+                            .filter(|_| s.is_push())
+                            .map(|order| order.key_of(&accepted.routing()).line_id().0),
+                    )
                 })
                 .collect();
             (!deliveries.is_empty()).then(|| EventToStore {

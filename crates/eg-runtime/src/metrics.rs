@@ -25,6 +25,8 @@ pub const QUEUE_READY_DEPTH: &str = "QueueReadyDepth";
 pub const QUEUE_IN_FLIGHT_DEPTH: &str = "QueueInFlightDepth";
 pub const QUEUE_RETRY_DEPTH: &str = "QueueRetryDepth";
 pub const QUEUE_PAUSED_DEPTH: &str = "QueuePausedDepth";
+/// Deliveries of ordered subscriptions waiting behind their key's head (label `partition`).
+pub const QUEUE_ORDERED_WAITING_DEPTH: &str = "QueueOrderedWaitingDepth";
 /// Pull delivery's queues (labels `topic`, `subscription`).
 pub const QUEUE_AVAILABLE_DEPTH: &str = "QueueAvailableDepth";
 pub const QUEUE_LOCKED_DEPTH: &str = "QueueLockedDepth";
@@ -180,6 +182,10 @@ fn describe() {
     describe_gauge!(
         QUEUE_PAUSED_DEPTH,
         "Deliveries set aside for paused subscriptions, by partition"
+    );
+    describe_gauge!(
+        QUEUE_ORDERED_WAITING_DEPTH,
+        "Deliveries of ordered subscriptions waiting behind their key's head, by partition"
     );
     describe_gauge!(QUEUE_READY_DEPTH, "Deliveries waiting to be sent, by partition");
     describe_gauge!(

@@ -151,6 +151,9 @@ struct DeliveryRecord<'a> {
     event_id: Cow<'a, str>,
     #[serde(rename = "dv", default, skip_serializing_if = "Option::is_none", borrow)]
     data_version: Option<Cow<'a, str>>,
+    /// The ordering line it waits in; absent for unordered deliveries (older readers skip it).
+    #[serde(rename = "ol", default, skip_serializing_if = "Option::is_none", borrow)]
+    line: Option<Cow<'a, str>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -215,6 +218,7 @@ fn encode_record(delivery: &Delivery, brevity: Brevity) -> String {
         catalog_version: delivery.catalog_version,
         event_id: Cow::Borrowed(&delivery.event_id),
         data_version: delivery.data_version.as_deref().map(Cow::Borrowed),
+        line: delivery.line.as_deref().map(Cow::Borrowed),
     };
     // Strings and numbers only: serializing cannot fail.
     serde_json::to_string(&record).unwrap_or_default()
@@ -244,7 +248,34 @@ pub fn decode_delivery(raw: &str) -> Result<Delivery, Malformed> {
         catalog_version: record.catalog_version,
         event_id: record.event_id.into_owned(),
         data_version: record.data_version.map(Cow::into_owned),
+        line: record.line.map(Cow::into_owned),
     })
+}
+
+/// What separates a line member's delivery id from its record, and the parts of a
+/// settle item's line marker (neither ids, keys nor record JSON hold a raw newline).
+pub const LINE_SEPARATOR: char = '\n';
+/// What starts a settle item's last argument when the delivery waits in a line.
+pub const LINE_MARKER: char = 'L';
+
+/// A member of an ordering line (`publish.lua` pushes it, `line_steps.lua` promotes it):
+/// the delivery id, a newline, its full record. The id lets a settle check that the
+/// head is its own delivery without parsing the record.
+pub fn line_member(delivery: &Delivery) -> String {
+    format!("{}{LINE_SEPARATOR}{}", delivery.id, encode_delivery(delivery))
+}
+
+/// A settle or cancel call's word for an ordered delivery (`line_steps.lua` reads it):
+/// `L<delivery id>\n<line key>\n<waiting hash key>`; `None` when unordered.
+pub fn line_marker(partition: &Partition, delivery: &Delivery) -> Option<String> {
+    let line = delivery.line.as_deref()?;
+    let subscription = format!("{}/{}", delivery.topic, delivery.subscription);
+    Some(format!(
+        "{LINE_MARKER}{}{LINE_SEPARATOR}{}{LINE_SEPARATOR}{}",
+        delivery.id,
+        partition.line(&subscription, line),
+        partition.lines_waiting()
+    ))
 }
 
 /// The id of delivery `index` (from 0) of a fanned-out event: its event key, a dash,
@@ -335,6 +366,8 @@ pub fn decode_fan_out(raw: &str) -> Result<Vec<Delivery>, Malformed> {
             catalog_version: record.catalog_version,
             event_id: record.event_id.clone().into_owned(),
             data_version: record.data_version.clone().map(Cow::into_owned),
+            // A fan-out lists unordered deliveries only (codec::publish).
+            line: None,
         })
         .collect())
 }
@@ -467,7 +500,11 @@ impl SettleCall {
                 history,
                 archive_id,
                 subscription,
-                if item.carries_body { "1" } else { "" }.to_owned(),
+                match line_marker(partition, delivery) {
+                    Some(marker) => marker,
+                    None if item.carries_body => "1".to_owned(),
+                    None => String::new(),
+                },
             ]);
         }
         Ok(Self { keys, args })

@@ -148,6 +148,19 @@ impl Partition {
         format!("{}:queue:{subscription}:cursor", self.tag)
     }
     /// The subscriptions (`<topic>/<subscription>`) with a queue in this partition.
+    /// An ordering line (list, head first): the unsettled deliveries of one key of an
+    /// ordered subscription, as `codec::line_member`s. Only the head is ever in the
+    /// ready stream, retry set or paused set.
+    pub fn line(&self, subscription: &str, line_id: &str) -> String {
+        format!("{}:line:{subscription}:{line_id}", self.tag)
+    }
+
+    /// How many deliveries wait behind their line's head, per subscription (hash,
+    /// `<topic>/<subscription>` -> count): the status page's and backlog gauge's figure.
+    pub fn lines_waiting(&self) -> String {
+        format!("{}:lines", self.tag)
+    }
+
     pub fn queues_index(&self) -> String {
         format!("{}:queues", self.tag)
     }
@@ -190,6 +203,13 @@ impl Keyspace {
 
     pub fn partitions(&self) -> u16 {
         u16::try_from(self.tags.len()).unwrap_or(u16::MAX)
+    }
+
+    /// The partition every publish to `topic` (its key) is stored in while the topic
+    /// has an ordered subscription, so each of its keys' lines lives under one hash tag.
+    /// Stable for a given partition count.
+    pub fn home_partition(&self, topic: &str) -> Partition {
+        self.partition(slot(topic) % self.partitions())
     }
 
     /// Partition `index`; an index past the last wraps around (callers pick indexes below

@@ -90,6 +90,9 @@ pub struct Depths {
     /// Deliveries set aside for paused subscriptions.
     pub paused: u64,
     pub deadletter_backlog: u64,
+    /// Deliveries of ordered subscriptions waiting behind their key's head (in lines,
+    /// not yet in any of the above).
+    pub waiting_in_lines: u64,
 }
 
 impl Store {
@@ -387,7 +390,10 @@ impl Store {
         let cancelled: i64 = scripts::CANCEL_RETRY
             .key(partition.retry())
             .key(partition.event(&delivery.event_key))
+            .key(partition.ready())
             .arg(codec::encode_delivery(delivery))
+            .arg(codec::line_marker(partition, delivery).unwrap_or_default())
+            .arg(format!("{}/{}", delivery.topic, delivery.subscription))
             .invoke_async(&mut conn)
             .await?;
         Ok(cancelled == 1)
@@ -515,15 +521,17 @@ impl Store {
             .zcard(partition.retry())
             .zcard(partition.deadletter_delay())
             .xlen(partition.deadletter())
-            .smembers(partition.paused_index());
+            .smembers(partition.paused_index())
+            .hvals(partition.lines_waiting());
         let mut conn = self.conn().await?;
-        let (ready, pending, retry, delayed, dl, paused_subscriptions): (
+        let (ready, pending, retry, delayed, dl, paused_subscriptions, waiting): (
             u64,
             redis::Value,
             u64,
             u64,
             u64,
             Vec<String>,
+            Vec<u64>,
         ) = pipe.query_async(&mut conn).await?;
         let mut paused = 0;
         if !paused_subscriptions.is_empty() {
@@ -547,6 +555,7 @@ impl Store {
             retry,
             paused,
             deadletter_backlog: delayed + dl,
+            waiting_in_lines: waiting.iter().sum(),
         })
     }
 }

@@ -16,7 +16,13 @@ macro_rules! script {
 script!(PUBLISH, "publish.lua");
 /// The publish script's text, for sending it with `EVAL` in one pipeline with `WAIT`.
 pub const PUBLISH_SOURCE: &str = include_str!("scripts/publish.lua");
-script!(SETTLE, "stream_steps.lua", "settle_steps.lua", "settle.lua");
+script!(
+    SETTLE,
+    "stream_steps.lua",
+    "line_steps.lua",
+    "settle_steps.lua",
+    "settle.lua"
+);
 script!(QUEUE_SETTLE, "stream_steps.lua", "settle_steps.lua", "queue_settle.lua");
 script!(QUEUE_RECEIVE, "queue_receive.lua");
 script!(QUEUE_DROP, "queue_drop.lua");
@@ -40,7 +46,7 @@ script!(ENDPOINT_GATE, "endpoint_gate.lua");
 script!(ENDPOINT_RECORD, "endpoint_record.lua");
 script!(DELIVERY_GATE, "delivery_gate.lua");
 script!(DELIVERY_FEEDBACK, "delivery_feedback.lua");
-script!(CANCEL_RETRY, "cancel_retry.lua");
+script!(CANCEL_RETRY, "line_steps.lua", "cancel_retry.lua");
 script!(HEARTBEAT, "heartbeat.lua");
 script!(UNPARK, "unpark.lua");
 script!(REDRIVE, "redrive.lua");

@@ -25,6 +25,7 @@ mod namespace_publish;
 mod namespace_resources;
 mod oauth;
 mod operations;
+mod ordering;
 mod outages;
 mod pipeline;
 mod protection;

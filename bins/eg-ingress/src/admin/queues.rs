@@ -26,6 +26,7 @@ pub async fn queues(State(app): State<Arc<App>>) -> Reply {
         total.retry += d.retry;
         total.paused += d.paused;
         total.deadletter_backlog += d.deadletter_backlog;
+        total.waiting_in_lines += d.waiting_in_lines;
         let mut row = depths(&d);
         row["partition"] = json!(p.index);
         partitions.push(row);
@@ -75,5 +76,6 @@ fn depths(d: &Depths) -> Value {
         "retry": d.retry,
         "paused": d.paused,
         "deadLetterBacklog": d.deadletter_backlog,
+        "waitingInLines": d.waiting_in_lines,
     })
 }

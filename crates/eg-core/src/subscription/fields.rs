@@ -8,6 +8,7 @@ use super::{BatchSettings, Subscription};
 use crate::api_error::InvalidField;
 use crate::destination::{ENDPOINT_TYPES, Target};
 use crate::json::json_type;
+use crate::ordering::OrderBy;
 use crate::profile::DeliveryProfile;
 use crate::schema::DeliverySchema;
 use crate::signing::{MAX_SECRETS, SigningSecret, SigningSecrets};
@@ -46,6 +47,17 @@ pub(super) fn paused(props: &Map<String, Value>) -> Result<bool, InvalidField> {
             "properties.paused",
             format!("must be true or false, got {}", json_type(other)),
         )),
+    }
+}
+
+/// `orderedDelivery` of `props` (a custom-topic `properties` or a namespace `push`):
+/// `None` when absent; errors named from `orderedDelivery` down.
+pub(super) fn ordered_delivery(props: &Map<String, Value>, topic: &Topic) -> Result<Option<OrderBy>, InvalidField> {
+    match props.get("orderedDelivery") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => OrderBy::from_json(v, topic.input_schema)
+            .map(Some)
+            .map_err(|e| e.within("orderedDelivery")),
     }
 }
 

@@ -13,6 +13,7 @@ use crate::api_error::InvalidField;
 use crate::destination::Target;
 use crate::filter::EventFilter;
 use crate::names::{SubscriptionName, TopicName};
+use crate::ordering::OrderBy;
 use crate::probation::EndpointId;
 use crate::profile::DeliveryProfile;
 use crate::routing::Routing;
@@ -72,6 +73,8 @@ pub struct Subscription {
     pub delivery: DeliveryMethod,
     /// `deliveryLimits` (push only): the cap every sender shares; `None` for no limit.
     pub limits: Option<DeliveryLimits>,
+    /// Ordered delivery per key (docs/ordered-delivery.md); push mode only.
+    pub ordering: Option<OrderBy>,
 }
 
 impl Subscription {

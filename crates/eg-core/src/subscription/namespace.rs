@@ -10,7 +10,8 @@
 //! names its field from `properties` down.
 
 use super::fields::{
-    Destination, delivery_schema, destination, expiration_time, only_known, paused, ranged_u32, shown_destination,
+    Destination, delivery_schema, destination, expiration_time, only_known, ordered_delivery, paused, ranged_u32,
+    shown_destination,
 };
 use super::retry_policy::{NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT, RetryPolicy};
 use super::{
@@ -21,6 +22,7 @@ use crate::api_error::InvalidField;
 use crate::filter::EventFilter;
 use crate::json::json_type;
 use crate::names::SubscriptionName;
+use crate::ordering::OrderBy;
 use crate::profile::DeliveryProfile;
 use crate::signing::SigningSecrets;
 use crate::time::{UnixMillis, iso8601_duration, parse_iso8601_duration};
@@ -150,6 +152,7 @@ pub(super) fn read(
         paused,
         delivery: method,
         limits: delivery.limits,
+        ordering: delivery.ordering,
     })
 }
 
@@ -159,6 +162,8 @@ struct Delivery {
     limits: Option<DeliveryLimits>,
     retry_policy: RetryPolicy,
     dead_letter: Option<DeadLetterDestination>,
+    /// Push only: a queue's consumers receive by lock, not by key.
+    ordering: Option<OrderBy>,
 }
 
 /// Push mode's destination, or queue mode (a [`DeliveryMethod::Queue`]).
@@ -232,6 +237,7 @@ fn push_settings(settings: &Map<String, Value>, topic: &Topic) -> Result<Deliver
             "deliveryWithResourceIdentity",
             "deadLetterDestinationWithResourceIdentity",
             "deliveryLimits",
+            "orderedDelivery",
         ],
         "",
     )?;
@@ -249,12 +255,22 @@ fn push_settings(settings: &Map<String, Value>, topic: &Topic) -> Result<Deliver
         limits: DeliveryLimits::read(settings, "", true)?,
         retry_policy: limits(settings, topic)?,
         dead_letter: dead_letter(settings)?,
+        ordering: ordered_delivery(settings, topic)?,
     })
 }
 
 /// `queue`: no endpoint; a receive lock and the namespace topic's limits.
 fn queue_settings(settings: &Map<String, Value>, topic: &Topic) -> Result<Delivery, InvalidField> {
     DeliveryLimits::read(settings, "", false)?;
+    if settings.get("orderedDelivery").is_some_and(|v| !v.is_null()) {
+        // Consumers take whichever events they receive and settle them in any order, so
+        // eg could not promise a key's order to them.
+        return Err(InvalidField::new(
+            "orderedDelivery",
+            "applies to push delivery only: a queue's consumers receive events by lock and settle them \
+             in any order; order by key in the consumer, or use deliveryMode Push",
+        ));
+    }
     only_known(
         settings,
         &[
@@ -279,6 +295,7 @@ fn queue_settings(settings: &Map<String, Value>, topic: &Topic) -> Result<Delive
         limits: None,
         retry_policy: limits(settings, topic)?,
         dead_letter: dead_letter(settings)?,
+        ordering: None,
     })
 }
 
@@ -380,6 +397,9 @@ pub(super) fn show(sub: &Subscription, now: UnixMillis) -> Value {
             if let Some(limits) = &sub.limits {
                 settings["deliveryLimits"] = limits.to_json();
             }
+            if let Some(order) = &sub.ordering {
+                settings["orderedDelivery"] = order.to_json();
+            }
             json!({"deliveryMode": "Push", "push": settings})
         }
         DeliveryMethod::Queue { receive_lock_seconds } => {
@@ -415,7 +435,8 @@ pub(super) fn show(sub: &Subscription, now: UnixMillis) -> Value {
 impl Subscription {
     /// Whether this subscription may replace `stored`, the one of the same name written
     /// before: events already on their way were routed for its delivery mode (pushed by
-    /// the senders, or queued for consumers), so the mode cannot change.
+    /// the senders, or queued for consumers), so the mode cannot change; events waiting
+    /// in a key's line were ordered by its key, so neither can the ordering key.
     pub fn may_replace(&self, stored: &Subscription) -> Result<(), InvalidField> {
         if self.is_push() != stored.is_push() {
             return Err(InvalidField::new(
@@ -426,7 +447,13 @@ impl Subscription {
                 ),
             ));
         }
-        Ok(())
+        let ordering_at = if self.namespace_form() {
+            "properties.deliveryConfiguration.push"
+        } else {
+            "properties"
+        };
+        crate::ordering::check_change(stored.ordering.as_ref(), self.ordering.as_ref())
+            .map_err(|e| e.within(ordering_at))
     }
 }
 
@@ -1150,5 +1177,35 @@ mod tests {
         let e = parse(&queue).unwrap_err();
         assert_eq!(e.field, "properties.deliveryConfiguration.queue.deliveryLimits");
         assert!(e.problem.contains("push delivery"), "{e}");
+    }
+
+    #[test]
+    fn push_subscriptions_may_be_ordered_and_queues_may_not() {
+        let ordered = with(
+            push_example(),
+            "/properties/deliveryConfiguration/push/orderedDelivery",
+            json!({"key": "partitionKey"}),
+        );
+        let s = parse(&ordered).unwrap();
+        assert_eq!(s.ordering, Some(crate::ordering::OrderBy::PartitionKey));
+        assert_eq!(
+            s.to_resource(UnixMillis(0))["properties"]["deliveryConfiguration"]["push"]["orderedDelivery"],
+            json!({"key": "partitionKey"})
+        );
+        let other = with(
+            push_example(),
+            "/properties/deliveryConfiguration/push/orderedDelivery",
+            json!({"key": "subject"}),
+        );
+        let e = parse(&other).unwrap().may_replace(&s).unwrap_err();
+        assert_eq!(e.field, "properties.deliveryConfiguration.push.orderedDelivery");
+        let queue = with(
+            queue_example(),
+            "/properties/deliveryConfiguration/queue/orderedDelivery",
+            json!({"key": "subject"}),
+        );
+        let e = parse(&queue).unwrap_err();
+        assert_eq!(e.field, "properties.deliveryConfiguration.queue.orderedDelivery");
+        assert!(e.problem.contains("push delivery only"), "{e}");
     }
 }

@@ -5,7 +5,7 @@
 //! form is in `fields`.
 
 use super::fields::{
-    Destination, delivery_schema, destination, expiration_time, paused, ranged_u32, shown_destination,
+    Destination, delivery_schema, destination, expiration_time, ordered_delivery, paused, ranged_u32, shown_destination,
 };
 use super::retry_policy::{
     CUSTOM_MAX_DELIVERY_ATTEMPTS, CUSTOM_MAX_TTL_MINUTES, NAMESPACE_DEFAULT_TTL, NAMESPACE_MAX_DELIVERY_COUNT,
@@ -31,7 +31,7 @@ impl Subscription {
 
     /// The fields of `properties`. `topic`, `provisioningState` and
     /// `provisioningMessage` are shown by `GET` and ignored when written.
-    pub(crate) const PROPERTIES: [&str; 12] = [
+    pub(crate) const PROPERTIES: [&str; 13] = [
         "destination",
         "paused",
         "filter",
@@ -40,6 +40,7 @@ impl Subscription {
         "deadLetterDestination",
         "expirationTimeUtc",
         "labels",
+        "orderedDelivery",
         "topic",
         "provisioningState",
         "provisioningMessage",
@@ -79,6 +80,7 @@ pub(super) fn read(
     let expiration_time = expiration_time(props, now)?;
     let paused = paused(props)?;
     let limits = DeliveryLimits::read(props, "properties", true)?;
+    let ordering = ordered_delivery(props, topic).map_err(|e| e.within("properties"))?;
     if let Some(key) = props.keys().find(|k| !Subscription::PROPERTIES.contains(&k.as_str())) {
         return Err(InvalidField::new(
             format!("properties.{key}"),
@@ -104,6 +106,7 @@ pub(super) fn read(
             written_as: WrittenAs::CustomTopic,
         },
         limits,
+        ordering,
     })
 }
 
@@ -129,6 +132,9 @@ pub(super) fn show(sub: &Subscription, target: &Target, now: UnixMillis) -> Valu
     }
     if let Some(limits) = &sub.limits {
         props["deliveryLimits"] = limits.to_json();
+    }
+    if let Some(order) = &sub.ordering {
+        props["orderedDelivery"] = order.to_json();
     }
     json!({
         "id": format!("/topics/{}/eventSubscriptions/{}", sub.topic, sub.name),
@@ -667,5 +673,59 @@ mod tests {
             parse(bad).unwrap_err().field,
             "properties.deliveryLimits.requestsPerSecond"
         );
+    }
+
+    #[test]
+    fn ordered_delivery_is_read_shown_back_and_stored() {
+        let mut b = body();
+        b["properties"]["orderedDelivery"] = json!({"key": "data", "path": "accountId"});
+        let s = parse(b).unwrap();
+        assert_eq!(s.ordering, Some(crate::ordering::OrderBy::Data("accountId".into())));
+        assert_eq!(
+            s.to_resource(UnixMillis(0))["properties"]["orderedDelivery"],
+            json!({"key": "data", "path": "accountId"})
+        );
+        let stored = serde_json::to_value(&s).unwrap();
+        assert_eq!(stored["orderedDelivery"], json!({"key": "data", "path": "accountId"}));
+        assert_eq!(serde_json::from_value::<Subscription>(stored).unwrap(), s);
+        let unordered = serde_json::to_value(parse(body()).unwrap()).unwrap();
+        assert!(
+            unordered.get("orderedDelivery").is_none(),
+            "older tiers see nothing new"
+        );
+    }
+
+    #[test]
+    fn ordered_delivery_refusals_name_the_field() {
+        let mut b = body();
+        b["properties"]["orderedDelivery"] = json!({"key": "partitionkey"});
+        assert_eq!(parse(b.clone()).unwrap_err().field, "properties.orderedDelivery.key");
+        b["properties"]["orderedDelivery"] = json!({"key": "partitionKey"});
+        let e = parse(b).unwrap_err();
+        assert_eq!(
+            e.field, "properties.orderedDelivery.key",
+            "an Event Grid topic has no partitionkey"
+        );
+        let cloud = topic(json!({"inputSchema": "CloudEventSchemaV1_0"}));
+        let mut b = body();
+        b["properties"]["orderedDelivery"] = json!({"key": "partitionKey"});
+        assert!(parse_on(&cloud, b).is_ok());
+    }
+
+    #[test]
+    fn the_ordering_key_cannot_change_on_update_but_ordering_can_come_and_go() {
+        let with_key = |key: Value| {
+            let mut b = body();
+            b["properties"]["orderedDelivery"] = key;
+            parse(b).unwrap()
+        };
+        let subject = with_key(json!({"key": "subject"}));
+        let event_type = with_key(json!({"key": "eventType"}));
+        let unordered = parse(body()).unwrap();
+        assert!(subject.may_replace(&unordered).is_ok());
+        assert!(unordered.may_replace(&subject).is_ok());
+        assert!(subject.may_replace(&subject).is_ok());
+        let e = event_type.may_replace(&subject).unwrap_err();
+        assert_eq!(e.field, "properties.orderedDelivery");
     }
 }

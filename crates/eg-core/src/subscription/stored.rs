@@ -11,6 +11,7 @@ use super::{
 use crate::destination::{Target, WebHook};
 use crate::filter::EventFilter;
 use crate::names::{SubscriptionName, TopicName};
+use crate::ordering::OrderBy;
 use crate::profile::DeliveryProfile;
 use crate::schema::DeliverySchema;
 use crate::signing::SigningSecrets;
@@ -56,6 +57,9 @@ pub(super) struct Stored {
     /// `deliveryLimits`; absent for none (and in every subscription stored before them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     delivery_limits: Option<DeliveryLimits>,
+    /// Absent for an unordered subscription; older tiers skip it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ordered_delivery: Option<OrderBy>,
 }
 
 /// `deliveryMode` as stored: `{"mode":"push"}` or `{"mode":"queue","receiveLockSeconds":60}`.
@@ -114,6 +118,7 @@ impl From<Stored> for Subscription {
             paused: s.paused,
             delivery,
             limits: s.delivery_limits,
+            ordering: s.ordered_delivery,
         }
     }
 }
@@ -155,6 +160,7 @@ impl From<Subscription> for Stored {
             namespace_form,
             endpoint,
             delivery_limits: s.limits,
+            ordered_delivery: s.ordering,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! `settle.lua`. The script reads them by position, so they are built in one place and a
 //! test holds them to the header.
 
-use super::{encode_carried_delivery, encode_delivery, encode_fan_out};
+use super::{encode_carried_delivery, encode_delivery, encode_fan_out, line_member};
 use crate::keyspace::Partition;
 use crate::scripts;
 use eg_core::Delivery;
@@ -18,20 +18,13 @@ pub struct EventToStore {
 }
 
 /// Where `publish.lua` puts a delivery (ARGV's target): the partition's ready stream, for
-/// the senders, or the q-th queue stream of the call, for pull receivers.
+/// the senders, the q-th queue stream of the call, for pull receivers, or the l-th
+/// ordering line of the call (numbered after the Q queues in ARGV).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Destination {
     Ready,
     Queue(usize),
-}
-
-impl Destination {
-    fn arg(self) -> String {
-        match self {
-            Self::Ready => "0".to_owned(),
-            Self::Queue(q) => q.to_string(),
-        }
-    }
+    Line(usize),
 }
 
 /// `publish.lua`'s marker for "no event hash: one fan-out record follows" where an
@@ -55,10 +48,22 @@ impl<'a> PublishCall<'a> {
         events: &'a [EventToStore],
         queued: &HashSet<String>,
     ) -> Self {
-        // The queue streams written to, numbered from 1 in the order first met.
+        // The queue streams and lines written to, each numbered from 1 in the order first met.
         let mut queues: Vec<String> = Vec::new();
+        // (line key, its subscription)
+        let mut lines: Vec<(String, String)> = Vec::new();
         let mut destination_of = |d: &Delivery| -> Destination {
             let key = subscription_key(d);
+            if let Some(line_id) = &d.line {
+                let line = partition.line(&key, line_id);
+                return match lines.iter().position(|(l, _)| *l == line) {
+                    Some(at) => Destination::Line(at + 1),
+                    None => {
+                        lines.push((line, key));
+                        Destination::Line(lines.len())
+                    }
+                };
+            }
             if !queued.contains(&key) {
                 return Destination::Ready;
             }
@@ -70,25 +75,34 @@ impl<'a> PublishCall<'a> {
                 }
             }
         };
+        // Every destination first, so a line's number after the queues is known below.
+        let destinations: Vec<Vec<Destination>> = events
+            .iter()
+            .map(|e| e.deliveries.iter().map(&mut destination_of).collect())
+            .collect();
         let mut per_event: Vec<Cow<'a, str>> = Vec::new();
-        for e in events {
+        for (e, destinations) in events.iter().zip(&destinations) {
             per_event.push(e.body.as_str().into());
-            let all_push = e.deliveries.iter().all(|d| !queued.contains(&subscription_key(d)));
+            // A fan-out entry lists plain push deliveries only: an ordered one waits in its line.
+            let all_push = e
+                .deliveries
+                .iter()
+                .all(|d| d.line.is_none() && !queued.contains(&subscription_key(d)));
             if let Some(fan_out) = all_push.then(|| encode_fan_out(&e.event_key, &e.deliveries)).flatten() {
                 per_event.extend([FAN_OUT_MARKER.into(), fan_out.into()]);
                 continue;
             }
             per_event.push(e.deliveries.len().to_string().into());
             let lone = e.deliveries.len() == 1;
-            for d in &e.deliveries {
-                let destination = destination_of(d);
-                // A lone push delivery carries the body in its entry (`Carried` layout).
-                let record = if lone && destination == Destination::Ready {
-                    encode_carried_delivery(d)
-                } else {
-                    encode_delivery(d)
+            for (d, destination) in e.deliveries.iter().zip(destinations) {
+                let (target, record) = match *destination {
+                    // A lone push delivery carries the body in its entry (`Carried` layout).
+                    Destination::Ready if lone => (0, encode_carried_delivery(d)),
+                    Destination::Ready => (0, encode_delivery(d)),
+                    Destination::Queue(q) => (q, encode_delivery(d)),
+                    Destination::Line(l) => (queues.len() + l, line_member(d)),
                 };
-                per_event.extend([destination.arg().into(), record.into()]);
+                per_event.extend([target.to_string().into(), record.into()]);
             }
         }
 
@@ -97,6 +111,10 @@ impl<'a> PublishCall<'a> {
         keys.push(partition.queues_index());
         keys.push(partition.queue_signal());
         keys.extend(queues.iter().map(|q| partition.queue(q)));
+        keys.extend(lines.iter().map(|(line, _)| line.clone()));
+        if !lines.is_empty() {
+            keys.push(partition.lines_waiting());
+        }
         let mut args: Vec<Cow<'a, str>> = vec![
             catalog_version.to_string().into(),
             events.len().to_string().into(),
@@ -104,6 +122,7 @@ impl<'a> PublishCall<'a> {
         ];
         args.extend(per_event);
         args.extend(queues.into_iter().map(Cow::Owned));
+        args.extend(lines.into_iter().map(|(_, subscription)| Cow::Owned(subscription)));
         Self { keys, args }
     }
 
@@ -221,6 +240,62 @@ mod tests {
                 FAN_OUT_MARKER.to_owned(),
                 fan_out,
                 "orders/pull".to_owned(),
+            ]
+        );
+    }
+
+    /// Lines follow the queue streams in KEYS (then the waiting hash), are numbered
+    /// Q + l in targets, carry line members, and their subscriptions follow the queues'.
+    #[test]
+    fn ordered_deliveries_go_to_their_lines_after_the_queues() {
+        let p = Keyspace::new("eg", 4).partition(0);
+        let queued: HashSet<String> = ["orders/pull".to_owned()].into();
+        let line = |d: Delivery, id: &str| d.in_line(Some(id.into()));
+        let events = [
+            // One ordered delivery and one queue delivery: never carried, never fanned out.
+            event(
+                "e1",
+                vec![
+                    line(delivery("e1-0", "e1", "hook"), "A"),
+                    delivery("e1-1", "e1", "pull"),
+                ],
+            ),
+            event("e2", vec![line(delivery("e2", "e2", "hook"), "B")]),
+            event("e3", vec![line(delivery("e3", "e3", "hook"), "A")]),
+        ];
+        let call = PublishCall::new(&p, 7, &events, &queued);
+        assert_eq!(
+            call.keys[5..],
+            [
+                p.queues_index(),
+                p.queue_signal(),
+                p.queue("orders/pull"),
+                p.line("orders/hook", "A"),
+                p.line("orders/hook", "B"),
+                p.lines_waiting(),
+            ]
+        );
+        let d = |e: usize, i: usize| &events[e].deliveries[i];
+        assert_eq!(
+            call.args[3..],
+            [
+                events[0].body.clone(),
+                "2".to_owned(),
+                "2".to_owned(),
+                super::super::line_member(d(0, 0)),
+                "1".to_owned(),
+                encode_delivery(d(0, 1)),
+                events[1].body.clone(),
+                "1".to_owned(),
+                "3".to_owned(),
+                super::super::line_member(d(1, 0)),
+                events[2].body.clone(),
+                "1".to_owned(),
+                "2".to_owned(),
+                super::super::line_member(d(2, 0)),
+                "orders/pull".to_owned(),
+                "orders/hook".to_owned(),
+                "orders/hook".to_owned(),
             ]
         );
     }

@@ -10,14 +10,23 @@
 --               entry carries the body (`Carried` layout: v = 2, d = record, b = body)
 -- KEYS[3+N]  the partition's queues index (set)   KEYS[4+N]  the queue signal stream
 -- KEYS[5+N..4+N+Q]  one queue stream per queue-mode subscription written to
+-- KEYS[5+N+Q..4+N+Q+L]  one ordering line per key of an ordered subscription written to
+--               (list of codec::line_member), then, when L > 0, the partition's
+--               waiting hash (`<topic>/<subscription>` -> deliveries behind a head)
 -- ARGV[1]  catalog version the caller matched against
 -- ARGV[2]  N, the number of events     ARGV[3]  Q, the number of queue streams
 -- then, per event in KEYS order: body, M (its number of deliveries), and M pairs of
--- (target, delivery record): target 0 = the ready stream, q = the q-th queue stream;
+-- (target, delivery record): target 0 = the ready stream, q = the q-th queue stream,
+-- Q + l = the l-th line (its record is then a line member: delivery id, newline, record);
 -- or body, 0 and one fan-out record: several push deliveries in one ready entry
 -- (`FanOut` layout: v = 3, d = fan-out record, b = body; the first reader expands it, see
 -- expand_fan_out.lua), and no event hash written yet
 -- then Q subscription names (`<topic>/<subscription>`), in queue stream order
+-- then L subscription names, in line order
+--
+-- A delivery pushed onto an empty line is its head: its record also goes to the ready
+-- stream. One pushed behind others waits (counted in the waiting hash) until settles
+-- move the line on (line_steps.lua). Array order within a request is RPUSH order.
 --
 -- Returns {"OK"} or {"STALE", version} when the catalog changed after the caller's
 -- snapshot (or vanished); nothing is written then, and the caller re-matches with a fresh catalog.
@@ -42,6 +51,8 @@ for i = 1, q do
     redis.call('XGROUP', 'CREATE', stream, 'receivers', '0', 'MKSTREAM')
   end
 end
+-- Line number -> deliveries this call put behind a head.
+local behind = {}
 local at = 4
 for i = 1, n do
   local body = ARGV[at]
@@ -63,8 +74,16 @@ for i = 1, n do
     local target = tonumber(ARGV[at])
     if target == 0 then
       redis.call('XADD', KEYS[2], '*', 'd', ARGV[at + 1])
-    else
+    elseif target <= q then
       redis.call('XADD', KEYS[4 + n + target], '*', 'd', ARGV[at + 1])
+    else
+      local member = ARGV[at + 1]
+      if redis.call('RPUSH', KEYS[4 + n + target], member) == 1 then
+        local cut = string.find(member, '\n', 1, true)
+        redis.call('XADD', KEYS[2], '*', 'd', string.sub(member, cut + 1))
+      else
+        behind[target - q] = (behind[target - q] or 0) + 1
+      end
     end
     at = at + 2
   end
@@ -76,5 +95,11 @@ if q > 0 then
   end
   redis.call('SADD', KEYS[3 + n], unpack(names))
   redis.call('XADD', KEYS[4 + n], 'MAXLEN', '~', '10000', '*', 's', table.concat(names, ' '))
+end
+local lines = #KEYS - 5 - n - q
+for l = 1, lines do
+  if behind[l] then
+    redis.call('HINCRBY', KEYS[#KEYS], ARGV[at + q + l - 1], behind[l])
+  end
 end
 return {'OK'}

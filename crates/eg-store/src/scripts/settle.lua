@@ -39,10 +39,14 @@
 -- ARGV[a+6] deadletter: archive record id ('' = do not archive)
 -- ARGV[a+7] park: the subscription (`<topic>/<subscription>`, the paused index member)
 -- ARGV[a+8] '1' when the entry carries the event's body (`codec::EntryLayout::Carried`):
---           no event hash exists; a delivery that lives on takes the body along
+--           no event hash exists; a delivery that lives on takes the body along;
+--           or, for a delivery of an ordered subscription (never carried), its line
+--           marker `L…` (codec::line_marker): done and deadletter advance its line
+--           (line_steps.lua); retry, requeue and park keep it at the head
+
 --
 -- The steps themselves are in settle_steps.lua, sent in front of this file (after
--- stream_steps.lua).
+-- stream_steps.lua and line_steps.lua).
 --
 -- History lists and log buckets evicted for room (ZPOPMIN of their index) are deleted by
 -- the names the index holds, and a new log bucket is named after the log's key: keys of

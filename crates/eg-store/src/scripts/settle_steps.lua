@@ -151,6 +151,10 @@ local function settle(k, a)
       end
     end
   end
+  -- done and deadletter: a terminal outcome, so its key's line (if any) moves on.
+  if string.byte(ARGV[a + 8]) == 76 then -- 'L': codec::LINE_MARKER
+    advance_line(ARGV[a + 8], KEYS[1], ARGV[a + 7])
+  end
   -- done and deadletter: this delivery no longer needs the stored event.
   if not carried and redis.call('HINCRBY', KEYS[k + 1], 'r', -1) <= 0 then
     redis.call('DEL', KEYS[k + 1])

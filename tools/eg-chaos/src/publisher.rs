@@ -53,6 +53,11 @@ pub struct Published {
     pub refusal: u16,
     /// Unix ms when the answer came.
     pub answered_at: i64,
+    /// Unix ms when its request was sent: eg accepted it after this.
+    pub sent_at: i64,
+    /// The sequence number of the first event of its request (its events were accepted
+    /// in array order).
+    pub request: u64,
 }
 
 #[derive(Default)]
@@ -116,6 +121,8 @@ impl Publisher {
                         fate: Fate::InFlight,
                         refusal: 0,
                         answered_at: 0,
+                        sent_at: 0,
+                        request: first,
                     });
                 }
                 first
@@ -138,8 +145,15 @@ impl Publisher {
 
     async fn publish(&self, ingress: &str, topic: usize, first: u64, count: u64) {
         let facts: Vec<EventFacts> = {
-            let events = lock(&self.ledger.events);
-            (first..first + count).map(|seq| events[seq as usize].facts).collect()
+            let mut events = lock(&self.ledger.events);
+            let now = chrono::Utc::now().timestamp_millis();
+            (first..first + count)
+                .map(|seq| {
+                    let event = &mut events[seq as usize];
+                    event.sent_at = now;
+                    event.facts
+                })
+                .collect()
         };
         let events: Vec<Value> = facts
             .iter()

@@ -36,6 +36,10 @@ pub struct Seen {
     pub refused: u32,
     /// Of the accepted ones, answered 2xx only after the delivery timeout.
     pub late: u32,
+    /// Unix ms of the first request that carried it (0: none).
+    pub first_arrival: i64,
+    /// Unix ms of the first 2xx answer for it (0: none).
+    pub first_accepted: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -75,6 +79,8 @@ pub struct Endpoint {
     /// Requests whose body or content type does not fit the delivery schema.
     pub malformed: Mutex<Vec<String>>,
     pub requests: AtomicU64,
+    /// Unix ms of every delivery request (validations not counted), for the rate check.
+    pub request_times: Mutex<Vec<i64>>,
     pub batched_requests: AtomicU64,
     pub validations: AtomicU64,
 }
@@ -117,6 +123,7 @@ impl Receivers {
                     strangers: Mutex::default(),
                     malformed: Mutex::default(),
                     requests: AtomicU64::new(0),
+                    request_times: Mutex::default(),
                     batched_requests: AtomicU64::new(0),
                     validations: AtomicU64::new(0),
                 })
@@ -242,6 +249,8 @@ async fn receive(
         return response;
     }
     endpoint.requests.fetch_add(1, Ordering::Relaxed);
+    let arrived = chrono::Utc::now().timestamp_millis();
+    lock(&endpoint.request_times).push(arrived);
     let seqs = match event_ids(&endpoint, &headers, &body) {
         Ok(ids) => ids,
         Err(problem) => {
@@ -257,7 +266,11 @@ async fn receive(
     {
         let mut seen = lock(&endpoint.seen);
         for seq in &seqs {
-            seen.entry(*seq).or_default().arrivals += 1;
+            let entry = seen.entry(*seq).or_default();
+            entry.arrivals += 1;
+            if entry.first_arrival == 0 {
+                entry.first_arrival = arrived;
+            }
         }
     }
     let reply = if shared.calm.load(Ordering::SeqCst) {
@@ -267,9 +280,13 @@ async fn receive(
     };
     *lock(&shared.replies).entry(reply).or_default() += 1;
     let record = |accepted: bool, refused: bool, late: bool| {
+        let now = chrono::Utc::now().timestamp_millis();
         let mut seen = lock(&endpoint.seen);
         for seq in &seqs {
             let entry = seen.entry(*seq).or_default();
+            if accepted && entry.first_accepted == 0 {
+                entry.first_accepted = now;
+            }
             entry.accepted += u32::from(accepted);
             entry.refused += u32::from(refused);
             entry.late += u32::from(late);

@@ -10,6 +10,8 @@ pub const EVENT_TYPES: [&str; 4] = ["Order.Created", "Order.Shipped", "Payment.M
 /// The subject's first segment for each event type, in the same order.
 const SUBJECT_KINDS: [&str; 4] = ["orders", "orders", "payments", "audit"];
 pub const REGIONS: [&str; 3] = ["eu", "us", "apac"];
+/// Ordering keys (CloudEvents `partitionkey`); each event gets one at random.
+pub const ORDERING_KEYS: u8 = 100;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Schema {
@@ -25,6 +27,8 @@ pub struct EventFacts {
     pub region: u8,
     /// `data.amount`, 0…99.
     pub amount: u8,
+    /// The ordering key, `k<n>` in CloudEvents' `partitionkey`.
+    pub key: u8,
 }
 
 impl EventFacts {
@@ -34,6 +38,7 @@ impl EventFacts {
             event_type: rand::random_range(0..EVENT_TYPES.len() as u8),
             region: rand::random_range(0..REGIONS.len() as u8),
             amount: rand::random_range(0..100),
+            key: rand::random_range(0..ORDERING_KEYS),
         }
     }
 
@@ -124,6 +129,17 @@ pub struct SubscriptionSpec {
     pub container: String,
     pub destination: Destination,
     pub dead_letter_to: DeadLetterTo,
+    /// Delivered in order per CloudEvents `partitionkey` (`orderedDelivery`).
+    pub ordered: bool,
+    /// `deliveryLimits`: requests per second and burst, shared by every sender.
+    pub limit: Option<RateLimit>,
+}
+
+/// A subscription's request rate cap.
+#[derive(Debug, Clone, Copy)]
+pub struct RateLimit {
+    pub per_second: f64,
+    pub burst: u32,
 }
 
 /// Where a subscription delivers.
@@ -196,7 +212,8 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// Two Event Grid schema topics and two CloudEvents topics, 16 subscriptions (and
+    /// Two Event Grid schema topics and two CloudEvents topics, 20 subscriptions (an
+    /// ordered and a rate-limited one on each CloudEvents topic; and
     /// those of `outside`); one namespace topic with two queue subscriptions.
     pub fn standard(outside: Outside) -> Self {
         let mut topics = vec![
@@ -239,6 +256,8 @@ impl Scenario {
                         container: container.clone(),
                         destination: Destination::WebHook,
                         dead_letter_to: DeadLetterTo::LocalDirectory,
+                        ordered: false,
+                        limit: None,
                     }
                 };
             match topic.schema {
@@ -283,6 +302,22 @@ impl Scenario {
                 Schema::CloudEvents => {
                     subscriptions.extend([
                         sub("all", Filter::All, Schema::CloudEvents, 1, 3, 1440, 1.0),
+                        // One event per key at a time, in the order eg accepted them,
+                        // batched (a batch holds one event per key); many attempts so
+                        // a head is mostly retried, not dead-lettered.
+                        SubscriptionSpec {
+                            ordered: true,
+                            ..sub("ordered", Filter::All, Schema::CloudEvents, 4, 30, 1440, 1.0)
+                        },
+                        // Capped a little above the topic's share of the publish rate:
+                        // the cap bites when retries and outages pile deliveries up.
+                        SubscriptionSpec {
+                            limit: Some(RateLimit {
+                                per_second: 20.0,
+                                burst: 10,
+                            }),
+                            ..sub("limited", Filter::All, Schema::CloudEvents, 1, 30, 1440, 1.0)
+                        },
                         sub(
                             "payments",
                             Filter::Types(&["Payment.Made"]),
@@ -320,6 +355,8 @@ impl Scenario {
                 container: BLOB_CONTAINER.into(),
                 destination: Destination::WebHook,
                 dead_letter_to: DeadLetterTo::AzureBlob,
+                ordered: false,
+                limit: None,
             });
         }
         if outside.brokers {
@@ -336,6 +373,8 @@ impl Scenario {
                 container: format!("dl-{}", topics[topic].name.trim_start_matches("chaos-")),
                 destination,
                 dead_letter_to: DeadLetterTo::LocalDirectory,
+                ordered: false,
+                limit: None,
             };
             subscriptions.push(broker("ce-b-rabbitmq", 3, Destination::RabbitMq, Schema::CloudEvents));
             subscriptions.push(broker("eg-a-nats", 0, Destination::Nats, Schema::EventGrid));
@@ -427,6 +466,12 @@ impl Scenario {
         if let Some(filter) = sub.filter.to_json() {
             properties["filter"] = filter;
         }
+        if sub.ordered {
+            properties["orderedDelivery"] = json!({"key": "partitionKey"});
+        }
+        if let Some(limit) = sub.limit {
+            properties["deliveryLimits"] = json!({"requestsPerSecond": limit.per_second, "burst": limit.burst});
+        }
         json!({ "properties": properties })
     }
 
@@ -459,6 +504,7 @@ impl Scenario {
                 "subject": facts.subject(seq),
                 "time": time,
                 "datacontenttype": "application/json",
+                "partitionkey": format!("k{}", facts.key),
                 "data": data,
             }),
         }
@@ -506,6 +552,7 @@ mod tests {
             event_type: 0, // Order.Created
             region: 0,     // eu
             amount: 70,
+            key: 0,
         };
         let names: Vec<&str> = scenario
             .matching(7, &facts)
@@ -520,12 +567,13 @@ mod tests {
             event_type: 2,
             region: 2,
             amount: 10,
+            key: 0,
         };
         let names: Vec<&str> = scenario
             .matching(8, &payment)
             .map(|i| scenario.subscriptions[i].name.as_str())
             .collect();
-        assert_eq!(names, ["ce-a-all", "ce-a-payments"]);
+        assert_eq!(names, ["ce-a-all", "ce-a-ordered", "ce-a-limited", "ce-a-payments"]);
         assert_eq!(event_seq(&event_id(42)), Some(42));
         assert_eq!(event_seq("other"), None);
     }
@@ -559,6 +607,16 @@ mod tests {
         assert_eq!(rabbit["destination"]["properties"]["exchange"], RABBITMQ_EXCHANGE);
         let nats = named("eg-a-nats");
         assert_eq!(nats["destination"]["properties"]["subject"], NATS_SUBJECT);
+        let ordered = named("ce-a-ordered");
+        assert_eq!(ordered["orderedDelivery"]["key"], "partitionKey");
+        let limited = named("ce-b-limited");
+        assert_eq!(limited["deliveryLimits"]["requestsPerSecond"], 20.0);
+        assert_eq!(limited["deliveryLimits"]["burst"], 10);
+        let facts = EventFacts {
+            key: 42,
+            ..EventFacts::random(2)
+        };
+        assert_eq!(scenario.event_json(1, &facts)["partitionkey"], "k42");
         let without = Scenario::standard(Outside {
             blob: false,
             brokers: false,

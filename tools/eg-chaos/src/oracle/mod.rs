@@ -23,10 +23,15 @@
 //! broker's reader took from the broker ([`crate::broker_readers`]) as what arrived.
 //! Dead letters written to Azure Blob are read back from Azurite
 //! ([`crate::blob_reader`]); each must be in the store its subscription names.
+//!
+//! Ordered subscriptions are also judged for order ([`ordering`]), rate-limited ones for
+//! their rate ([`rates`]).
 
 mod dead_letters;
 mod figures;
+mod ordering;
 mod queues;
+mod rates;
 mod violations;
 
 use crate::broker_readers::BrokerLog;
@@ -433,6 +438,7 @@ impl Oracle {
                 )
             })
             .collect();
+        let (ordering, rate_limits) = self.judge_controls(&events, &seen, &dead, &mut violations);
         let queues = self.queue_verdict();
         for (kind, example) in &queues.violations {
             violations.add(kind, || example.clone());
@@ -494,6 +500,8 @@ impl Oracle {
                 "max_attempts_with_fewer_requests_examples": fewer_requests.iter().take(max_examples).collect::<Vec<_>>(),
             },
             "per_subscription": per_subscription,
+            "ordering": ordering,
+            "rate_limits": rate_limits,
             "violations": violations.to_json(),
         });
         Verdict {
@@ -507,5 +515,58 @@ impl Oracle {
             queue_owed: queues.owed,
             queue_lost: queues.lost,
         }
+    }
+
+    /// The order of ordered subscriptions and the rate of rate-limited ones: their
+    /// figures, and their violations added to `violations`.
+    fn judge_controls(
+        &self,
+        events: &[Published],
+        seen: &[HashMap<u64, Seen>],
+        dead: &HashMap<(usize, u64), Vec<&DeadRecord>>,
+        violations: &mut Violations,
+    ) -> (Value, Value) {
+        let endpoints = self.receivers.endpoints();
+        let mut ordering = serde_json::Map::new();
+        let mut rate_limits = serde_json::Map::new();
+        for (sub, spec) in self.scenario.subscriptions.iter().enumerate() {
+            if spec.ordered {
+                let dead_here: HashSet<u64> = dead.keys().filter(|(s, _)| *s == sub).map(|(_, seq)| *seq).collect();
+                let owed = events
+                    .iter()
+                    .enumerate()
+                    .filter(|(seq, e)| {
+                        spec.topic == usize::from(e.facts.topic) && spec.filter.matches(&e.facts, *seq as u64)
+                    })
+                    .map(|(seq, _)| seq as u64);
+                let findings = ordering::judge(&spec.name, events, owed, &seen[sub], &dead_here);
+                for early in &findings.early {
+                    violations.add("delivered_before_an_earlier_event_of_its_key", || early.clone());
+                }
+                ordering.insert(
+                    spec.name.clone(),
+                    json!({"keys": findings.keys, "ordered_pairs_checked": findings.pairs_checked,
+                           "delivered_too_early": findings.early.len()}),
+                );
+            }
+            if let Some(limit) = spec.limit {
+                let findings = rates::judge(limit, lock(&endpoints[sub].request_times).clone());
+                if findings.exceeded() {
+                    violations.add("rate_limit_exceeded", || {
+                        format!(
+                            "{}: {} requests in one 10 s window, at most {} allowed ({}/s, burst {})",
+                            spec.name, findings.busiest_window, findings.bound, limit.per_second, limit.burst
+                        )
+                    });
+                }
+                rate_limits.insert(
+                    spec.name.clone(),
+                    json!({"requests_per_second": limit.per_second, "burst": limit.burst,
+                           "requests": findings.requests, "busiest_10s_window": findings.busiest_window,
+                           "window_bound": findings.bound}),
+                );
+            }
+        }
+        (Value::Object(ordering), Value::Object(rate_limits))
     }
 }

@@ -121,6 +121,7 @@ lint:
     cargo machete
     {{just_executable()}} check-layout
     {{just_executable()}} check-docs
+    {{just_executable()}} check-openapi
     cargo clippy --workspace --all-targets -- -D warnings
     {{just_executable()}} check-deploy
 
@@ -131,6 +132,10 @@ check-layout:
 # Every setting, metric and HTTP route of the code documented (README.md, docs/*.md, deploy/README.md), and every one documented real.
 check-docs:
     python3 tools/check-docs.py
+
+# docs/openapi.yaml is valid OpenAPI 3.1 (openapi-spec-validator), documents every route the tiers serve with its methods and nothing else, and every example matches its schema; installs its pinned tools into target/openapi-check on first use.
+check-openapi:
+    tools/check-openapi.sh
 
 # Check every file in deploy/ against its schema (Kubernetes, KEDA, compose, Prometheus), the Dockerfile, the dashboard's metrics and every EG__ setting; installs pinned tools into target/deploy-check on first use.
 check-deploy:

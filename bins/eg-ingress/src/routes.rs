@@ -55,8 +55,17 @@ pub fn router(app: &Arc<App>, pull: &Arc<pull::Pull>, process: &Process) -> Rout
         .merge(ops::router(process.store.clone(), process.metrics.clone()))
         .merge(status::router(app.clone(), process))
         .route("/", get(|| async { "eg-ingress" }))
+        .route("/openapi.yaml", get(openapi))
         .layer(trace)
         .layer(CatchPanicLayer::custom(panicked))
+}
+
+/// docs/openapi.yaml, built in: the document describes the binary that serves it, and
+/// it needs no auth (it holds no secret, and a client generator fetches it first).
+const OPENAPI: &str = include_str!("../../../docs/openapi.yaml");
+
+async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI)
 }
 
 /// Anything not routed: Event Grid's `404`, naming the path (never the query: it may

@@ -6,6 +6,7 @@
 
 mod admin;
 mod auth;
+mod capabilities;
 mod changes;
 mod errors;
 mod namespace;

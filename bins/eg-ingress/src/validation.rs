@@ -98,7 +98,8 @@ impl Validator {
                 }
             }
             DeliverySchema::EventGridSchema | DeliverySchema::CustomInputSchema => {
-                self.event_grid(client, topic, subscription, url, token.as_ref(), now).await
+                self.event_grid(client, topic, subscription, url, token.as_ref(), now)
+                    .await
             }
         }
     }
@@ -136,8 +137,7 @@ impl Validator {
         );
         let id = uuid::Uuid::new_v4().to_string();
         let body = validation_event(&id, &topic.id(), &code, &validation_url, now).to_string();
-        let handshake =
-            event_grid_handshake_with_token(client, url, body, &code, MAX_RESPONSE_BYTES, token).await;
+        let handshake = event_grid_handshake_with_token(client, url, body, &code, MAX_RESPONSE_BYTES, token).await;
         let timed_out;
         let why = match &handshake {
             Handshake::Accepted { .. } => return Ok(Provisioning::Succeeded),

@@ -292,3 +292,39 @@ async fn a_subscription_created_just_before_a_publish_gets_the_event() {
         "the new subscription missed the event published right after it"
     );
 }
+
+/// During a rolling upgrade a copy of an earlier release would ignore a delivery
+/// control: the management API refuses it while such a copy is running, naming it, and
+/// takes it once the copy is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_control_is_refused_while_an_older_sender_runs() {
+    let system = System::start(Options::default()).await;
+    let receiver = Receiver::start(Behaviour::Status(200)).await;
+    system.create_topic("orders").await;
+    let store = system.store();
+    let now = eg_core::UnixMillis(chrono::Utc::now().timestamp_millis());
+    let older = eg_store::heartbeat::LiveCopy {
+        tier: "eg-sender".into(),
+        instance: "sender-old-1".into(),
+        version: "0.0.9".into(),
+        started_at: now,
+        last_seen: now,
+        capabilities: Vec::new(),
+    };
+    store.beat(&older).await.unwrap();
+    let mut limited = subscription(receiver.url(), json!({}));
+    limited["properties"]["deliveryLimits"] = json!({"requestsPerSecond": 5});
+    let (status, answer) = system.put_subscription("orders", "limited", &limited).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("eg-sender sender-old-1 (version 0.0.9) cannot do rate limits"),
+        "{message}"
+    );
+    // A plain subscription needs nothing of the older copy.
+    system
+        .create_subscription("orders", "plain", subscription(receiver.url(), json!({})))
+        .await;
+    store.leave("eg-sender", "sender-old-1").await.unwrap();
+    system.create_subscription("orders", "limited", limited).await;
+}

@@ -77,11 +77,13 @@ async fn ordering_a_retried_head_blocks_only_its_key() {
 
     let received = receiver.received();
     assert_each_key_in_order(&received, &published, &[]);
-    let first_of = |id: &str| received.iter().position(|r| r.event_ids().iter().any(|e| e == id)).unwrap();
-    let a1_again = received
-        .iter()
-        .rposition(|r| r.event_ids() == ["a-1"])
-        .unwrap();
+    let first_of = |id: &str| {
+        received
+            .iter()
+            .position(|r| r.event_ids().iter().any(|e| e == id))
+            .unwrap()
+    };
+    let a1_again = received.iter().rposition(|r| r.event_ids() == ["a-1"]).unwrap();
     assert!(
         first_of("b-2") < a1_again,
         "key b went on while a-1 waited for its retry (3 s): {:?}",
@@ -98,9 +100,7 @@ async fn ordering_a_batch_holds_at_most_one_event_per_key() {
     body["properties"]["destination"]["properties"]["maxEventsPerBatch"] = json!(10);
     system.create_subscription("accounts", "Ledger", body).await;
 
-    let events: Vec<Value> = (1..=10)
-        .flat_map(|n| ["a", "b", "c"].map(|k| keyed(k, n)))
-        .collect();
+    let events: Vec<Value> = (1..=10).flat_map(|n| ["a", "b", "c"].map(|k| keyed(k, n))).collect();
     let published: Vec<String> = events.iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
     system.publish_ok("accounts", &Value::from(events)).await;
     receiver.wait_for_ids(published.clone(), DEADLINE).await;
@@ -111,7 +111,11 @@ async fn ordering_a_batch_holds_at_most_one_event_per_key() {
         for id in request.event_ids() {
             *per_key.entry(key_of(&id).to_owned()).or_default() += 1;
         }
-        assert!(per_key.values().all(|n| *n == 1), "a batch with two of one key: {:?}", request.event_ids());
+        assert!(
+            per_key.values().all(|n| *n == 1),
+            "a batch with two of one key: {:?}",
+            request.event_ids()
+        );
     }
     let published: Vec<&str> = published.iter().map(String::as_str).collect();
     assert_each_key_in_order(&received, &published, &[]);
@@ -123,11 +127,7 @@ async fn ordering_pause_and_resume_keep_each_keys_order() {
     let receiver = Receiver::start(Behaviour::Status(200)).await;
     system.create_topic("accounts").await;
     system
-        .create_subscription(
-            "accounts",
-            "Ledger",
-            ordered(receiver.url(), json!({"paused": true})),
-        )
+        .create_subscription("accounts", "Ledger", ordered(receiver.url(), json!({"paused": true})))
         .await;
     let events: Vec<Value> = (1..=5).flat_map(|n| ["a", "b"].map(|k| keyed(k, n))).collect();
     let published: Vec<String> = events.iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
@@ -182,17 +182,12 @@ async fn ordering_the_key_cannot_change_and_queues_cannot_be_ordered() {
     let system = System::start(Options::default()).await;
     system.create_topic("accounts").await;
     let url = "http://127.0.0.1:9/hook";
-    system.create_subscription("accounts", "Ledger", ordered(url, json!({}))).await;
+    system
+        .create_subscription("accounts", "Ledger", ordered(url, json!({})))
+        .await;
     let mut by_type = ordered(url, json!({}));
     by_type["properties"]["orderedDelivery"] = json!({"key": "eventType"});
-    assert_subscription_refused(
-        &system,
-        "accounts",
-        "Ledger",
-        &by_type,
-        "properties.orderedDelivery",
-    )
-    .await;
+    assert_subscription_refused(&system, "accounts", "Ledger", &by_type, "properties.orderedDelivery").await;
     let (_, shown) = system.get("/topics/accounts/eventSubscriptions/Ledger").await;
     assert_eq!(shown["properties"]["orderedDelivery"], json!({"key": "subject"}));
 }

@@ -2,6 +2,7 @@
 //! topics, their keys, and their event subscriptions. Writes go to the Redis catalog
 //! and apply to every publish that starts after the call returns.
 
+use crate::capabilities;
 use crate::changes::{CHANGE_TRIES, change_subscription, conflict, find_subscription, subscription_name, topic_name};
 use crate::errors::Refusal;
 use crate::state::App;
@@ -274,6 +275,7 @@ async fn put_subscription(
         let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(no_topic)?;
         let mut sub = Subscription::from_resource(&basis.topic, n.clone(), &body, app.clock.now()).map_err(invalid)?;
         sub.check_connections(&app.connections).map_err(invalid)?;
+        capabilities::check(&app, &sub.capabilities_needed()).await?;
         storage_event::check_subscription(&sub, app.notify_topic.as_ref()).map_err(invalid)?;
         let previous = basis.previous.as_ref();
         if let Some(previous) = previous {

@@ -105,6 +105,28 @@ impl Subscription {
         self.delivery.is_push()
     }
 
+    /// The delivery controls it uses that tiers of earlier releases do not honour: what
+    /// every running copy must be able to do before it is written (`capability`).
+    pub fn capabilities_needed(&self) -> Vec<crate::capability::Capability> {
+        use crate::capability::Capability;
+        let hook = match self.target() {
+            Some(Target::WebHook(hook)) => Some(hook),
+            _ => None,
+        };
+        [
+            (self.limits.is_some(), Capability::RateLimits),
+            (self.ordering.is_some(), Capability::OrderedDelivery),
+            (hook.is_some_and(|h| h.auth.is_some()), Capability::DeliveryTokens),
+            (
+                hook.is_some_and(|h| h.client_certificate.is_some()),
+                Capability::ClientCertificates,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(used, capability)| used.then_some(capability))
+        .collect()
+    }
+
     /// How long a received event stays locked to its receiver; `None` in push mode.
     pub fn receive_lock(&self) -> Option<std::time::Duration> {
         self.delivery.receive_lock()

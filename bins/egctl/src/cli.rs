@@ -233,12 +233,16 @@ pub struct SubscriptionCreate {
     /// Requests in flight at once at most, shared by every sender
     #[arg(long, value_name = "N", conflicts_with = "queue")]
     pub max_concurrent_requests: Option<u32>,
+    /// Deliver each key's events one at a time, in the order eg accepted them: subject,
+    /// type, partitionkey (CloudEvents) or data:<path> (a field of the event's data)
+    #[arg(long, value_name = "KEY", value_parser = parse_order_by, conflicts_with = "queue")]
+    pub order_by: Option<serde_json::Value>,
     /// A subscription resource as JSON ({"properties":{…}}), `-` for stdin
     #[arg(long, short, value_name = "FILE", conflicts_with_all = [
         crate::endpoints::DESTINATION, "max_attempts", "ttl_minutes", "event_types", "subject_begins_with",
         "subject_ends_with", "max_events_per_batch", "dead_letter_container", "dead_letter_blob", "dead_letter_s3",
         "delivery_schema", "paused",
-        "lock_duration", "ttl", "rate_limit", "max_concurrent_requests",
+        "lock_duration", "ttl", "rate_limit", "max_concurrent_requests", "order_by",
     ])]
     pub file: Option<PathBuf>,
 }
@@ -436,5 +440,21 @@ mod tests {
             "minio/b",
         ]);
         assert!(with_file.is_err(), "a resource file says it all");
+    }
+}
+
+/// `--order-by`: the `orderedDelivery` object the API takes.
+fn parse_order_by(text: &str) -> Result<serde_json::Value, String> {
+    use serde_json::json;
+    match text {
+        "subject" => Ok(json!({"key": "subject"})),
+        "type" => Ok(json!({"key": "eventType"})),
+        "partitionkey" => Ok(json!({"key": "partitionKey"})),
+        _ => match text.strip_prefix("data:") {
+            Some(path) if !path.is_empty() => Ok(json!({"key": "data", "path": path})),
+            _ => Err(format!(
+                "{text:?} is not an ordering key: subject, type, partitionkey or data:<path> (data:accountId)"
+            )),
+        },
     }
 }

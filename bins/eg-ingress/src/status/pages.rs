@@ -321,11 +321,40 @@ fn push_settings(page: &SubscriptionPage) -> Markup {
                 (setting("filter", "Filter", object_lines(&filter_shown(&p["filter"]), "every event")))
                 (setting("retry-policy", "Retry policy", object_lines(&p["retryPolicy"], "default")))
                 (setting("batching", "Batching", html! { (batching) }))
+                (delivery_controls(p))
                 (dead_letter_setting(page, "none: dead letters are kept in the archive only"))
                 (setting("paused", "Paused", html! { (if sub.paused { "yes" } else { "no" }) }))
                 (common_tail(page))
             } }
         }
+    }
+}
+
+/// The delivery controls of a push subscription (docs/delivery.md#delivery-controls-beyond-event-grid):
+/// its rate limit, ordering, bearer token and client certificate; names only, never a
+/// secret (the API shows none).
+fn delivery_controls(p: &Value) -> Markup {
+    let destination = &p["destination"]["properties"];
+    let token_fields = [
+        "azureActiveDirectoryTenantId",
+        "azureActiveDirectoryApplicationIdOrUri",
+        "deliveryIdentity",
+        "tokenScope",
+        "tokenAudience",
+    ];
+    let token: serde_json::Map<String, Value> = token_fields
+        .iter()
+        .filter(|k| !destination[**k].is_null())
+        .map(|k| ((*k).to_owned(), destination[*k].clone()))
+        .collect();
+    let certificate = destination["clientCertificate"].as_str();
+    html! {
+        (setting("rate-limit", "Rate limit", object_lines(&p["deliveryLimits"], "none")))
+        (setting("ordering", "Ordered delivery", object_lines(&p["orderedDelivery"], "no: events may arrive in any order")))
+        (setting("token", "Bearer token", object_lines(&Value::Object(token), "none")))
+        (setting("client-certificate", "Client certificate", html! {
+            @match certificate { Some(name) => code { (name) }, None => span.muted { "none" } }
+        }))
     }
 }
 
@@ -604,6 +633,34 @@ mod tests {
         );
         let paused = subscription(&page(true, "Succeeded", 0), "tok3n", None);
         assert!(note(&paused).contains(">While it is paused"), "{paused}");
+    }
+
+    #[test]
+    fn the_delivery_controls_show_by_name_and_none_when_unused() {
+        let mut p = page(false, "Succeeded", 0);
+        let html = subscription(&p, "tok3n", None);
+        for field in ["rate-limit", "ordering", "token", "client-certificate"] {
+            assert!(
+                html.contains(&format!("<tr data-setting=\"{field}\">")),
+                "{field}: {html}"
+            );
+        }
+        assert!(html.contains("events may arrive in any order"), "{html}");
+        p.properties["deliveryLimits"] = json!({"requestsPerSecond": 5.0, "burst": 2});
+        p.properties["orderedDelivery"] = json!({"key": "partitionKey"});
+        p.properties["destination"]["properties"]["clientCertificate"] = json!("partner");
+        p.properties["destination"]["properties"]["azureActiveDirectoryTenantId"] = json!("contoso");
+        let html = subscription(&p, "tok3n", None);
+        assert!(html.contains("requestsPerSecond</span> <code>5.0</code>"), "{html}");
+        assert!(html.contains("key</span> <code>partitionKey</code>"), "{html}");
+        assert!(
+            html.contains("azureActiveDirectoryTenantId</span> <code>contoso</code>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<th>Client certificate</th><td><code>partner</code>"),
+            "{html}"
+        );
     }
 
     #[test]

@@ -200,6 +200,9 @@ fn from_flags(args: &SubscriptionCreate, namespace: bool) -> Value {
     if let Some(limits) = delivery_limits(args) {
         props.insert("deliveryLimits".into(), limits);
     }
+    if let Some(order) = &args.order_by {
+        props.insert("orderedDelivery".into(), order.clone());
+    }
     json!({ "properties": props })
 }
 
@@ -465,6 +468,14 @@ fn subscription_pairs(sub: &Value) -> Vec<(&'static str, String)> {
     if !limits.is_null() {
         pairs.push(("deliveryLimits", cell(limits)));
     }
+    let order = if p["orderedDelivery"].is_null() {
+        &retry["orderedDelivery"]
+    } else {
+        &p["orderedDelivery"]
+    };
+    if !order.is_null() {
+        pairs.push(("orderedDelivery", cell(order)));
+    }
     pairs.push(("deadLetterContainer", cell(&container_of(shown.dead_letter))));
     if let Some(message) = p["provisioningMessage"].as_str() {
         pairs.push(("provisioningMessage", message.to_owned()));
@@ -601,6 +612,44 @@ mod tests {
         let pairs = subscription_pairs(&shown);
         assert!(
             pairs.iter().any(|(k, v)| *k == "deliveryLimits" && v.contains("2.5")),
+            "{pairs:?}"
+        );
+    }
+
+    #[test]
+    fn order_by_builds_ordered_delivery_and_show_prints_it() {
+        let body = from_flags(
+            &args(&["--endpoint", "http://h/x", "--order-by", "data:accountId"]),
+            false,
+        );
+        let order = json!({"key": "data", "path": "accountId"});
+        assert_eq!(body["properties"]["orderedDelivery"], order);
+        let body = from_flags(
+            &args(&["--endpoint", "http://h/x", "--order-by", "partitionkey"]),
+            false,
+        );
+        assert_eq!(body["properties"]["orderedDelivery"], json!({"key": "partitionKey"}));
+        let line = [
+            "egctl",
+            "subscriptions",
+            "create",
+            "t",
+            "s",
+            "--endpoint",
+            "http://h/x",
+            "--order-by",
+            "colour",
+        ];
+        let refused = Cli::try_parse_from(line).unwrap_err().to_string();
+        assert!(
+            refused.contains("subject, type, partitionkey or data:<path>"),
+            "{refused}"
+        );
+        let pairs = subscription_pairs(&json!({"name": "s", "properties": {"orderedDelivery": order}}));
+        assert!(
+            pairs
+                .iter()
+                .any(|(k, v)| *k == "orderedDelivery" && v.contains("accountId")),
             "{pairs:?}"
         );
     }

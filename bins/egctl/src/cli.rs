@@ -354,6 +354,22 @@ pub struct HistoryArgs {
     pub subscription: Option<String>,
 }
 
+/// `--order-by`: the `orderedDelivery` object the API takes.
+fn parse_order_by(text: &str) -> Result<serde_json::Value, String> {
+    use serde_json::json;
+    match text {
+        "subject" => Ok(json!({"key": "subject"})),
+        "type" => Ok(json!({"key": "eventType"})),
+        "partitionkey" => Ok(json!({"key": "partitionKey"})),
+        _ => match text.strip_prefix("data:") {
+            Some(path) if !path.is_empty() => Ok(json!({"key": "data", "path": path})),
+            _ => Err(format!(
+                "{text:?} is not an ordering key: subject, type, partitionkey or data:<path> (data:accountId)"
+            )),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -440,21 +456,5 @@ mod tests {
             "minio/b",
         ]);
         assert!(with_file.is_err(), "a resource file says it all");
-    }
-}
-
-/// `--order-by`: the `orderedDelivery` object the API takes.
-fn parse_order_by(text: &str) -> Result<serde_json::Value, String> {
-    use serde_json::json;
-    match text {
-        "subject" => Ok(json!({"key": "subject"})),
-        "type" => Ok(json!({"key": "eventType"})),
-        "partitionkey" => Ok(json!({"key": "partitionKey"})),
-        _ => match text.strip_prefix("data:") {
-            Some(path) if !path.is_empty() => Ok(json!({"key": "data", "path": path})),
-            _ => Err(format!(
-                "{text:?} is not an ordering key: subject, type, partitionkey or data:<path> (data:accountId)"
-            )),
-        },
     }
 }

@@ -179,8 +179,8 @@ impl Limits {
         }
     }
 
-    /// After an attempt: ends its lease, and on a busy answer slows the subscription for
-    /// every sender. Nothing to do (no Redis call) for an attempt without a lease that the
+    /// After an attempt: ends its lease, and on a busy answer with `Retry-After` slows the
+    /// subscription for every sender. Nothing to do (no Redis call) for an attempt without a lease that the
     /// endpoint did not answer busy.
     pub async fn after<S: DeliveryStore>(
         &self,
@@ -190,7 +190,11 @@ impl Limits {
         outcome: &AttemptOutcome,
         now: UnixMillis,
     ) {
-        let busy = busy(outcome);
+        // Only a busy answer that says when to come back slows the whole subscription.
+        // Without `Retry-After`, probation is the adaptive backoff (shared by every sender,
+        // growing, ended by one success): stopping the subscription as well would stall
+        // it for answers that may be one overloaded instance's (docs/rate-limits.md).
+        let busy = busy(outcome).filter(Option::is_some);
         if lease.is_none() && busy.is_none() {
             return;
         }

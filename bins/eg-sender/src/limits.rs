@@ -64,11 +64,23 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
+        Self::new(BusyPolicy::default().max)
+    }
+}
+
+impl Limits {
+    /// `max_retry_after` caps a slowdown as it caps a delivery's own retry
+    /// (`EG__DELIVERY__MAX_RETRY_AFTER`): a `Retry-After: 3600` must not stop a
+    /// subscription longer than the deployment lets it delay one delivery.
+    pub fn new(max_retry_after: Duration) -> Self {
         Self {
             local: Mutex::default(),
             lease_prefix: format!("{:016x}", rand::random::<u64>()),
             leases: AtomicU64::new(0),
-            policy: BusyPolicy::default(),
+            policy: BusyPolicy {
+                max: max_retry_after,
+                ..BusyPolicy::default()
+            },
         }
     }
 }

@@ -98,6 +98,7 @@ impl<S, D> Steps<S, D> {
         for warning in eg_runtime::settings::schedule_warnings(&policies) {
             tracing::warn!("{warning}");
         }
+        let limits = Limits::new(policies.custom_topic.max_retry_after);
         Self {
             store,
             destination,
@@ -107,7 +108,7 @@ impl<S, D> Steps<S, D> {
             attempt_timeout,
             late,
             recently_clear: RecentlyClear::default(),
-            limits: Limits::default(),
+            limits,
         }
     }
 

@@ -105,7 +105,7 @@ test:
 # The end-to-end areas that do not stop Redis, again on a 3-primary Redis Cluster (part of `just test`); each filter is an area's module path in the one `system` test binary.
 test-cluster:
     EG_TEST_REDIS=cluster cargo test -p eg-system-tests --test system -- pipeline:: management:: schemas:: \
-        filtering:: signing:: access:: bad_input:: protection:: operations:: egctl::
+        filtering:: signing:: access:: bad_input:: protection:: operations:: egctl:: ordering:: rate_limits::
 
 # Kill tiers, Redis and the brokers and stop Azurite while publishing; check every event answered 200 is delivered or dead-lettered (`just chaos --help`).
 chaos *ARGS:

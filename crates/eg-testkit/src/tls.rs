@@ -60,10 +60,16 @@ impl TestCa {
     /// A certificate for `names` (host names or IP addresses), signed by this CA, written
     /// as `<file>.pem` and `<file>.key`.
     pub fn issue(&self, file: &str, names: &[&str]) -> Issued {
+        self.issue_with(file, names, |_| {})
+    }
+
+    /// [`TestCa::issue`], with `adjust` applied to the certificate's parameters first.
+    fn issue_with(&self, file: &str, names: &[&str], adjust: impl FnOnce(&mut CertificateParams)) -> Issued {
         let key = KeyPair::generate().expect("a key");
         let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
         let mut params = CertificateParams::new(names).expect("certificate parameters");
         params.distinguished_name.push(DnType::CommonName, file);
+        adjust(&mut params);
         let cert = params.signed_by(&key, &self.issuer).expect("a certificate");
         let issued = Issued {
             cert: self.dir.join(format!("{file}.pem")),
@@ -73,26 +79,14 @@ impl TestCa {
         write_pem(&issued.key, "PRIVATE KEY", &key.serialize_der());
         issued
     }
-}
 
-impl TestCa {
     /// A certificate like [`TestCa::issue`]'s whose validity ended in 2020: what a
     /// deployment meets when nobody renewed one.
     pub fn issue_expired(&self, file: &str, names: &[&str]) -> Issued {
-        let key = KeyPair::generate().expect("a key");
-        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-        let mut params = CertificateParams::new(names).expect("certificate parameters");
-        params.distinguished_name.push(DnType::CommonName, file);
-        params.not_before = rcgen::date_time_ymd(2019, 1, 1);
-        params.not_after = rcgen::date_time_ymd(2020, 1, 1);
-        let cert = params.signed_by(&key, &self.issuer).expect("a certificate");
-        let issued = Issued {
-            cert: self.dir.join(format!("{file}.pem")),
-            key: self.dir.join(format!("{file}.key")),
-        };
-        write_pem(&issued.cert, "CERTIFICATE", cert.der());
-        write_pem(&issued.key, "PRIVATE KEY", &key.serialize_der());
-        issued
+        self.issue_with(file, names, |params| {
+            params.not_before = rcgen::date_time_ymd(2019, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2020, 1, 1);
+        })
     }
 }
 

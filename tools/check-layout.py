@@ -538,8 +538,6 @@ SECTION = "\u00a7"
 # number. "RFC 8259 <sign>4" cites an RFC and stays.
 DIGEST_CITATION = re.compile(r"(spec\s*)?" + SECTION + r"(\d+(?:\.\d+)*)?", re.IGNORECASE)
 RFC_BEFORE = re.compile(r"RFC \d+ $")
-# docs/architecture.md cites the digest until the arch-map branch (issue 26) converts it;
-# drop this exception when that branch is merged. Its links are checked all the same.
 # The files whose `<name>.md#<anchor>` citations are checked.
 CITING_SUFFIXES = (".rs", ".lua", ".md", ".py", ".toml", ".yaml", ".yml", ".json")
 CITING_NAMES = ("justfile",)

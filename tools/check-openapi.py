@@ -81,6 +81,49 @@ def check_examples(document: dict) -> list[str]:
     return problems
 
 
+def check_operations(document: dict) -> list[str]:
+    """Every operation has its own `operationId` (a generated client names its functions
+    by it), and every JSON answer of an operation has a schema that says more than "an
+    object": a client generated from the document can read each answer into a type."""
+    problems = []
+    seen: dict[str, str] = {}
+    for path, item in document.get("paths", {}).items():
+        for method, operation in item.items():
+            if method not in METHODS:
+                continue
+            where = f"{method.upper()} {path}"
+            operation_id = operation.get("operationId")
+            if not operation_id:
+                problems.append(f"docs/openapi.yaml: {where} has no operationId")
+            elif operation_id in seen:
+                problems.append(f"docs/openapi.yaml: {where} reuses the operationId {operation_id} of {seen[operation_id]}")
+            else:
+                seen[operation_id] = where
+            for status, answer in operation.get("responses", {}).items():
+                answer = resolve(document, answer)
+                schema = answer.get("content", {}).get("application/json", {}).get("schema")
+                if schema is not None and untyped(document, schema):
+                    problems.append(f"docs/openapi.yaml: {where} answers {status} with JSON of no declared shape")
+    return problems
+
+
+def resolve(document: dict, node: dict) -> dict:
+    """`node`, or what its `$ref` (`#/components/…`) names."""
+    while isinstance(node, dict) and "$ref" in node:
+        target = document
+        for part in node["$ref"].removeprefix("#/").split("/"):
+            target = target[part]
+        node = target
+    return node
+
+
+def untyped(document: dict, schema: dict) -> bool:
+    """A schema that declares no shape: no type, properties, items or combination."""
+    schema = resolve(document, schema)
+    shaped = ("type", "properties", "items", "allOf", "oneOf", "anyOf", "maxProperties")
+    return not any(key in schema for key in shaped)
+
+
 def main() -> int:
     try:
         import yaml
@@ -92,12 +135,16 @@ def main() -> int:
         return missing("jsonschema")
     document = yaml.safe_load(DOCUMENT.read_text(encoding="utf-8"))
     docs = check_docs_module()
-    problems = check_routes(document, docs.code_routes(), docs.normalize) + check_examples(document)
+    problems = (
+        check_routes(document, docs.code_routes(), docs.normalize)
+        + check_examples(document)
+        + check_operations(document)
+    )
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
         return 1
-    print(f"openapi: {len(document['paths'])} paths, every route documented and served, every example valid")
+    print(f"openapi: {len(document['paths'])} paths, every route documented and served, every operation named and typed, every example valid")
     return 0
 
 

@@ -11,7 +11,9 @@
 #   rabbitmq-server and nats-server from Debian's packages; Azurite (npm) in
 #   target/test-tools/node_modules; moto's S3 server (PyPI) in target/test-tools/venv;
 # - oauth2-mock-server (npm) in target/test-tools/node_modules, the identity provider of
-#   the webhook token tests (crates/eg-testkit/src/oauth_server.rs).
+#   the webhook token tests (crates/eg-testkit/src/oauth_server.rs);
+# - @hey-api/openapi-ts, TypeScript, ajv and yaml (npm) in target/test-tools/node_modules,
+#   for the test of a client generated from docs/openapi.yaml (tests/src/openapi_client.rs).
 #   Each is skipped when its EG_* variable points at one already.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,6 +21,8 @@ cd "$(dirname "$0")/../.."
 # The versions eg-testkit's tests were written against (azurite::VERSION, s3_server::VERSION).
 azurite_version=3.37.0
 oauth2_mock_server_version=9.3.0
+# The OpenAPI client generator and what compiles and checks the generated client's program.
+openapi_client_packages=(@hey-api/openapi-ts@0.95.0 typescript@5.9.3 ajv@8.20.0 ajv-formats@3.0.1 yaml@2.9.1 @types/node@20.19.43)
 moto_version=5.2.5
 
 # Installs Debian packages "$@" with apt-get (through sudo unless root); false when there
@@ -101,6 +105,20 @@ if [ -z "${EG_OAUTH2_MOCK_SERVER:-}" ] &&
     echo "error: could not install oauth2-mock-server: the webhook token tests need Node.js 20+ with npm, then npm install --prefix target/test-tools oauth2-mock-server@$oauth2_mock_server_version; or EG_OAUTH2_MOCK_SERVER pointing at the package's directory." >&2
     exit 1
   }
+fi
+
+# The generated-client test's npm packages (Node 20, as for Azurite above). The marker
+# file names the pinned set, so a change of versions installs again.
+openapi_marker=target/test-tools/openapi-client-packages
+if [ -z "${EG_OPENAPI_CLIENT_TOOLS:-}" ] &&
+  [ "$(cat "$openapi_marker" 2>/dev/null)" != "${openapi_client_packages[*]}" ]; then
+  echo "installing ${openapi_client_packages[*]} into target/test-tools (for the generated OpenAPI client test)" >&2
+  mkdir -p target/test-tools
+  npm install --prefix target/test-tools --no-audit --no-fund --loglevel=error "${openapi_client_packages[@]}" >/dev/null || {
+    echo "error: could not install the OpenAPI client generator: the generated-client test needs Node.js 20+ with npm, then npm install --prefix target/test-tools ${openapi_client_packages[*]}; or EG_OPENAPI_CLIENT_TOOLS pointing at a node_modules directory that has them." >&2
+    exit 1
+  }
+  echo "${openapi_client_packages[*]}" >"$openapi_marker"
 fi
 
 # moto's standalone server, an S3-compatible server, for the S3 dead-letter tests.

@@ -30,12 +30,14 @@
 //! | `ids` | reading event ids from published events; sorting and counting them |
 //! | `sas` | SAS tokens and percent encoding as Event Grid's SDKs build them |
 //! | `python_sdk` | running a `tests/python/` script under a Python with Azure's `azure-eventgrid` |
+//! | `openapi_client` | a client generated from the served OpenAPI document, compiled and run under Node |
 
 mod dead_letter_operations;
 mod fixtures;
 mod ids;
 mod metrics;
 mod object_stores;
+mod openapi_client;
 mod python_sdk;
 mod receiver;
 mod replies;
@@ -53,6 +55,7 @@ pub use object_stores::{
     AZURITE_RESOURCE_ID, azure_dead_letter_to, azurite_container, create_container, object_layout, object_records,
     s3_bucket, s3_dead_letter_to, wait_object_records,
 };
+pub use openapi_client::{ClientRun, run_generated_client};
 pub use python_sdk::{PYTHON_SDK_VERSION, PythonOutput, run_python_sdk};
 pub use receiver::{BearerCheck, Behaviour, Receiver, Recorded, Reply, Validation};
 pub use replies::{assert_refused, json_reply, text_reply};

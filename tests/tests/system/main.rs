@@ -24,6 +24,7 @@ mod management;
 mod namespace_publish;
 mod namespace_resources;
 mod oauth;
+mod openapi_client;
 mod operations;
 mod ordering;
 mod outages;

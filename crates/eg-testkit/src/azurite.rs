@@ -19,7 +19,7 @@
 //! `deploy/local/ensure-test-tools.sh` installs it), else on `PATH`.
 
 use crate::http;
-use crate::ports::free_ports;
+use crate::ports::start_on_free_ports;
 use crate::server_process::{ServerProcess, find_program};
 use crate::shared_key;
 use std::path::Path;
@@ -65,17 +65,11 @@ impl Azurite {
             table_port: 0,
             dir,
         };
-        for _ in 0..5 {
-            let ports = free_ports(3);
+        start_on_free_ports("azurite", 3, |ports| {
             (azurite.blob_port, azurite.queue_port, azurite.table_port) = (ports[0], ports[1], ports[2]);
-            match azurite.spawn() {
-                Ok(()) => return azurite,
-                // A parallel test took one of the ports first: try others.
-                Err(e) if e.contains("EADDRINUSE") => continue,
-                Err(e) => panic!("{e}"),
-            }
-        }
-        panic!("azurite could not listen on free ports (5 tries)");
+            azurite.spawn()
+        });
+        azurite
     }
 
     fn command(&self) -> Command {

@@ -5,7 +5,7 @@
 //!
 //! The program is found at `$EG_NATS_SERVER`, else `nats-server` on `PATH`.
 
-use crate::ports::free_port;
+use crate::ports::start_on_free_ports;
 use crate::server_process::{ServerProcess, find_program};
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
@@ -70,16 +70,11 @@ impl Nats {
             user,
             dir,
         };
-        for _ in 0..5 {
-            server.port = free_port();
-            match server.spawn() {
-                Ok(()) => return server,
-                // A parallel test took the port first: try another.
-                Err(e) if e.contains("address already in use") => continue,
-                Err(e) => panic!("{e}"),
-            }
-        }
-        panic!("nats-server could not listen on a free port (5 tries)");
+        start_on_free_ports("nats-server", 1, |ports| {
+            server.port = ports[0];
+            server.spawn()
+        });
+        server
     }
 
     /// The configuration file: listen address, name, JetStream store, users.

@@ -13,7 +13,7 @@
 //! `<workspace>/target/test-tools/node_modules/oauth2-mock-server`, where
 //! `deploy/local/ensure-test-tools.sh` installs it; `node` is found on `PATH`.
 
-use crate::ports::free_port;
+use crate::ports::start_on_free_ports;
 use crate::server_process::{ServerProcess, find_program, workspace_root};
 use std::path::PathBuf;
 use std::process::Command;
@@ -53,15 +53,11 @@ impl OAuthServer {
             token_ttl,
             dir,
         };
-        for _ in 0..5 {
-            server.port = free_port();
-            match server.spawn() {
-                Ok(()) => return server,
-                Err(e) if e.contains("EADDRINUSE") => continue,
-                Err(e) => panic!("{e}"),
-            }
-        }
-        panic!("the oauth server could not listen on a free port (5 tries)");
+        start_on_free_ports("the oauth server", 1, |ports| {
+            server.port = ports[0];
+            server.spawn()
+        });
+        server
     }
 
     fn package() -> PathBuf {

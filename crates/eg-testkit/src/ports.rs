@@ -40,6 +40,31 @@ pub fn free_ports(count: usize) -> Vec<u16> {
     chosen
 }
 
+/// How many times a server is started on other ports after a parallel test took one.
+const TRIES: usize = 5;
+
+/// Starts a server that must be told its ports: `start` gets `count` free ports and
+/// answers what went wrong, if anything. When it says a port was taken (a parallel test
+/// came first), it is tried again on other ports, up to five times; `start` undoes its
+/// half-started state itself before answering so. Any other failure fails the test.
+pub fn start_on_free_ports(what: &str, count: usize, mut start: impl FnMut(&[u16]) -> Result<(), String>) {
+    for _ in 0..TRIES {
+        match start(&free_ports(count)) {
+            Ok(()) => return,
+            Err(e) if port_was_taken(&e) => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("{what} could not listen on free ports ({TRIES} tries)");
+}
+
+/// Whether a server's failure message says its port was in use: Node's `EADDRINUSE`,
+/// Go's and Python's "address already in use", Erlang's `eaddrinuse`.
+pub fn port_was_taken(message: &str) -> bool {
+    let message = message.to_lowercase();
+    message.contains("eaddrinuse") || message.contains("address already in use")
+}
+
 /// The first port of the kernel's ephemeral range (32768 when it cannot be read).
 fn ephemeral_start() -> u16 {
     std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
@@ -74,5 +99,44 @@ mod tests {
             assert!((LOWEST..ephemeral_start()).contains(&port), "{port}");
             TcpListener::bind(("127.0.0.1", port)).unwrap();
         }
+    }
+
+    #[test]
+    fn a_taken_port_is_recognised_in_each_servers_words() {
+        for message in [
+            "Error: listen EADDRINUSE: address already in use 127.0.0.1:20001",
+            "nats: listen tcp 127.0.0.1:20001: bind: address already in use",
+            "OSError: [Errno 98] Address already in use",
+            "{error,eaddrinuse}",
+        ] {
+            assert!(port_was_taken(message), "{message}");
+        }
+        assert!(!port_was_taken("no such file or directory"));
+    }
+
+    #[test]
+    #[should_panic(expected = "a server could not listen on free ports (5 tries)")]
+    fn a_server_whose_ports_are_always_taken_fails_after_five_tries() {
+        let mut tries = 0;
+        start_on_free_ports("a server", 2, |ports| {
+            tries += 1;
+            assert_eq!(ports.len(), 2);
+            assert!(tries <= 5, "tried {tries} times");
+            Err("EADDRINUSE".to_owned())
+        });
+    }
+
+    #[test]
+    fn a_server_started_on_a_second_try_gets_other_ports() {
+        let mut seen = Vec::new();
+        start_on_free_ports("a server", 1, |ports| {
+            seen.push(ports[0]);
+            if seen.len() == 1 {
+                Err("address already in use".to_owned())
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(seen.len(), 2);
     }
 }

@@ -15,7 +15,7 @@
 //! `/usr/sbin` that switches to the `rabbitmq` user), else `rabbitmq-server` on `PATH`;
 //! `rabbitmqctl` next to it.
 
-use crate::ports::free_ports;
+use crate::ports::{port_was_taken, start_on_free_ports};
 use crate::server_process::{ServerProcess, accepts, find_program};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -62,22 +62,18 @@ impl RabbitMq {
             dir,
         };
         broker.write_files();
-        for _ in 0..5 {
-            let ports = free_ports(3);
+        start_on_free_ports("rabbitmq", 3, |ports| {
             (broker.amqp_port, broker.dist_port, broker.epmd_port) = (ports[0], ports[1], ports[2]);
             let started = broker.spawn_epmd().and_then(|()| broker.spawn());
-            match started {
-                Ok(()) => return broker,
-                // A parallel test took one of the ports first: try others.
-                Err(e) if e.to_lowercase().contains("eaddrinuse") || e.contains("address already in use") => {
-                    broker.kill();
-                    broker.epmd = None;
-                    let _ = std::fs::remove_dir_all(broker.dir.path().join("mnesia"));
-                }
-                Err(e) => panic!("{e}"),
+            if started.as_ref().is_err_and(|e| port_was_taken(e)) {
+                // Undo the half start before other ports are tried.
+                broker.kill();
+                broker.epmd = None;
+                let _ = std::fs::remove_dir_all(broker.dir.path().join("mnesia"));
             }
-        }
-        panic!("rabbitmq could not listen on free ports (5 tries)");
+            started
+        });
+        broker
     }
 
     fn write_files(&self) {

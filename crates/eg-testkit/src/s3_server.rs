@@ -21,7 +21,7 @@
 //! `deploy/local/ensure-test-tools.sh` installs it), else on `PATH`.
 
 use crate::http;
-use crate::ports::free_port;
+use crate::ports::start_on_free_ports;
 use crate::server_process::{ServerProcess, find_program};
 use crate::sigv4;
 pub use crate::sigv4::Credentials;
@@ -72,16 +72,11 @@ impl S3Server {
             },
             dir,
         };
-        for _ in 0..5 {
-            server.port = free_port();
-            match server.spawn() {
-                Ok(()) => return server,
-                // A parallel test took the port first: try another.
-                Err(e) if e.contains("Address already in use") => continue,
-                Err(e) => panic!("{e}"),
-            }
-        }
-        panic!("moto_server could not listen on a free port (5 tries)");
+        start_on_free_ports("moto_server", 1, |ports| {
+            server.port = ports[0];
+            server.spawn()
+        });
+        server
     }
 
     fn command(&self) -> Command {

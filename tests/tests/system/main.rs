@@ -38,4 +38,5 @@ mod schemas;
 mod signing;
 mod status_page;
 mod storage_queue;
+mod traces;
 mod validation_path;

@@ -16,16 +16,18 @@ use crate::state::App;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use eg_core::TopicName;
 use eg_core::event::AcceptedEvent;
 use eg_core::publish::{PublishError, PublishLimits, PublishedBatch, check_namespace_publish};
 use eg_core::publisher_auth::Resource;
+use eg_core::{TopicName, TraceContext};
 use eg_runtime::accept::{AcceptError, Acceptor, store_events};
 use eg_runtime::metrics as m;
+use eg_runtime::traces;
 use eg_store::{CatalogSnapshot, TopicEntry};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument;
 
 /// The API a publish request came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +100,21 @@ pub async fn accept_counted(
     body: Body,
 ) -> Result<usize, Refusal> {
     let started = Instant::now();
-    let result = accept(app, route, topic, query, headers, body).await;
+    let publisher_trace = publish_trace(headers);
+    let span = publish_span(topic, publisher_trace.as_ref());
+    let trace = PublishTrace {
+        span: &span,
+        publisher: publisher_trace.as_ref(),
+    };
+    let result = accept(app, route, topic, query, headers, body, trace)
+        .instrument(span.clone())
+        .await;
+    match &result {
+        Ok(count) => span.record("eg.events", count),
+        Err(refusal) => span
+            .record("otel.status_code", "ERROR")
+            .record("http.response.status_code", refusal.status().as_u16()),
+    };
     let label = topic.to_ascii_lowercase();
     match &result {
         Ok(count) => {
@@ -124,6 +140,7 @@ async fn accept(
     query: &HashMap<String, String>,
     headers: &HeaderMap,
     body: Body,
+    trace: PublishTrace<'_>,
 ) -> Result<usize, Refusal> {
     if let Some(notify_topic) = app
         .notify_topic
@@ -161,9 +178,62 @@ async fn accept(
     let entry = topic_entry(&snapshot, &name)?;
     let bytes = app.read_body(headers, body).await?;
     let limits = route.limits(app.limits);
-    let batch =
+    let mut batch =
         PublishedBatch::parse(&bytes, content_type(headers), &entry.topic, app.clock.now(), limits).map_err(refused)?;
+    if let Some(context) = trace.stored() {
+        batch.events.iter_mut().for_each(|e| e.inherit_trace(&context));
+    }
     within_bound(app, store(app, &name, snapshot, &batch.events, &publisher)).await?
+}
+
+/// The W3C trace context of a publish request's `traceparent` and `tracestate` headers;
+/// `None` when absent or malformed (ignored, never refused: eg_core::trace_context).
+fn publish_trace(headers: &HeaderMap) -> Option<TraceContext> {
+    let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    TraceContext::parse(value("traceparent")?, value("tracestate"))
+}
+
+/// The publish's span: exported when trace export is on, a child of the publisher's
+/// span when the request carries a context. With export off and no context it is not
+/// made at all, so an untraced publish costs nothing.
+fn publish_span(topic: &str, publisher: Option<&TraceContext>) -> tracing::Span {
+    if publisher.is_none() && !traces::enabled() {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        target: traces::TARGET,
+        "publish",
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+        eg.topic = %topic.to_ascii_lowercase(),
+        eg.events = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+    );
+    traces::continue_trace(&span, publisher);
+    span
+}
+
+/// A publish's span and the context its request carried.
+#[derive(Clone, Copy)]
+struct PublishTrace<'a> {
+    span: &'a tracing::Span,
+    publisher: Option<&'a TraceContext>,
+}
+
+impl PublishTrace<'_> {
+    /// The context its events are stored with (an event's own context wins): the
+    /// publish span when eg records it, else the publisher's as sent. Without a
+    /// publisher's context, only a publish eg sampled itself starts a trace, so an
+    /// unsampled one stores nothing.
+    fn stored(&self) -> Option<TraceContext> {
+        let context = match self.publisher {
+            Some(publisher) => traces::propagate(self.span, Some(publisher)),
+            None => traces::recorded(self.span).filter(TraceContext::sampled),
+        }?;
+        self.span.record("trace_id", context.trace_id());
+        Some(context)
+    }
 }
 
 fn content_type(headers: &HeaderMap) -> Option<&str> {

@@ -3,6 +3,7 @@
 //! settles each attempt by the policy of eg-core: done, retry at T, dead-letter, or
 //! drop. Run as many copies as load needs.
 
+mod attempt_trace;
 mod destination;
 mod destinations;
 mod late;

@@ -10,6 +10,7 @@
 //! The steps work over two seams, the [`Destination`] and the [`DeliveryStore`], so each
 //! is tested here with recording doubles, without Redis or a network.
 
+use crate::attempt_trace;
 use crate::destination::{Destination, RenderedBatch, Sent, delivery_headers};
 use crate::late::LateListeners;
 use crate::limits::{Admission, Limits};
@@ -29,6 +30,7 @@ use eg_store::{Clock, Partition, ReadyDelivery, Settlement, StoreError};
 use std::borrow::Borrow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// A delivery read from a ready stream, with its stored event.
 pub struct Held {
@@ -249,9 +251,17 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
             unrenderable,
         } = render(&subscription, target, live, self.clock.now());
         self.settle_all(unrenderable).await;
-        let Some(batch) = batch else { return };
+        let Some(mut batch) = batch else { return };
 
-        let sent = self.destination.send(batch, self.late.window()).await;
+        let first = kept.first().map(|h| &h.ready.delivery);
+        let span = attempt_trace::attempt_span(&endpoint, first, kept.len());
+        attempt_trace::carry(&span, first.and_then(|d| d.trace.as_ref()), &mut batch);
+        let sent = self
+            .destination
+            .send(batch, self.late.window())
+            .instrument(span.clone())
+            .await;
+        attempt_trace::record_sent(&span, &sent);
         let finished_at = self.clock.now();
         self.limits
             .after(&self.store, &subscription, lease, &sent.outcome, finished_at)
@@ -260,6 +270,7 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
             .await;
 
         let verdicts = decide(policy, &subscription, &kept, &sent, finished_at, rand::random::<f64>);
+        attempt_trace::record_verdicts(&span, &verdicts);
         let retries = self.settle_attempted(&kept, verdicts).await;
         if let Some(late) = sent.late {
             self.late

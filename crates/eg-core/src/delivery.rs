@@ -5,6 +5,7 @@
 use crate::outcome::OutcomeName;
 use crate::schema::StoredFormat;
 use crate::time::UnixMillis;
+use crate::trace_context::TraceContext;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
@@ -40,6 +41,11 @@ pub struct Delivery {
     /// delivery per key: the delivery waits in that line until every delivery of the key
     /// accepted before it is settled. `None` for unordered deliveries.
     pub line: Option<String>,
+    /// The W3C trace context the event was published in (its CloudEvents
+    /// `traceparent` attribute, or the publish request's headers, continued by the
+    /// publish span when eg records one), so its attempts join that trace. `None` for
+    /// events published without one, and in records written before it existed.
+    pub trace: Option<TraceContext>,
 }
 
 /// The outcome of the latest attempt.
@@ -65,7 +71,13 @@ impl Delivery {
             event_id: String::new(),
             data_version: None,
             line: None,
+            trace: None,
         }
+    }
+
+    /// The same delivery of an event published in the trace context `trace`.
+    pub fn in_trace(self, trace: Option<TraceContext>) -> Self {
+        Self { trace, ..self }
     }
 
     /// The same delivery, waiting in the ordering line `line` (none: unordered).

@@ -41,6 +41,7 @@ pub mod subscription;
 pub mod throttle;
 pub mod time;
 pub mod topic;
+pub mod trace_context;
 pub mod validation;
 
 pub use api_error::ApiError;
@@ -58,3 +59,4 @@ pub use schema::{DeliverySchema, InputSchema, StoredFormat};
 pub use subscription::Subscription;
 pub use time::UnixMillis;
 pub use topic::Topic;
+pub use trace_context::TraceContext;

@@ -202,6 +202,7 @@ fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis, versio
                     .matched_at(version)
                     .for_event(accepted.id())
                     .with_data_version(accepted.data_version().map(str::to_owned))
+                    .in_trace(accepted.trace().cloned())
                     .in_line(
                         s.ordering
                             .as_ref()

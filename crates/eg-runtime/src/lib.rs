@@ -1,7 +1,7 @@
 //! What every eg tier shares as a process: settings (`settings`), accepting events into
 //! a topic (`accept`: match and store, for the ingress and eg-deadletter's notifications), the
 //! announcement of each dead-letter object written (`dead_letter_notice`), telemetry
-//! (`telemetry`), metric names (`metrics`), the ops endpoints (`/healthz`, `/readyz`,
+//! (`telemetry`), OpenTelemetry traces when `OTEL_*` asks for them (`traces`), metric names (`metrics`), the ops endpoints (`/healthz`, `/readyz`,
 //! `/metrics`) and the HTTP server loop (`ops`), shutdown on SIGTERM/SIGINT (`shutdown`),
 //! the status page's tally and its flusher (`stats`), pull delivery's counts (`pull_tally`),
 //! webhook bearer tokens from the configured identities (`bearer`), the global allocator
@@ -24,6 +24,7 @@ pub mod shutdown;
 pub mod startup;
 pub mod stats;
 pub mod telemetry;
+pub mod traces;
 
 pub use settings::Settings;
 pub use shutdown::Shutdown;

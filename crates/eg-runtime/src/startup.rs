@@ -56,7 +56,7 @@ impl Startup {
     /// counts) and binds the tier's address (logging `listening address=…`).
     pub async fn start(self) -> anyhow::Result<Process> {
         let settings = Settings::from_args(std::env::args())?;
-        let log = telemetry::init(&settings.log);
+        let log = telemetry::init(&settings.log, self.tier)?;
         let tally = Arc::new(stats::Tally::default());
         let metrics = metrics::install(|prometheus| stats::TallyingRecorder::new(prometheus, tally.clone()))?;
         let shutdown = Shutdown::on_signals(settings.shutdown.grace);

@@ -1,4 +1,5 @@
-//! Sets up `tracing` once per process: text or JSON lines on stderr.
+//! Sets up `tracing` once per process: text or JSON lines on stderr, and OpenTelemetry
+//! trace export when the `OTEL_*` variables ask for it ([`crate::traces`]).
 //!
 //! A log write must never hold up the process, least of all its shutdown. Stderr may be
 //! a pipe whose reader stopped reading (once the pipe is full, a write blocks until it
@@ -9,6 +10,7 @@
 //! nowhere left to report them.
 
 use crate::settings::LogSection;
+use crate::traces;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
@@ -26,29 +28,45 @@ const FLUSH_TIMEOUT: Duration = Duration::from_millis(500);
 /// The queue to the writer thread, for [`flush`].
 static QUEUE: OnceLock<SyncSender<Message>> = OnceLock::new();
 
-/// Sets up logging; the lines logged are written out (within [`FLUSH_TIMEOUT`]) when the
-/// returned guard is dropped, so keep it until the process ends.
-pub fn init(log: &LogSection) -> LogFlush {
+/// Sets up logging, and trace export as the `OTEL_*` variables ask (exported as `tier`
+/// unless they name the service); the lines logged are written out (within
+/// [`FLUSH_TIMEOUT`]) and the last spans sent when the returned guard is dropped, so
+/// keep it until the process ends. Call inside the tokio runtime. Fails only on `OTEL_*`
+/// settings eg cannot honour.
+pub fn init(log: &LogSection, tier: &str) -> Result<LogFlush, traces::ExportError> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    let export = traces::export_from(|name| std::env::var(name).ok())?;
+    let provider = traces::provider(&export, tier)?;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&log.level));
     let writer = LossyStderr::start();
     let queue = writer.queue.clone();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let lines = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         // Colours only for a person at a terminal: log files and collectors get plain text.
         .with_ansi(std::io::stderr().is_terminal());
-    let result = if log.format == "json" {
-        builder.json().flatten_event(true).try_init()
+    // The log's level filters the log alone: trace spans are exported whatever it is.
+    let lines = if log.format == "json" {
+        lines.json().flatten_event(true).with_filter(filter).boxed()
     } else {
-        builder.try_init()
+        lines.with_filter(filter).boxed()
     };
+    let result = tracing_subscriber::registry()
+        .with(lines)
+        .with(provider.as_ref().map(traces::layer))
+        .try_init();
     match result {
         Ok(()) => {
             let _ = QUEUE.set(queue);
         }
         Err(e) => eprintln!("logging was already set up: {e}"),
     }
-    LogFlush
+    if let traces::Export::OtlpHttp { .. } = export {
+        tracing::info!("exporting traces over OTLP/HTTP (OTEL_* variables)");
+    }
+    Ok(LogFlush)
 }
 
 /// Writes out the lines logged so far, waiting at most [`FLUSH_TIMEOUT`]: before the
@@ -77,6 +95,7 @@ pub struct LogFlush;
 
 impl Drop for LogFlush {
     fn drop(&mut self) {
+        traces::shutdown();
         flush();
     }
 }

@@ -42,7 +42,7 @@ use crate::scripts;
 use crate::settlement::{Retention, Settle, Settlement};
 use eg_core::deadletter::DeadLetterEntry;
 use eg_core::schema::StoredFormat;
-use eg_core::{Delivery, LastAttempt, OutcomeName, UnixMillis};
+use eg_core::{Delivery, LastAttempt, OutcomeName, TraceContext, UnixMillis};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
@@ -154,6 +154,13 @@ struct DeliveryRecord<'a> {
     /// The ordering line it waits in; absent for unordered deliveries (older readers skip it).
     #[serde(rename = "ol", default, skip_serializing_if = "Option::is_none", borrow)]
     line: Option<Cow<'a, str>>,
+    /// The event's W3C `traceparent`; absent for events published without one (older
+    /// readers skip it, and a record they write again goes on without it).
+    #[serde(rename = "tp", default, skip_serializing_if = "Option::is_none", borrow)]
+    traceparent: Option<Cow<'a, str>>,
+    /// Its `tracestate`, when there is one.
+    #[serde(rename = "ts", default, skip_serializing_if = "Option::is_none", borrow)]
+    tracestate: Option<Cow<'a, str>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -219,6 +226,8 @@ fn encode_record(delivery: &Delivery, brevity: Brevity) -> String {
         event_id: Cow::Borrowed(&delivery.event_id),
         data_version: delivery.data_version.as_deref().map(Cow::Borrowed),
         line: delivery.line.as_deref().map(Cow::Borrowed),
+        traceparent: delivery.trace.as_ref().map(|t| Cow::Owned(t.traceparent())),
+        tracestate: delivery.trace.as_ref().and_then(|t| t.tracestate()).map(Cow::Borrowed),
     };
     // Strings and numbers only: serializing cannot fail.
     serde_json::to_string(&record).unwrap_or_default()
@@ -249,7 +258,14 @@ pub fn decode_delivery(raw: &str) -> Result<Delivery, Malformed> {
         event_id: record.event_id.into_owned(),
         data_version: record.data_version.map(Cow::into_owned),
         line: record.line.map(Cow::into_owned),
+        trace: stored_trace(record.traceparent.as_deref(), record.tracestate.as_deref()),
     })
+}
+
+/// The trace context of a record's `tp` and `ts` (a malformed one, which eg never
+/// writes, is as good as none: tracing must not make a delivery unreadable).
+fn stored_trace(traceparent: Option<&str>, tracestate: Option<&str>) -> Option<TraceContext> {
+    TraceContext::parse(traceparent?, tracestate)
 }
 
 /// What separates a line member's delivery id from its record, and the parts of a
@@ -306,6 +322,11 @@ struct FanOutRecord<'a> {
     event_id: Cow<'a, str>,
     #[serde(rename = "dv", default, skip_serializing_if = "Option::is_none", borrow)]
     data_version: Option<Cow<'a, str>>,
+    /// The event's trace context, as in a delivery record.
+    #[serde(rename = "tp", default, skip_serializing_if = "Option::is_none", borrow)]
+    traceparent: Option<Cow<'a, str>>,
+    #[serde(rename = "ts", default, skip_serializing_if = "Option::is_none", borrow)]
+    tracestate: Option<Cow<'a, str>>,
 }
 
 /// The fan-out record of an event's push deliveries (`FanOut` layout), or `None` when they do
@@ -326,6 +347,7 @@ pub fn encode_fan_out(event_key: &str, deliveries: &[Delivery]) -> Option<String
                 && d.catalog_version == first.catalog_version
                 && d.event_id == first.event_id
                 && d.data_version == first.data_version
+                && d.trace == first.trace
         });
     if !same_shape {
         return None;
@@ -342,6 +364,8 @@ pub fn encode_fan_out(event_key: &str, deliveries: &[Delivery]) -> Option<String
         catalog_version: first.catalog_version,
         event_id: Cow::Borrowed(&first.event_id),
         data_version: first.data_version.as_deref().map(Cow::Borrowed),
+        traceparent: first.trace.as_ref().map(|t| Cow::Owned(t.traceparent())),
+        tracestate: first.trace.as_ref().and_then(|t| t.tracestate()).map(Cow::Borrowed),
     };
     // Strings and numbers only: serializing cannot fail.
     serde_json::to_string(&record).ok()
@@ -368,6 +392,7 @@ pub fn decode_fan_out(raw: &str) -> Result<Vec<Delivery>, Malformed> {
             data_version: record.data_version.clone().map(Cow::into_owned),
             // A fan-out lists unordered deliveries only (codec::publish).
             line: None,
+            trace: stored_trace(record.traceparent.as_deref(), record.tracestate.as_deref()),
         })
         .collect())
 }
@@ -575,6 +600,27 @@ mod tests {
         assert_eq!(decode_delivery(&encode_delivery(&empty)).unwrap(), empty);
     }
 
+    const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn a_trace_context_is_stored_only_when_the_event_has_one() {
+        let plain = Delivery::new("d2".into(), "e2".into(), "t".into(), "s".into(), UnixMillis(1));
+        assert!(
+            !encode_delivery(&plain).contains("tp"),
+            "no bytes for events without one"
+        );
+        let traced = plain.in_trace(TraceContext::parse(TRACEPARENT, Some("k=v")));
+        let stored = format!(r#"{{"id":"d2","ev":"e2","t":"t","s":"s","n":0,"p":1,"tp":"{TRACEPARENT}","ts":"k=v"}}"#);
+        assert_eq!(encode_delivery(&traced), stored);
+        assert_eq!(decode_delivery(&stored).unwrap(), traced);
+        // A release that knows no trace fields reads the record without them.
+        let older: serde_json::Value = serde_json::from_str(&stored).unwrap();
+        assert_eq!(older["id"], "d2");
+        // A malformed stored context is as good as none, never an unreadable record.
+        let garbled = stored.replace(TRACEPARENT, "00-zz");
+        assert_eq!(decode_delivery(&garbled).unwrap().trace, None);
+    }
+
     #[test]
     fn carried_records_leave_out_what_they_imply() {
         // A publish names the event by its only delivery's id, and nothing was attempted yet.
@@ -611,6 +657,15 @@ mod tests {
             r#"{"ev":"k","t":"orders","ss":["audit","billing","ship"],"p":5,"cv":7,"e":"evt-1","dv":"1.0"}"#
         );
         assert_eq!(decode_fan_out(&raw).unwrap(), fan_out);
+
+        // The event's trace context is said once for all its deliveries.
+        let traced: Vec<Delivery> = fan_out
+            .iter()
+            .map(|d| d.clone().in_trace(TraceContext::parse(TRACEPARENT, None)))
+            .collect();
+        let raw = encode_fan_out("k", &traced).unwrap();
+        assert!(raw.ends_with(&format!(r#""tp":"{TRACEPARENT}"}}"#)), "{raw}");
+        assert_eq!(decode_fan_out(&raw).unwrap(), traced);
 
         // Anything it could not say is stored one entry per delivery.
         assert!(encode_fan_out("k", &fan_out[..1]).is_none(), "one delivery is carried");

@@ -11,6 +11,7 @@
 //! and `restart` for outages (and `pause`/`resume` for a broker that stops answering):
 //! Azurite ([`azurite`]), an S3-compatible server
 //! ([`s3_server`], moto), RabbitMQ ([`rabbitmq`]) and NATS with JetStream ([`nats`]).
+//! What receives eg's traces is in-process: an OTLP/HTTP receiver ([`otlp_receiver`]).
 //! `deploy/local/ensure-test-tools.sh` installs them.
 //!
 //! It must never be a dependency of anything deployed (the tiers and `egctl`), only a
@@ -22,6 +23,7 @@ pub mod hostile;
 pub mod http;
 pub mod nats;
 pub mod oauth_server;
+pub mod otlp_receiver;
 pub mod ports;
 pub mod rabbitmq;
 pub mod redis_server;
@@ -38,6 +40,7 @@ pub use azurite::Azurite;
 pub use cluster::RedisCluster;
 pub use nats::Nats;
 pub use oauth_server::OAuthServer;
+pub use otlp_receiver::OtlpReceiver;
 pub use rabbitmq::RabbitMq;
 pub use refusing::RefusingPort;
 pub use s3_server::S3Server;

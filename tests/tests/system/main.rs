@@ -39,4 +39,5 @@ mod schemas;
 mod signing;
 mod status_page;
 mod storage_queue;
+mod traces;
 mod validation_path;

@@ -1,6 +1,7 @@
 //! One validated event in the form every later step uses, whatever its schema.
 
 use crate::routing::{EventFields, Routing};
+use crate::trace_context::TraceContext;
 use serde_json::{Map, Value};
 use std::fmt;
 use std::sync::OnceLock;
@@ -17,6 +18,8 @@ pub struct AcceptedEvent {
     id: String,
     /// `dataVersion` of an Event Grid event or custom envelope; `None` for a CloudEvent.
     data_version: Option<String>,
+    /// The trace context the event was published in, if any (see [`TraceContext`]).
+    trace: Option<TraceContext>,
     /// The stored event as a tree, built only when a filter reads a field of it
     /// (most filters read the type and subject only).
     fields: OnceLock<Map<String, Value>>,
@@ -35,6 +38,7 @@ impl AcceptedEvent {
             subject,
             id,
             data_version,
+            trace: None,
             fields: OnceLock::from(fields),
         }
     }
@@ -55,6 +59,7 @@ impl AcceptedEvent {
             subject,
             id,
             data_version,
+            trace: None,
             fields: OnceLock::new(),
         }
     }
@@ -62,6 +67,25 @@ impl AcceptedEvent {
     /// The event's `dataVersion`, when its form has one (not a CloudEvent).
     pub fn data_version(&self) -> Option<&str> {
         self.data_version.as_deref()
+    }
+
+    /// The same event, published in the trace context `trace`.
+    pub fn in_trace(self, trace: Option<TraceContext>) -> Self {
+        Self { trace, ..self }
+    }
+
+    /// The event's trace context, when it has one of its own (a CloudEvent's
+    /// distributed-tracing attributes) or was given the publish's.
+    pub fn trace(&self) -> Option<&TraceContext> {
+        self.trace.as_ref()
+    }
+
+    /// Gives the event `trace` unless it has a context of its own: a CloudEvent's
+    /// attributes name where that event began, the publish request only where the batch did.
+    pub fn inherit_trace(&mut self, trace: &TraceContext) {
+        if self.trace.is_none() {
+            self.trace = Some(trace.clone());
+        }
     }
 
     /// The event's own `id` (every accepted form has one).

@@ -21,6 +21,7 @@ use crate::event::accepted::AcceptedEvent;
 use crate::event::raw::{self, RawFields, raw_type};
 use crate::header_value;
 use crate::json::json_type;
+use crate::trace_context::TraceContext;
 use base64::Engine;
 use chrono::DateTime;
 use serde_json::value::RawValue;
@@ -56,7 +57,8 @@ pub(crate) fn accept(item: Value) -> Result<AcceptedEvent, InvalidField> {
     };
     let has_data = fields.get("data").is_some_and(|v| !v.is_null());
     let (event_type, subject) = validate(&fields, has_data)?;
-    Ok(AcceptedEvent::new(fields, event_type, subject))
+    let trace = TraceContext::of_attributes(&fields);
+    Ok(AcceptedEvent::new(fields, event_type, subject).in_trace(trace))
 }
 
 /// Validates one published CloudEvent read from its text, as [`accept`] does; its
@@ -77,13 +79,10 @@ pub(crate) fn accept_raw(item: &RawValue) -> Result<AcceptedEvent, InvalidField>
     }
     let (event_type, subject) = validate(&attributes, has_data)?;
     let id = required_non_empty(&attributes, "id")?.to_owned();
-    Ok(AcceptedEvent::stored(
-        item.get().to_owned(),
-        id,
-        event_type,
-        subject,
-        None,
-    ))
+    Ok(
+        AcceptedEvent::stored(item.get().to_owned(), id, event_type, subject, None)
+            .in_trace(TraceContext::of_attributes(&attributes)),
+    )
 }
 
 fn not_an_object(found: &str) -> InvalidField {
@@ -350,6 +349,25 @@ mod tests {
                 Err(e) => assert_eq!(from_text.unwrap_err(), e, "{text}"),
             }
         }
+    }
+
+    /// The distributed-tracing extension's attributes give the event its trace context,
+    /// on both paths; a malformed one is accepted and simply not kept.
+    #[test]
+    fn the_tracing_extension_carries_the_events_trace_context() {
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let mut traced = with("traceparent", json!(traceparent));
+        traced["tracestate"] = json!("k=v");
+        let text = serde_json::to_string(&traced).unwrap();
+        let raw: &RawValue = serde_json::from_str(&text).unwrap();
+        for accepted in [accept(traced.clone()).unwrap(), accept_raw(raw).unwrap()] {
+            let context = accepted.trace().expect("a context");
+            assert_eq!(context.traceparent(), traceparent);
+            assert_eq!(context.tracestate(), Some("k=v"));
+        }
+        let malformed = accept(with("traceparent", json!("00-nonsense-01"))).unwrap();
+        assert_eq!(malformed.trace(), None);
+        assert_eq!(accept(event()).unwrap().trace(), None);
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub const DEAD_LETTERED_COUNT: &str = "DeadLetteredCount";
 pub const DROPPED_EVENT_COUNT: &str = "DroppedEventCount";
 pub const DESTINATION_PROCESSING_DURATION_MS: &str = "DestinationProcessingDurationInMs";
 pub const RECLAIMED_DELIVERY_COUNT: &str = "ReclaimedDeliveryCount";
+/// Ordering lines whose head Redis lost, swept by a scheduler (labels `topic`,
+/// `subscription`, `action`: `requeued`, `dropped`). Not one of Event Grid's metrics.
+pub const ORDERED_LINE_SWEPT_COUNT: &str = "OrderedLineSweptCount";
 pub const DEAD_LETTER_WRITE_FAIL_COUNT: &str = "DeadLetterWriteFailCount";
 pub const QUEUE_READY_DEPTH: &str = "QueueReadyDepth";
 pub const QUEUE_IN_FLIGHT_DEPTH: &str = "QueueInFlightDepth";
@@ -174,6 +177,10 @@ fn describe() {
     describe_counter!(
         RECLAIMED_DELIVERY_COUNT,
         "Deliveries taken back from a holder that did not settle them in time"
+    );
+    describe_counter!(
+        ORDERED_LINE_SWEPT_COUNT,
+        "Ordering lines whose head Redis lost, swept, by action (`requeued`: the head again, `dropped`: its event was gone, the next released)"
     );
     describe_counter!(
         DEAD_LETTER_WRITE_FAIL_COUNT,

@@ -30,6 +30,10 @@ pub const QUEUE_RETRY_DEPTH: &str = "QueueRetryDepth";
 pub const QUEUE_PAUSED_DEPTH: &str = "QueuePausedDepth";
 /// Deliveries of ordered subscriptions waiting behind their key's head (label `partition`).
 pub const QUEUE_ORDERED_WAITING_DEPTH: &str = "QueueOrderedWaitingDepth";
+/// The same per ordered subscription (labels `topic`, `subscription`): one series per
+/// ordered subscription that ever had a delivery waiting, from its topic's home
+/// partition only, so the partition count does not multiply it.
+pub const QUEUE_ORDERED_WAITING_SUBSCRIPTION_DEPTH: &str = "QueueOrderedWaitingSubscriptionDepth";
 /// Pull delivery's queues (labels `topic`, `subscription`).
 pub const QUEUE_AVAILABLE_DEPTH: &str = "QueueAvailableDepth";
 pub const QUEUE_LOCKED_DEPTH: &str = "QueueLockedDepth";
@@ -193,6 +197,10 @@ fn describe() {
     describe_gauge!(
         QUEUE_ORDERED_WAITING_DEPTH,
         "Deliveries of ordered subscriptions waiting behind their key's head, by partition"
+    );
+    describe_gauge!(
+        QUEUE_ORDERED_WAITING_SUBSCRIPTION_DEPTH,
+        "Deliveries of an ordered subscription waiting behind their key's head"
     );
     describe_gauge!(QUEUE_READY_DEPTH, "Deliveries waiting to be sent, by partition");
     describe_gauge!(

@@ -9,6 +9,7 @@ use crate::connection::Store;
 use crate::error::StoreError;
 use crate::keyspace::Partition;
 use crate::scripts;
+use std::collections::HashMap;
 
 /// What the sweep did with a lost head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,5 +123,27 @@ impl Store {
             census,
             swept,
         })
+    }
+}
+
+impl Store {
+    /// Deliveries waiting behind their line's head in `partition`, by subscription
+    /// (`<topic>/<subscription>`); a subscription with none waiting is absent.
+    pub async fn waiting_in_lines_of(&self, partition: &Partition) -> Result<HashMap<String, u64>, StoreError> {
+        let mut conn = self.conn().await?;
+        Ok(redis::AsyncCommands::hgetall(&mut conn, partition.lines_waiting()).await?)
+    }
+
+    /// [`Store::waiting_in_lines_of`] summed over every partition (a subscription's lines
+    /// all live in its topic's home partition, but a change of partition count may leave
+    /// some elsewhere).
+    pub async fn waiting_in_lines(&self) -> Result<HashMap<String, u64>, StoreError> {
+        let mut total = HashMap::new();
+        for partition in self.keys().all_partitions() {
+            for (subscription, n) in self.waiting_in_lines_of(&partition).await? {
+                *total.entry(subscription).or_default() += n;
+            }
+        }
+        Ok(total)
     }
 }

@@ -76,6 +76,9 @@ async fn only_each_keys_head_is_ready_and_the_rest_wait_in_request_order() {
     assert_eq!(held[0].delivery.line.as_deref(), Some("A"));
     assert_eq!(waiting(&h).as_deref(), Some("2"));
     assert_eq!(line_ids(&h, "A"), ["a1-d", "a2-d", "a3-d"]);
+    let per_subscription = h.store.waiting_in_lines().await.unwrap();
+    assert_eq!(per_subscription.get(SUBSCRIPTION), Some(&2));
+    assert_eq!(per_subscription.len(), 1);
 
     // Each done releases the next of its key, in order, and nothing else.
     let mut head = held[0].clone();

@@ -135,7 +135,8 @@ async fn ordering_pause_and_resume_keep_each_keys_order() {
     eventually(DEADLINE, "the heads set aside and the rest waiting", || async {
         let (_, queues) = system.get("/queues").await;
         let total = &queues["total"];
-        (total["paused"] == 2 && total["waitingInLines"] == 8).then_some(())
+        let ledger = json!([{"topic": "accounts", "subscription": "Ledger", "waitingInLines": 8}]);
+        (total["paused"] == 2 && total["waitingInLines"] == 8 && queues["orderedSubscriptions"] == ledger).then_some(())
     })
     .await;
     assert_eq!(receiver.count(), 0);

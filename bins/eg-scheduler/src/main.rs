@@ -1,10 +1,12 @@
 //! eg-scheduler: moves due retries into the ready streams, takes back deliveries whose
 //! holder vanished (after the visibility timeout), hands back deliveries of resumed
 //! (or expiring) paused subscriptions and publishes queue depths and endpoint probation
-//! gauges, and keeps pull delivery's queues (delayed releases promoted, expired last
-//! locks and time-to-lives ended, queue gauges). Every step is an atomic script, so any number of copies run with no leader.
+//! gauges, keeps pull delivery's queues (delayed releases promoted, expired last
+//! locks and time-to-lives ended, queue gauges) and sweeps ordering lines whose head
+//! Redis lost. Every step is an atomic script, so any number of copies run with no leader.
 
 mod depth;
+mod lines;
 mod paused;
 mod probation;
 mod promote;
@@ -39,8 +41,8 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// The loops each partition gets: due retries promoted, deliveries of vanished holders
-/// reclaimed, queue depths published.
-fn partition_loops(process: &Process, partition: Partition) -> [JoinHandle<()>; 3] {
+/// reclaimed, queue depths published, stuck ordering lines swept.
+fn partition_loops(process: &Process, partition: Partition) -> [JoinHandle<()>; 4] {
     let s = &process.settings;
     [
         tokio::spawn(promote::promote_loop(
@@ -57,6 +59,12 @@ fn partition_loops(process: &Process, partition: Partition) -> [JoinHandle<()>; 
             process.consumer.clone(),
             s.delivery.visibility_timeout,
             s.scheduler.reclaim_interval,
+            process.shutdown.clone(),
+        )),
+        tokio::spawn(lines::sweep_loop(
+            process.store.clone(),
+            partition.clone(),
+            s.scheduler.line_sweep_interval,
             process.shutdown.clone(),
         )),
         tokio::spawn(depth::depth_loop(

@@ -20,6 +20,9 @@ pub const DEAD_LETTERED_COUNT: &str = "DeadLetteredCount";
 pub const DROPPED_EVENT_COUNT: &str = "DroppedEventCount";
 pub const DESTINATION_PROCESSING_DURATION_MS: &str = "DestinationProcessingDurationInMs";
 pub const RECLAIMED_DELIVERY_COUNT: &str = "ReclaimedDeliveryCount";
+/// Ordering lines whose head Redis lost, swept by a scheduler (labels `topic`,
+/// `subscription`, `action`: `requeued`, `dropped`). Not one of Event Grid's metrics.
+pub const ORDERED_LINE_SWEPT_COUNT: &str = "OrderedLineSweptCount";
 pub const DEAD_LETTER_WRITE_FAIL_COUNT: &str = "DeadLetterWriteFailCount";
 pub const QUEUE_READY_DEPTH: &str = "QueueReadyDepth";
 pub const QUEUE_IN_FLIGHT_DEPTH: &str = "QueueInFlightDepth";
@@ -27,6 +30,10 @@ pub const QUEUE_RETRY_DEPTH: &str = "QueueRetryDepth";
 pub const QUEUE_PAUSED_DEPTH: &str = "QueuePausedDepth";
 /// Deliveries of ordered subscriptions waiting behind their key's head (label `partition`).
 pub const QUEUE_ORDERED_WAITING_DEPTH: &str = "QueueOrderedWaitingDepth";
+/// The same per ordered subscription (labels `topic`, `subscription`): one series per
+/// ordered subscription that ever had a delivery waiting, from its topic's home
+/// partition only, so the partition count does not multiply it.
+pub const QUEUE_ORDERED_WAITING_SUBSCRIPTION_DEPTH: &str = "QueueOrderedWaitingSubscriptionDepth";
 /// Pull delivery's queues (labels `topic`, `subscription`).
 pub const QUEUE_AVAILABLE_DEPTH: &str = "QueueAvailableDepth";
 pub const QUEUE_LOCKED_DEPTH: &str = "QueueLockedDepth";
@@ -176,6 +183,10 @@ fn describe() {
         "Deliveries taken back from a holder that did not settle them in time"
     );
     describe_counter!(
+        ORDERED_LINE_SWEPT_COUNT,
+        "Ordering lines whose head Redis lost, swept, by action (`requeued`: the head again, `dropped`: its event was gone, the next released)"
+    );
+    describe_counter!(
         DEAD_LETTER_WRITE_FAIL_COUNT,
         "Failed writes to a dead-letter destination, by store (`local`, `azure:<account>`, `s3:<connection>`) and kind (`Unauthenticated`, `PermissionDenied`, `ContainerNotFound`, `Unavailable`, `NotConfigured`, `Rejected`)"
     );
@@ -186,6 +197,10 @@ fn describe() {
     describe_gauge!(
         QUEUE_ORDERED_WAITING_DEPTH,
         "Deliveries of ordered subscriptions waiting behind their key's head, by partition"
+    );
+    describe_gauge!(
+        QUEUE_ORDERED_WAITING_SUBSCRIPTION_DEPTH,
+        "Deliveries of an ordered subscription waiting behind their key's head"
     );
     describe_gauge!(QUEUE_READY_DEPTH, "Deliveries waiting to be sent, by partition");
     describe_gauge!(

@@ -282,15 +282,17 @@ pub fn line_member(delivery: &Delivery) -> String {
 }
 
 /// A settle or cancel call's word for an ordered delivery (`line_steps.lua` reads it):
-/// `L<delivery id>\n<line key>\n<waiting hash key>`; `None` when unordered.
+/// `L<delivery id>\n<line key>\n<waiting hash key>\n<line index key>`; `None` when
+/// unordered.
 pub fn line_marker(partition: &Partition, delivery: &Delivery) -> Option<String> {
     let line = delivery.line.as_deref()?;
     let subscription = format!("{}/{}", delivery.topic, delivery.subscription);
     Some(format!(
-        "{LINE_MARKER}{}{LINE_SEPARATOR}{}{LINE_SEPARATOR}{}",
+        "{LINE_MARKER}{}{LINE_SEPARATOR}{}{LINE_SEPARATOR}{}{LINE_SEPARATOR}{}",
         delivery.id,
         partition.line(&subscription, line),
-        partition.lines_waiting()
+        partition.lines_waiting(),
+        partition.line_index()
     ))
 }
 

@@ -161,6 +161,20 @@ impl Partition {
         format!("{}:lines", self.tag)
     }
 
+    /// Every ordering line of the partition, for the stuck-line sweep (hash, line key ->
+    /// the head delivery id the last sweep saw there, `''` when none has looked yet).
+    /// `publish.lua` adds a line when it starts one; `line_steps.lua` removes it when it
+    /// empties.
+    pub fn line_index(&self) -> String {
+        format!("{}:lines:index", self.tag)
+    }
+
+    /// The partition's hash tag with its braces, which scripts that name keys of their
+    /// own partition (the stuck-line sweep) put in front of a key's tail.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
     pub fn queues_index(&self) -> String {
         format!("{}:queues", self.tag)
     }
@@ -341,6 +355,9 @@ mod tests {
             p.queue_cursor("orders/billing"),
             p.queues_index(),
             p.queue_signal(),
+            p.line("orders/billing", "00ff"),
+            p.lines_waiting(),
+            p.line_index(),
         ] {
             assert!(key.starts_with("{eg:p3."), "{key}");
             assert_eq!(slot(&key), slot(&p.ready()), "{key}");

@@ -12,7 +12,8 @@
 //!   stored time is read from, so all processes agree with the scripts;
 //! - what is stored: the topic/subscription catalog (`catalog`, `snapshot`, `cache`),
 //!   the delivery queues (`queue`, `settlement`), pull delivery's queues and locks
-//!   (`pull`), paused subscriptions' deliveries (`paused`), delivery history (`history`;
+//!   (`pull`), paused subscriptions' deliveries (`paused`), ordering lines' stuck-line sweep
+//!   (`lines`), delivery history (`history`;
 //!   a subscription's recent deliveries read from it, `recent`), the dead-letter archive (`archive`), the names of dead-letter objects
 //!   (`dead_letter_objects`),
 //!   per-endpoint probation records (`probation`), the status page's counts
@@ -35,6 +36,7 @@ pub mod error;
 pub mod heartbeat;
 pub mod history;
 pub mod keyspace;
+pub mod lines;
 pub mod paused;
 pub mod probation;
 pub mod pull;
@@ -56,6 +58,7 @@ pub use dead_letter_health::{DestinationProblem, FailingDestination};
 pub use dead_letter_objects::NamedObject;
 pub use error::StoreError;
 pub use keyspace::{Keyspace, Partition};
+pub use lines::{Census, LineSweep, SweepAction, SweepBounds, SweptLine};
 pub use pull::{LockCheck, QueueDepth, QueueEntry};
 pub use queue::{DeadLetterItem, Depths, Promoted, PublishOutcome, ReadyDelivery};
 pub use settlement::{Retention, Settle, Settled, Settlement};

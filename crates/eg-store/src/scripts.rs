@@ -47,6 +47,7 @@ script!(ENDPOINT_RECORD, "endpoint_record.lua");
 script!(DELIVERY_GATE, "delivery_gate.lua");
 script!(DELIVERY_FEEDBACK, "delivery_feedback.lua");
 script!(CANCEL_RETRY, "line_steps.lua", "cancel_retry.lua");
+script!(SWEEP_LINES, "line_steps.lua", "sweep_lines.lua");
 script!(HEARTBEAT, "heartbeat.lua");
 script!(UNPARK, "unpark.lua");
 script!(REDRIVE, "redrive.lua");

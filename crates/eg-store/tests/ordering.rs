@@ -1,15 +1,21 @@
 //! Ordering lines against a real Redis (docs/ordered-delivery.md): a key's deliveries
 //! wait in one list and only its head is ever ready; terminal settles (done,
 //! dead-letter, a late success) move the line on, once; retries and parks keep the
-//! head where it is; other keys go on meanwhile.
+//! head where it is; other keys go on meanwhile. A line whose head Redis lost is swept
+//! (its head put back, or the next released when its event is gone too); a live head,
+//! wherever it is, never is.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use common::*;
 use eg_core::UnixMillis;
+use eg_core::subscription::DeliveryLimits;
+use eg_core::throttle::{BusyPolicy, GateAsk, ThrottleGate, ThrottleId};
 use eg_store::queue::EventToStore;
-use eg_store::{ReadyDelivery, Settlement};
+use eg_store::{Census, ReadyDelivery, Settlement, SweepAction, SweepBounds, SweptLine};
+use serde_json::json;
+use std::time::Duration;
 
 const SUBSCRIPTION: &str = "orders/billing";
 
@@ -70,6 +76,9 @@ async fn only_each_keys_head_is_ready_and_the_rest_wait_in_request_order() {
     assert_eq!(held[0].delivery.line.as_deref(), Some("A"));
     assert_eq!(waiting(&h).as_deref(), Some("2"));
     assert_eq!(line_ids(&h, "A"), ["a1-d", "a2-d", "a3-d"]);
+    let per_subscription = h.store.waiting_in_lines().await.unwrap();
+    assert_eq!(per_subscription.get(SUBSCRIPTION), Some(&2));
+    assert_eq!(per_subscription.len(), 1);
 
     // Each done releases the next of its key, in order, and nothing else.
     let mut head = held[0].clone();
@@ -186,4 +195,162 @@ async fn a_late_settle_after_its_head_left_the_line_pops_nobody_else() {
     let _: String = query(&mut h.redis(), &["LPOP", &h.p0().line(SUBSCRIPTION, "A")]);
     assert!(settle(&h.store, &h.p0(), &held[0], &Settlement::Done).await);
     assert_eq!(line_ids(&h, "A"), ["a2-d", "a3-d"], "a2 is not popped by a1's settle");
+}
+
+/// One whole pass of the stuck-line sweep over partition 0, a few lines per call so the
+/// cursor is really followed; what it swept.
+async fn sweep(h: &Harness) -> Vec<SweptLine> {
+    let bounds = SweepBounds {
+        lines: 2,
+        ..SweepBounds::default()
+    };
+    let mut cursor = "0".to_owned();
+    let mut swept = Vec::new();
+    loop {
+        let step = h.store.sweep_lines(&h.p0(), &cursor, bounds).await.unwrap();
+        swept.extend(step.swept);
+        if step.cursor == "0" {
+            return swept;
+        }
+        cursor = step.cursor;
+    }
+}
+
+/// Loses a held delivery's ready entry the way a Redis that lost writes would: gone from
+/// the stream and from the senders' pending list.
+fn lose_entry(h: &Harness, held: &ReadyDelivery) {
+    let ready = h.p0().ready();
+    let _: u64 = query(&mut h.redis(), &["XACK", &ready, "senders", &held.entry_id]);
+    let _: u64 = query(&mut h.redis(), &["XDEL", &ready, &held.entry_id]);
+}
+
+fn swept_one(subscription: &str, delivery: &str, action: SweepAction) -> Vec<SweptLine> {
+    vec![SweptLine {
+        subscription: subscription.into(),
+        delivery: delivery.into(),
+        action,
+    }]
+}
+
+#[tokio::test]
+async fn a_line_whose_head_and_event_redis_lost_releases_the_next_on_the_second_pass() {
+    let h = Harness::start().await;
+    let held = two_keys(&h).await;
+    lose_entry(&h, &held[0]);
+    let _: u64 = query(&mut h.redis(), &["DEL", &h.p0().event("a1")]);
+
+    assert!(sweep(&h).await.is_empty(), "a first pass only notes each line's head");
+    assert_eq!(sweep(&h).await, swept_one(SUBSCRIPTION, "a1-d", SweepAction::Dropped));
+    assert_eq!(
+        event_keys(&read_all(&h).await),
+        ["a2"],
+        "the next of key A, and only it"
+    );
+    assert_eq!(line_ids(&h, "A"), ["a2-d", "a3-d"]);
+    assert_eq!(waiting(&h).as_deref(), Some("1"));
+    assert!(sweep(&h).await.is_empty() && sweep(&h).await.is_empty());
+    assert_eq!(line_ids(&h, "B"), ["b1-d"], "key B's held head is left alone");
+}
+
+#[tokio::test]
+async fn a_lost_head_whose_event_survives_is_put_back_itself() {
+    let h = Harness::start().await;
+    let held = two_keys(&h).await;
+    lose_entry(&h, &held[0]);
+    sweep(&h).await;
+    assert_eq!(sweep(&h).await, swept_one(SUBSCRIPTION, "a1-d", SweepAction::Requeued));
+    assert_eq!(event_keys(&read_all(&h).await), ["a1"], "delivered again, order kept");
+    assert_eq!(line_ids(&h, "A"), ["a1-d", "a2-d", "a3-d"]);
+    assert!(sweep(&h).await.is_empty() && sweep(&h).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_live_head_is_never_swept_wherever_it_is() {
+    let h = Harness::start().await;
+    let lines = ["R", "H", "L", "T", "P", "Q"];
+    let events: Vec<EventToStore> = lines
+        .iter()
+        .flat_map(|l| [ordered(&format!("{l}1"), l), ordered(&format!("{l}2"), l)])
+        .collect();
+    publish(&h.store, &h.p0(), &events[2..]).await;
+    let held = read_all(&h).await;
+    // R's head is published after the read: ready, not yet held by any sender.
+    publish(&h.store, &h.p0(), &events[..2]).await;
+    let head = |line: &str| held.iter().find(|d| d.delivery.line.as_deref() == Some(line)).unwrap();
+
+    // H is held by a sender (in flight); L too, with a concurrency lease taken for it.
+    let limits = DeliveryLimits::parse(&json!({"maxConcurrentRequests": 1})).unwrap();
+    let ask = GateAsk {
+        now: UnixMillis(1_700_000_000_000),
+        want: 1,
+        lease: Some((head("L").delivery.id.as_str(), Duration::from_secs(60))),
+    };
+    let gate = h
+        .store
+        .delivery_gate(
+            &ThrottleId::of("orders", "billing"),
+            Some(&limits),
+            ask,
+            BusyPolicy::default(),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(gate, ThrottleGate::Go { .. }), "{gate:?}");
+    // T was handed back by the sender (requeued), P waits for a retry, Q is parked.
+    let requeue = Settlement::Requeue {
+        delivery: head("T").delivery.clone(),
+    };
+    assert!(settle(&h.store, &h.p0(), head("T"), &requeue).await);
+    let retry = Settlement::Retry {
+        delivery: head("P").delivery.after_attempt(failed_attempt()),
+        due: UnixMillis(i64::MAX / 2),
+    };
+    assert!(settle(&h.store, &h.p0(), head("P"), &retry).await);
+    let park = Settlement::Park {
+        delivery: head("Q").delivery.clone(),
+        until: UnixMillis(i64::MAX / 2),
+    };
+    assert!(settle(&h.store, &h.p0(), head("Q"), &park).await);
+
+    for pass in 0..3 {
+        assert!(sweep(&h).await.is_empty(), "pass {pass}");
+    }
+    for line in lines {
+        assert_eq!(
+            line_ids(&h, line),
+            [format!("{line}1-d"), format!("{line}2-d")],
+            "line {line}"
+        );
+    }
+    assert_eq!(waiting(&h).as_deref(), Some("6"));
+}
+
+#[tokio::test]
+async fn a_sweep_leaves_suspects_alone_when_the_partition_holds_more_than_a_census_may_read() {
+    let h = Harness::start().await;
+    let held = two_keys(&h).await;
+    lose_entry(&h, &held[0]);
+    let small = SweepBounds { lines: 100, census: 0 };
+    let first = h.store.sweep_lines(&h.p0(), "0", small).await.unwrap();
+    assert_eq!(first.census, Census::None);
+    let second = h.store.sweep_lines(&h.p0(), "0", small).await.unwrap();
+    assert_eq!((second.census, second.swept.len()), (Census::Busy, 0));
+    assert_eq!(line_ids(&h, "A"), ["a1-d", "a2-d", "a3-d"]);
+}
+
+#[tokio::test]
+async fn an_emptied_line_leaves_the_index_and_a_stale_entry_is_forgotten() {
+    let h = Harness::start().await;
+    publish(&h.store, &h.p0(), &[ordered("a1", "A")]).await;
+    let index = h.p0().line_index();
+    let line = h.p0().line(SUBSCRIPTION, "A");
+    assert_eq!(hget(&mut h.redis(), &index, &line).as_deref(), Some(""));
+    let a1 = read_all(&h).await.remove(0);
+    assert!(settle(&h.store, &h.p0(), &a1, &Settlement::Done).await);
+    assert_eq!(hget(&mut h.redis(), &index, &line), None);
+
+    // A line emptied by an older sender (which knows no index) is forgotten by the sweep.
+    let _: u64 = query(&mut h.redis(), &["HSET", &index, &line, "a0-d"]);
+    assert!(sweep(&h).await.is_empty());
+    assert!(!exists(&mut h.redis(), &index));
 }

@@ -1,7 +1,8 @@
 //! Ordered delivery per key (docs/ordered-delivery.md), end to end: a retried head
 //! blocks its key only; a batch holds at most one event per key; pause and resume keep
 //! each key's order; a dead-lettered head releases the next, and a redriven event is
-//! delivered again; an update may not change the key. Events are keyed by subject.
+//! delivered again; an update may not change the key; a head Redis lost is swept by the
+//! scheduler, so its key goes on. Events are keyed by subject.
 
 use eg_system_tests::{
     Behaviour, DEADLINE, Options, Receiver, Recorded, Reply, System, assert_subscription_refused, dead_letter_to,
@@ -135,7 +136,8 @@ async fn ordering_pause_and_resume_keep_each_keys_order() {
     eventually(DEADLINE, "the heads set aside and the rest waiting", || async {
         let (_, queues) = system.get("/queues").await;
         let total = &queues["total"];
-        (total["paused"] == 2 && total["waitingInLines"] == 8).then_some(())
+        let ledger = json!([{"topic": "accounts", "subscription": "Ledger", "waitingInLines": 8}]);
+        (total["paused"] == 2 && total["waitingInLines"] == 8 && queues["orderedSubscriptions"] == ledger).then_some(())
     })
     .await;
     assert_eq!(receiver.count(), 0);
@@ -190,4 +192,42 @@ async fn ordering_the_key_cannot_change_and_queues_cannot_be_ordered() {
     assert_subscription_refused(&system, "accounts", "Ledger", &by_type, "properties.orderedDelivery").await;
     let (_, shown) = system.get("/topics/accounts/eventSubscriptions/Ledger").await;
     assert_eq!(shown["properties"]["orderedDelivery"], json!({"key": "subject"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordering_a_head_redis_lost_is_swept_and_its_key_goes_on_in_order() {
+    const REPLIES: &[Reply] = &[Reply::status(500)];
+    let system = System::start(
+        Options::default()
+            .retry_schedule("1h")
+            .env("EG__SCHEDULER__LINE_SWEEP_INTERVAL", "300ms"),
+    )
+    .await;
+    let receiver = Receiver::start(Behaviour::Script(REPLIES)).await;
+    system.create_topic("accounts").await;
+    system
+        .create_subscription("accounts", "Ledger", ordered(receiver.url(), json!({})))
+        .await;
+    system
+        .publish_ok("accounts", &json!([keyed("a", 1), keyed("a", 2)]))
+        .await;
+    let keys = system.keyspace();
+    let retry = keys.home_partition("accounts").retry();
+    eventually(DEADLINE, "a-1 failed and waits an hour for its retry", || async {
+        (system.redis_cli(&["ZCARD", &retry]) == "1").then_some(())
+    })
+    .await;
+
+    // Redis loses the head's retry: nothing would ever settle a-1, and a-2 waits behind it.
+    system.redis_cli(&["DEL", &retry]);
+    receiver.wait_for_ids(["a-1", "a-2"], DEADLINE).await;
+    eventually(DEADLINE, "a-1 delivered again, then a-2", || async {
+        let got = receiver.delivered_ids();
+        ["a-1", "a-2"]
+            .iter()
+            .all(|id| got.iter().any(|g| g == id))
+            .then_some(())
+    })
+    .await;
+    assert_each_key_in_order(&receiver.received(), &["a-1", "a-2"], &[]);
 }

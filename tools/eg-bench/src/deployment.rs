@@ -37,6 +37,8 @@ pub struct Setup {
     pub dead_letter_destination: Option<serde_json::Value>,
     /// Every subscription's `deliveryLimits` (none: unlimited).
     pub delivery_limits: Option<serde_json::Value>,
+    /// Every subscription's `orderedDelivery`, if any.
+    pub ordered_delivery: Option<serde_json::Value>,
     /// Settings for every tier on top of the production defaults.
     pub env: Vec<(&'static str, String)>,
     /// Settings for the senders only.
@@ -56,6 +58,7 @@ impl Setup {
             destination: None,
             dead_letter_destination: None,
             delivery_limits: None,
+            ordered_delivery: None,
             env: Vec::new(),
             sender_env: Vec::new(),
         }
@@ -122,6 +125,9 @@ impl Deployment {
             }
             if let Some(limits) = &setup.delivery_limits {
                 subscription["properties"]["deliveryLimits"] = limits.clone();
+            }
+            if let Some(order) = &setup.ordered_delivery {
+                subscription["properties"]["orderedDelivery"] = order.clone();
             }
             let created = launcher
                 .admin(

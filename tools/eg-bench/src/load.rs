@@ -27,6 +27,11 @@ pub struct Template {
     bytes: Vec<u8>,
     /// Where each event's id digits and stamp digits start.
     slots: Vec<(usize, usize)>,
+    /// Where each event's subject digits start.
+    subjects: Vec<usize>,
+    /// Subjects cycle over this many values (event id modulo it); `None` leaves every
+    /// subject as laid out (all alike).
+    subject_keys: Option<u64>,
 }
 
 impl Template {
@@ -44,8 +49,10 @@ impl Template {
         let stamp_at = event
             .find(&format!("\"{STAMP_FIELD}\":"))
             .map_or(0, |at| at + STAMP_FIELD.len() + 3);
+        let subject_at = event.find("/bench/").map_or(0, |at| at + "/bench/".len());
         let mut bytes = Vec::with_capacity(events * (event.len() + 1) + 2);
         let mut slots = Vec::with_capacity(events);
+        let mut subjects = Vec::with_capacity(events);
         bytes.push(b'[');
         for i in 0..events {
             if i > 0 {
@@ -54,10 +61,23 @@ impl Template {
             let base = bytes.len();
             // The subject repeats the id; only the `id` field is patched (subjects need not differ).
             slots.push((base + id_at, base + stamp_at));
+            subjects.push(base + subject_at);
             bytes.extend_from_slice(event.as_bytes());
         }
         bytes.push(b']');
-        Self { bytes, slots }
+        Self {
+            bytes,
+            slots,
+            subjects,
+            subject_keys: None,
+        }
+    }
+
+    /// The same, with subjects `/bench/<id modulo keys>`: `keys` ordering keys when a
+    /// subscription orders by subject (the `ordering` scenario).
+    pub fn with_subject_keys(mut self, keys: Option<u64>) -> Self {
+        self.subject_keys = keys.map(|k| k.max(1));
+        self
     }
 
     pub fn events(&self) -> usize {
@@ -76,6 +96,11 @@ impl Template {
             let id = format!("{:0ID_DIGITS$x}", first_id + i as u64);
             body[*id_at..*id_at + ID_DIGITS].copy_from_slice(&id.as_bytes()[..ID_DIGITS]);
             body[*stamp_at..*stamp_at + STAMP_DIGITS].copy_from_slice(&stamp.as_bytes()[..STAMP_DIGITS]);
+            if let Some(keys) = self.subject_keys {
+                let at = self.subjects[i];
+                let key = format!("{:0ID_DIGITS$x}", (first_id + i as u64) % keys);
+                body[at..at + ID_DIGITS].copy_from_slice(&key.as_bytes()[..ID_DIGITS]);
+            }
         }
         body
     }
@@ -293,6 +318,22 @@ mod tests {
         assert_eq!(stamps(&body).collect::<Vec<_>>(), [1_700_000_000_123_456; 3]);
         assert_eq!(t.events(), 3);
         assert!(t.len() > 3 * 1024);
+        Ok(())
+    }
+
+    #[test]
+    fn subjects_cycle_over_the_keys_asked_for_and_are_alike_otherwise() -> anyhow::Result<()> {
+        let subjects = |t: &Template| -> anyhow::Result<Vec<String>> {
+            let parsed: serde_json::Value = serde_json::from_slice(&t.body(2, 1_700_000_000_123_456))?;
+            Ok((0..4)
+                .map(|i| parsed[i]["subject"].as_str().unwrap_or_default().to_owned())
+                .collect())
+        };
+        let keyed = subjects(&Template::new(4, 1024).with_subject_keys(Some(3)))?;
+        let tail = |n: u64| format!("/bench/{n:016x}");
+        assert_eq!(keyed, [tail(2), tail(0), tail(1), tail(2)]);
+        let alike = subjects(&Template::new(4, 1024))?;
+        assert!(alike.iter().all(|s| *s == alike[0]), "{alike:?}");
         Ok(())
     }
 }

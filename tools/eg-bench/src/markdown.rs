@@ -228,6 +228,12 @@ const HOW_TO_READ: &str = "\
   sender uses publishing 1 KB events straight to the same broker as the sender does (a
   confirm or acknowledgement per message, 64 at once), after a warm-up. **of ceiling** is the rate divided by the ceiling named under the
   scenario: how much of what the machine allows eg turns into delivered work.
+- **ordering** rows deliver one subscription ordered by subject, the subjects cycling over
+  the number of keys the row names, against the same subscription unordered in the same
+  run. Only a key's head is ever in flight, so with few keys the rate is the number of
+  keys over the round trip (head-of-line), not what eg can do; with many keys it shows
+  what lines cost (publishes into one partition, a list push and an advance per
+  delivery).
 - **targets** are the goals of issue 6 on this 2-core machine. Benchmarks assert
   nothing; a missed target is reported as measured, with where the time or memory goes.
 - Every process runs on the same 2 cores, the load generator and receiver included, so

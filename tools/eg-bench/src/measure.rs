@@ -30,6 +30,8 @@ pub struct Load {
     pub duration: Duration,
     /// How long to wait after the window for every delivery to arrive (0: do not wait).
     pub drain: Duration,
+    /// Distinct event subjects (ordering keys); `None`: every event has the same one.
+    pub keys: Option<u64>,
 }
 
 impl Load {
@@ -46,6 +48,7 @@ impl Load {
             warmup: ctx.seconds(3, 2),
             duration,
             drain: ctx.seconds(30, 10),
+            keys: None,
         }
     }
 }
@@ -103,7 +106,7 @@ impl Measured {
 }
 
 pub async fn steady(d: &Deployment, load: &Load) -> anyhow::Result<Measured> {
-    let template = Template::new(load.events_per_request, load.event_bytes);
+    let template = Template::new(load.events_per_request, load.event_bytes).with_subject_keys(load.keys);
     let progress = Arc::new(Progress::default());
     let window = load
         .window

@@ -1,7 +1,8 @@
 //! Queue depths per partition and in total: what waits for each tier. Ready and in
 //! flight are the senders' work, retry and paused the scheduler's, the dead-letter
 //! backlog the dead-letter workers'. Then each queue-mode subscription's queue (pull
-//! delivery), summed over the partitions: what waits for its consumers.
+//! delivery), summed over the partitions: what waits for its consumers. Then each ordered
+//! subscription's deliveries waiting behind their key's head.
 
 use super::Reply;
 use crate::operations::subscription_key;
@@ -37,6 +38,7 @@ pub async fn queues(State(app): State<Arc<App>>) -> Reply {
             "partitions": partitions,
             "total": depths(&total),
             "subscriptionQueues": subscription_queues(&app).await?,
+            "orderedSubscriptions": ordered_subscriptions(&app).await?,
         })),
     ))
 }
@@ -67,6 +69,30 @@ async fn subscription_queues(app: &App) -> Result<Vec<Value>, eg_store::StoreErr
         }));
     }
     Ok(rows)
+}
+
+/// Every ordered subscription with its deliveries waiting in lines (0 when none).
+async fn ordered_subscriptions(app: &App) -> Result<Vec<Value>, eg_store::StoreError> {
+    let catalog = app.cache.refresh().await?;
+    let mut ordered: Vec<&Subscription> = catalog
+        .topics
+        .values()
+        .flat_map(|entry| entry.subscriptions.iter())
+        .filter(|s| s.ordering.is_some())
+        .map(|s| s.as_ref())
+        .collect();
+    ordered.sort_by_key(|s| (s.topic.key(), s.name.key()));
+    let waiting = app.store.waiting_in_lines().await?;
+    Ok(ordered
+        .into_iter()
+        .map(|sub| {
+            json!({
+                "topic": sub.topic.as_str(),
+                "subscription": sub.name.as_str(),
+                "waitingInLines": waiting.get(&subscription_key(sub)).copied().unwrap_or(0),
+            })
+        })
+        .collect())
 }
 
 fn depths(d: &Depths) -> Value {

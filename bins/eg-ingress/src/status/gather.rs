@@ -139,6 +139,7 @@ async fn subscription_statuses(
     let mut throttles = problems
         .or_empty("delivery limit records", app.store.throttle_records(&limited).await)
         .into_iter();
+    let waiting = problems.or_empty("deliveries waiting in lines", app.store.waiting_in_lines().await);
     let failing_of: HashMap<(&str, &str), &DestinationProblem> = read
         .failing
         .iter()
@@ -159,6 +160,9 @@ async fn subscription_statuses(
         if sub.limits.is_some() {
             let current = row.delivery_rate + row.failure_rate;
             row.limits = super::limits::limits_of(sub, current, throttles.next().as_ref(), read.now);
+        }
+        if row.waiting_in_lines.is_some() {
+            row.waiting_in_lines = Some(waiting.get(&keys[i]).copied().unwrap_or(0));
         }
         by_topic.entry(topic).or_default().push(row);
     }

@@ -100,6 +100,10 @@ pub struct SubscriptionStatus {
     /// `deliveryLimits` and how they hold now; absent without limits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<super::limits::LimitsStatus>,
+    /// An ordered subscription's deliveries waiting behind their key's head (every
+    /// partition); absent when unordered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_in_lines: Option<u64>,
 }
 
 impl SubscriptionStatus {
@@ -363,6 +367,7 @@ pub fn subscription_status(
         dead_letter_failure: dead_letter_problem.map(DeadLetterFailure::of),
         missed_last_hour: hour.count(Kind::Missed, &label),
         limits: None,
+        waiting_in_lines: sub.ordering.is_some().then_some(0),
     }
 }
 

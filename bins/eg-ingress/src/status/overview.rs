@@ -256,6 +256,9 @@ fn subscription_row(topic: &str, sub: &SubscriptionStatus) -> Markup {
             td.sub {
                 a.subname href=(subscription_path(topic, &sub.name)) { (sub.name) }
                 div.endpoint data-field="endpoint" { (sub.destination_label()) }
+                @if let Some(n) = sub.waiting_in_lines {
+                    div.endpoint data-field="waiting-in-lines" { "ordered: " (count(n)) " waiting in lines" }
+                }
             }
             td data-field="state" { (state_badge(sub.paused)) }
             td data-field="provisioning" { (provisioning_badge(sub)) }
@@ -506,6 +509,7 @@ mod tests {
                     dead_letter_failure: None,
                     missed_last_hour: 4,
                     limits: None,
+                    waiting_in_lines: None,
                 }],
             }],
             rates: Rates::default(),
@@ -605,6 +609,18 @@ mod tests {
         let html = page(&status, None);
         assert!(
             html.contains("data-field=\"endpoint\">StorageQueue storagequeue://queues1/orders<"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn an_ordered_subscription_shows_what_waits_in_its_lines_and_an_unordered_one_nothing() {
+        let mut status = status_with("orders", "ledger", "x");
+        assert!(!page(&status, None).contains("waiting-in-lines"));
+        status.topics[0].subscriptions[0].waiting_in_lines = Some(1234);
+        let html = page(&status, None);
+        assert!(
+            html.contains("data-field=\"waiting-in-lines\">ordered: 1,234 waiting in lines<"),
             "{html}"
         );
     }

@@ -105,6 +105,9 @@ fn state_card(page: &SubscriptionPage, queue: Option<&super::model::QueueFigures
                     div { div.label { "Endpoint health" } div data-field="probation" { (health_badge(sub)) } }
                 }
                 div { div.label { "Dead letters" } div.num-left data-field="dead-letters" { (dead_letter_cell(sub)) } }
+                @if let Some(n) = sub.waiting_in_lines {
+                    div { div.label { "Waiting in lines" } div.num-left data-field="waiting-in-lines" { (count(n)) } }
+                }
             }
             @if let Some(message) = &sub.provisioning_message {
                 p.why data-field="provisioning-message" { (message) }
@@ -586,6 +589,7 @@ mod tests {
                 dead_letter_failure: None,
                 missed_last_hour: 0,
                 limits: None,
+                waiting_in_lines: None,
             },
             last_minute: Activity::default(),
             last_hour: Activity::default(),

@@ -106,21 +106,37 @@ pub async fn gather(
         problem("queue depths", &e);
         None
     });
+    let waiting = match sub.ordering {
+        Some(_) => app.store.waiting_in_lines().await.unwrap_or_else(|e| {
+            problem("deliveries waiting in lines", &e);
+            Default::default()
+        }),
+        None => Default::default(),
+    };
     let label = subscription_label(&topic_key, &subscription_key);
+    let mut status = subscription_status(
+        &sub,
+        record.as_ref(),
+        counts,
+        dead_letter_problem.as_ref(),
+        queue,
+        &window,
+        &hour,
+        now,
+    );
+    if status.waiting_in_lines.is_some() {
+        status.waiting_in_lines = Some(
+            waiting
+                .get(&format!("{topic_key}/{subscription_key}"))
+                .copied()
+                .unwrap_or(0),
+        );
+    }
     Ok(SubscriptionPage {
         generated_at_ms: now,
         topic: sub.topic.as_str().to_owned(),
         properties: sub.to_resource(now)["properties"].clone(),
-        status: subscription_status(
-            &sub,
-            record.as_ref(),
-            counts,
-            dead_letter_problem.as_ref(),
-            queue,
-            &window,
-            &hour,
-            now,
-        ),
+        status,
         last_minute: Activity::of(&window, &label),
         last_hour: Activity::of(&hour, &label),
         recent,

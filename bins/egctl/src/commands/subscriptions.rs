@@ -42,6 +42,17 @@ pub async fn run(command: SubscriptionCommand, ctx: &Ctx) -> Result<String, Fail
                     queue.as_ref().map(Option::as_ref).map_err(ToString::to_string),
                 ));
             }
+            if !ctx.json && is_ordered(&sub["properties"]) {
+                let waiting = ctx.api.get(&["queues"]).await.map(|q| {
+                    q["orderedSubscriptions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .find(|row| same_name(&row["topic"], &topic) && same_name(&row["subscription"], &name))
+                        .map(|row| row["waitingInLines"].clone())
+                });
+                shown.push_str(&waiting_now(waiting.map_err(|e| e.to_string())));
+            }
             Ok(shown)
         }
         SubscriptionCommand::Delete { topic, name } => {
@@ -511,6 +522,21 @@ fn queue_now(queue: Result<Option<&Value>, String>) -> String {
     }
 }
 
+/// Whether a subscription's properties (either form) ask for ordered delivery.
+fn is_ordered(p: &Value) -> bool {
+    !p["orderedDelivery"].is_null() || !p["deliveryConfiguration"]["push"]["orderedDelivery"].is_null()
+}
+
+/// An ordered subscription's deliveries waiting behind their key's head, under its
+/// settings; or why the count cannot be shown.
+fn waiting_now(waiting: Result<Option<Value>, String>) -> String {
+    match waiting {
+        Ok(Some(n)) => fields(vec![("waitingInLines", cell(&n))]),
+        Ok(None) => "waitingInLines: not listed by GET /admin/queues yet\n".to_owned(),
+        Err(e) => format!("waitingInLines: cannot be read now ({e})\n"),
+    }
+}
+
 fn health_fields(health: &Value) -> String {
     let pairs = [
         "endpointBaseUrl",
@@ -652,6 +678,21 @@ mod tests {
                 .any(|(k, v)| *k == "orderedDelivery" && v.contains("accountId")),
             "{pairs:?}"
         );
+    }
+
+    #[test]
+    fn show_tells_what_waits_in_an_ordered_subscriptions_lines() {
+        assert!(is_ordered(&json!({"orderedDelivery": {"key": "subject"}})));
+        assert!(is_ordered(
+            &json!({"deliveryConfiguration": {"push": {"orderedDelivery": {"key": "subject"}}}})
+        ));
+        assert!(!is_ordered(&json!({"destination": {}})));
+        assert_eq!(
+            waiting_now(Ok(Some(json!(7)))),
+            fields(vec![("waitingInLines", "7".into())])
+        );
+        assert!(waiting_now(Ok(None)).contains("not listed"));
+        assert!(waiting_now(Err("403".into())).contains("cannot be read now (403)"));
     }
 
     #[test]

@@ -90,6 +90,11 @@ pub struct SchedulerSection {
     /// How often abandoned deliveries are looked for.
     #[serde(with = "humantime_serde")]
     pub reclaim_interval: Duration,
+    /// How often each partition's ordering lines are swept for a head Redis lost
+    /// (docs/ordered-delivery.md#stuck-lines). A lost head is swept on the second pass
+    /// that finds it, so within about twice this.
+    #[serde(with = "humantime_serde")]
+    pub line_sweep_interval: Duration,
 }
 
 impl Default for SchedulerSection {
@@ -99,6 +104,7 @@ impl Default for SchedulerSection {
             interval: Duration::from_millis(200),
             batch: 500,
             reclaim_interval: Duration::from_secs(5),
+            line_sweep_interval: Duration::from_secs(60),
         }
     }
 }

@@ -114,6 +114,7 @@ impl<'a> PublishCall<'a> {
         keys.extend(lines.iter().map(|(line, _)| line.clone()));
         if !lines.is_empty() {
             keys.push(partition.lines_waiting());
+            keys.push(partition.line_index());
         }
         let mut args: Vec<Cow<'a, str>> = vec![
             catalog_version.to_string().into(),
@@ -273,6 +274,7 @@ mod tests {
                 p.line("orders/hook", "A"),
                 p.line("orders/hook", "B"),
                 p.lines_waiting(),
+                p.line_index(),
             ]
         );
         let d = |e: usize, i: usize| &events[e].deliveries[i];

@@ -13,6 +13,7 @@
 -- KEYS[5+N+Q..4+N+Q+L]  one ordering line per key of an ordered subscription written to
 --               (list of codec::line_member), then, when L > 0, the partition's
 --               waiting hash (`<topic>/<subscription>` -> deliveries behind a head)
+--               and its line index (hash, line key -> head id the sweep last saw)
 -- ARGV[1]  catalog version the caller matched against
 -- ARGV[2]  N, the number of events     ARGV[3]  Q, the number of queue streams
 -- then, per event in KEYS order: body, M (its number of deliveries), and M pairs of
@@ -25,8 +26,9 @@
 -- then L subscription names, in line order
 --
 -- A delivery pushed onto an empty line is its head: its record also goes to the ready
--- stream. One pushed behind others waits (counted in the waiting hash) until settles
--- move the line on (line_steps.lua). Array order within a request is RPUSH order.
+-- stream, and a line so started joins the line index (sweep_lines.lua looks there for
+-- stuck lines). One pushed behind others waits (counted in the waiting hash) until
+-- settles move the line on (line_steps.lua). Array order within a request is RPUSH order.
 --
 -- Returns {"OK"} or {"STALE", version} when the catalog changed after the caller's
 -- snapshot (or vanished); nothing is written then, and the caller re-matches with a fresh catalog.
@@ -81,6 +83,7 @@ for i = 1, n do
       if redis.call('RPUSH', KEYS[4 + n + target], member) == 1 then
         local cut = string.find(member, '\n', 1, true)
         redis.call('XADD', KEYS[2], '*', 'd', string.sub(member, cut + 1))
+        redis.call('HSET', KEYS[#KEYS], KEYS[4 + n + target], '')
       else
         behind[target - q] = (behind[target - q] or 0) + 1
       end
@@ -96,10 +99,11 @@ if q > 0 then
   redis.call('SADD', KEYS[3 + n], unpack(names))
   redis.call('XADD', KEYS[4 + n], 'MAXLEN', '~', '10000', '*', 's', table.concat(names, ' '))
 end
-local lines = #KEYS - 5 - n - q
+-- The lines, less the waiting hash and the line index that follow them.
+local lines = math.max(0, #KEYS - 6 - n - q)
 for l = 1, lines do
   if behind[l] then
-    redis.call('HINCRBY', KEYS[#KEYS], ARGV[at + q + l - 1], behind[l])
+    redis.call('HINCRBY', KEYS[#KEYS - 1], ARGV[at + q + l - 1], behind[l])
   end
 end
 return {'OK'}

@@ -103,6 +103,7 @@ pub(super) async fn publish_only(
         warmup: ctx.seconds(2, 1),
         duration,
         drain: Duration::ZERO,
+        keys: None,
     };
     let m = measure::steady(&d, &load).await?;
     d.finish(ctx.keep);

@@ -20,6 +20,7 @@ mod fan_out;
 mod ingress;
 mod latency;
 mod limits;
+mod ordering;
 mod pull;
 mod redis_memory;
 mod redis_transport;
@@ -49,6 +50,7 @@ pub const ALL: &[Scenario] = &[
     retry_storm::SCENARIO,
     slow_receiver::SCENARIO,
     limits::SCENARIO,
+    ordering::SCENARIO,
     scheduling::SCENARIO,
     redis_memory::SCENARIO,
     sender_memory::SCENARIO,

@@ -256,6 +256,11 @@ fn subscription_row(topic: &str, sub: &SubscriptionStatus) -> Markup {
             td.sub {
                 a.subname href=(subscription_path(topic, &sub.name)) { (sub.name) }
                 div.endpoint data-field="endpoint" { (sub.destination_label()) }
+                @if let Some(limits) = &sub.limits {
+                    div.endpoint data-field="limit-backlog" {
+                        "rate-limited · " (counted(limits.backlog, "delivery waits", "deliveries wait")) " for the limit"
+                    }
+                }
             }
             td data-field="state" { (state_badge(sub.paused)) }
             td data-field="provisioning" { (provisioning_badge(sub)) }
@@ -605,6 +610,27 @@ mod tests {
         let html = page(&status, None);
         assert!(
             html.contains("data-field=\"endpoint\">StorageQueue storagequeue://queues1/orders<"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn a_rate_limited_subscriptions_row_says_how_many_deliveries_wait_for_the_limit() {
+        let mut status = status_with("orders", "partner", "x");
+        let html = page(&status, None);
+        assert!(!html.contains("limit-backlog"), "{html}");
+        status.topics[0].subscriptions[0].limits = Some(super::super::limits::LimitsStatus {
+            requests_per_second: Some(5.0),
+            burst: Some(5),
+            max_concurrent_requests: None,
+            current_rate: 5.0,
+            backlog: 1_234,
+            in_flight: 0,
+            slowed_until: None,
+        });
+        let html = page(&status, None);
+        assert!(
+            html.contains("data-field=\"limit-backlog\">rate-limited · 1,234 deliveries wait for the limit<"),
             "{html}"
         );
     }

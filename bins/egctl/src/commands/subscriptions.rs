@@ -42,6 +42,9 @@ pub async fn run(command: SubscriptionCommand, ctx: &Ctx) -> Result<String, Fail
                     queue.as_ref().map(Option::as_ref).map_err(ToString::to_string),
                 ));
             }
+            if !ctx.json && !self::shown(&sub["properties"]).delivery_limits.is_null() {
+                shown.push_str(&limits_now(ctx, &topic, &name).await);
+            }
             Ok(shown)
         }
         SubscriptionCommand::Delete { topic, name } => {
@@ -349,6 +352,8 @@ struct Shown<'a> {
     advanced_filters: &'a Value,
     /// The dead-letter destination (`{endpointType, properties}`), null without one.
     dead_letter: &'a Value,
+    /// `deliveryLimits`, null without.
+    delivery_limits: &'a Value,
 }
 
 fn shown(p: &Value) -> Shown<'_> {
@@ -361,6 +366,7 @@ fn shown(p: &Value) -> Shown<'_> {
             filter: &p["filter"],
             advanced_filters: &p["filter"]["advancedFilters"],
             dead_letter: &p["deadLetterDestination"],
+            delivery_limits: &p["deliveryLimits"],
         };
     }
     let mode = config["deliveryMode"].as_str().unwrap_or("Push");
@@ -376,6 +382,7 @@ fn shown(p: &Value) -> Shown<'_> {
         filter: &p["filtersConfiguration"],
         advanced_filters: &p["filtersConfiguration"]["filters"],
         dead_letter: &settings["deadLetterDestinationWithResourceIdentity"]["deadLetterDestination"],
+        delivery_limits: &settings["deliveryLimits"],
     }
 }
 
@@ -509,6 +516,32 @@ fn queue_now(queue: Result<Option<&Value>, String>) -> String {
         Ok(None) => "queue: not listed by GET /admin/queues yet; see `egctl status`\n".to_owned(),
         Err(e) => format!("queue: cannot be read now ({e}); see `egctl status`\n"),
     }
+}
+
+/// How a limited subscription's `deliveryLimits` hold now, from `GET /admin/status` (the
+/// `limits` object of its row): the current rate, the backlog waiting for the rate,
+/// requests in flight and any slowdown.
+async fn limits_now(ctx: &Ctx, topic: &str, name: &str) -> String {
+    let status = match ctx.api.get(&["status"]).await {
+        Ok(status) => status,
+        Err(e) => return format!("limits now: cannot be read ({e}); see `egctl status`\n"),
+    };
+    let row = status["topics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| same_name(&t["name"], topic))
+        .flat_map(|t| t["subscriptions"].as_array().into_iter().flatten())
+        .find(|s| same_name(&s["name"], name));
+    let Some(limits) = row.map(|r| &r["limits"]).filter(|l| !l.is_null()) else {
+        return "limits now: not in GET /admin/status yet; see `egctl status`\n".to_owned();
+    };
+    fields(vec![
+        ("currentRate", cell(&limits["currentRate"])),
+        ("backlog", cell(&limits["backlog"])),
+        ("inFlight", cell(&limits["inFlight"])),
+        ("slowedUntil", cell(&limits["slowedUntil"])),
+    ])
 }
 
 fn health_fields(health: &Value) -> String {

@@ -1,9 +1,10 @@
 //! eg-scheduler: moves due retries into the ready streams, takes back deliveries whose
 //! holder vanished (after the visibility timeout), hands back deliveries of resumed
-//! (or expiring) paused subscriptions and publishes queue depths and endpoint probation
-//! gauges, keeps pull delivery's queues (delayed releases promoted, expired last
-//! locks and time-to-lives ended, queue gauges) and sweeps ordering lines whose head
-//! Redis lost. Every step is an atomic script, so any number of copies run with no leader.
+//! (or expiring) paused subscriptions and publishes queue depths, endpoint probation
+//! gauges and rate-limited subscriptions' backlogs, keeps pull delivery's queues
+//! (delayed releases promoted, expired last locks and time-to-lives ended, queue gauges)
+//! and sweeps ordering lines whose head Redis lost. Every step is an atomic script, so
+//! any number of copies run with no leader.
 
 mod depth;
 mod lines;
@@ -12,6 +13,7 @@ mod probation;
 mod promote;
 mod pull_queues;
 mod reclaim;
+mod throttle_backlog;
 
 use eg_runtime::{Process, Startup};
 use eg_store::{CatalogCache, Partition};
@@ -76,8 +78,9 @@ fn partition_loops(process: &Process, partition: Partition) -> [JoinHandle<()>; 
 }
 
 /// The loops that read the catalog, sharing one copy: paused deliveries handed back
-/// (every partition), pull queues kept, endpoint probation published per subscription.
-fn catalog_loops(process: &Process, catalog: Arc<CatalogCache>) -> [JoinHandle<()>; 3] {
+/// (every partition), pull queues kept, endpoint probation and rate-limit backlogs
+/// published per subscription.
+fn catalog_loops(process: &Process, catalog: Arc<CatalogCache>) -> [JoinHandle<()>; 4] {
     let s = &process.settings.scheduler;
     [
         tokio::spawn(pull_queues::queues_loop(
@@ -98,6 +101,12 @@ fn catalog_loops(process: &Process, catalog: Arc<CatalogCache>) -> [JoinHandle<(
             process.shutdown.clone(),
         )),
         tokio::spawn(probation::probation_loop(
+            process.store.clone(),
+            catalog.clone(),
+            process.clock.clone(),
+            process.shutdown.clone(),
+        )),
+        tokio::spawn(throttle_backlog::backlog_loop(
             process.store.clone(),
             catalog,
             process.clock.clone(),

@@ -11,6 +11,8 @@
 //!   within the burst) and spends them here within 500 ms; an unspent one is lost, which
 //!   can only under-deliver.
 //! - A slowdown seen once is remembered here until it ends.
+//! - A delivery over the rate whose turn is at most [`MAX_LOCAL_WAIT`] ahead takes that
+//!   turn and waits for it here: no settle, no promotion, no second gate call.
 //!
 //! If Redis cannot answer, the attempt goes ahead: limits protect an endpoint's quota but
 //! must not stop delivery on a hiccup (probation makes the same choice).
@@ -34,12 +36,18 @@ const GRANT_FOR: Duration = Duration::from_millis(500);
 const GRANT_SPAN_SECS: f64 = 0.01;
 /// A lease outlives the attempt timeout by this much, so only a dead sender's expires.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
+/// How far ahead a delivery over the rate takes a turn and waits for it here, holding its
+/// slot, instead of going back to the retry set. A handed-back delivery comes back late
+/// (promotion, a read), and turns nobody takes meanwhile are lost: the deliveries waiting
+/// here keep the rate busy across those gaps. Short, so a slot is not held long.
+const MAX_LOCAL_WAIT: Duration = Duration::from_millis(250);
 
 /// What the limits say about an attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
-    /// Attempt; end `lease` (if any) with [`Limits::after`].
-    Go { lease: Option<String> },
+    /// Attempt at `at` (now, or a turn reserved a moment ahead); end `lease` (if any) with
+    /// [`Limits::after`].
+    Go { lease: Option<String>, at: UnixMillis },
     /// Do not attempt before `until`: hand the deliveries back unchanged.
     Throttled { until: UnixMillis, reason: &'static str },
 }
@@ -77,10 +85,7 @@ impl Limits {
             local: Mutex::default(),
             lease_prefix: format!("{:016x}", rand::random::<u64>()),
             leases: AtomicU64::new(0),
-            policy: BusyPolicy {
-                max: max_retry_after,
-                ..BusyPolicy::default()
-            },
+            policy: BusyPolicy { max: max_retry_after },
         }
     }
 }
@@ -129,11 +134,11 @@ impl Limits {
             }
             let fresh = |at: Option<Instant>, span| at.is_some_and(|at: Instant| at.elapsed() < span);
             if limits.is_none() && fresh(mine.looked_at, LOOK_EVERY) {
-                return Admission::Go { lease: None };
+                return Admission::Go { lease: None, at: now };
             }
             if !concurrency && mine.grant_left > 0 && fresh(mine.grant_until, GRANT_FOR) {
                 mine.grant_left -= 1;
-                return Admission::Go { lease: None };
+                return Admission::Go { lease: None, at: now };
             }
         }
         let want = match limits.and_then(|l| l.requests_per_second()) {
@@ -146,12 +151,13 @@ impl Limits {
             now,
             want,
             lease: lease.as_deref().map(|l| (l, attempt_timeout + LEASE_MARGIN)),
+            reserve_within: MAX_LOCAL_WAIT,
         };
         let gate = match store.delivery_gate(&id, limits, ask, self.policy).await {
             Ok(gate) => gate,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the subscription's delivery limits; attempting anyway");
-                return Admission::Go { lease: None };
+                return Admission::Go { lease: None, at: now };
             }
         };
         let mut local = self.lock();
@@ -165,12 +171,13 @@ impl Limits {
                 let left = if fresh_grant { mine.grant_left } else { 0 };
                 mine.grant_left = left.saturating_add(granted.saturating_sub(1));
                 mine.grant_until = Some(Instant::now());
-                Admission::Go { lease }
+                Admission::Go { lease, at: now }
             }
+            ThrottleGate::Reserved { at } => Admission::Go { lease, at },
             // Another attempt of this sender was granted meanwhile: spend from that.
             ThrottleGate::Wait { .. } if fresh_grant && !concurrency => {
                 mine.grant_left -= 1;
-                Admission::Go { lease: None }
+                Admission::Go { lease: None, at: now }
             }
             ThrottleGate::Slowed { until } => {
                 mine.slowed_until = Some(until);
@@ -206,13 +213,16 @@ impl Limits {
         // Without `Retry-After`, probation is the adaptive backoff (shared by every sender,
         // growing, ended by one success): stopping the subscription as well would stall
         // it for answers that may be one overloaded instance's (docs/rate-limits.md).
-        let busy = busy(outcome).filter(Option::is_some);
-        if lease.is_none() && busy.is_none() {
+        let retry_after = busy(outcome).flatten();
+        if lease.is_none() && retry_after.is_none() {
             return;
         }
         let id = id_of(subscription);
         let lease = lease.unwrap_or_default();
-        match store.delivery_feedback(&id, now, &lease, busy, self.policy).await {
+        match store
+            .delivery_feedback(&id, now, &lease, retry_after, self.policy)
+            .await
+        {
             Ok(Some(until)) => {
                 tracing::info!(until = %until.to_rfc3339(), "endpoint busy; the subscription slows down");
                 self.lock().entry(id).or_default().slowed_until = Some(until);

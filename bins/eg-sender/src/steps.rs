@@ -239,17 +239,21 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
             .admit(&self.store, &subscription, now, self.attempt_timeout)
             .await
         {
-            Admission::Go { lease } => lease,
+            Admission::Go { lease, at } => {
+                self.wait_for_turn(&subscription, live.len(), at).await;
+                lease
+            }
             Admission::Throttled { until, reason } => {
                 return self.throttled(&subscription, &live, until, reason).await;
             }
         };
 
+        let started_at = self.clock.now();
         let Rendered {
             batch,
             kept,
             unrenderable,
-        } = render(&subscription, target, live, self.clock.now());
+        } = render(&subscription, target, live, started_at);
         self.settle_all(unrenderable).await;
         let Some(mut batch) = batch else { return };
 
@@ -266,7 +270,7 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
         self.limits
             .after(&self.store, &subscription, lease, &sent.outcome, finished_at)
             .await;
-        self.classify(&endpoint, &subscription, &sent, now, finished_at, kept.len())
+        self.classify(&endpoint, &subscription, &sent, started_at, finished_at, kept.len())
             .await;
 
         let verdicts = decide(policy, &subscription, &kept, &sent, finished_at, rand::random::<f64>);
@@ -451,6 +455,18 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
             (h, Verdict::throttled(&h.ready.delivery, due, reason, now))
         }))
         .await;
+    }
+
+    /// A turn reserved a moment ahead: wait for it here (the time counts as throttled).
+    async fn wait_for_turn(&self, subscription: &Subscription, deliveries: usize, at: UnixMillis) {
+        let wait = at.since(self.clock.now());
+        if wait.is_zero() {
+            return;
+        }
+        let waits = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        metrics::counter!(m::DELIVERY_THROTTLED_MS, "topic" => subscription.topic.key(), "subscription" => subscription.name.key())
+            .increment((deliveries as u64).saturating_mul(waits));
+        tokio::time::sleep(wait).await;
     }
 
     /// Settles the verdicts of an attempt together; returns the retries that took

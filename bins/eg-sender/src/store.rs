@@ -78,14 +78,14 @@ pub trait DeliveryStore: Clone + Send + Sync + 'static {
         async move { Ok(ThrottleGate::Go { granted }) }
     }
 
-    /// Ends an attempt's lease (`""`: none) and, when `busy` (with its Retry-After, if
-    /// any), slows the subscription; returns the end of the slowdown.
+    /// Ends an attempt's lease (`""`: none) and, with the `Retry-After` of a busy answer,
+    /// slows the subscription; returns the end of the slowdown.
     fn delivery_feedback(
         &self,
         _id: &ThrottleId,
         _now: UnixMillis,
         _lease: &str,
-        _busy: Option<Option<Duration>>,
+        _retry_after: Option<Duration>,
         _policy: BusyPolicy,
     ) -> impl Future<Output = Result<Option<UnixMillis>, StoreError>> + Send {
         async { Ok(None) }
@@ -181,16 +181,9 @@ impl DeliveryStore for RedisStore {
         id: &ThrottleId,
         now: UnixMillis,
         lease: &str,
-        busy: Option<Option<Duration>>,
+        retry_after: Option<Duration>,
         policy: BusyPolicy,
     ) -> Result<Option<UnixMillis>, StoreError> {
-        match busy {
-            Some(retry_after) => self
-                .store
-                .slow_down(id, now, lease, retry_after, policy)
-                .await
-                .map(Some),
-            None => self.store.release_lease(id, now, lease).await.map(|()| None),
-        }
+        self.store.delivery_feedback(id, now, lease, retry_after, policy).await
     }
 }

@@ -3,19 +3,24 @@
 //! reads and changes through two steps:
 //!
 //! - [`gate`] before an attempt: go (with how many requests were granted and, with a
-//!   concurrency cap, a lease for this attempt), or do not attempt before a time because
-//!   the endpoint asked eg to slow down (`Slowed`), the rate is spent (`Wait`) or every
-//!   slot is in flight (`Full`). Waiting is not an attempt: the delivery goes back to the
-//!   retry set unchanged.
-//! - [`after_busy`] / [`release`] after it: a `429`/`503` slows the whole subscription,
-//!   for the time its `Retry-After` asked, or else by a backoff that doubles while the
-//!   endpoint stays busy and starts again from the bottom after a quiet spell.
+//!   concurrency cap, a lease for this attempt), go at a turn taken a moment ahead
+//!   (`Reserved`), or do not attempt before a time because the endpoint asked eg to slow
+//!   down (`Slowed`), the rate is spent (`Wait`) or every slot is in flight (`Full`).
+//!   Waiting is not an attempt: the delivery goes back to the retry set unchanged.
+//! - [`slow_down`] / [`release`] after it: a `429`/`503` with `Retry-After` slows the
+//!   whole subscription for the time asked (without one, the endpoint's probation is the
+//!   backoff: docs/rate-limits.md).
 //!
 //! The rate is a GCRA (generic cell rate algorithm): one time stamp, the theoretical
 //! arrival time `tat`, moves on by one interval per request; a request may go when `tat`
 //! is at most `(burst - 1)` intervals ahead of now. Requests that must wait are given
 //! turns in a queue (`plan`), one interval apart, so handed-back deliveries come back
-//! spread at the cap, not all at once. eg-store runs the same machine in Lua on one
+//! spread at the cap, not all at once. A handed-back delivery comes back late (the
+//! scheduler promotes it, a sender reads it), and a turn nobody is there to take is lost
+//! for good; so a request whose turn is a moment ahead (`reserve_within`) takes that turn
+//! at once and waits for it in the sender. The reserved turns are a queue in `tat`
+//! itself, which keeps the rate busy across the gaps in which handed-back deliveries
+//! are still on their way. eg-store runs the same machine in Lua on one
 //! hash tag per subscription (`delivery_gate.lua`, `delivery_feedback.lua`); its tests
 //! check the scripts against these functions.
 
@@ -58,12 +63,8 @@ pub struct ThrottleRecord {
     pub tat_us: i64,
     /// The next waiting turn handed out, µs (0: none).
     pub plan_us: i64,
-    /// No attempt before this (Retry-After or adaptive backoff), ms (0: not slowed).
+    /// No attempt before this (an endpoint's Retry-After), ms (0: not slowed).
     pub slowed_until: i64,
-    /// Busy answers without Retry-After in a row (each within twice its backoff).
-    pub busy_streak: u32,
-    /// When the last of them came, ms.
-    pub busy_at: i64,
     /// Attempts in flight: lease id → expiry, ms. A sender that dies mid-attempt loses
     /// its lease when it expires.
     pub leases: BTreeMap<String, i64>,
@@ -75,11 +76,14 @@ pub enum ThrottleGate {
     /// Attempt now; `granted` requests (≥ 1) were taken from the rate (spend the rest
     /// within a moment or lose them).
     Go { granted: u32 },
+    /// The rate is spent for now, but the turn at `at` (within the ask's `reserve_within`)
+    /// is taken for this one request: attempt then, without asking again.
+    Reserved { at: UnixMillis },
     /// The rate is spent: this delivery's turn is at `turn`.
     Wait { turn: UnixMillis },
     /// Every slot is in flight; the first lease expires at `earliest` (most end sooner).
     Full { earliest: UnixMillis },
-    /// The endpoint asked eg to slow down (or keeps answering busy): nothing before `until`.
+    /// The endpoint asked eg to slow down: nothing before `until`.
     Slowed { until: UnixMillis },
 }
 
@@ -87,7 +91,7 @@ impl ThrottleGate {
     /// The reason label of a throttled gate, as metrics name it.
     pub fn reason(&self) -> Option<&'static str> {
         match self {
-            Self::Go { .. } => None,
+            Self::Go { .. } | Self::Reserved { .. } => None,
             Self::Wait { .. } => Some("rate"),
             Self::Full { .. } => Some("concurrency"),
             Self::Slowed { .. } => Some("slowedDown"),
@@ -103,13 +107,14 @@ pub struct GateAsk<'a> {
     pub want: u32,
     /// This attempt's lease id (unique per attempt) and how long it may last.
     pub lease: Option<(&'a str, Duration)>,
+    /// How far ahead a turn may be taken when the rate is spent now (zero: never; the
+    /// delivery waits in the retry set instead).
+    pub reserve_within: Duration,
 }
 
-/// How a busy answer without Retry-After slows a subscription, and the cap on any slowdown.
+/// How far a busy answer may slow a subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BusyPolicy {
-    /// The first backoff; each busy answer within twice the last backoff doubles it.
-    pub base: Duration,
     /// The longest slowdown, whatever `Retry-After` asks.
     pub max: Duration,
 }
@@ -117,7 +122,6 @@ pub struct BusyPolicy {
 impl Default for BusyPolicy {
     fn default() -> Self {
         Self {
-            base: Duration::from_secs(1),
             max: Duration::from_secs(300),
         }
     }
@@ -156,64 +160,96 @@ pub fn gate(record: &mut ThrottleRecord, limits: Option<&DeliveryLimits>, ask: G
             };
         }
     }
-    let granted = match limits.interval() {
-        None => ask.want.max(1),
-        Some(interval) => {
-            let t = us(interval).max(1);
-            let now_us = now.saturating_mul(1000);
-            let tau = i64::from(limits.burst().saturating_sub(1)).saturating_mul(t);
-            let tat = record.tat_us.max(now_us);
-            let ahead = tat - now_us;
-            if ahead > tau {
-                let turn = record.plan_us.max(tat - tau);
-                record.plan_us = turn + t;
-                return ThrottleGate::Wait {
-                    turn: UnixMillis(turn.div_euclid(1000) + i64::from(turn.rem_euclid(1000) > 0)),
-                };
-            }
-            let room = (tau - ahead) / t + 1;
-            let granted = i64::from(ask.want.max(1)).min(room);
-            record.tat_us = tat + granted * t;
-            u32::try_from(granted).unwrap_or(1)
-        }
+    let pass = match limits.interval() {
+        None => ThrottleGate::Go {
+            granted: ask.want.max(1),
+        },
+        Some(interval) => match rate(record, us(interval).max(1), limits.burst(), ask) {
+            Some(pass) => pass,
+            None => return wait(record, us(interval).max(1), limits.burst(), now),
+        },
+    };
+    // A reserved attempt's lease runs from its turn: it is not in flight before.
+    let starts = match pass {
+        ThrottleGate::Reserved { at } => at.0,
+        _ => now,
     };
     if let (Some(_), Some((id, lasts))) = (max, ask.lease) {
-        record.leases.insert(id.to_owned(), now.saturating_add(ms(lasts)));
+        record.leases.insert(id.to_owned(), starts.saturating_add(ms(lasts)));
     }
-    ThrottleGate::Go { granted }
+    pass
 }
 
-/// An attempt's lease ends (`delivery_feedback.lua` with outcome `done`).
+/// The GCRA step for a request that may go: now (`Go`, up to `want` at once, within the
+/// burst) or at a turn no further ahead than `reserve_within` (`Reserved`, one request).
+/// `None` when the next turn is further ahead.
+fn rate(record: &mut ThrottleRecord, t: i64, burst: u32, ask: GateAsk<'_>) -> Option<ThrottleGate> {
+    let now_us = ask.now.0.saturating_mul(1000);
+    let tau = i64::from(burst.saturating_sub(1)).saturating_mul(t);
+    let tat = record.tat_us.max(now_us);
+    let ahead = tat - now_us;
+    if ahead <= tau {
+        let room = (tau - ahead) / t + 1;
+        let granted = i64::from(ask.want.max(1)).min(room);
+        record.tat_us = tat + granted * t;
+        return Some(ThrottleGate::Go {
+            granted: u32::try_from(granted).unwrap_or(1),
+        });
+    }
+    // The first moment a request conforms again; taking it moves `tat` on as a request
+    // arriving then would, so reserved turns never exceed the cap.
+    let next = tat - tau;
+    if next - now_us > us(ask.reserve_within) {
+        return None;
+    }
+    record.tat_us = tat + t;
+    Some(ThrottleGate::Reserved { at: ceil_ms(next) })
+}
+
+/// The rate is spent: the next waiting turn, one interval after the last one handed out
+/// and never before the rate has room.
+fn wait(record: &mut ThrottleRecord, t: i64, burst: u32, now: i64) -> ThrottleGate {
+    let tau = i64::from(burst.saturating_sub(1)).saturating_mul(t);
+    let tat = record.tat_us.max(now.saturating_mul(1000));
+    let turn = record.plan_us.max(tat - tau);
+    record.plan_us = turn + t;
+    ThrottleGate::Wait { turn: ceil_ms(turn) }
+}
+
+fn ceil_ms(at_us: i64) -> UnixMillis {
+    UnixMillis(at_us.div_euclid(1000) + i64::from(at_us.rem_euclid(1000) > 0))
+}
+
+/// Deliveries waiting for the rate (the status's `backlog`): the turns handed out that are
+/// still ahead, one interval apart, whether their delivery waits in the retry set or in a
+/// sender (a reserved turn). An estimate: a turn whose delivery was since dead-lettered or
+/// deleted counts until it passes. 0 without a rate; deliveries waiting for a concurrency
+/// slot are not counted (they look again within a moment).
+pub fn backlog(record: &ThrottleRecord, limits: &DeliveryLimits, now: UnixMillis) -> u64 {
+    let Some(interval) = limits.interval() else {
+        return 0;
+    };
+    let t = us(interval).max(1);
+    let tau = i64::from(limits.burst().saturating_sub(1)).saturating_mul(t);
+    // The next turn to hand out; those handed out lie after now, one interval apart, up to
+    // one interval before it.
+    let next = record.plan_us.max(record.tat_us - tau);
+    let ahead = (next - now.0.saturating_mul(1000)).max(0);
+    let intervals = ahead / t + i64::from(ahead % t > 0);
+    u64::try_from(intervals - 1).unwrap_or(0)
+}
+
+/// An attempt's lease ends (`delivery_feedback.lua` without a Retry-After).
 pub fn release(record: &mut ThrottleRecord, lease: &str) {
     record.leases.remove(lease);
 }
 
-/// A `429`/`503` answer (`delivery_feedback.lua` with outcome `busy`): with `Retry-After`
-/// the subscription is slowed for the time asked (at most `policy.max`); without, by a
-/// backoff that doubles while busy answers keep coming within twice the last backoff and
-/// starts again from `policy.base` after a quiet spell. Slowdowns only ever lengthen.
-pub fn after_busy(record: &mut ThrottleRecord, now: UnixMillis, retry_after: Option<Duration>, policy: BusyPolicy) {
-    let now = now.0;
-    let length = match retry_after {
-        Some(asked) => ms(asked).min(ms(policy.max)),
-        None => {
-            let recent = record.busy_at > 0 && now - record.busy_at <= 2 * backoff(record.busy_streak, policy);
-            record.busy_streak = if recent {
-                record.busy_streak.saturating_add(1)
-            } else {
-                1
-            };
-            record.busy_at = now;
-            backoff(record.busy_streak, policy)
-        }
-    };
-    record.slowed_until = record.slowed_until.max(now.saturating_add(length));
-}
-
-/// The backoff after `streak` busy answers in a row, ms: base, 2×base, 4×base … up to max.
-pub fn backoff(streak: u32, policy: BusyPolicy) -> i64 {
-    let doublings = streak.saturating_sub(1).min(30);
-    ms(policy.base).saturating_mul(1 << doublings).min(ms(policy.max))
+/// A `429`/`503` answer with `Retry-After` (`delivery_feedback.lua` given one): the
+/// subscription is slowed for the time asked, at most `policy.max`. Slowdowns only ever
+/// lengthen.
+pub fn slow_down(record: &mut ThrottleRecord, now: UnixMillis, retry_after: Duration, policy: BusyPolicy) {
+    let length = ms(retry_after).min(ms(policy.max));
+    record.slowed_until = record.slowed_until.max(now.0.saturating_add(length));
 }
 
 /// When a delivery handed back at `until` is due again: a little later (`jitter`, so
@@ -238,6 +274,7 @@ mod tests {
             now: UnixMillis(now),
             want: 1,
             lease: None,
+            reserve_within: Duration::ZERO,
         }
     }
 
@@ -279,10 +316,133 @@ mod tests {
             now: UnixMillis(0),
             want: n,
             lease: None,
+            reserve_within: Duration::ZERO,
         };
         assert_eq!(gate(&mut r, Some(&l), want(3)), ThrottleGate::Go { granted: 3 });
         assert_eq!(gate(&mut r, Some(&l), want(3)), ThrottleGate::Go { granted: 2 });
         assert!(matches!(gate(&mut r, Some(&l), want(3)), ThrottleGate::Wait { .. }));
+    }
+
+    fn reserving(now: i64, within: u64) -> GateAsk<'static> {
+        GateAsk {
+            reserve_within: Duration::from_millis(within),
+            ..ask(now)
+        }
+    }
+
+    #[test]
+    fn a_turn_a_moment_ahead_is_reserved_and_counts_against_the_rate() {
+        let l = limits(json!({"requestsPerSecond": 10, "burst": 1}));
+        let mut r = ThrottleRecord::default();
+        assert_eq!(
+            gate(&mut r, Some(&l), reserving(0, 150)),
+            ThrottleGate::Go { granted: 1 }
+        );
+        assert_eq!(
+            gate(&mut r, Some(&l), reserving(0, 150)),
+            ThrottleGate::Reserved { at: UnixMillis(100) }
+        );
+        // The next turn (200) is further ahead than 150 ms: wait in the retry set for it.
+        assert_eq!(
+            gate(&mut r, Some(&l), reserving(0, 150)),
+            ThrottleGate::Wait { turn: UnixMillis(200) }
+        );
+        // The reserved turn is taken: a request at 100 gets the one after.
+        assert_eq!(
+            gate(&mut r, Some(&l), reserving(100, 150)),
+            ThrottleGate::Reserved { at: UnixMillis(200) }
+        );
+        assert!(matches!(gate(&mut r, Some(&l), ask(150)), ThrottleGate::Wait { .. }));
+    }
+
+    #[test]
+    fn a_reserved_attempts_lease_runs_from_its_turn() {
+        let l = limits(json!({"requestsPerSecond": 10, "burst": 1, "maxConcurrentRequests": 5}));
+        let mut r = ThrottleRecord::default();
+        let leased = |id: &'static str| GateAsk {
+            lease: Some((id, Duration::from_secs(10))),
+            ..reserving(0, 500)
+        };
+        assert_eq!(gate(&mut r, Some(&l), leased("a")), ThrottleGate::Go { granted: 1 });
+        assert_eq!(
+            gate(&mut r, Some(&l), leased("b")),
+            ThrottleGate::Reserved { at: UnixMillis(100) }
+        );
+        assert_eq!(r.leases.get("b"), Some(&10_100));
+    }
+
+    /// A simulated minute at a cap of 200/s with a deep backlog (every delivery waiting
+    /// from the start): each handed-back delivery comes back 20–420 ms after its turn
+    /// (promotion, a read, a busy machine). Returns (requests sent in the measured 60 s,
+    /// most sent in any one second).
+    fn simulate(reserve_within: u64) -> (usize, usize) {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let l = limits(json!({"requestsPerSecond": 200, "burst": 20}));
+        let mut r = ThrottleRecord::default();
+        let mut asks: BinaryHeap<Reverse<i64>> = (0..16_000).map(|i| Reverse(i % 100)).collect();
+        let mut sent = Vec::new();
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut late = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            20 + (seed % 400) as i64
+        };
+        while let Some(Reverse(now)) = asks.pop() {
+            if now > 70_000 {
+                break;
+            }
+            match gate(&mut r, Some(&l), reserving(now, reserve_within)) {
+                ThrottleGate::Go { .. } => sent.push(now),
+                ThrottleGate::Reserved { at } => sent.push(at.0),
+                ThrottleGate::Wait { turn } => asks.push(Reverse(turn.0 + late())),
+                other => panic!("{other:?}"),
+            }
+        }
+        sent.sort_unstable();
+        let measured = sent.iter().filter(|t| (10_000..70_000).contains(*t)).count();
+        let busiest = (0..sent.len())
+            .map(|i| sent[i..].iter().take_while(|u| **u < sent[i] + 1000).count())
+            .max()
+            .unwrap_or(0);
+        (measured, busiest)
+    }
+
+    #[test]
+    fn the_rate_holds_the_cap_while_handed_back_deliveries_come_back_late() {
+        for reserve_within in [0, 250] {
+            let (measured, busiest) = simulate(reserve_within);
+            // The measured minute holds at most one burst on top of the cap.
+            assert!((198 * 60..=200 * 60 + 20).contains(&measured), "{measured} in 60 s");
+            // Never more than the burst plus one second's worth in any second.
+            assert!(busiest <= 220, "{busiest} in one second");
+        }
+    }
+
+    #[test]
+    fn the_backlog_counts_the_turns_handed_out_ahead() {
+        let l = limits(json!({"requestsPerSecond": 10, "burst": 2}));
+        let mut r = ThrottleRecord::default();
+        assert_eq!(backlog(&r, &l, UnixMillis(0)), 0);
+        // The burst goes at once: nothing waits.
+        gate(&mut r, Some(&l), ask(0));
+        gate(&mut r, Some(&l), ask(0));
+        assert_eq!(backlog(&r, &l, UnixMillis(0)), 0);
+        // One reserved in a sender (turn 100), three handed back (200, 300, 400).
+        assert!(matches!(
+            gate(&mut r, Some(&l), reserving(0, 150)),
+            ThrottleGate::Reserved { .. }
+        ));
+        for _ in 0..3 {
+            assert!(matches!(gate(&mut r, Some(&l), ask(0)), ThrottleGate::Wait { .. }));
+        }
+        assert_eq!(backlog(&r, &l, UnixMillis(0)), 4);
+        // As turns pass, the backlog shrinks; once they all have, nothing waits.
+        assert_eq!(backlog(&r, &l, UnixMillis(250)), 2);
+        assert_eq!(backlog(&r, &l, UnixMillis(1_000)), 0);
+        let concurrency = limits(json!({"maxConcurrentRequests": 1}));
+        assert_eq!(backlog(&r, &concurrency, UnixMillis(0)), 0);
     }
 
     #[test]
@@ -293,6 +453,7 @@ mod tests {
             now: UnixMillis(now),
             want: 1,
             lease: Some((id, Duration::from_secs(10))),
+            reserve_within: Duration::ZERO,
         };
         assert_eq!(gate(&mut r, Some(&l), leased("a", 0)), ThrottleGate::Go { granted: 1 });
         assert_eq!(gate(&mut r, Some(&l), leased("b", 5)), ThrottleGate::Go { granted: 1 });
@@ -314,12 +475,7 @@ mod tests {
     #[test]
     fn retry_after_slows_even_an_unlimited_subscription_for_the_time_asked() {
         let mut r = ThrottleRecord::default();
-        after_busy(
-            &mut r,
-            UnixMillis(0),
-            Some(Duration::from_secs(2)),
-            BusyPolicy::default(),
-        );
+        slow_down(&mut r, UnixMillis(0), Duration::from_secs(2), BusyPolicy::default());
         assert_eq!(
             gate(&mut r, None, ask(1999)),
             ThrottleGate::Slowed {
@@ -328,37 +484,10 @@ mod tests {
         );
         assert_eq!(gate(&mut r, None, ask(2000)), ThrottleGate::Go { granted: 1 });
         // A shorter Retry-After never shortens a slowdown; the policy caps a long one.
-        after_busy(
-            &mut r,
-            UnixMillis(0),
-            Some(Duration::from_secs(1)),
-            BusyPolicy::default(),
-        );
+        slow_down(&mut r, UnixMillis(0), Duration::from_secs(1), BusyPolicy::default());
         assert_eq!(r.slowed_until, 2000);
-        after_busy(
-            &mut r,
-            UnixMillis(0),
-            Some(Duration::from_secs(9999)),
-            BusyPolicy::default(),
-        );
+        slow_down(&mut r, UnixMillis(0), Duration::from_secs(9999), BusyPolicy::default());
         assert_eq!(r.slowed_until, 300_000);
-        assert_eq!(r.busy_streak, 0, "Retry-After is not adaptive backoff");
-    }
-
-    #[test]
-    fn busy_without_retry_after_doubles_then_recovers_after_a_quiet_spell() {
-        let p = BusyPolicy::default();
-        let mut r = ThrottleRecord::default();
-        after_busy(&mut r, UnixMillis(10_000), None, p);
-        assert_eq!(r.slowed_until, 11_000);
-        after_busy(&mut r, UnixMillis(11_000), None, p);
-        assert_eq!(r.slowed_until, 13_000);
-        after_busy(&mut r, UnixMillis(13_000), None, p);
-        assert_eq!(r.slowed_until, 17_000);
-        // Quiet for more than twice the last backoff (4 s): back to the base.
-        after_busy(&mut r, UnixMillis(30_000), None, p);
-        assert_eq!((r.busy_streak, r.slowed_until), (1, 31_000));
-        assert_eq!(backoff(40, p), 300_000);
     }
 
     #[test]

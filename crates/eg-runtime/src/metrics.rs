@@ -46,6 +46,9 @@ pub const DELIVERY_DELAYED_COUNT: &str = "DeliveryDelayedCount";
 /// `rate`, `concurrency`, `slowedDown`), and the time they were handed back for.
 pub const DELIVERY_THROTTLED_COUNT: &str = "DeliveryThrottledCount";
 pub const DELIVERY_THROTTLED_MS: &str = "DeliveryThrottledMilliseconds";
+/// Deliveries waiting for a subscription's rate limit (labels `topic`, `subscription`;
+/// only subscriptions with a rate), published by the scheduler.
+pub const DELIVERY_THROTTLED_BACKLOG: &str = "DeliveryThrottledBacklog";
 pub const ENDPOINT_ON_PROBATION: &str = "EndpointOnProbation";
 pub const ENDPOINT_PROBATION_REMAINING_SECONDS: &str = "EndpointProbationRemainingSeconds";
 pub const LATE_SUCCESS_COUNT: &str = "LateSuccessCount";
@@ -140,7 +143,11 @@ fn describe() {
     );
     describe_counter!(
         DELIVERY_THROTTLED_MS,
-        "Time deliveries were handed back for, ms, by their subscription's delivery limits"
+        "Time deliveries were handed back for, or waited in a sender for a reserved turn, ms, by their subscription's delivery limits"
+    );
+    describe_gauge!(
+        DELIVERY_THROTTLED_BACKLOG,
+        "Deliveries waiting for their subscription's rate limit (an estimate from the turns handed out)"
     );
     describe_gauge!(
         ENDPOINT_ON_PROBATION,

@@ -2,10 +2,10 @@
 //! sorted set of leases per subscription, in a hash tag of their own, changed only by two
 //! scripts that run `eg_core::throttle`'s machine, so every sender shares one cap.
 //!
-//! - `delivery_gate` before an attempt: go, or not before a time (slowed, rate spent,
-//!   every slot in flight).
-//! - `release_lease` / `slow_down` after it: end the attempt's lease; slow the whole
-//!   subscription on a busy answer.
+//! - `delivery_gate` before an attempt: go now, go at a turn reserved a moment ahead, or
+//!   not before a time (slowed, rate spent, every slot in flight).
+//! - `delivery_feedback` after it: end the attempt's lease; slow the whole subscription
+//!   when a busy answer asked to wait (`Retry-After`).
 //! - `throttle_records` read the state for the status page and tests.
 //!
 //! Keys expire [`LIMIT_KEY_TTL`] after their last write (or the longest slowdown, if
@@ -25,12 +25,12 @@ use std::time::Duration;
 pub const LIMIT_KEY_TTL: Duration = Duration::from_secs(3600);
 
 /// The limit hash's fields, as `delivery_gate.lua` and `delivery_feedback.lua` name them.
+/// (Records written by older senders may also hold `k` and `b`, a busy streak no longer
+/// kept: ignored.)
 mod field {
     pub const TAT: &str = "t";
     pub const PLAN: &str = "p";
     pub const SLOWED: &str = "s";
-    pub const STREAK: &str = "k";
-    pub const BUSY_AT: &str = "b";
 }
 
 fn millis(d: Duration) -> u64 {
@@ -68,40 +68,22 @@ impl Store {
             .arg(lease)
             .arg(millis(lease_for))
             .arg(key_ttl(policy))
+            .arg(millis(ask.reserve_within))
             .invoke_async(&mut conn)
             .await?;
         decode_gate(&reply)
             .ok_or_else(|| StoreError::corrupt(&key, format!("unexpected delivery_gate reply {reply:?}")))
     }
 
-    /// Ends an attempt's lease (`maxConcurrentRequests`).
-    pub async fn release_lease(&self, id: &ThrottleId, now: UnixMillis, lease: &str) -> Result<(), StoreError> {
-        self.feedback(id, now, lease, None, BusyPolicy::default())
-            .await
-            .map(|_| ())
-    }
-
-    /// A busy answer (`429`/`503`): slows the whole subscription, for `retry_after` if the
-    /// endpoint gave one, and ends the attempt's lease if it had one (`""` if not). Returns
-    /// the end of the slowdown.
-    pub async fn slow_down(
+    /// After an attempt: ends its lease (`""` if it had none) and, when the endpoint
+    /// answered busy with `retry_after`, slows the whole subscription for that long (at
+    /// most `policy.max`). Returns the end of the slowdown, if it slowed down.
+    pub async fn delivery_feedback(
         &self,
         id: &ThrottleId,
         now: UnixMillis,
         lease: &str,
         retry_after: Option<Duration>,
-        policy: BusyPolicy,
-    ) -> Result<UnixMillis, StoreError> {
-        let until = self.feedback(id, now, lease, Some(retry_after), policy).await?;
-        until.ok_or_else(|| StoreError::corrupt(self.keys.limit(id), "delivery_feedback did not slow down"))
-    }
-
-    async fn feedback(
-        &self,
-        id: &ThrottleId,
-        now: UnixMillis,
-        lease: &str,
-        busy: Option<Option<Duration>>,
         policy: BusyPolicy,
     ) -> Result<Option<UnixMillis>, StoreError> {
         let key = self.keys.limit(id);
@@ -111,10 +93,8 @@ impl Store {
             .key(self.keys.leases(id))
             .arg(now.0)
             .arg(lease)
-            .arg(if busy.is_some() { "busy" } else { "done" })
-            .arg(busy.flatten().map(|d| millis(d).to_string()).unwrap_or_default())
+            .arg(retry_after.map(|d| millis(d).to_string()).unwrap_or_default())
             .arg(millis(policy.max))
-            .arg(millis(policy.base))
             .arg(key_ttl(policy))
             .invoke_async(&mut conn)
             .await?;
@@ -162,6 +142,7 @@ fn decode_gate(reply: &[String]) -> Option<ThrottleGate> {
         [go, n] if go == "GO" => ThrottleGate::Go {
             granted: n.parse().ok()?,
         },
+        [reserved, t] if reserved == "RESERVED" => ThrottleGate::Reserved { at: at(t)? },
         [wait, t] if wait == "WAIT" => ThrottleGate::Wait { turn: at(t)? },
         [full, t] if full == "FULL" => ThrottleGate::Full { earliest: at(t)? },
         [slowed, t] if slowed == "SLOWED" => ThrottleGate::Slowed { until: at(t)? },
@@ -180,8 +161,6 @@ fn decode_record(hash: &HashMap<String, String>, held: Vec<(String, i64)>) -> Re
         tat_us: int(field::TAT)?,
         plan_us: int(field::PLAN)?,
         slowed_until: int(field::SLOWED)?,
-        busy_streak: u32::try_from(int(field::STREAK)?).map_err(|_| "field k is out of range".to_owned())?,
-        busy_at: int(field::BUSY_AT)?,
         leases: held.into_iter().collect(),
     })
 }
@@ -204,6 +183,10 @@ mod tests {
             Some(ThrottleGate::Full {
                 earliest: UnixMillis(7)
             })
+        );
+        assert_eq!(
+            decode_gate(&r(&["RESERVED", "15"])),
+            Some(ThrottleGate::Reserved { at: UnixMillis(15) })
         );
         assert_eq!(decode_gate(&r(&["SLOWED", "x"])), None);
         assert_eq!(decode_gate(&r(&["GO"])), None);

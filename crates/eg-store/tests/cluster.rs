@@ -84,6 +84,7 @@ async fn the_store_runs_unchanged_on_a_three_primary_cluster() {
             now,
             want: 1,
             lease: Some(("a:1", Duration::from_secs(5))),
+            reserve_within: Duration::ZERO,
         };
         let gate = store
             .delivery_gate(id, Some(&limits), ask, BusyPolicy::default())
@@ -91,7 +92,7 @@ async fn the_store_runs_unchanged_on_a_three_primary_cluster() {
             .unwrap();
         assert_eq!(gate, ThrottleGate::Go { granted: 1 });
         store
-            .slow_down(id, now, "a:1", None, BusyPolicy::default())
+            .delivery_feedback(id, now, "a:1", Some(Duration::from_secs(3)), BusyPolicy::default())
             .await
             .unwrap();
     }

@@ -26,6 +26,7 @@ fn ask(now: i64, want: u32, lease: Option<&str>) -> GateAsk<'_> {
         now: UnixMillis(now),
         want,
         lease: lease.map(|id| (id, LEASE)),
+        reserve_within: Duration::ZERO,
     }
 }
 
@@ -55,7 +56,6 @@ impl XorShift {
 async fn the_scripts_run_the_same_machine_as_eg_core() {
     let h = Harness::start().await;
     let policy = BusyPolicy {
-        base: Duration::from_millis(200),
         max: Duration::from_secs(1),
     };
     let subs = [
@@ -73,7 +73,7 @@ async fn the_scripts_run_the_same_machine_as_eg_core() {
     let mut models = vec![ThrottleRecord::default(); subs.len()];
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut now = T0;
-    let mut seen = [0usize; 4];
+    let mut seen = [0usize; 5];
     for step in 0..4000 {
         now += rng.next(60) as i64;
         let s = rng.next(subs.len() as u64) as usize;
@@ -81,7 +81,10 @@ async fn the_scripts_run_the_same_machine_as_eg_core() {
         match rng.next(16) {
             0..=11 => {
                 let want = 1 + rng.next(3) as u32;
-                let a = ask(now, want, Some(&lease));
+                let a = GateAsk {
+                    reserve_within: Duration::from_millis(rng.next(3) * 400),
+                    ..ask(now, want, Some(&lease))
+                };
                 let expected = throttle::gate(&mut models[s], subs[s].as_ref(), a);
                 let got = h
                     .store
@@ -94,6 +97,7 @@ async fn the_scripts_run_the_same_machine_as_eg_core() {
                     ThrottleGate::Wait { .. } => 1,
                     ThrottleGate::Full { .. } => 2,
                     ThrottleGate::Slowed { .. } => 3,
+                    ThrottleGate::Reserved { .. } => 4,
                 }] += 1;
             }
             12..=14 => {
@@ -101,22 +105,30 @@ async fn the_scripts_run_the_same_machine_as_eg_core() {
                     continue;
                 };
                 throttle::release(&mut models[s], &held);
-                h.store.release_lease(&ids[s], UnixMillis(now), &held).await.unwrap();
-            }
-            _ => {
-                let retry_after = (rng.next(2) == 0).then(|| Duration::from_millis(rng.next(800)));
-                throttle::after_busy(&mut models[s], UnixMillis(now), retry_after, policy);
-                let until = h
+                let slowed = h
                     .store
-                    .slow_down(&ids[s], UnixMillis(now), "", retry_after, policy)
+                    .delivery_feedback(&ids[s], UnixMillis(now), &held, None, policy)
                     .await
                     .unwrap();
-                assert_eq!(until, UnixMillis(models[s].slowed_until), "step {step}: slowed");
+                assert_eq!(slowed, None, "step {step}: a lease ended");
+            }
+            _ => {
+                let retry_after = Duration::from_millis(rng.next(1500));
+                throttle::slow_down(&mut models[s], UnixMillis(now), retry_after, policy);
+                let until = h
+                    .store
+                    .delivery_feedback(&ids[s], UnixMillis(now), "", Some(retry_after), policy)
+                    .await
+                    .unwrap();
+                assert_eq!(until, Some(UnixMillis(models[s].slowed_until)), "step {step}: slowed");
             }
         }
         assert_eq!(record(&h, &ids[s]).await, models[s], "step {step}: stored record");
     }
-    assert!(seen.iter().all(|n| *n > 50), "go, wait, full, slowed: {seen:?}");
+    assert!(
+        seen.iter().all(|n| *n > 50),
+        "go, wait, full, slowed, reserved: {seen:?}"
+    );
 }
 
 /// Four senders ask at once, every 10 ms of a simulated 10 s: together they get the burst
@@ -165,7 +177,7 @@ async fn a_dead_senders_lease_expires() {
         ThrottleGate::Go { granted: 1 }
     );
     h.store
-        .release_lease(&id, UnixMillis(lease_end + 1), "alive:1")
+        .delivery_feedback(&id, UnixMillis(lease_end + 1), "alive:1", None, p)
         .await
         .unwrap();
     assert_eq!(
@@ -186,8 +198,9 @@ async fn retry_after_reaches_every_sender_of_an_unlimited_subscription() {
     );
     let until = h
         .store
-        .slow_down(&id, UnixMillis(T0), "", Some(Duration::from_secs(2)), p)
+        .delivery_feedback(&id, UnixMillis(T0), "", Some(Duration::from_secs(2)), p)
         .await
+        .unwrap()
         .unwrap();
     assert_eq!(until, UnixMillis(T0 + 2000));
     assert_eq!(

@@ -2,14 +2,17 @@
 //! holds with one and with four senders, requests in flight never exceed the concurrency
 //! cap, a `429` with `Retry-After` quiets every sender, waiting is never charged as an
 //! attempt, and an event whose time-to-live ends while it waits is dead-lettered
-//! `TimeToLiveExceeded` unattempted. Only bounds the limiter guarantees are checked (an
+//! `TimeToLiveExceeded` unattempted, and the backlog waiting for the rate shows in the
+//! status, egctl and the scheduler's gauge. Only bounds the limiter guarantees are checked (an
 //! upper bound on what arrives, whatever the machine's speed); the accuracy figures are
 //! the benchmark's (tools/eg-bench).
 
+use crate::egctl::Egctl;
 use eg_system_tests::{
-    Behaviour, DEADLINE, Options, Receiver, Recorded, Reply, System, dead_letter_to, numbered_events, subscription,
+    Behaviour, DEADLINE, Options, Receiver, Recorded, Reply, System, dead_letter_to, eventually, metric,
+    numbered_events, subscription,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use std::time::Duration;
 
 /// How late a request may reach the receiver after the gate let it go (scheduling and
@@ -167,4 +170,80 @@ async fn an_event_whose_ttl_ends_while_throttled_is_dead_lettered_unattempted() 
     assert_eq!(record["deadLetterReason"], "TimeToLiveExceeded", "{record}");
     assert_eq!(record["deliveryAttempts"], 0, "{record}");
     assert_eq!(receiver.count(), 1, "only the first event was sent");
+}
+
+/// The backlog waiting for a slow rate (60 events at 5/s) shows as `backlog` in the
+/// status's limits, in `egctl subscriptions show` and as the scheduler's gauge for that
+/// subscription alone; once every event is through it is 0 again. Only that it shows and
+/// drains is checked: its size depends on the machine's speed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backlog_waiting_for_the_rate_shows_and_drains() {
+    let system = System::start(Options::default()).await;
+    let receiver = Receiver::start(Behaviour::Status(200)).await;
+    system.create_topic("partner").await;
+    let limits = json!({"deliveryLimits": {"requestsPerSecond": 5, "burst": 1}});
+    system
+        .create_subscription("partner", "quota", subscription(receiver.url(), limits))
+        .await;
+    system
+        .create_subscription("partner", "open", subscription(receiver.url(), json!({})))
+        .await;
+    system.publish_ok("partner", &json!(numbered_events("b", 0..60))).await;
+
+    let backlog_of = |status: &Value, name: &str| {
+        let rows = status["topics"][0]["subscriptions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        rows.iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["limits"]["backlog"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let waiting = eventually(DEADLINE, "a backlog in the status's limits", || async {
+        let (_, status) = system.get("/status").await;
+        backlog_of(&status, "quota").as_u64().filter(|n| *n > 0)
+    })
+    .await;
+    assert!(waiting <= 60, "{waiting} waiting of 60 events");
+    let shown = Egctl::for_system(&system)
+        .run(&["subscriptions", "show", "partner", "quota"])
+        .await;
+    let line = shown
+        .ok()
+        .lines()
+        .find(|l| l.starts_with("backlog:"))
+        .map(str::to_owned);
+    let shown_backlog = line
+        .as_deref()
+        .and_then(|l| l.trim_start_matches("backlog:").trim().parse::<u64>().ok());
+    assert!(shown_backlog.is_some(), "egctl shows no backlog: {shown:?}");
+    let labels = [("topic", "partner"), ("subscription", "quota")];
+    eventually(
+        DEADLINE,
+        "DeliveryThrottledBacklog above 0 on the scheduler",
+        || async {
+            let text = system.scheduler_metrics().await;
+            (metric(&text, "DeliveryThrottledBacklog", &labels) > 0.0).then_some(())
+        },
+    )
+    .await;
+    // The unlimited subscription has no limits object and no gauge.
+    let (_, status) = system.get("/status").await;
+    assert_eq!(backlog_of(&status, "open"), Value::Null, "{status}");
+    let text = system.scheduler_metrics().await;
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("DeliveryThrottledBacklog{") && l.contains("subscription=\"open\"")),
+        "{text}"
+    );
+
+    // Every event through: nothing waits.
+    receiver.wait_for(120, DEADLINE).await;
+    eventually(DEADLINE, "the backlog back to 0", || async {
+        let (_, status) = system.get("/status").await;
+        (backlog_of(&status, "quota") == json!(0)).then_some(())
+    })
+    .await;
 }

@@ -1,10 +1,11 @@
 //! A subscription's `deliveryLimits` as the status shows them (docs/rate-limits.md): the
 //! limits set, the current rate of requests, and from its shared record in Redis how many
-//! requests are in flight and until when an endpoint asked eg to slow down.
+//! deliveries wait for the rate (the backlog), how many requests are in flight and until
+//! when an endpoint asked eg to slow down.
 
 use eg_core::UnixMillis;
 use eg_core::subscription::Subscription;
-use eg_core::throttle::{ThrottleId, ThrottleRecord};
+use eg_core::throttle::{self, ThrottleId, ThrottleRecord};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -15,6 +16,9 @@ pub struct LimitsStatus {
     pub max_concurrent_requests: Option<u32>,
     /// Attempts per second over the last minute (delivered and failed).
     pub current_rate: f64,
+    /// Deliveries waiting for the rate now: the turns handed out ahead
+    /// (`eg_core::throttle::backlog`, an estimate); 0 without a rate.
+    pub backlog: u64,
     /// Requests in flight now (live leases), with `maxConcurrentRequests`.
     pub in_flight: usize,
     /// While the endpoint asked eg to slow down (`429`/`503`): until when.
@@ -46,6 +50,7 @@ pub fn limits_of(
         burst: rate.map(|_| limits.burst()),
         max_concurrent_requests: limits.max_concurrent().map(|n| n.get()),
         current_rate,
+        backlog: record.map_or(0, |r| throttle::backlog(r, limits, now)),
         in_flight: record.map_or(0, |r| r.leases.values().filter(|expiry| **expiry > now.0).count()),
         slowed_until: (slowed > now.0).then(|| UnixMillis(slowed).to_rfc3339()),
     })
@@ -74,6 +79,8 @@ mod tests {
         assert_eq!(limits_of(&sub, 1.0, None, UnixMillis(0)), None);
         sub.limits = Some(DeliveryLimits::parse(&json!({"requestsPerSecond": 5, "maxConcurrentRequests": 2})).unwrap());
         let record = ThrottleRecord {
+            // Turns handed out up to 2.4 s at 5/s: 7 ahead of 1 s (1.2 … 2.4 s).
+            plan_us: 2_600_000,
             slowed_until: 2_000,
             leases: [("a".to_owned(), 500), ("b".to_owned(), 5_000)].into(),
             ..Default::default()
@@ -83,5 +90,6 @@ mod tests {
         assert_eq!(shown.slowed_until.as_deref(), Some("1970-01-01T00:00:02.000Z"));
         let later = limits_of(&sub, 0.0, Some(&record), UnixMillis(3_000)).unwrap();
         assert_eq!(later.slowed_until, None);
+        assert_eq!((shown.backlog, later.backlog), (7, 0));
     }
 }

@@ -259,6 +259,11 @@ fn subscription_row(topic: &str, sub: &SubscriptionStatus) -> Markup {
                 @if let Some(n) = sub.waiting_in_lines {
                     div.endpoint data-field="waiting-in-lines" { "ordered: " (count(n)) " waiting in lines" }
                 }
+                @if let Some(limits) = &sub.limits {
+                    div.endpoint data-field="limit-backlog" {
+                        "rate-limited · " (counted(limits.backlog, "delivery waits", "deliveries wait")) " for the limit"
+                    }
+                }
             }
             td data-field="state" { (state_badge(sub.paused)) }
             td data-field="provisioning" { (provisioning_badge(sub)) }
@@ -621,6 +626,27 @@ mod tests {
         let html = page(&status, None);
         assert!(
             html.contains("data-field=\"waiting-in-lines\">ordered: 1,234 waiting in lines<"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn a_rate_limited_subscriptions_row_says_how_many_deliveries_wait_for_the_limit() {
+        let mut status = status_with("orders", "partner", "x");
+        let html = page(&status, None);
+        assert!(!html.contains("limit-backlog"), "{html}");
+        status.topics[0].subscriptions[0].limits = Some(super::super::limits::LimitsStatus {
+            requests_per_second: Some(5.0),
+            burst: Some(5),
+            max_concurrent_requests: None,
+            current_rate: 5.0,
+            backlog: 1_234,
+            in_flight: 0,
+            slowed_until: None,
+        });
+        let html = page(&status, None);
+        assert!(
+            html.contains("data-field=\"limit-backlog\">rate-limited · 1,234 deliveries wait for the limit<"),
             "{html}"
         );
     }

@@ -53,6 +53,9 @@ pub async fn run(command: SubscriptionCommand, ctx: &Ctx) -> Result<String, Fail
                 });
                 shown.push_str(&waiting_now(waiting.map_err(|e| e.to_string())));
             }
+            if !ctx.json && !self::shown(&sub["properties"]).delivery_limits.is_null() {
+                shown.push_str(&limits_now(ctx, &topic, &name).await);
+            }
             Ok(shown)
         }
         SubscriptionCommand::Delete { topic, name } => {
@@ -360,6 +363,8 @@ struct Shown<'a> {
     advanced_filters: &'a Value,
     /// The dead-letter destination (`{endpointType, properties}`), null without one.
     dead_letter: &'a Value,
+    /// `deliveryLimits`, null without.
+    delivery_limits: &'a Value,
 }
 
 fn shown(p: &Value) -> Shown<'_> {
@@ -372,6 +377,7 @@ fn shown(p: &Value) -> Shown<'_> {
             filter: &p["filter"],
             advanced_filters: &p["filter"]["advancedFilters"],
             dead_letter: &p["deadLetterDestination"],
+            delivery_limits: &p["deliveryLimits"],
         };
     }
     let mode = config["deliveryMode"].as_str().unwrap_or("Push");
@@ -387,6 +393,7 @@ fn shown(p: &Value) -> Shown<'_> {
         filter: &p["filtersConfiguration"],
         advanced_filters: &p["filtersConfiguration"]["filters"],
         dead_letter: &settings["deadLetterDestinationWithResourceIdentity"]["deadLetterDestination"],
+        delivery_limits: &settings["deliveryLimits"],
     }
 }
 
@@ -535,6 +542,32 @@ fn waiting_now(waiting: Result<Option<Value>, String>) -> String {
         Ok(None) => "waitingInLines: not listed by GET /admin/queues yet\n".to_owned(),
         Err(e) => format!("waitingInLines: cannot be read now ({e})\n"),
     }
+}
+
+/// How a limited subscription's `deliveryLimits` hold now, from `GET /admin/status` (the
+/// `limits` object of its row): the current rate, the backlog waiting for the rate,
+/// requests in flight and any slowdown.
+async fn limits_now(ctx: &Ctx, topic: &str, name: &str) -> String {
+    let status = match ctx.api.get(&["status"]).await {
+        Ok(status) => status,
+        Err(e) => return format!("limits now: cannot be read ({e}); see `egctl status`\n"),
+    };
+    let row = status["topics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| same_name(&t["name"], topic))
+        .flat_map(|t| t["subscriptions"].as_array().into_iter().flatten())
+        .find(|s| same_name(&s["name"], name));
+    let Some(limits) = row.map(|r| &r["limits"]).filter(|l| !l.is_null()) else {
+        return "limits now: not in GET /admin/status yet; see `egctl status`\n".to_owned();
+    };
+    fields(vec![
+        ("currentRate", cell(&limits["currentRate"])),
+        ("backlog", cell(&limits["backlog"])),
+        ("inFlight", cell(&limits["inFlight"])),
+        ("slowedUntil", cell(&limits["slowedUntil"])),
+    ])
 }
 
 fn health_fields(health: &Value) -> String {

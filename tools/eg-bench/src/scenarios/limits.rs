@@ -31,6 +31,8 @@ usage: eg-bench limits [options]
   --duration D           cost: each measured window (default 15s; quick 4s)
   --accuracy-duration D  accuracy: each measured window (default 60s; quick 8s)
   --cap N                accuracy: requestsPerSecond (default 200)
+  --senders N            accuracy alone, with N senders (no cost row; default: cost,
+                         then 1 and 4 senders)
 
 ";
 
@@ -55,52 +57,70 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         let duration = flags.duration("duration", ctx.seconds(15, 4))?;
         let accuracy_duration = flags.duration("accuracy-duration", ctx.seconds(60, 8))?;
         let cap: f64 = flags.number("cap", 200.0)?;
+        let only: usize = flags.number("senders", 0)?;
         flags.finish()?;
         let load = Load::end_to_end(ctx, 4, 2_000, duration);
-
-        eprintln!("limits: unlimited …");
-        let open = measure_with(ctx, 1, None, duration).await?;
-        eprintln!("limits: requestsPerSecond 100000 …");
-        let capped = measure_with(ctx, 1, Some(json!({"requestsPerSecond": 100_000})), duration).await?;
-        let share = capped.received_per_second() / open.received_per_second().max(1.0);
-        let mut cost = measure::row(
-            "limits cost",
-            "requestsPerSecond 100000 (above the machine's rate), 1 sender",
-            &capped,
-            &load,
-            "deliveries/s",
-        );
-        cost.figures.push((
-            "unlimited".into(),
-            format!("{} deliveries/s", thousands(open.received_per_second())),
-        ));
-        cost.targets
-            .push(Target::at_least("share of unlimited", share * 100.0, 95.0, "%"));
-        eprintln!("limits: {:.1} % of unlimited", share * 100.0);
-        let mut rows = vec![cost];
-
-        for senders in [1, 4] {
+        let mut rows = Vec::new();
+        if only == 0 {
+            rows.push(cost_row(ctx, &load, duration).await?);
+        }
+        let senders_list = if only == 0 { vec![1, 4] } else { vec![only] };
+        for senders in senders_list {
             eprintln!("limits: cap {cap}/s, {senders} sender(s) …");
-            let limits = json!({"requestsPerSecond": cap, "burst": (cap / 10.0).ceil().max(1.0) as u64});
-            let m = measure_with(ctx, senders, Some(limits), accuracy_duration).await?;
-            let load = Load::end_to_end(ctx, 4, 2_000, accuracy_duration);
-            let mut row = measure::row(
-                "limits accuracy",
-                format!("requestsPerSecond {cap}, {senders} sender(s)"),
-                &m,
-                &load,
-                "deliveries/s",
-            );
-            let error = (m.received_per_second() - cap) / cap * 100.0;
-            row.figures.push(("error".into(), format!("{error:+.1} % of the cap")));
-            row.targets
-                .push(Target::at_most("error from the cap", error.abs(), 10.0, "%", 1));
-            eprintln!(
-                "limits: {senders} sender(s): {:.1}/s, {error:+.1} %",
-                m.received_per_second()
-            );
-            rows.push(row);
+            rows.push(accuracy_row(ctx, cap, senders, accuracy_duration).await?);
         }
         Ok(rows)
     })
+}
+
+/// The limiter's cost: a cap far above the machine's rate against no cap at all.
+async fn cost_row(ctx: &Ctx, load: &Load, duration: Duration) -> anyhow::Result<crate::report::Row> {
+    eprintln!("limits: unlimited …");
+    let open = measure_with(ctx, 1, None, duration).await?;
+    eprintln!("limits: requestsPerSecond 100000 …");
+    let capped = measure_with(ctx, 1, Some(json!({"requestsPerSecond": 100_000})), duration).await?;
+    let share = capped.received_per_second() / open.received_per_second().max(1.0);
+    let mut cost = measure::row(
+        "limits cost",
+        "requestsPerSecond 100000 (above the machine's rate), 1 sender",
+        &capped,
+        load,
+        "deliveries/s",
+    );
+    cost.figures.push((
+        "unlimited".into(),
+        format!("{} deliveries/s", thousands(open.received_per_second())),
+    ));
+    cost.targets
+        .push(Target::at_least("share of unlimited", share * 100.0, 95.0, "%"));
+    eprintln!("limits: {:.1} % of unlimited", share * 100.0);
+    Ok(cost)
+}
+
+/// The limiter's accuracy: the delivered rate against a cap below the machine's rate.
+async fn accuracy_row(
+    ctx: &Ctx,
+    cap: f64,
+    senders: usize,
+    accuracy_duration: Duration,
+) -> anyhow::Result<crate::report::Row> {
+    let limits = json!({"requestsPerSecond": cap, "burst": (cap / 10.0).ceil().max(1.0) as u64});
+    let m = measure_with(ctx, senders, Some(limits), accuracy_duration).await?;
+    let load = Load::end_to_end(ctx, 4, 2_000, accuracy_duration);
+    let mut row = measure::row(
+        "limits accuracy",
+        format!("requestsPerSecond {cap}, {senders} sender(s)"),
+        &m,
+        &load,
+        "deliveries/s",
+    );
+    let error = (m.received_per_second() - cap) / cap * 100.0;
+    row.figures.push(("error".into(), format!("{error:+.1} % of the cap")));
+    row.targets
+        .push(Target::at_most("error from the cap", error.abs(), 10.0, "%", 1));
+    eprintln!(
+        "limits: {senders} sender(s): {:.1}/s, {error:+.1} %",
+        m.received_per_second()
+    );
+    Ok(row)
 }

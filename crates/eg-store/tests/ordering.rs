@@ -284,6 +284,7 @@ async fn a_live_head_is_never_swept_wherever_it_is() {
         now: UnixMillis(1_700_000_000_000),
         want: 1,
         lease: Some((head("L").delivery.id.as_str(), Duration::from_secs(60))),
+        reserve_within: Duration::ZERO,
     };
     let gate = h
         .store

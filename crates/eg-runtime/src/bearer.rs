@@ -36,13 +36,13 @@ impl Bearer {
                 let source = TokenSource {
                     token_url: identity.token_url(),
                     client_id: identity.client_id.clone(),
-                    client_secret: identity.client_secret.expose().to_owned(),
+                    credential: identity.credential(name).map_err(anyhow::Error::msg)?,
                     default_target: identity.default_target(),
                     refresh_before: identity.refresh_before,
                 };
-                (name.clone(), source)
+                Ok((name.clone(), source))
             })
-            .collect();
+            .collect::<anyhow::Result<_>>()?;
         let observe = Arc::new(
             |identity: &str, result: eg_outbound::RequestResult, took: Duration, problem: Option<&str>| {
                 let name = identity.to_owned();

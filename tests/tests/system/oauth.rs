@@ -8,7 +8,7 @@ use eg_system_tests::{
     subscription,
 };
 use eg_testkit::OAuthServer;
-use eg_testkit::oauth_server::{CLIENT_ID, CLIENT_SECRET};
+use eg_testkit::oauth_server::{CLIENT_ID, CLIENT_KEY_PEM, CLIENT_SECRET, OTHER_KEY_PEM, client_certificate};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -217,6 +217,77 @@ async fn oauth_the_identity_provider_down_is_its_own_outcome_retried_without_pro
     idp.start_again();
     receiver.wait_for_ids(["d1"], Duration::from_secs(90)).await;
     assert!(receiver.received().iter().all(|r| r.status == 200));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_a_certificate_credential_signs_in_and_a_wrong_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let registered = client_certificate(dir.path(), "registered", CLIENT_KEY_PEM, false);
+    let stranger = client_certificate(dir.path(), "stranger", OTHER_KEY_PEM, false);
+    // The provider verifies each client assertion against the registered certificate.
+    let idp = OAuthServer::start_with_certificate(Duration::from_secs(3600), &registered.cert);
+    let path = |p: &std::path::Path| p.display().to_string();
+    let options = Options::default()
+        .env("EG__IDENTITIES__CORP__TENANT_ID", "contoso.onmicrosoft.com")
+        .env("EG__IDENTITIES__CORP__TOKEN_URL", &idp.token_url())
+        .env("EG__IDENTITIES__CORP__CLIENT_ID", CLIENT_ID)
+        .env("EG__IDENTITIES__CORP__CERTIFICATE_FILE", &path(&registered.cert))
+        .env("EG__IDENTITIES__CORP__KEY_FILE", &path(&registered.key))
+        // The same client id with a certificate and key of its own, never registered.
+        .env("EG__IDENTITIES__STRANGER__TOKEN_URL", &idp.token_url())
+        .env("EG__IDENTITIES__STRANGER__CLIENT_ID", CLIENT_ID)
+        .env("EG__IDENTITIES__STRANGER__CERTIFICATE_FILE", &path(&stranger.cert))
+        .env("EG__IDENTITIES__STRANGER__KEY_FILE", &path(&stranger.key));
+    let system = System::start(options).await;
+    let receiver =
+        Receiver::start_verifying(Behaviour::Status(200), BearerCheck::new(&idp.jwks_url(), APPLICATION)).await;
+    system.create_topic("orders").await;
+    let created = system
+        .create_subscription("orders", "audit", entra_subscription(receiver.url()))
+        .await;
+    assert_eq!(created["properties"]["provisioningState"], "Succeeded", "{created}");
+    system
+        .publish_ok(
+            "orders",
+            &json!([
+                event("c1", "Order.Placed", "/orders", json!({})),
+                event("c2", "Order.Placed", "/orders", json!({}))
+            ]),
+        )
+        .await;
+    receiver.wait_for_ids(["c1", "c2"], DEADLINE).await;
+    assert!(
+        receiver.received().iter().all(|r| r.status == 200),
+        "every token verified: {:?}",
+        receiver.received()
+    );
+
+    // A key the provider does not know: no token, so the handshake cannot be made and
+    // the subscription is refused with what the provider said.
+    let mut body = subscription(receiver.url(), json!({}));
+    let props = &mut body["properties"]["destination"]["properties"];
+    props["deliveryIdentity"] = json!("stranger");
+    props["tokenAudience"] = json!(AUDIENCE);
+    let problem = assert_subscription_refused(
+        &system,
+        "orders",
+        "stranger",
+        &body,
+        "properties.destination.properties.deliveryIdentity",
+    )
+    .await;
+    assert!(
+        problem.contains("client assertion refused: the signature does not verify"),
+        "{problem}"
+    );
+
+    // The keys never reach a log.
+    let key_line = |pem: &str| pem.lines().nth(1).unwrap_or_default().to_owned();
+    for (log, text) in system.logs() {
+        for key in [CLIENT_KEY_PEM, OTHER_KEY_PEM] {
+            assert!(!text.contains(&key_line(key)), "{log} holds a private key");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,6 +37,8 @@ pub struct Setup {
     pub dead_letter_destination: Option<serde_json::Value>,
     /// Every subscription's `deliveryLimits` (none: unlimited).
     pub delivery_limits: Option<serde_json::Value>,
+    /// More properties of every webhook destination (a `deliveryIdentity`, …).
+    pub webhook_properties: Option<serde_json::Value>,
     /// Settings for every tier on top of the production defaults.
     pub env: Vec<(&'static str, String)>,
     /// Settings for the senders only.
@@ -56,6 +58,7 @@ impl Setup {
             destination: None,
             dead_letter_destination: None,
             delivery_limits: None,
+            webhook_properties: None,
             env: Vec::new(),
             sender_env: Vec::new(),
         }
@@ -67,8 +70,20 @@ impl Setup {
         if self.transport != Transport::UnixSocket {
             out.push(format!("the tiers reach Redis over {}", self.transport.name()));
         }
-        out.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
-        out.extend(self.sender_env.iter().map(|(k, v)| format!("{k}={v} (senders)")));
+        // A secret setting is named, never shown.
+        let shown = |k: &str, v: &str| {
+            if k.contains("SECRET") {
+                format!("{k}=***")
+            } else {
+                format!("{k}={v}")
+            }
+        };
+        out.extend(self.env.iter().map(|(k, v)| shown(k, v)));
+        out.extend(
+            self.sender_env
+                .iter()
+                .map(|(k, v)| format!("{} (senders)", shown(k, v))),
+        );
         if self.max_events_per_batch > 1 {
             out.push(format!(
                 "maxEventsPerBatch {} with preferredBatchSizeInKilobytes 1024",
@@ -111,6 +126,12 @@ impl Deployment {
             if setup.max_events_per_batch > 1 {
                 destination["maxEventsPerBatch"] = json!(setup.max_events_per_batch);
                 destination["preferredBatchSizeInKilobytes"] = json!(1024);
+            }
+            if let Some(serde_json::Value::Object(more)) = &setup.webhook_properties {
+                destination
+                    .as_object_mut()
+                    .context("a webhook's properties")?
+                    .extend(more.clone());
             }
             let destination = match &setup.destination {
                 Some(other) => other.clone(),

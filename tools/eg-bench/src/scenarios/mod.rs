@@ -12,6 +12,7 @@ use std::pin::Pin;
 
 mod all;
 mod batched;
+mod bearer;
 mod ceilings;
 mod dead_letters;
 mod destinations;
@@ -49,6 +50,7 @@ pub const ALL: &[Scenario] = &[
     retry_storm::SCENARIO,
     slow_receiver::SCENARIO,
     limits::SCENARIO,
+    bearer::SCENARIO,
     scheduling::SCENARIO,
     redis_memory::SCENARIO,
     sender_memory::SCENARIO,

@@ -5,6 +5,7 @@
 
 mod destination;
 mod destinations;
+mod identities;
 mod late;
 mod limits;
 mod probation;

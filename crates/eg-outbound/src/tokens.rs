@@ -124,6 +124,8 @@ struct Health {
     failures: u32,
     quiet_until: Option<Instant>,
     last_problem: String,
+    /// Whether the last failed request was refused or got no answer.
+    last_result: Option<RequestResult>,
 }
 
 /// An identity whose provider failed its last request: what it said, and since when.
@@ -132,6 +134,8 @@ pub struct IdentityProblem {
     pub identity: String,
     pub problem: String,
     pub failures: u32,
+    /// [`RequestResult::Refused`] or [`RequestResult::Unreachable`].
+    pub result: RequestResult,
 }
 
 impl Tokens {
@@ -210,11 +214,12 @@ impl Tokens {
                 *lock(&entry.health) = Health::default();
                 Ok(token)
             }
-            Err(problem) => {
+            Err((result, problem)) => {
                 let mut health = lock(&entry.health);
                 health.failures = health.failures.saturating_add(1);
                 health.quiet_until = Some(Instant::now() + failure_backoff(health.failures));
                 health.last_problem.clone_from(&problem);
+                health.last_result = Some(result);
                 match still_valid {
                     Some(cached) => Ok(cached.token),
                     None => Err(unavailable(problem)),
@@ -244,6 +249,7 @@ impl Tokens {
                     identity: name.clone(),
                     problem: health.last_problem.clone(),
                     failures: health.failures,
+                    result: health.last_result.unwrap_or(RequestResult::Refused),
                 })
             })
             .collect()
@@ -265,7 +271,7 @@ impl Tokens {
         source: &TokenSource,
         target: &TokenTarget,
         timeout: Duration,
-    ) -> Result<(AccessToken, Duration), String> {
+    ) -> Result<(AccessToken, Duration), (RequestResult, String)> {
         let started = Instant::now();
         let form = |proof| {
             url::form_urlencoded::Serializer::new(String::new())
@@ -279,7 +285,7 @@ impl Tokens {
                     Ok(jwt) => form(ClientProof::Assertion(&jwt)),
                     Err(problem) => {
                         (self.observe)(identity, RequestResult::Refused, started.elapsed(), Some(&problem));
-                        return Err(problem);
+                        return Err((RequestResult::Refused, problem));
                     }
                 }
             }
@@ -321,7 +327,7 @@ impl Tokens {
             started.elapsed(),
             answer.as_ref().err().map(String::as_str),
         );
-        answer
+        answer.map_err(|problem| (result, problem))
     }
 }
 

@@ -119,6 +119,7 @@ async fn a_refusing_provider_is_said_so_and_not_asked_again_at_once() {
     assert_eq!(count.load(Ordering::SeqCst), 1);
     assert_eq!(*seen.lock().unwrap(), [RequestResult::Refused]);
     assert_eq!(tokens.problems().len(), 1);
+    assert_eq!(tokens.problems()[0].result, RequestResult::Refused);
     assert!(matches!(
         tokens.token("nobody", &target, Duration::from_secs(5)).await,
         Err(TokenError::UnknownIdentity(_))

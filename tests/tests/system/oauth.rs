@@ -316,3 +316,105 @@ async fn oauth_a_subscription_naming_an_identity_eg_lacks_is_refused_naming_the_
     .await;
     assert!(problem.contains("EG__IDENTITIES__<NAME>__TENANT_ID"), "{problem}");
 }
+
+/// A status page as HTML, with the admin token.
+async fn status_page(system: &System) -> String {
+    let response = system
+        .http()
+        .get(format!("{}/status", system.ingress_url()))
+        .bearer_auth(eg_system_tests::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.text().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_an_identity_without_tokens_is_shown_in_status_and_egctl_until_it_gets_one() {
+    let mut idp = OAuthServer::start(Duration::from_secs(3600));
+    let system = System::start(with_identities(Options::default().retry_schedule("1s"), &idp)).await;
+    let receiver =
+        Receiver::start_verifying(Behaviour::Status(200), BearerCheck::new(&idp.jwks_url(), APPLICATION)).await;
+    let ctl = crate::egctl::Egctl::for_system(&system);
+    system.create_topic("orders").await;
+    system
+        .create_subscription("orders", "audit", entra_subscription(receiver.url()))
+        .await;
+    let (_, quiet) = system.get("/status").await;
+    assert_eq!(quiet["failingIdentities"], json!([]), "{quiet}");
+
+    // The provider down: the sender's deliveries get no token, and it reports so.
+    idp.kill();
+    system
+        .publish_ok("orders", &json!([event("d1", "Order.Placed", "/orders", json!({}))]))
+        .await;
+    let overview = eventually(DEADLINE, "corp in failingIdentities", || async {
+        let (_, overview) = system.get("/status").await;
+        (overview["failingIdentities"][0]["identity"] == "corp").then_some(overview)
+    })
+    .await;
+    let failing = &overview["failingIdentities"][0];
+    assert_eq!(failing["kind"], "Unreachable", "{overview}");
+    assert_eq!(
+        failing["subscriptions"], 1,
+        "the Entra ID webhook names its tenant: {overview}"
+    );
+    assert!(
+        failing["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("token endpoint")),
+        "{overview}"
+    );
+    assert!(
+        failing["failingSince"].as_str().is_some_and(|s| s.ends_with('Z')),
+        "{overview}"
+    );
+    assert!(failing["lastFailureTime"].as_str().is_some(), "{overview}");
+    assert_eq!(
+        overview["failingIdentities"].as_array().map(Vec::len),
+        Some(1),
+        "partner is unused"
+    );
+
+    let status = ctl.run(&["status"]).await;
+    let text = status.ok();
+    assert!(
+        text.contains("delivery identities without tokens (1 identity;"),
+        "{status:?}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("corp"))
+        .unwrap_or_else(|| panic!("no identity row: {status:?}"));
+    assert!(row.contains("Unreachable") && row.contains("token endpoint"), "{row}");
+    let html = status_page(&system).await;
+    for needle in [
+        "id=\"identities-failing\"",
+        "<tr data-identity-failing=\"corp\">",
+        ">Unreachable</span>",
+    ] {
+        assert!(html.contains(needle), "missing {needle:?} in\n{html}");
+    }
+    for (what, answer) in [
+        ("GET /admin/status", &overview.to_string()),
+        ("egctl status", &status.stdout),
+        ("the status page", &html),
+    ] {
+        assert!(
+            !answer.contains(CLIENT_SECRET),
+            "{what} shows the client secret: {answer}"
+        );
+    }
+
+    // A token obtained again clears it everywhere.
+    idp.start_again();
+    receiver.wait_for_ids(["d1"], Duration::from_secs(90)).await;
+    eventually(DEADLINE, "failingIdentities empty again", || async {
+        let (_, overview) = system.get("/status").await;
+        (overview["failingIdentities"] == json!([])).then_some(())
+    })
+    .await;
+    assert!(!ctl.run(&["status"]).await.ok().contains("without tokens"));
+    assert!(!status_page(&system).await.contains("identities-failing"));
+}

@@ -20,6 +20,7 @@ mod dead_letter;
 mod gather;
 mod hour;
 mod html;
+mod identities;
 mod limits;
 mod model;
 mod overview;

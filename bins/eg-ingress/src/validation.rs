@@ -54,6 +54,11 @@ impl Validator {
         })
     }
 
+    /// Its identities and their tokens (the status page counts who uses an identity).
+    pub fn bearer(&self) -> &Bearer {
+        &self.bearer
+    }
+
     /// The provisioning `subscription` starts with, replacing `previous` (if any): a
     /// validated subscription keeps its consent while its endpoint and delivery schema
     /// stay the same; anything else (new, moved, or still not validated) gets the

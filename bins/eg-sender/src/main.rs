@@ -6,6 +6,7 @@
 mod attempt_trace;
 mod destination;
 mod destinations;
+mod identities;
 mod late;
 mod limits;
 mod probation;

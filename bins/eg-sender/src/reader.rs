@@ -63,9 +63,16 @@ impl Sender {
         let cache = process.load_catalog().await?;
         let cache = Arc::new(cache);
         let queue = SettleQueue::start(&process.store, s.retention());
+        let destinations = Destinations::from_settings(s)?;
+        tokio::spawn(crate::identities::report(
+            process.store.clone(),
+            destinations.token_watch(),
+            process.clock.clone(),
+            process.shutdown.clone(),
+        ));
         let steps = Steps::new(
             RedisStore::new(process.store.clone(), queue, cache.clone()),
-            Destinations::from_settings(s)?,
+            destinations,
             process.clock.clone(),
             s.delivery_policies()?,
             s.probation_policy()?,

@@ -52,14 +52,43 @@ pub struct IdentityFacts {
     pub has_default_target: bool,
 }
 
-/// The form of a client-credentials token request (RFC 6749 §4.4) with the secret in the
-/// body (`client_secret_post`, which Entra ID and every provider eg was tried with take).
-pub fn token_form(client_id: &str, client_secret: &str, target: &TokenTarget) -> Vec<(&'static str, String)> {
+/// How the client proves who it is in a token request.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum ClientProof<'a> {
+    /// The client secret, in the body (`client_secret_post`, which Entra ID and every
+    /// provider eg was tried with take).
+    Secret(&'a str),
+    /// A JWT signed with the client's certificate key (`private_key_jwt`, RFC 7523), made
+    /// fresh for this request from [`assertion_claims`].
+    Assertion(&'a str),
+}
+
+impl fmt::Debug for ClientProof<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Secret(_) => f.write_str("Secret(***)"),
+            Self::Assertion(_) => f.write_str("Assertion(***)"),
+        }
+    }
+}
+
+/// The `client_assertion_type` of a JWT client assertion (RFC 7523 §2.2).
+pub const CLIENT_ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+
+/// The form of a client-credentials token request (RFC 6749 §4.4), the client proving
+/// itself with `proof`.
+pub fn token_form(client_id: &str, proof: ClientProof<'_>, target: &TokenTarget) -> Vec<(&'static str, String)> {
     let mut form = vec![
         ("grant_type", "client_credentials".to_owned()),
         ("client_id", client_id.to_owned()),
-        ("client_secret", client_secret.to_owned()),
     ];
+    match proof {
+        ClientProof::Secret(secret) => form.push(("client_secret", secret.to_owned())),
+        ClientProof::Assertion(jwt) => {
+            form.push(("client_assertion_type", CLIENT_ASSERTION_TYPE.to_owned()));
+            form.push(("client_assertion", jwt.to_owned()));
+        }
+    }
     if let Some(scope) = &target.scope {
         form.push(("scope", scope.clone()));
     }
@@ -67,6 +96,41 @@ pub fn token_form(client_id: &str, client_secret: &str, target: &TokenTarget) ->
         form.push(("audience", audience.clone()));
     }
     form
+}
+
+/// How long a client assertion is valid: one request's worth, with room for clocks that
+/// disagree a little. A leaked assertion is of no use for long.
+pub const ASSERTION_LIFETIME: Duration = Duration::from_secs(300);
+
+/// The claims of a client assertion, as Entra ID documents them for certificate
+/// credentials: the token endpoint as `aud`, the client as `iss` and `sub`, a unique
+/// `jti` (providers refuse one seen before), and a short life.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AssertionClaims {
+    pub aud: String,
+    pub iss: String,
+    pub sub: String,
+    pub jti: String,
+    /// Seconds since the epoch.
+    pub nbf: i64,
+    pub iat: i64,
+    pub exp: i64,
+}
+
+/// The claims of the assertion `client_id` sends to `token_url` at `now`; `jti` is the
+/// caller's random draw.
+pub fn assertion_claims(client_id: &str, token_url: &str, now: UnixMillis, jti: String) -> AssertionClaims {
+    let seconds = now.0.div_euclid(1000);
+    let lifetime = i64::try_from(ASSERTION_LIFETIME.as_secs()).unwrap_or(300);
+    AssertionClaims {
+        aud: token_url.to_owned(),
+        iss: client_id.to_owned(),
+        sub: client_id.to_owned(),
+        jti,
+        nbf: seconds,
+        iat: seconds,
+        exp: seconds.saturating_add(lifetime),
+    }
 }
 
 /// An access token: sent as `Authorization: Bearer …`, never printed.
@@ -191,7 +255,11 @@ mod tests {
 
     #[test]
     fn the_form_asks_for_client_credentials_with_the_target() {
-        let form = token_form("app", "s3cret", &TokenTarget::entra_application("api://orders/"));
+        let form = token_form(
+            "app",
+            ClientProof::Secret("s3cret"),
+            &TokenTarget::entra_application("api://orders/"),
+        );
         assert_eq!(
             form,
             vec![
@@ -206,9 +274,39 @@ mod tests {
             audience: Some("https://partner".into()),
         };
         assert_eq!(
-            token_form("a", "b", &target)[3],
+            token_form("a", ClientProof::Secret("b"), &target)[3],
             ("audience", "https://partner".to_owned())
         );
+    }
+
+    #[test]
+    fn a_certificate_credential_sends_a_jwt_assertion_instead_of_a_secret() {
+        let form = token_form("app", ClientProof::Assertion("a.b.c"), &TokenTarget::default());
+        assert_eq!(
+            form,
+            vec![
+                ("grant_type", "client_credentials".to_owned()),
+                ("client_id", "app".to_owned()),
+                ("client_assertion_type", CLIENT_ASSERTION_TYPE.to_owned()),
+                ("client_assertion", "a.b.c".to_owned()),
+            ]
+        );
+        assert_eq!(format!("{:?}", ClientProof::Assertion("a.b.c")), "Assertion(***)");
+    }
+
+    #[test]
+    fn an_assertion_names_the_token_url_and_the_client_and_lives_briefly() {
+        let claims = assertion_claims(
+            "app",
+            "https://login.example/t/oauth2/v2.0/token",
+            UnixMillis(1_700_000_000_999),
+            "j1".into(),
+        );
+        assert_eq!(claims.aud, "https://login.example/t/oauth2/v2.0/token");
+        assert_eq!((claims.iss.as_str(), claims.sub.as_str()), ("app", "app"));
+        assert_eq!(claims.jti, "j1");
+        assert_eq!((claims.nbf, claims.iat), (1_700_000_000, 1_700_000_000));
+        assert_eq!(claims.exp, 1_700_000_300);
     }
 
     #[test]

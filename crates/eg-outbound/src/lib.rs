@@ -12,13 +12,15 @@
 //! - the endpoint validation handshakes of behaviour.md#protecting-endpoints-and-the-system
 //!   ([`event_grid_handshake`], [`cloudevents_handshake`]);
 //! - webhook delivery tokens ([`Tokens`]): asked of the operator's identity providers,
-//!   cached and renewed (`tokens`).
+//!   cached and renewed (`tokens`), the client proving itself with a secret or with a
+//!   certificate's signed assertion ([`CertificateCredential`]).
 //!
 //! It must not: hand out a `reqwest::Client` (a caller could then skip the checks);
 //! decide retries or dead-lettering (that is `eg_core::OutcomePolicy`); build event
 //! bodies or know about subscriptions; log or put into an error a full endpoint URL
 //! (query strings carry secrets).
 
+mod assertion;
 mod client;
 mod handshake;
 mod resolve;
@@ -28,6 +30,7 @@ mod tokens;
 #[cfg(test)]
 mod http2_tests;
 
+pub use assertion::CertificateCredential;
 pub use client::{
     Blocked, BuildError, Client, ClientCertificate, Clients, OutboundSettings, RequestBuilder, SendError, check_url,
 };
@@ -36,4 +39,4 @@ pub use handshake::{
     event_grid_handshake_with_token,
 };
 pub use response::{classify, drain, retry_after};
-pub use tokens::{IdentityProblem, RequestObserver, RequestResult, TokenError, TokenSource, Tokens};
+pub use tokens::{Credential, IdentityProblem, RequestObserver, RequestResult, TokenError, TokenSource, Tokens};

@@ -8,8 +8,11 @@
 //! when to renew, how long to leave a failing provider alone) is `eg_core::identity`.
 //! Secrets and tokens never reach a log, an error or a metric label from here.
 
+use crate::assertion::CertificateCredential;
 use eg_core::UnixMillis;
-use eg_core::identity::{AccessToken, TokenTarget, failure_backoff, parse_token_response, refresh_at, token_form};
+use eg_core::identity::{
+    AccessToken, ClientProof, TokenTarget, failure_backoff, parse_token_response, refresh_at, token_form,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,7 +23,7 @@ use std::time::{Duration, Instant};
 pub struct TokenSource {
     pub token_url: String,
     pub client_id: String,
-    pub client_secret: String,
+    pub credential: Credential,
     /// What a token is asked for when the subscription gives nothing.
     pub default_target: TokenTarget,
     pub refresh_before: Duration,
@@ -31,8 +34,26 @@ impl fmt::Debug for TokenSource {
         f.debug_struct("TokenSource")
             .field("token_url", &self.token_url)
             .field("client_id", &self.client_id)
-            .field("client_secret", &"***")
+            .field("credential", &self.credential)
             .finish_non_exhaustive()
+    }
+}
+
+/// How an identity proves itself to its provider.
+#[derive(Clone)]
+pub enum Credential {
+    /// A client secret (`client_secret_post`).
+    Secret(String),
+    /// A certificate: each request carries a fresh signed assertion (`private_key_jwt`).
+    Certificate(Arc<CertificateCredential>),
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Secret(_) => f.write_str("Secret(***)"),
+            Self::Certificate(certificate) => certificate.fmt(f),
+        }
     }
 }
 
@@ -103,6 +124,8 @@ struct Health {
     failures: u32,
     quiet_until: Option<Instant>,
     last_problem: String,
+    /// Whether the last failed request was refused or got no answer.
+    last_result: Option<RequestResult>,
 }
 
 /// An identity whose provider failed its last request: what it said, and since when.
@@ -111,6 +134,8 @@ pub struct IdentityProblem {
     pub identity: String,
     pub problem: String,
     pub failures: u32,
+    /// [`RequestResult::Refused`] or [`RequestResult::Unreachable`].
+    pub result: RequestResult,
 }
 
 impl Tokens {
@@ -189,11 +214,12 @@ impl Tokens {
                 *lock(&entry.health) = Health::default();
                 Ok(token)
             }
-            Err(problem) => {
+            Err((result, problem)) => {
                 let mut health = lock(&entry.health);
                 health.failures = health.failures.saturating_add(1);
                 health.quiet_until = Some(Instant::now() + failure_backoff(health.failures));
                 health.last_problem.clone_from(&problem);
+                health.last_result = Some(result);
                 match still_valid {
                     Some(cached) => Ok(cached.token),
                     None => Err(unavailable(problem)),
@@ -223,6 +249,7 @@ impl Tokens {
                     identity: name.clone(),
                     problem: health.last_problem.clone(),
                     failures: health.failures,
+                    result: health.last_result.unwrap_or(RequestResult::Refused),
                 })
             })
             .collect()
@@ -244,11 +271,25 @@ impl Tokens {
         source: &TokenSource,
         target: &TokenTarget,
         timeout: Duration,
-    ) -> Result<(AccessToken, Duration), String> {
+    ) -> Result<(AccessToken, Duration), (RequestResult, String)> {
         let started = Instant::now();
-        let form = url::form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(token_form(&source.client_id, &source.client_secret, target))
-            .finish();
+        let form = |proof| {
+            url::form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(token_form(&source.client_id, proof, target))
+                .finish()
+        };
+        let form = match &source.credential {
+            Credential::Secret(secret) => form(ClientProof::Secret(secret)),
+            Credential::Certificate(certificate) => {
+                match certificate.assertion(&source.client_id, &source.token_url, wall_clock()) {
+                    Ok(jwt) => form(ClientProof::Assertion(&jwt)),
+                    Err(problem) => {
+                        (self.observe)(identity, RequestResult::Refused, started.elapsed(), Some(&problem));
+                        return Err((RequestResult::Refused, problem));
+                    }
+                }
+            }
+        };
         let request = self
             .http
             .post(&source.token_url)
@@ -286,8 +327,16 @@ impl Tokens {
             started.elapsed(),
             answer.as_ref().err().map(String::as_str),
         );
-        answer
+        answer.map_err(|problem| (result, problem))
     }
+}
+
+/// Now, for an assertion's `nbf` and `exp`: the provider compares them with its clock.
+fn wall_clock() -> UnixMillis {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    UnixMillis(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn current(slot: &Slot) -> Option<Cached> {

@@ -7,7 +7,7 @@
 use axum::Router;
 use axum::routing::post;
 use eg_core::identity::TokenTarget;
-use eg_outbound::{RequestResult, TokenError, TokenSource, Tokens};
+use eg_outbound::{Credential, RequestResult, TokenError, TokenSource, Tokens};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,7 +43,7 @@ fn tokens(url: &str) -> (Tokens, Arc<Mutex<Vec<RequestResult>>>) {
     let source = TokenSource {
         token_url: url.to_owned(),
         client_id: "eg".into(),
-        client_secret: "s3cret".into(),
+        credential: Credential::Secret("s3cret".into()),
         default_target: TokenTarget::default(),
         refresh_before: Duration::from_secs(300),
     };
@@ -119,6 +119,7 @@ async fn a_refusing_provider_is_said_so_and_not_asked_again_at_once() {
     assert_eq!(count.load(Ordering::SeqCst), 1);
     assert_eq!(*seen.lock().unwrap(), [RequestResult::Refused]);
     assert_eq!(tokens.problems().len(), 1);
+    assert_eq!(tokens.problems()[0].result, RequestResult::Refused);
     assert!(matches!(
         tokens.token("nobody", &target, Duration::from_secs(5)).await,
         Err(TokenError::UnknownIdentity(_))

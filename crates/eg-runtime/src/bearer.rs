@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// The process's identities and their tokens.
 pub struct Bearer {
-    tokens: Tokens,
+    tokens: Arc<Tokens>,
     identities: IdentitiesSection,
 }
 
@@ -36,13 +36,13 @@ impl Bearer {
                 let source = TokenSource {
                     token_url: identity.token_url(),
                     client_id: identity.client_id.clone(),
-                    client_secret: identity.client_secret.expose().to_owned(),
+                    credential: identity.credential(name).map_err(anyhow::Error::msg)?,
                     default_target: identity.default_target(),
                     refresh_before: identity.refresh_before,
                 };
-                (name.clone(), source)
+                Ok((name.clone(), source))
             })
-            .collect();
+            .collect::<anyhow::Result<_>>()?;
         let observe = Arc::new(
             |identity: &str, result: eg_outbound::RequestResult, took: Duration, problem: Option<&str>| {
                 let name = identity.to_owned();
@@ -57,19 +57,17 @@ impl Bearer {
             },
         );
         Ok(Self {
-            tokens: Tokens::new(sources, observe)?,
+            tokens: Arc::new(Tokens::new(sources, observe)?),
             identities: settings.identities.clone(),
         })
     }
 
     /// A token for a request to a webhook with `auth`, got within `timeout`.
     pub async fn grant(&self, auth: &WebhookAuth, timeout: Duration) -> Result<Granted, TokenError> {
-        let identity = auth
-            .identity_name(|tenant| for_tenant(&self.identities, tenant))
-            .ok_or_else(|| match auth {
-                WebhookAuth::EntraId { tenant, .. } => TokenError::UnknownIdentity(format!("for tenant {tenant}")),
-                WebhookAuth::OAuth2 { identity, .. } => TokenError::UnknownIdentity(identity.clone()),
-            })?;
+        let identity = self.identity_of(auth).ok_or_else(|| match auth {
+            WebhookAuth::EntraId { tenant, .. } => TokenError::UnknownIdentity(format!("for tenant {tenant}")),
+            WebhookAuth::OAuth2 { identity, .. } => TokenError::UnknownIdentity(identity.clone()),
+        })?;
         let target = auth.target();
         let token = self.tokens.token(&identity, &target, timeout).await?;
         Ok(Granted {
@@ -84,8 +82,30 @@ impl Bearer {
         self.tokens.forget(&granted.identity, &granted.target, &granted.token);
     }
 
+    /// The configured identity a webhook with `auth` gets its tokens from.
+    pub fn identity_of(&self, auth: &WebhookAuth) -> Option<String> {
+        auth.identity_name(|tenant| for_tenant(&self.identities, tenant))
+    }
+
     /// The identities whose provider failed its last request.
     pub fn problems(&self) -> Vec<eg_outbound::IdentityProblem> {
         self.tokens.problems()
+    }
+
+    /// A handle on the same tokens' health, for a task that reports it
+    /// (the sender's `identities` module).
+    pub fn watch(&self) -> TokenWatch {
+        TokenWatch(Arc::clone(&self.tokens))
+    }
+}
+
+/// Reads which identities are failing, without granting tokens.
+#[derive(Clone)]
+pub struct TokenWatch(Arc<Tokens>);
+
+impl TokenWatch {
+    /// The identities whose provider failed its last request.
+    pub fn problems(&self) -> Vec<eg_outbound::IdentityProblem> {
+        self.0.problems()
     }
 }

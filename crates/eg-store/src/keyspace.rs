@@ -308,6 +308,11 @@ impl Keyspace {
     pub fn dead_letter_problems(&self) -> String {
         format!("{{{}:deadletter:problems}}", self.prefix)
     }
+    /// Delivery identities that get no tokens (`identity_health`): field the identity's
+    /// name → the problem as JSON. One key, in a hash tag of its own.
+    pub fn identity_problems(&self) -> String {
+        format!("{{{}:identity:problems}}", self.prefix)
+    }
     /// One endpoint's probation record (`eg_core::probation`), in a hash tag of its own, so endpoints
     /// spread over a cluster's slots. The id is a hash: the key never shows the URL.
     pub fn endpoint(&self, id: &eg_core::probation::EndpointId) -> String {

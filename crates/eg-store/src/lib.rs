@@ -35,6 +35,7 @@ pub mod dead_letter_objects;
 pub mod error;
 pub mod heartbeat;
 pub mod history;
+pub mod identity_health;
 pub mod keyspace;
 pub mod lines;
 pub mod paused;
@@ -57,6 +58,7 @@ pub use connection::{Credentials, RedisSettings, SentinelSettings, Store, TlsFil
 pub use dead_letter_health::{DestinationProblem, FailingDestination};
 pub use dead_letter_objects::NamedObject;
 pub use error::StoreError;
+pub use identity_health::{FailingIdentity, IDENTITY_PROBLEM_TTL, IdentityProblem};
 pub use keyspace::{Keyspace, Partition};
 pub use lines::{Census, LineSweep, SweepAction, SweepBounds, SweptLine};
 pub use pull::{LockCheck, QueueDepth, QueueEntry};

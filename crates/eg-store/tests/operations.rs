@@ -678,3 +678,48 @@ async fn a_failing_dead_letter_destination_is_recorded_since_its_first_failure_u
     assert_eq!(h.store.dead_letter_problem("orders", "billing").await.unwrap(), None);
     assert!(h.store.dead_letter_problems().await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_failing_identity_is_recorded_since_its_first_failure_until_it_gets_a_token_and_goes_stale_unrefreshed() {
+    use eg_store::{FailingIdentity, IDENTITY_PROBLEM_TTL, IdentityProblem};
+    let h = Harness::start().await;
+    let problem = |at: i64, kind: &str| IdentityProblem {
+        kind: kind.into(),
+        message: "the token endpoint could not be reached".into(),
+        since: UnixMillis(at),
+        last: UnixMillis(at),
+    };
+    h.store
+        .record_identity_problem("Partner", problem(1_000, "Unreachable"))
+        .await
+        .unwrap();
+    h.store
+        .record_identity_problem("partner", problem(5_000, "Refused"))
+        .await
+        .unwrap();
+    let listed = h.store.identity_problems(UnixMillis(6_000)).await.unwrap();
+    assert_eq!(
+        listed,
+        vec![FailingIdentity {
+            identity: "partner".into(),
+            problem: IdentityProblem {
+                kind: "Refused".into(),
+                message: "the token endpoint could not be reached".into(),
+                since: UnixMillis(1_000),
+                last: UnixMillis(5_000),
+            },
+        }],
+        "the latest problem, failing since the first"
+    );
+    let ttl = i64::try_from(IDENTITY_PROBLEM_TTL.as_millis()).unwrap();
+    assert!(
+        h.store
+            .identity_problems(UnixMillis(5_001 + ttl))
+            .await
+            .unwrap()
+            .is_empty(),
+        "an entry no sender refreshes is not shown"
+    );
+    h.store.clear_identity_problem("PARTNER").await.unwrap();
+    assert!(h.store.identity_problems(UnixMillis(6_000)).await.unwrap().is_empty());
+}

@@ -9,13 +9,19 @@
 //! port stays, a new signing key is made (receivers fetch the key set again on an
 //! unknown `kid`).
 //!
+//! For certificate credentials (`private_key_jwt`), [`OAuthServer::start_with_certificate`]
+//! registers a certificate for its client ([`client_certificate`] makes one from a fixed
+//! test key); `mock-idp.mjs` then verifies each client assertion's signature against it.
+//!
 //! The package is found at `$EG_OAUTH2_MOCK_SERVER` (its directory), else
 //! `<workspace>/target/test-tools/node_modules/oauth2-mock-server`, where
 //! `deploy/local/ensure-test-tools.sh` installs it; `node` is found on `PATH`.
 
 use crate::ports::start_on_free_ports;
 use crate::server_process::{ServerProcess, find_program, workspace_root};
-use std::path::PathBuf;
+use crate::tls::{Issued, write_pem};
+use rcgen::{CertificateParams, DnType, KeyPair};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -25,6 +31,31 @@ pub const VERSION: &str = "9.3.0";
 pub const CLIENT_ID: &str = "eg-delivery";
 /// Its secret: tests look for it in logs and answers, where it must never be.
 pub const CLIENT_SECRET: &str = "s3cret-of-the-oauth-test-client";
+
+/// RSA keys for certificate credentials, made once with `openssl genpkey` (ring, eg's
+/// crypto library, cannot make RSA keys): the client's, and another one (a wrong key).
+pub const CLIENT_KEY_PEM: &str = include_str!("../oauth/client-key.pem");
+pub const OTHER_KEY_PEM: &str = include_str!("../oauth/other-key.pem");
+
+/// A self-signed certificate for the client, with the RSA key `key_pem`, written as
+/// `<file>.pem` and `<file>.key` into `dir`; `expired` makes one that ended in 2020.
+pub fn client_certificate(dir: &Path, file: &str, key_pem: &str, expired: bool) -> Issued {
+    let key = KeyPair::from_pem(key_pem).expect("an RSA test key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("certificate parameters");
+    params.distinguished_name.push(DnType::CommonName, CLIENT_ID);
+    if expired {
+        params.not_before = rcgen::date_time_ymd(2019, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2020, 1, 1);
+    }
+    let cert = params.self_signed(&key).expect("a client certificate");
+    let issued = Issued {
+        cert: dir.join(format!("{file}.pem")),
+        key: dir.join(format!("{file}.key")),
+    };
+    write_pem(&issued.cert, "CERTIFICATE", cert.der());
+    std::fs::write(&issued.key, key_pem).expect("write the key");
+    issued
+}
 
 const HOW_TO_INSTALL: &str = "Install it with `npm install --prefix target/test-tools oauth2-mock-server@9.3.0` \
      in the workspace (deploy/local/ensure-test-tools.sh, run by `just test`, does it), \
@@ -37,12 +68,24 @@ pub struct OAuthServer {
     process: Option<ServerProcess>,
     port: u16,
     token_ttl: Duration,
+    /// The certificate registered for the client (`CLIENT_CERT_FILE`), if any.
+    certificate: Option<PathBuf>,
     dir: tempfile::TempDir,
 }
 
 impl OAuthServer {
     /// Starts a provider whose tokens live `token_ttl`.
     pub fn start(token_ttl: Duration) -> Self {
+        Self::start_inner(token_ttl, None)
+    }
+
+    /// [`OAuthServer::start`], with `certificate` (PEM) registered for the client: it may
+    /// then sign in with a client assertion signed by that certificate's key.
+    pub fn start_with_certificate(token_ttl: Duration, certificate: &Path) -> Self {
+        Self::start_inner(token_ttl, Some(certificate.to_path_buf()))
+    }
+
+    fn start_inner(token_ttl: Duration, certificate: Option<PathBuf>) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("eg-oauth-")
             .tempdir()
@@ -51,6 +94,7 @@ impl OAuthServer {
             process: None,
             port: 0,
             token_ttl,
+            certificate,
             dir,
         };
         start_on_free_ports("the oauth server", 1, |ports| {
@@ -79,6 +123,9 @@ impl OAuthServer {
             .env("CLIENT_ID", CLIENT_ID)
             .env("CLIENT_SECRET", CLIENT_SECRET)
             .env("TOKEN_TTL_SECONDS", self.token_ttl.as_secs().max(1).to_string());
+        if let Some(certificate) = &self.certificate {
+            command.env("CLIENT_CERT_FILE", certificate);
+        }
         command
     }
 

@@ -90,7 +90,7 @@ impl TestCa {
     }
 }
 
-fn write_pem(path: &Path, label: &str, der: &[u8]) {
+pub(crate) fn write_pem(path: &Path, label: &str, der: &[u8]) {
     let encoded = base64::engine::general_purpose::STANDARD.encode(der);
     let mut pem = format!("-----BEGIN {label}-----\n");
     for line in encoded.as_bytes().chunks(64) {

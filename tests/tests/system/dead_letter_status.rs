@@ -23,7 +23,7 @@ fn configured_account() -> String {
 }
 
 /// A handle on the system's Redis as the dead-letter worker has it.
-fn store_of(system: &System) -> Store {
+pub(crate) fn store_of(system: &System) -> Store {
     let keys = system.keyspace();
     Store::connect(&RedisSettings {
         url: system.redis().url(),

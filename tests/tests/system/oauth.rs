@@ -8,7 +8,7 @@ use eg_system_tests::{
     subscription,
 };
 use eg_testkit::OAuthServer;
-use eg_testkit::oauth_server::{CLIENT_ID, CLIENT_SECRET};
+use eg_testkit::oauth_server::{CLIENT_ID, CLIENT_KEY_PEM, CLIENT_SECRET, OTHER_KEY_PEM, client_certificate};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -220,6 +220,77 @@ async fn oauth_the_identity_provider_down_is_its_own_outcome_retried_without_pro
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_a_certificate_credential_signs_in_and_a_wrong_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let registered = client_certificate(dir.path(), "registered", CLIENT_KEY_PEM, false);
+    let stranger = client_certificate(dir.path(), "stranger", OTHER_KEY_PEM, false);
+    // The provider verifies each client assertion against the registered certificate.
+    let idp = OAuthServer::start_with_certificate(Duration::from_secs(3600), &registered.cert);
+    let path = |p: &std::path::Path| p.display().to_string();
+    let options = Options::default()
+        .env("EG__IDENTITIES__CORP__TENANT_ID", "contoso.onmicrosoft.com")
+        .env("EG__IDENTITIES__CORP__TOKEN_URL", &idp.token_url())
+        .env("EG__IDENTITIES__CORP__CLIENT_ID", CLIENT_ID)
+        .env("EG__IDENTITIES__CORP__CERTIFICATE_FILE", &path(&registered.cert))
+        .env("EG__IDENTITIES__CORP__KEY_FILE", &path(&registered.key))
+        // The same client id with a certificate and key of its own, never registered.
+        .env("EG__IDENTITIES__STRANGER__TOKEN_URL", &idp.token_url())
+        .env("EG__IDENTITIES__STRANGER__CLIENT_ID", CLIENT_ID)
+        .env("EG__IDENTITIES__STRANGER__CERTIFICATE_FILE", &path(&stranger.cert))
+        .env("EG__IDENTITIES__STRANGER__KEY_FILE", &path(&stranger.key));
+    let system = System::start(options).await;
+    let receiver =
+        Receiver::start_verifying(Behaviour::Status(200), BearerCheck::new(&idp.jwks_url(), APPLICATION)).await;
+    system.create_topic("orders").await;
+    let created = system
+        .create_subscription("orders", "audit", entra_subscription(receiver.url()))
+        .await;
+    assert_eq!(created["properties"]["provisioningState"], "Succeeded", "{created}");
+    system
+        .publish_ok(
+            "orders",
+            &json!([
+                event("c1", "Order.Placed", "/orders", json!({})),
+                event("c2", "Order.Placed", "/orders", json!({}))
+            ]),
+        )
+        .await;
+    receiver.wait_for_ids(["c1", "c2"], DEADLINE).await;
+    assert!(
+        receiver.received().iter().all(|r| r.status == 200),
+        "every token verified: {:?}",
+        receiver.received()
+    );
+
+    // A key the provider does not know: no token, so the handshake cannot be made and
+    // the subscription is refused with what the provider said.
+    let mut body = subscription(receiver.url(), json!({}));
+    let props = &mut body["properties"]["destination"]["properties"];
+    props["deliveryIdentity"] = json!("stranger");
+    props["tokenAudience"] = json!(AUDIENCE);
+    let problem = assert_subscription_refused(
+        &system,
+        "orders",
+        "stranger",
+        &body,
+        "properties.destination.properties.deliveryIdentity",
+    )
+    .await;
+    assert!(
+        problem.contains("client assertion refused: the signature does not verify"),
+        "{problem}"
+    );
+
+    // The keys never reach a log.
+    let key_line = |pem: &str| pem.lines().nth(1).unwrap_or_default().to_owned();
+    for (log, text) in system.logs() {
+        for key in [CLIENT_KEY_PEM, OTHER_KEY_PEM] {
+            assert!(!text.contains(&key_line(key)), "{log} holds a private key");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oauth_a_subscription_naming_an_identity_eg_lacks_is_refused_naming_the_setting() {
     let system = System::start(Options::default()).await;
     system.create_topic("orders").await;
@@ -244,4 +315,106 @@ async fn oauth_a_subscription_naming_an_identity_eg_lacks_is_refused_naming_the_
     )
     .await;
     assert!(problem.contains("EG__IDENTITIES__<NAME>__TENANT_ID"), "{problem}");
+}
+
+/// A status page as HTML, with the admin token.
+async fn status_page(system: &System) -> String {
+    let response = system
+        .http()
+        .get(format!("{}/status", system.ingress_url()))
+        .bearer_auth(eg_system_tests::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.text().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_an_identity_without_tokens_is_shown_in_status_and_egctl_until_it_gets_one() {
+    let mut idp = OAuthServer::start(Duration::from_secs(3600));
+    let system = System::start(with_identities(Options::default().retry_schedule("1s"), &idp)).await;
+    let receiver =
+        Receiver::start_verifying(Behaviour::Status(200), BearerCheck::new(&idp.jwks_url(), APPLICATION)).await;
+    let ctl = crate::egctl::Egctl::for_system(&system);
+    system.create_topic("orders").await;
+    system
+        .create_subscription("orders", "audit", entra_subscription(receiver.url()))
+        .await;
+    let (_, quiet) = system.get("/status").await;
+    assert_eq!(quiet["failingIdentities"], json!([]), "{quiet}");
+
+    // The provider down: the sender's deliveries get no token, and it reports so.
+    idp.kill();
+    system
+        .publish_ok("orders", &json!([event("d1", "Order.Placed", "/orders", json!({}))]))
+        .await;
+    let overview = eventually(DEADLINE, "corp in failingIdentities", || async {
+        let (_, overview) = system.get("/status").await;
+        (overview["failingIdentities"][0]["identity"] == "corp").then_some(overview)
+    })
+    .await;
+    let failing = &overview["failingIdentities"][0];
+    assert_eq!(failing["kind"], "Unreachable", "{overview}");
+    assert_eq!(
+        failing["subscriptions"], 1,
+        "the Entra ID webhook names its tenant: {overview}"
+    );
+    assert!(
+        failing["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("token endpoint")),
+        "{overview}"
+    );
+    assert!(
+        failing["failingSince"].as_str().is_some_and(|s| s.ends_with('Z')),
+        "{overview}"
+    );
+    assert!(failing["lastFailureTime"].as_str().is_some(), "{overview}");
+    assert_eq!(
+        overview["failingIdentities"].as_array().map(Vec::len),
+        Some(1),
+        "partner is unused"
+    );
+
+    let status = ctl.run(&["status"]).await;
+    let text = status.ok();
+    assert!(
+        text.contains("delivery identities without tokens (1 identity;"),
+        "{status:?}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("corp"))
+        .unwrap_or_else(|| panic!("no identity row: {status:?}"));
+    assert!(row.contains("Unreachable") && row.contains("token endpoint"), "{row}");
+    let html = status_page(&system).await;
+    for needle in [
+        "id=\"identities-failing\"",
+        "<tr data-identity-failing=\"corp\">",
+        ">Unreachable</span>",
+    ] {
+        assert!(html.contains(needle), "missing {needle:?} in\n{html}");
+    }
+    for (what, answer) in [
+        ("GET /admin/status", &overview.to_string()),
+        ("egctl status", &status.stdout),
+        ("the status page", &html),
+    ] {
+        assert!(
+            !answer.contains(CLIENT_SECRET),
+            "{what} shows the client secret: {answer}"
+        );
+    }
+
+    // A token obtained again clears it everywhere.
+    idp.start_again();
+    receiver.wait_for_ids(["d1"], Duration::from_secs(90)).await;
+    eventually(DEADLINE, "failingIdentities empty again", || async {
+        let (_, overview) = system.get("/status").await;
+        (overview["failingIdentities"] == json!([])).then_some(())
+    })
+    .await;
+    assert!(!ctl.run(&["status"]).await.ok().contains("without tokens"));
+    assert!(!status_page(&system).await.contains("identities-failing"));
 }

@@ -1096,3 +1096,54 @@ async fn a_subscription_waiting_for_validation_counts_the_events_it_missed() {
         assert_eq!(metric(&ingress, "MissedEventCount", &labels), n, "{name}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_without_tokens_shows_on_the_live_page_until_it_clears() {
+    let driver = Driver::start().await;
+    let system = System::start(Options::default()).await;
+    // As a sender reports it (`eg_store::identity_health`); the OAuth tests report it for real.
+    let store = crate::dead_letter_status::store_of(&system);
+    let now = eg_core::UnixMillis(
+        i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap(),
+    );
+    let problem = eg_store::IdentityProblem {
+        kind: "Refused".into(),
+        message: "the token endpoint answered 401: invalid_client".into(),
+        since: now,
+        last: now,
+    };
+    store.record_identity_problem("corp", problem).await.unwrap();
+
+    let browser = driver.browser().await;
+    browser
+        .goto(&format!("{}/status?token={ADMIN_TOKEN}", system.ingress_url()))
+        .await
+        .unwrap();
+    let css = "#identities-failing tr[data-identity-failing=\"corp\"]";
+    wait_text(
+        &browser,
+        &format!("{css} [data-field=\"kind\"]"),
+        "the identity's problem",
+        |t| t == "Refused",
+    )
+    .await;
+    let message = text(&browser, &format!("{css} [data-field=\"message\"]")).await;
+    assert_eq!(
+        message.as_deref(),
+        Some("the token endpoint answered 401: invalid_client")
+    );
+
+    // Cleared (a token obtained): the next refresh drops the banner.
+    store.clear_identity_problem("corp").await.unwrap();
+    eventually(DEADLINE, "the banner gone", || async {
+        text(&browser, "#identities-failing h2").await.is_none().then_some(())
+    })
+    .await;
+    let _ = browser.close().await;
+}

@@ -39,6 +39,8 @@ pub struct Setup {
     pub delivery_limits: Option<serde_json::Value>,
     /// Every subscription's `orderedDelivery`, if any.
     pub ordered_delivery: Option<serde_json::Value>,
+    /// More properties of every webhook destination (a `deliveryIdentity`, …).
+    pub webhook_properties: Option<serde_json::Value>,
     /// Settings for every tier on top of the production defaults.
     pub env: Vec<(&'static str, String)>,
     /// Settings for the senders only.
@@ -59,6 +61,7 @@ impl Setup {
             dead_letter_destination: None,
             delivery_limits: None,
             ordered_delivery: None,
+            webhook_properties: None,
             env: Vec::new(),
             sender_env: Vec::new(),
         }
@@ -70,8 +73,20 @@ impl Setup {
         if self.transport != Transport::UnixSocket {
             out.push(format!("the tiers reach Redis over {}", self.transport.name()));
         }
-        out.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
-        out.extend(self.sender_env.iter().map(|(k, v)| format!("{k}={v} (senders)")));
+        // A secret setting is named, never shown.
+        let shown = |k: &str, v: &str| {
+            if k.contains("SECRET") {
+                format!("{k}=***")
+            } else {
+                format!("{k}={v}")
+            }
+        };
+        out.extend(self.env.iter().map(|(k, v)| shown(k, v)));
+        out.extend(
+            self.sender_env
+                .iter()
+                .map(|(k, v)| format!("{} (senders)", shown(k, v))),
+        );
         if self.max_events_per_batch > 1 {
             out.push(format!(
                 "maxEventsPerBatch {} with preferredBatchSizeInKilobytes 1024",
@@ -114,6 +129,12 @@ impl Deployment {
             if setup.max_events_per_batch > 1 {
                 destination["maxEventsPerBatch"] = json!(setup.max_events_per_batch);
                 destination["preferredBatchSizeInKilobytes"] = json!(1024);
+            }
+            if let Some(serde_json::Value::Object(more)) = &setup.webhook_properties {
+                destination
+                    .as_object_mut()
+                    .context("a webhook's properties")?
+                    .extend(more.clone());
             }
             let destination = match &setup.destination {
                 Some(other) => other.clone(),

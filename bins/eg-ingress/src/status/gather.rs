@@ -9,6 +9,7 @@
 
 use super::dead_letter::FailingDeadLetters;
 use super::hour::LastHour;
+use super::identities::IdentityFailure;
 use super::model::{
     DepthCounts, PartitionDepths, QueueFigures, Queues, Rates, Status, SubscriptionStatus, TopicStatus, queues_figures,
     subscription_status,
@@ -90,6 +91,12 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
         .collect();
     let queues = partition_queues(app, &mut problems).await;
     let copies = problems.or_empty("running tier copies", app.store.live_copies(now).await);
+    let identities = problems.or_empty("failing delivery identities", app.store.identity_problems(now).await);
+    let plain: Vec<&Subscription> = subscriptions.iter().map(|s| s.as_ref()).collect();
+    let failing_identities = identities
+        .iter()
+        .map(|f| IdentityFailure::of(f, &plain, app.validator.bearer()))
+        .collect();
 
     Status {
         generated_at: now.to_rfc3339(),
@@ -99,6 +106,7 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
         queues,
         tiers: tiers_of(copies, now),
         failing_dead_letter_destinations: failing.iter().map(FailingDeadLetters::of).collect(),
+        failing_identities,
         problems: problems.0,
     }
 }

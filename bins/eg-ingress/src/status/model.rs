@@ -37,6 +37,9 @@ pub struct Status {
     /// Subscriptions whose dead letters cannot be written now (also those deleted
     /// since, while their records still fail), by topic and subscription.
     pub failing_dead_letter_destinations: Vec<FailingDeadLetters>,
+    /// Delivery identities whose token endpoint is down or refusing (the senders report
+    /// them), by name.
+    pub failing_identities: Vec<super::identities::IdentityFailure>,
     /// Parts that could not be read this time (they show as empty or zero).
     pub problems: Vec<String>,
 }

@@ -9,8 +9,10 @@ use super::html::{
     health_badge, num_class, provisioning_badge, queue_figures, rate, state_badge, subscription_path, top_bar,
     trusted_asset,
 };
+use super::identities::IdentityFailure;
 use super::model::{DepthCounts, QueueFigures, Status, SubscriptionStatus, TopicStatus};
 use super::session::{Flash, SignIn, TOKEN_FIELD};
+use eg_core::UnixMillis;
 use eg_core::fate::DropReason;
 use maud::{Markup, html};
 
@@ -51,6 +53,7 @@ fn live_sections(status: &Status) -> Markup {
         }
         (tiles(status))
         (failing_dead_letters(status))
+        (identities_banner(&status.failing_identities, status.generated_at_ms))
         (waiting(&status.topics))
         (topics(&status.topics))
         div.cols { (failures(status)) (dead_letters(status)) }
@@ -168,6 +171,54 @@ fn failing_dead_letters(status: &Status) -> Markup {
             }
         }
     }
+}
+
+/// The banner listing failing identities; nothing when there are none.
+fn identities_banner(failing: &[IdentityFailure], now: UnixMillis) -> Markup {
+    if failing.is_empty() {
+        return html! {};
+    }
+    html! {
+        section.card.alarm #identities-failing {
+            h2 { "Delivery identities without tokens" }
+            p.note {
+                "These identities' token endpoints are down or refuse eg's requests. Deliveries to the webhooks \
+                 that use them are not sent (" code { "TokenUnavailable" } ") and are retried on their schedule; \
+                 the problem clears when a token is obtained again. See docs/oauth-delivery.md."
+            }
+            table {
+                thead { tr {
+                    th { "Identity" } th { "Problem" } th { "What the token endpoint said" }
+                    th.num { "Subscriptions" } th.num { "Failing since (UTC)" } th.num { "Last seen (UTC)" }
+                } }
+                tbody {
+                    @for f in failing {
+                        tr data-identity-failing=(f.identity) {
+                            td { code { (f.identity) } }
+                            td { span.badge.bad data-field="kind" { (f.kind) } }
+                            td.why data-field="message" { (f.message) }
+                            td.num data-field="subscriptions" { (f.subscriptions) }
+                            td.num data-field="since" {
+                                (clock_time(f.since_ms)) " (" (age(seconds_between(f.since_ms, now))) " ago)"
+                            }
+                            td.num data-field="last" { (last_seen(f)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The time of day of the latest report, from its RFC 3339 form.
+fn last_seen(f: &IdentityFailure) -> &str {
+    f.last_failure_time
+        .split_once('T')
+        .map_or(f.last_failure_time.as_str(), |(_, time)| time.get(..8).unwrap_or(time))
+}
+
+fn seconds_between(from: UnixMillis, to: UnixMillis) -> u64 {
+    u64::try_from((to.0 - from.0).max(0) / 1000).unwrap_or(0)
 }
 
 fn topics(topics: &[TopicStatus]) -> Markup {
@@ -521,6 +572,7 @@ mod tests {
             queues: Queues::default(),
             tiers: super::super::tiers::tiers_of(Vec::new(), UnixMillis(0)),
             failing_dead_letter_destinations: Vec::new(),
+            failing_identities: Vec::new(),
             problems: vec![problem.into()],
         }
     }
@@ -759,6 +811,26 @@ mod tests {
             assert!(!html.contains("<script>alert"), "{html}");
             assert!(!html.contains("\" onclick=\""), "{html}");
             assert!(html.contains(escaped), "{html}");
+        }
+    }
+
+    #[test]
+    fn the_banner_shows_only_when_an_identity_fails_and_escapes_what_the_provider_said() {
+        assert!(identities_banner(&[], UnixMillis(0)).into_string().is_empty());
+        let html = identities_banner(
+            &[super::super::identities::tests::failure("<b>down</b>")],
+            UnixMillis(126_000),
+        )
+        .into_string();
+        for needle in [
+            "id=\"identities-failing\"",
+            "<tr data-identity-failing=\"partner\">",
+            ">Unreachable</span>",
+            "&lt;b&gt;down&lt;/b&gt;",
+            "data-field=\"since\">00:00:01 (2 m 5 s ago)</td>",
+            "data-field=\"last\">00:01:01</td>",
+        ] {
+            assert!(html.contains(needle), "missing {needle:?} in\n{html}");
         }
     }
 }

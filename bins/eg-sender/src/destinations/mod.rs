@@ -87,6 +87,13 @@ destinations! {
     NatsJetStream => nats: nats::Nats,
 }
 
+impl Destinations {
+    /// The webhooks' token cache's health, for `crate::identities` to report.
+    pub fn token_watch(&self) -> eg_runtime::bearer::TokenWatch {
+        self.webhook.token_watch()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::nats::Nats;

@@ -37,6 +37,13 @@ impl Webhook {
     }
 }
 
+impl Webhook {
+    /// Its token cache's health (the sender reports failing identities).
+    pub fn token_watch(&self) -> eg_runtime::bearer::TokenWatch {
+        self.bearer.watch()
+    }
+}
+
 impl Kind for Webhook {
     type Target = WebHook;
 

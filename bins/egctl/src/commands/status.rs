@@ -16,10 +16,11 @@ use crate::output::{cell, decimal, generic, table};
 use serde_json::{Map, Value, json};
 
 /// The top-level fields rendered by their own sections.
-const KNOWN: [&str; 7] = [
+const KNOWN: [&str; 8] = [
     "generatedAt",
     "problems",
     "failingDeadLetterDestinations",
+    "failingIdentities",
     "rates",
     "topics",
     "queues",
@@ -49,6 +50,9 @@ fn render(status: &Value) -> String {
     sections.push(head);
     if let Some(failing) = fields.get("failingDeadLetterDestinations").and_then(Value::as_array) {
         sections.push(failing_dead_letters_section(failing));
+    }
+    if let Some(failing) = fields.get("failingIdentities").and_then(Value::as_array) {
+        sections.push(failing_identities_section(failing));
     }
     if let Some(rates) = fields.get("rates").filter(|r| r.is_object()) {
         sections.push(rates_section(rates));
@@ -105,6 +109,42 @@ fn failing_dead_letters_section(failing: &[Value]) -> String {
                 "PROBLEM",
                 "DESTINATION",
                 "FAILING SINCE",
+                "MESSAGE"
+            ],
+            rows
+        )
+    )
+}
+
+/// The delivery identities that get no tokens (their webhooks' deliveries are
+/// `TokenUnavailable`); nothing while none fails.
+fn failing_identities_section(failing: &[Value]) -> String {
+    if failing.is_empty() {
+        return String::new();
+    }
+    let rows = failing
+        .iter()
+        .map(|f| {
+            vec![
+                cell(&f["identity"]),
+                cell(&f["kind"]),
+                cell(&f["subscriptions"]),
+                cell(&f["failingSince"]),
+                cell(&f["lastFailureTime"]),
+                cell(&f["message"]),
+            ]
+        })
+        .collect();
+    format!(
+        "delivery identities without tokens ({}; their webhooks' deliveries wait, TokenUnavailable):\n{}",
+        count(failing.len() as u64, "identity", "identities"),
+        table(
+            &[
+                "IDENTITY",
+                "PROBLEM",
+                "SUBSCRIPTIONS",
+                "FAILING SINCE",
+                "LAST SEEN",
                 "MESSAGE"
             ],
             rows
@@ -436,6 +476,31 @@ mod tests {
         assert!(
             !text.contains("failingDeadLetterDestinations"),
             "not shown twice: {text}"
+        );
+    }
+
+    #[test]
+    fn failing_identities_are_listed_with_what_the_token_endpoint_said() {
+        let status = json!({
+            "failingIdentities": [
+                {"identity": "partner", "kind": "Unreachable", "message": "the token endpoint could not be reached",
+                 "failingSince": "2026-11-25T16:00:00.000Z", "lastFailureTime": "2026-11-25T16:09:00.000Z",
+                 "subscriptions": 2}],
+            "topics": [],
+        });
+        let text = render(&status);
+        assert!(
+            text.contains("delivery identities without tokens (1 identity;"),
+            "{text}"
+        );
+        let row = text.lines().find(|l| l.starts_with("partner")).unwrap_or_default();
+        for part in ["Unreachable", " 2 ", "2026-11-25T16:00:00.000Z", "could not be reached"] {
+            assert!(row.contains(part), "{part}: {text}");
+        }
+        assert!(!text.contains("failingIdentities"), "not shown twice: {text}");
+        assert!(
+            !render(&json!({"failingIdentities": []})).contains("without tokens"),
+            "nothing while none fails"
         );
     }
 

@@ -98,28 +98,41 @@ fn load(name: &str, settings: &ClientCertificateSettings) -> Result<LoadedCertif
             ));
         }
     };
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("{setting}.{cert_field}: not PEM: {e}"))?;
-    let Some(leaf) = chain.first() else {
-        return Err(format!(
-            "{setting}.{cert_field}: holds no certificate (-----BEGIN CERTIFICATE-----)"
-        ));
-    };
-    let key = PrivateKeyDer::from_pem_slice(&pem)
-        .map_err(|e| format!("{setting}.{key_field}: holds no private key (-----BEGIN PRIVATE KEY-----): {e}"))?;
-    let signing = rustls::crypto::ring::sign::any_supported_type(&key)
-        .map_err(|e| format!("{setting}.{key_field}: a private key eg cannot sign with: {e}"))?;
-    rustls::sign::CertifiedKey::new(chain.clone(), signing)
-        .keys_match()
-        .map_err(|_| format!("{setting}.{key_field}: the key does not belong to the certificate in {cert_field}"))?;
-    let (_, parsed) = x509_parser::parse_x509_certificate(leaf)
-        .map_err(|e| format!("{setting}.{cert_field}: not an X.509 certificate: {e}"))?;
-    let not_after = UnixMillis(parsed.validity().not_after.timestamp().saturating_mul(1000));
+    let (_, not_after) = check_pair(&setting, &pem, cert_field, key_field)?;
     Ok(LoadedCertificate {
         pem: pem.into(),
         not_after,
     })
+}
+
+/// Checks PEM holding a certificate (then any intermediates) and its private key: both
+/// there, the key one eg can sign with and the certificate's. Gives the certificate (DER)
+/// and when it ends; the error names `<setting>.<field>`, never the key.
+pub(super) fn check_pair(
+    setting: &str,
+    pem: &[u8],
+    cert_field: &str,
+    key_field: &str,
+) -> Result<(CertificateDer<'static>, UnixMillis), String> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{setting}.{cert_field}: not PEM: {e}"))?;
+    let Some(leaf) = chain.first().cloned() else {
+        return Err(format!(
+            "{setting}.{cert_field}: holds no certificate (-----BEGIN CERTIFICATE-----)"
+        ));
+    };
+    let key = PrivateKeyDer::from_pem_slice(pem)
+        .map_err(|e| format!("{setting}.{key_field}: holds no private key (-----BEGIN PRIVATE KEY-----): {e}"))?;
+    let signing = rustls::crypto::ring::sign::any_supported_type(&key)
+        .map_err(|e| format!("{setting}.{key_field}: a private key eg cannot sign with: {e}"))?;
+    rustls::sign::CertifiedKey::new(chain, signing)
+        .keys_match()
+        .map_err(|_| format!("{setting}.{key_field}: the key does not belong to the certificate in {cert_field}"))?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(&leaf)
+        .map_err(|e| format!("{setting}.{cert_field}: not an X.509 certificate: {e}"))?;
+    let not_after = UnixMillis(parsed.validity().not_after.timestamp().saturating_mul(1000));
+    Ok((leaf, not_after))
 }
 
 #[cfg(test)]

@@ -3,10 +3,14 @@
 //! registration (`EG__IDENTITIES__<NAME>__TENANT_ID`, `__CLIENT_ID`, `__CLIENT_SECRET`)
 //! or any OAuth 2.0 provider's client (`__KIND=oauth2`, `__TOKEN_URL`, …). A
 //! subscription names an identity (or, in Event Grid's JSON, its tenant); only these
-//! settings hold the secret ([`Secret`]: never printed).
+//! settings hold the secret ([`Secret`]: never printed). Instead of a secret, an identity
+//! may sign in with a certificate (`__CERTIFICATE_FILE`, `__KEY_FILE`): read and checked
+//! when a tier starts, an expired one stopping it, like the client certificates.
 
 use super::storage::Secret;
+use eg_core::UnixMillis;
 use eg_core::identity::{IdentityFacts, TokenTarget};
+use eg_outbound::{CertificateCredential, Credential};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -33,6 +37,11 @@ pub struct IdentitySettings {
     pub token_url: String,
     pub client_id: String,
     pub client_secret: Secret,
+    /// Instead of the secret, a certificate (PEM) whose key signs each request's client
+    /// assertion (`private_key_jwt`); registered with the provider.
+    pub certificate_file: String,
+    /// Its RSA private key (PEM, PKCS#8 or PKCS#1).
+    pub key_file: String,
     /// What a token is asked for when a subscription names this identity without
     /// `tokenScope` or `tokenAudience`.
     pub scope: String,
@@ -51,6 +60,8 @@ impl Default for IdentitySettings {
             token_url: String::new(),
             client_id: String::new(),
             client_secret: Secret::default(),
+            certificate_file: String::new(),
+            key_file: String::new(),
             scope: String::new(),
             audience: String::new(),
             refresh_before: Duration::from_secs(300),
@@ -124,11 +135,27 @@ impl IdentitySettings {
         if self.client_id.is_empty() {
             return Err(format!("{}: required, the client eg signs in as", setting("client_id")));
         }
-        if self.client_secret.is_empty() {
-            return Err(format!(
-                "{}: required, the client's secret (certificate credentials are not supported yet)",
-                setting("client_secret")
-            ));
+        let with_certificate = !self.certificate_file.trim().is_empty() || !self.key_file.trim().is_empty();
+        match (self.client_secret.is_empty(), with_certificate) {
+            (true, false) => {
+                return Err(format!(
+                    "{}: required, the client's secret (or a certificate: {} and {})",
+                    setting("client_secret"),
+                    setting("certificate_file"),
+                    setting("key_file")
+                ));
+            }
+            (false, true) => {
+                return Err(format!(
+                    "{} and {}: give the client's secret or a certificate, not both",
+                    setting("client_secret"),
+                    setting("certificate_file")
+                ));
+            }
+            _ => {}
+        }
+        if with_certificate {
+            self.certificate(name, now())?;
         }
         match self.kind() {
             IdentityKind::Entra if self.tenant_id.is_empty() => {
@@ -152,6 +179,57 @@ impl IdentitySettings {
         }
         Ok(())
     }
+}
+
+impl IdentitySettings {
+    /// How this identity proves itself: its secret, or its certificate read and checked
+    /// at `now` (an expired one refused). The error names the setting.
+    pub fn credential(&self, name: &str) -> Result<Credential, String> {
+        if self.client_secret.is_empty() {
+            Ok(Credential::Certificate(self.certificate(name, now())?.into()))
+        } else {
+            Ok(Credential::Secret(self.client_secret.expose().to_owned()))
+        }
+    }
+
+    fn certificate(&self, name: &str, now: UnixMillis) -> Result<CertificateCredential, String> {
+        let setting = |key: &str| {
+            format!(
+                "identities.{name}.{key} (EG__IDENTITIES__{}__{})",
+                name.to_ascii_uppercase(),
+                key.to_ascii_uppercase()
+            )
+        };
+        let read = |key: &str, path: &str| {
+            if path.is_empty() {
+                return Err(format!("{}: required with a certificate", setting(key)));
+            }
+            std::fs::read(path).map_err(|e| format!("{}: cannot read {path:?}: {e}", setting(key)))
+        };
+        let certificate = read("certificate_file", self.certificate_file.trim())?;
+        let key = read("key_file", self.key_file.trim())?;
+        let mut pem = certificate;
+        pem.push(b'\n');
+        pem.extend_from_slice(&key);
+        let (leaf, not_after) =
+            super::certificates::check_pair(&format!("identities.{name}"), &pem, "certificate_file", "key_file")?;
+        if not_after <= now {
+            return Err(format!(
+                "{}: the certificate expired on {}; renew it (and register the new one with the provider)",
+                setting("certificate_file"),
+                not_after.to_rfc3339()
+            ));
+        }
+        CertificateCredential::new(&leaf, &key).map_err(|e| format!("{}: {e}", setting("key_file")))
+    }
+}
+
+/// The wall clock, for a certificate's expiry.
+fn now() -> UnixMillis {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    UnixMillis(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Checks every identity.
@@ -256,5 +334,77 @@ mod tests {
         ])
         .unwrap_err();
         assert!(e.contains("EG__IDENTITIES__P__TOKEN_URL"), "{e}");
+    }
+
+    #[test]
+    fn an_identity_signs_in_with_a_certificate_instead_of_a_secret() {
+        use eg_testkit::oauth_server::{CLIENT_KEY_PEM, client_certificate};
+        let dir = tempfile::tempdir().unwrap();
+        let issued = client_certificate(dir.path(), "corp", CLIENT_KEY_PEM, false);
+        let (cert, key) = (issued.cert.display().to_string(), issued.key.display().to_string());
+        let s = load(&[
+            ("EG__IDENTITIES__CORP__TENANT_ID", "t"),
+            ("EG__IDENTITIES__CORP__CLIENT_ID", "app"),
+            ("EG__IDENTITIES__CORP__CERTIFICATE_FILE", &cert),
+            ("EG__IDENTITIES__CORP__KEY_FILE", &key),
+        ])
+        .unwrap();
+        let credential = s.identities["corp"].credential("corp").unwrap();
+        let Credential::Certificate(certificate) = &credential else {
+            panic!("a certificate credential, got {credential:?}");
+        };
+        let jwt = certificate
+            .assertion("app", "https://login.example/t/token", UnixMillis(1_700_000_000_000))
+            .unwrap();
+        assert_eq!(jwt.split('.').count(), 3, "{jwt}");
+        assert!(!format!("{credential:?}").contains("PRIVATE"), "{credential:?}");
+    }
+
+    #[test]
+    fn a_secret_and_a_certificate_together_or_an_expired_certificate_are_refused() {
+        use eg_testkit::oauth_server::{CLIENT_KEY_PEM, OTHER_KEY_PEM, client_certificate};
+        let dir = tempfile::tempdir().unwrap();
+        let good = client_certificate(dir.path(), "good", CLIENT_KEY_PEM, false);
+        let expired = client_certificate(dir.path(), "old", CLIENT_KEY_PEM, true);
+        let other = client_certificate(dir.path(), "other", OTHER_KEY_PEM, false);
+        let with = |cert: &std::path::Path, key: &std::path::Path, secret: Option<&str>| {
+            let (cert, key) = (cert.display().to_string(), key.display().to_string());
+            let mut env = vec![
+                ("EG__IDENTITIES__CORP__TENANT_ID", "t".to_owned()),
+                ("EG__IDENTITIES__CORP__CLIENT_ID", "app".to_owned()),
+                ("EG__IDENTITIES__CORP__CERTIFICATE_FILE", cert),
+                ("EG__IDENTITIES__CORP__KEY_FILE", key),
+            ];
+            if let Some(secret) = secret {
+                env.push(("EG__IDENTITIES__CORP__CLIENT_SECRET", secret.to_owned()));
+            }
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            load(&env).unwrap_err()
+        };
+        let both = with(&good.cert, &good.key, Some("s"));
+        assert!(
+            both.contains("EG__IDENTITIES__CORP__CLIENT_SECRET") && both.contains("not both"),
+            "{both}"
+        );
+        let old = with(&expired.cert, &expired.key, None);
+        assert!(
+            old.contains("EG__IDENTITIES__CORP__CERTIFICATE_FILE") && old.contains("expired on 2020-01-01"),
+            "{old}"
+        );
+        let mismatched = with(&good.cert, &other.key, None);
+        assert!(
+            mismatched.contains("identities.corp.key_file: the key does not belong"),
+            "{mismatched}"
+        );
+        let neither = load(&[
+            ("EG__IDENTITIES__CORP__TENANT_ID", "t"),
+            ("EG__IDENTITIES__CORP__CLIENT_ID", "app"),
+            ("EG__IDENTITIES__CORP__KEY_FILE", "/nonexistent.key"),
+        ])
+        .unwrap_err();
+        assert!(
+            neither.contains("EG__IDENTITIES__CORP__CERTIFICATE_FILE): required"),
+            "{neither}"
+        );
     }
 }

@@ -12,6 +12,7 @@ use std::pin::Pin;
 
 mod all;
 mod batched;
+mod bearer;
 mod ceilings;
 mod dead_letters;
 mod destinations;
@@ -51,6 +52,7 @@ pub const ALL: &[Scenario] = &[
     slow_receiver::SCENARIO,
     limits::SCENARIO,
     ordering::SCENARIO,
+    bearer::SCENARIO,
     scheduling::SCENARIO,
     redis_memory::SCENARIO,
     sender_memory::SCENARIO,

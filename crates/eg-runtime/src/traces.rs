@@ -5,8 +5,9 @@
 //! and eg's trace spans are plain `tracing` spans (logged like any other, carrying a
 //! `trace_id` field when the event has a context). When on, only spans of target
 //! [`TARGET`] become OpenTelemetry spans: the publish, each delivery attempt, the retry
-//! and dead-letter decisions as their events. Request spans of the ops endpoints or the
-//! status page stay out of the trace backend.
+//! and dead-letter decisions as their events, and the spans pull delivery records after
+//! the fact ([`record_finished`]). Request spans of the ops endpoints or the status page
+//! stay out of the trace backend.
 //!
 //! The exporter sends with eg's own `reqwest` client on the process's tokio runtime
 //! ([`export::OnRuntime`]), so tracing adds no second HTTP stack. Sampling
@@ -22,7 +23,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::str::FromStr;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// The `tracing` target of the spans and events exported as OpenTelemetry spans.
@@ -176,6 +177,41 @@ pub fn recorded(span: &tracing::Span) -> Option<TraceContext> {
         own.trace_flags().to_u8()
     );
     TraceContext::parse(&traceparent, Some(&state))
+}
+
+/// An attribute of a [`record_finished`] span.
+pub use opentelemetry::KeyValue;
+
+/// A span whose parent is known only when its work is done, recorded then: from
+/// `started` to now, a child of `parent`, with `attributes`, an error when `failed`.
+///
+/// Pull delivery learns an event's context from the events a request locked or settled;
+/// a `tracing` span could no longer take that parent once entered, and one made before
+/// would start a trace of its own for requests whose events have none. So these spans
+/// are made only for a parent, after the fact. Nothing when export is off.
+pub fn record_finished(
+    name: &'static str,
+    parent: &TraceContext,
+    started: SystemTime,
+    attributes: Vec<KeyValue>,
+    failed: bool,
+) {
+    use opentelemetry::trace::{Span, SpanKind, Status, Tracer};
+    let (Some(provider), Some(parent)) = (PROVIDER.get(), span_context(parent)) else {
+        return;
+    };
+    let tracer = provider.tracer("eg");
+    let context = opentelemetry::Context::new().with_remote_span_context(parent);
+    let mut span = tracer
+        .span_builder(name)
+        .with_kind(SpanKind::Server)
+        .with_start_time(started)
+        .with_attributes(attributes)
+        .start_with_context(&tracer, &context);
+    if failed {
+        span.set_status(Status::error(""));
+    }
+    span.end();
 }
 
 /// The OpenTelemetry form of a stored context (remote: it came from another process).

@@ -40,6 +40,7 @@ pub fn attempt_span(endpoint: &EndpointId, first: Option<&Delivery>, events: usi
         http.response.status_code = tracing::field::Empty,
         eg.duration_ms = tracing::field::Empty,
         trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty,
     );
     traces::continue_trace(&span, first.trace.as_ref());
     span
@@ -55,7 +56,7 @@ pub fn carry(
     batch: &mut RenderedBatch<'_>,
 ) -> Option<TraceContext> {
     let context = traces::propagate(span, parent)?;
-    span.record("trace_id", context.trace_id());
+    traces::name_in_logs(span, &context);
     add_headers(&mut batch.delivery_headers, Some(&context));
     batch.trace = Some(context.clone());
     Some(context)

@@ -3,8 +3,8 @@
 //!
 //! Off unless configured: with no OTLP endpoint set, no exporter, thread or layer exists
 //! and eg's trace spans are plain `tracing` spans (logged like any other, carrying a
-//! `trace_id` field when the event has a context). When on, only spans of target
-//! [`TARGET`] become OpenTelemetry spans: the publish, each delivery attempt, the retry
+//! `trace_id` and `span_id` fields when the event has a context: [`name_in_logs`]). When
+//! on, only spans of target [`TARGET`] become OpenTelemetry spans: the publish, each delivery attempt, the retry
 //! and dead-letter decisions as their events, and the spans pull delivery records after
 //! the fact ([`record_finished`]). Request spans of the ops endpoints or the status page
 //! stay out of the trace backend.
@@ -161,6 +161,16 @@ pub fn propagate(span: &tracing::Span, parent: Option<&TraceContext>) -> Option<
     recorded(span).or_else(|| parent.cloned())
 }
 
+/// Names `sent`, the context a span sends on or stores, in the span's `trace_id` and
+/// `span_id` fields (declared `Empty` where the span is made), so every log line inside
+/// it names the trace and the span the next hop continues: eg's own span when export is
+/// on, the stored parent when off (the same ids the `traceparent` carries). A span
+/// without a context records nothing: untraced work costs nothing here.
+pub fn name_in_logs(span: &tracing::Span, sent: &TraceContext) {
+    span.record("trace_id", sent.trace_id());
+    span.record("span_id", sent.parent_id());
+}
+
 /// `span`'s own W3C context when export is on (sampled or not), `None` when off.
 pub fn recorded(span: &tracing::Span) -> Option<TraceContext> {
     PROVIDER.get()?;
@@ -235,6 +245,7 @@ fn span_context(context: &TraceContext) -> Option<SpanContext> {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+    use tracing_subscriber::layer::SubscriberExt;
 
     fn export(vars: &[(&str, &str)]) -> Result<Export, ExportError> {
         let vars: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
@@ -301,6 +312,51 @@ mod tests {
         assert_eq!(parent.trace_id().to_string(), stored.trace_id());
         assert_eq!(parent.span_id().to_string(), stored.parent_id());
         assert_eq!(parent.trace_state().header(), "k=v");
+    }
+
+    /// A writer into a shared buffer, for reading back what a log line said.
+    #[derive(Clone, Default)]
+    struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_log_line_inside_a_traced_span_names_the_trace_and_the_span_in_text_and_json() {
+        let context = TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", None).unwrap();
+        for json in [false, true] {
+            let lines = Lines::default();
+            let writer = lines.clone();
+            let layer = tracing_subscriber::fmt::layer()
+                .with_writer(move || writer.clone())
+                .with_ansi(false);
+            let subscriber: Box<dyn tracing::Subscriber + Send + Sync> = if json {
+                Box::new(tracing_subscriber::registry().with(layer.json().flatten_event(true)))
+            } else {
+                Box::new(tracing_subscriber::registry().with(layer))
+            };
+            tracing::subscriber::with_default(subscriber, || {
+                let span = tracing::info_span!(
+                    target: TARGET,
+                    "attempt",
+                    trace_id = tracing::field::Empty,
+                    span_id = tracing::field::Empty
+                );
+                name_in_logs(&span, &context);
+                span.in_scope(|| tracing::info!("inside"));
+            });
+            let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+            assert!(text.contains("4bf92f3577b34da6a3ce929d0e0e4736"), "json {json}: {text}");
+            assert!(text.contains("00f067aa0ba902b7"), "json {json}: {text}");
+            assert!(text.contains("span_id"), "json {json}: {text}");
+        }
     }
 
     #[test]

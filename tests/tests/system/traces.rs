@@ -5,7 +5,9 @@
 //! a broker message, read back from NATS JetStream, carrying its attempt's context.
 
 use async_nats::jetstream::{self, stream};
-use eg_system_tests::{Behaviour, DEADLINE, Options, Receiver, System, event, eventually, subscription};
+use eg_system_tests::{
+    Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, event, eventually, subscription,
+};
 use eg_testkit::otlp_receiver::ReceivedSpan;
 use eg_testkit::{Nats, OtlpReceiver};
 use serde_json::{Value, json};
@@ -227,4 +229,38 @@ async fn a_nats_message_carries_the_context_of_the_attempt_that_published_it() {
         "the message names its attempt's span in the publisher's trace"
     );
     assert_eq!(header("tracestate").as_deref(), Some("vendor=x"));
+}
+
+/// The dead-letter tier's write of a record is a span of the event's trace, under the
+/// context stored with it (the publish span), naming the store and the outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dead_letter_write_is_a_span_of_the_events_trace() {
+    let collector = OtlpReceiver::start().await;
+    let system = traced_system(&collector, &[]).await;
+    let endpoint = Receiver::start(Behaviour::Status(400)).await;
+    system.create_topic("doomed").await;
+    let extra = json!({"deadLetterDestination": dead_letter_to("dead")});
+    system
+        .create_subscription("doomed", "Sub", subscription(endpoint.url(), extra))
+        .await;
+
+    let events = json!([event("d-1", "T", "/d", json!(1))]);
+    publish_with(&system, "doomed", &events, &[("traceparent", &traceparent())]).await;
+    let spans = eventually(DEADLINE * 2, "the publish and dead-letter write spans", || async {
+        let spans = collector.trace(TRACE_ID);
+        (!named(&spans, "publish").is_empty() && !named(&spans, "dead-letter write").is_empty()).then_some(spans)
+    })
+    .await;
+    let publish = named(&spans, "publish")[0];
+    let write = named(&spans, "dead-letter write")[0];
+    assert_eq!(
+        write.parent_span_id, publish.span_id,
+        "the stored context is its parent"
+    );
+    assert_eq!(write.service, "eg-deadletter");
+    assert_eq!(write.attribute("eg.store"), Some("local"));
+    assert_eq!(write.attribute("eg.subscription"), Some("sub"));
+    assert_eq!(write.attribute("eg.records"), Some("1"));
+    assert_eq!(write.attribute("eg.outcome"), Some("written"));
+    assert!(!write.error);
 }

@@ -3,7 +3,7 @@
 //! - cost: end-to-end deliveries/s unlimited and with `requestsPerSecond` far above what
 //!   the machine delivers (the gate is asked, never says wait); target ≥ 95 %. Runs of
 //!   one setup minutes apart differ by a quarter on a shared machine, so the two setups
-//!   alternate (`--pairs`), the row compares their medians and shows the sender's CPU per
+//!   alternate (`--rounds`), the row compares their medians and shows the sender's CPU per
 //!   delivery, which the machine's other load moves far less.
 //! - accuracy: a cap well below the machine's rate, with 1 and with 4 senders, over a
 //!   window; the delivered rate against the cap; target within ±10 %.
@@ -11,6 +11,7 @@
 use super::{Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::Fsync;
+use crate::compare;
 use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
 use crate::measure::{self, Load, Measured};
@@ -32,7 +33,7 @@ rate (the limiter's cost), then a cap below it with 1 and 4 senders (its accurac
 usage: eg-bench limits [options]
 
   --duration D           cost: each measured window (default 15s; quick 4s)
-  --pairs N              cost: unlimited/limited runs, alternating (default 3; quick 1)
+  --rounds N             cost: rounds of unlimited and limited runs, alternating (default 3; quick 1)
   --accuracy-duration D  accuracy: each measured window (default 60s; quick 8s)
   --cap N                accuracy: requestsPerSecond (default 200)
   --senders N            accuracy alone, with N senders (no cost row; default: cost,
@@ -62,12 +63,12 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         let accuracy_duration = flags.duration("accuracy-duration", ctx.seconds(60, 8))?;
         let cap: f64 = flags.number("cap", 200.0)?;
         let only: usize = flags.number("senders", 0)?;
-        let pairs: usize = flags.number("pairs", ctx.sized(3, 1))?;
+        let rounds: usize = flags.number("rounds", ctx.sized(3, 1))?;
         flags.finish()?;
         let load = Load::end_to_end(ctx, 4, 2_000, duration);
         let mut rows = Vec::new();
         if only == 0 {
-            rows.push(cost_row(ctx, &load, duration, pairs).await?);
+            rows.push(cost_row(ctx, &load, duration, rounds).await?);
         }
         let senders_list = if only == 0 { vec![1, 4] } else { vec![only] };
         for senders in senders_list {
@@ -80,74 +81,40 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
 
 /// The limiter's cost: a cap far above the machine's rate against no cap at all, in
 /// alternating runs; medians compared.
-async fn cost_row(ctx: &Ctx, load: &Load, duration: Duration, pairs: usize) -> anyhow::Result<crate::report::Row> {
-    let mut open = Vec::new();
-    let mut capped = Vec::new();
-    for pair in 1..=pairs.max(1) {
-        eprintln!("limits: pair {pair}: unlimited …");
-        open.push(measure_with(ctx, 1, None, duration).await?);
-        eprintln!("limits: pair {pair}: requestsPerSecond 100000 …");
-        capped.push(measure_with(ctx, 1, Some(json!({"requestsPerSecond": 100_000})), duration).await?);
-    }
-    let open_rate = median(open.iter().map(Measured::received_per_second));
-    let capped_rate = median(capped.iter().map(Measured::received_per_second));
-    let share = capped_rate / open_rate.max(1.0);
-    let typical = capped
-        .iter()
-        .min_by(|a, b| {
-            let off = |m: &Measured| (m.received_per_second() - capped_rate).abs();
-            off(a).total_cmp(&off(b))
-        })
-        .ok_or_else(|| anyhow::anyhow!("no limited run"))?;
+async fn cost_row(ctx: &Ctx, load: &Load, duration: Duration, rounds: usize) -> anyhow::Result<crate::report::Row> {
+    let capped_limits = json!({"requestsPerSecond": 100_000});
+    let runs = compare::alternating(rounds, &["unlimited", "requestsPerSecond 100000"], |i| {
+        measure_with(ctx, 1, (i == 1).then(|| capped_limits.clone()), duration)
+    })
+    .await?;
+    let open = compare::summarise(&runs[0])?;
+    let capped = compare::summarise(&runs[1])?;
+    let share = capped.rate / open.rate.max(1.0);
     let mut cost = measure::row(
         "limits cost",
-        format!("requestsPerSecond 100000 (above the machine's rate), 1 sender, median of {pairs}"),
-        typical,
+        format!("requestsPerSecond 100000 (above the machine's rate), 1 sender, median of {rounds}"),
+        capped.typical,
         load,
         "deliveries/s",
     );
-    cost.rate = Some((capped_rate, "deliveries/s"));
-    let each = |runs: &[Measured]| {
-        runs.iter()
-            .map(|m| thousands(m.received_per_second()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    cost.rate = Some((capped.rate, "deliveries/s"));
     cost.figures.push((
         "unlimited".into(),
-        format!("{} deliveries/s (median; runs {})", thousands(open_rate), each(&open)),
+        format!("{} deliveries/s (median; runs {})", thousands(open.rate), open.each),
     ));
-    cost.figures.push(("limited runs".into(), format!("{} deliveries/s", each(&capped))));
-    let open_cpu = median(open.iter().filter_map(sender_micros_per_delivery));
-    let capped_cpu = median(capped.iter().filter_map(sender_micros_per_delivery));
+    cost.figures
+        .push(("limited runs".into(), format!("{} deliveries/s", capped.each)));
     cost.figures.push((
         "sender CPU per delivery".into(),
-        format!("{capped_cpu:.0} µs limited, {open_cpu:.0} µs unlimited (medians)"),
+        format!(
+            "{:.0} µs limited, {:.0} µs unlimited (medians)",
+            capped.sender_micros, open.sender_micros
+        ),
     ));
     cost.targets
         .push(Target::at_least("share of unlimited", share * 100.0, 95.0, "%"));
-    eprintln!(
-        "limits: {:.1} % of unlimited; sender {capped_cpu:.0} against {open_cpu:.0} µs per delivery",
-        share * 100.0
-    );
+    eprintln!("limits: {:.1} % of unlimited", share * 100.0);
     Ok(cost)
-}
-
-/// The sender processes' CPU time per delivery received in the window.
-fn sender_micros_per_delivery(m: &Measured) -> Option<f64> {
-    let seconds = m.cpu.seconds.iter().find(|(label, _)| label == "sender")?.1;
-    (m.received > 0).then(|| seconds * 1e6 / m.received as f64)
-}
-
-/// The middle value (the mean of the two middle ones for an even count); 0 for none.
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = values.collect();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 /// The limiter's accuracy: the delivered rate against a cap below the machine's rate.

@@ -29,6 +29,7 @@ mod retry_storm;
 mod scheduling;
 mod sender_memory;
 mod slow_receiver;
+mod traces;
 
 pub type Rows<'a> = Pin<Box<dyn Future<Output = anyhow::Result<Vec<Row>>> + 'a>>;
 pub type Run = for<'a> fn(&'a mut Ctx, Flags) -> Rows<'a>;
@@ -53,6 +54,7 @@ pub const ALL: &[Scenario] = &[
     limits::SCENARIO,
     ordering::SCENARIO,
     bearer::SCENARIO,
+    traces::SCENARIO,
     scheduling::SCENARIO,
     redis_memory::SCENARIO,
     sender_memory::SCENARIO,

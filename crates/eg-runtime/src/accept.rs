@@ -100,7 +100,7 @@ pub async fn store_events<E>(
             .publish_routed(&partition, snapshot.version, &to_store, &queued)
             .await?
         {
-            PublishOutcome::Stored => {
+            PublishOutcome::Stored { .. } => {
                 let matched: usize = to_store.iter().map(|e| e.deliveries.len()).sum();
                 metrics::counter!(m::MATCHED_EVENT_COUNT, "topic" => name.key()).increment(matched as u64);
                 metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key())

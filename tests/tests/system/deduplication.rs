@@ -4,6 +4,7 @@
 //! and `id`; an event no subscription matched is not remembered. The window's end is
 //! tested in eg-store (tests/duplicates.rs), where the clock is the test's.
 
+use crate::egctl::Egctl;
 use eg_system_tests::{
     Behaviour, DEADLINE, Receiver, System, duplicates, event, metric, sorted, strings, subscription,
 };
@@ -122,4 +123,36 @@ async fn deduplication_cloud_events_are_one_event_by_source_and_id_and_unmatched
     let page = system.ingress_metrics().await;
     assert_eq!(metric(&page, "DuplicateEventCount", &[("topic", "telemetry")]), 1.0);
     assert_eq!(metric(&page, "UnmatchedEventCount", &[("topic", "telemetry")]), 1.0);
+}
+
+/// The window egctl printed in a topic's field list.
+fn window_shown(text: &str) -> Option<&str> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("duplicateDetectionHistoryTimeWindow:"))
+        .map(str::trim)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deduplication_egctl_sets_shows_and_refuses_a_window() {
+    let system = System::start(Options::default()).await;
+    let ctl = Egctl::for_system(&system);
+    let created = ctl
+        .run(&["topics", "create", "orders", "--duplicate-window", "10m"])
+        .await;
+    assert_eq!(window_shown(created.ok()), Some(WINDOW), "{created:?}");
+    let shown = ctl.run(&["topics", "show", "orders"]).await;
+    assert_eq!(window_shown(shown.ok()), Some(WINDOW), "{shown:?}");
+    let (_, topic) = system.get("/topics/orders").await;
+    assert_eq!(topic["properties"]["duplicateDetectionHistoryTimeWindow"], WINDOW);
+
+    let refused = ctl
+        .run(&["topics", "create", "orders", "--duplicate-window", "5s"])
+        .await;
+    assert_ne!(refused.code, 0, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("properties.duplicateDetectionHistoryTimeWindow"),
+        "the API's refusal names the field: {refused:?}"
+    );
 }

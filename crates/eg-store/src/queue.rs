@@ -596,3 +596,16 @@ fn take_string(entry: &mut StreamId, field: &str) -> Option<String> {
         other => redis::from_redis_value(other).ok(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::skipped_positions;
+
+    #[test]
+    fn the_scripts_skipped_event_numbers_become_positions_from_zero() {
+        assert_eq!(skipped_positions(""), Some(vec![]));
+        assert_eq!(skipped_positions("1 3"), Some(vec![0, 2]));
+        assert_eq!(skipped_positions("0"), None, "the script numbers events from 1");
+        assert_eq!(skipped_positions("x"), None);
+    }
+}

@@ -122,3 +122,27 @@ async fn without_a_check_nothing_is_remembered_and_every_event_is_stored() {
     let keys: Vec<String> = query(&mut h.redis(), &["KEYS", "*:seen:*"]);
     assert!(keys.is_empty(), "{keys:?}");
 }
+
+#[tokio::test]
+async fn deleting_the_topic_forgets_what_it_remembered() {
+    let h = Harness::start().await;
+    let catalog = h.catalog();
+    catalog.put_topic(&topic("orders"), keys("o")).await.unwrap();
+    let home = h.store.keys().home_partition("orders");
+    let version = catalog.version().await.unwrap();
+    let stored = h
+        .store
+        .publish_checked(
+            &home,
+            version,
+            &[event("e1", 1)],
+            &HashSet::new(),
+            Some(&check(&["a"], 1_000)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored, PublishOutcome::Stored { duplicates: vec![] });
+    assert!(exists(&mut h.redis(), &home.seen("orders")));
+    assert!(catalog.delete_topic(&topic_name("orders")).await.unwrap());
+    assert!(!exists(&mut h.redis(), &home.seen("orders")));
+}

@@ -14,6 +14,9 @@ pub const MATCHED_EVENT_COUNT: &str = "MatchedEventCount";
 /// Published events a subscription waiting for validation would have matched: not kept
 /// for it (labels `topic`, `subscription`). Not one of Event Grid's metrics.
 pub const MISSED_EVENT_COUNT: &str = "MissedEventCount";
+/// Published events skipped as duplicates of one the topic accepted within its duplicate
+/// detection window (label `topic`; deduplication.md). Not one of Event Grid's metrics.
+pub const DUPLICATE_EVENT_COUNT: &str = "DuplicateEventCount";
 pub const DELIVERY_SUCCESS_COUNT: &str = "DeliverySuccessCount";
 pub const DELIVERY_ATTEMPT_FAIL_COUNT: &str = "DeliveryAttemptFailCount";
 pub const DEAD_LETTERED_COUNT: &str = "DeadLetteredCount";
@@ -127,6 +130,10 @@ fn describe() {
     describe_counter!(
         MISSED_EVENT_COUNT,
         "Published events a subscription waiting for validation would have matched (not kept for it)"
+    );
+    describe_counter!(
+        DUPLICATE_EVENT_COUNT,
+        "Published events not stored: the topic accepted one of the same identity within its window"
     );
     describe_counter!(DELIVERY_SUCCESS_COUNT, "Deliveries the endpoint accepted");
     describe_counter!(

@@ -17,6 +17,7 @@ mod client_certificates;
 mod dead_letter_notifications;
 mod dead_letter_status;
 mod dead_letter_stores;
+mod deduplication;
 mod egctl;
 mod filtering;
 mod hostile;

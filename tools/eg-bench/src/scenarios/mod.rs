@@ -15,6 +15,7 @@ mod batched;
 mod bearer;
 mod ceilings;
 mod dead_letters;
+mod dedup;
 mod destinations;
 mod end_to_end;
 mod fan_out;
@@ -54,6 +55,7 @@ pub const ALL: &[Scenario] = &[
     limits::SCENARIO,
     ordering::SCENARIO,
     bearer::SCENARIO,
+    dedup::SCENARIO,
     traces::SCENARIO,
     scheduling::SCENARIO,
     redis_memory::SCENARIO,

@@ -79,6 +79,9 @@ impl KafkaProducers {
             Ok(producer) => producer,
             Err(outcome) => return outcome.into(),
         };
+        let Some(client) = producer.inner.producer() else {
+            return refused(OutcomeName::GenericError, 500).into();
+        };
         let mut reports = Vec::with_capacity(records.len());
         for record in &records {
             let mut future_record = FutureRecord::to(&target.topic)
@@ -87,7 +90,7 @@ impl KafkaProducers {
             if let Some(key) = &record.key {
                 future_record = future_record.key(key);
             }
-            match producer.inner.send_result(future_record) {
+            match client.send_result(future_record) {
                 Ok(report) => reports.push(report),
                 Err((e, _)) => return producer.told(&target.topic, &e, started),
             }
@@ -227,7 +230,7 @@ fn outcome_of(code: RDKafkaErrorCode) -> AttemptOutcome {
 /// A named connection's producer and what its client last complained about.
 #[derive(Clone)]
 struct Producer {
-    inner: FutureProducer<Watch>,
+    inner: Arc<Retiring>,
     watch: Watch,
     /// Set when the brokers no longer take its producer id (see [`breaks_producer`]):
     /// the next attempt makes a new producer.
@@ -285,7 +288,14 @@ impl Producer {
         let outcome = match last.as_ref().map(|e| outcome_of(e.code)) {
             Some(AttemptOutcome::SocketError) => AttemptOutcome::SocketError,
             Some(AttemptOutcome::ResolutionError) => AttemptOutcome::ResolutionError,
-            _ => AttemptOutcome::TimedOut,
+            _ => {
+                // The brokers were reachable and still took nothing: the producer is stuck
+                // (a broker that lost its producer state answers `UnknownProducerId`,
+                // which librdkafka retries until the record times out). A new one gets
+                // a new producer id.
+                self.broken.store(true, Ordering::Relaxed);
+                AttemptOutcome::TimedOut
+            }
         };
         let error = match last {
             Some(e) => format!("no acknowledgement in time; the client last said: {}", e.text),
@@ -293,6 +303,30 @@ impl Producer {
         };
         tracing::warn!(topic, error, "a Kafka record was not acknowledged");
         Told::with_error(outcome, error)
+    }
+}
+
+/// A producer that is dropped off the async runtime: librdkafka's destroy purges and
+/// flushes for up to half a second, and the last clone may go in a task (or under the
+/// lock that swaps a broken producer for a new one).
+struct Retiring(Option<FutureProducer<Watch>>);
+
+impl Retiring {
+    /// The producer (`None` only inside `drop`).
+    fn producer(&self) -> Option<&FutureProducer<Watch>> {
+        self.0.as_ref()
+    }
+}
+
+impl Drop for Retiring {
+    fn drop(&mut self) {
+        let Some(producer) = self.0.take() else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(move || drop(producer));
+            }
+            Err(_) => drop(producer),
+        }
     }
 }
 
@@ -407,7 +441,7 @@ impl Connect for Cluster {
             name: name.into(),
             ..Watch::default()
         };
-        let inner = self
+        let producer = self
             .config(timeout)
             .create_with_context::<_, FutureProducer<Watch>>(watch.clone())
             .map_err(|e| {
@@ -416,7 +450,7 @@ impl Connect for Cluster {
             })?;
         tracing::info!(connection = %name, "Kafka producer made");
         Ok(Producer {
-            inner,
+            inner: Arc::new(Retiring(Some(producer))),
             watch,
             broken: Arc::default(),
         })
@@ -425,7 +459,11 @@ impl Connect for Cluster {
     /// A producer with a fatal error or a refused producer id produces nothing more: a
     /// new one is made.
     fn usable(producer: &Producer) -> bool {
-        !producer.broken.load(Ordering::Relaxed) && producer.inner.client().fatal_error().is_none()
+        !producer.broken.load(Ordering::Relaxed)
+            && producer
+                .inner
+                .producer()
+                .is_some_and(|p| p.client().fatal_error().is_none())
     }
 }
 
@@ -656,6 +694,32 @@ mod tests {
             error.starts_with("no acknowledgement in time; the client last said: "),
             "{error}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_broker_restarted_without_its_producer_state_gets_a_new_producer() {
+        let mut tansu = Tansu::start();
+        tansu.create_topic("orders", 1);
+        let kafka = producers(&tansu, Duration::from_secs(3));
+        let subscription = to_topic("orders", json!({}));
+        assert_eq!(
+            send(&kafka, &subscription, &event("e-1", "/a", "eu")).await.outcome,
+            AttemptOutcome::Stored
+        );
+        // Memory storage: the restarted broker knows neither the topic nor the producer id.
+        tansu.restart();
+        tansu.create_topic("orders", 1);
+        let mut outcomes = Vec::new();
+        for _ in 0..5 {
+            let outcome = send(&kafka, &subscription, &event("e-2", "/a", "eu")).await.outcome;
+            outcomes.push(outcome);
+            if outcome == AttemptOutcome::Stored {
+                break;
+            }
+        }
+        assert_eq!(outcomes.last(), Some(&AttemptOutcome::Stored), "{outcomes:?}");
+        let records = read(&tansu, "orders", 1);
+        assert!(records[0].value_text().contains("\"e-2\""));
     }
 
     #[test]

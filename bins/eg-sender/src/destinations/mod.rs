@@ -1,14 +1,16 @@
 //! Every destination this sender delivers to, behind the one [`Destination`] the steps
 //! use: a batch goes to the kind of its subscription's target — the HTTP webhook, an
-//! Azure storage queue, a RabbitMQ exchange or a NATS JetStream subject — and that kind
-//! is handed its own typed target (`eg_core::destination`). Each kind is a module of its
-//! own, built from the settings; the `destinations!` list below is the one registration.
+//! Azure storage queue, a RabbitMQ exchange, a NATS JetStream subject or an Amazon SQS
+//! queue — and that kind is handed its own typed target (`eg_core::destination`). Each
+//! kind is a module of its own, built from the settings; the `destinations!` list below
+//! is the one registration.
 
 mod batch_events;
 mod broker_message;
 mod connections;
 mod nats;
 mod rabbitmq;
+mod sqs;
 mod storage_queue;
 mod told;
 mod webhook;
@@ -85,6 +87,7 @@ destinations! {
     StorageQueue => storage_queue: storage_queue::StorageQueues,
     RabbitMq => rabbitmq: rabbitmq::RabbitMq,
     NatsJetStream => nats: nats::Nats,
+    AmazonSqs => sqs: sqs::Sqs,
 }
 
 impl Destinations {
@@ -116,6 +119,7 @@ mod tests {
             storage_queue: queues_at(queue_endpoint),
             rabbitmq: RabbitMq::new(&Default::default(), Duration::from_secs(5)),
             nats: Nats::new(&Default::default(), Duration::from_secs(5)),
+            sqs: super::sqs::Sqs::new(&Default::default(), Duration::from_secs(5)).unwrap(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! Where a push subscription delivers, one module per kind: an HTTP webhook (Event
 //! Grid's `WebHook`), an Azure Storage queue (`StorageQueue`), a RabbitMQ exchange (eg's
-//! `RabbitMQ`) or a NATS JetStream subject (eg's `NatsJetStream`).
+//! `RabbitMQ`), a NATS JetStream subject (eg's `NatsJetStream`) or an Amazon SQS queue
+//! (eg's `AmazonSQS`).
 //!
 //! Each kind's module is the whole of what eg-core knows about it: its typed target,
 //! read from `destination.properties` with field-precise errors, shown back, checked
@@ -16,12 +17,14 @@
 mod connections;
 mod nats;
 mod rabbitmq;
+mod sqs;
 mod storage_queue;
 mod webhook;
 mod webhook_auth;
 
 pub use nats::NatsJetStream;
 pub use rabbitmq::{RabbitMq, RoutingKey};
+pub use sqs::{AmazonSqs, FifoIds};
 pub use storage_queue::StorageQueue;
 pub use webhook::WebHook;
 pub use webhook_auth::WebhookAuth;
@@ -139,6 +142,7 @@ targets! {
     StorageQueue(StorageQueue) stored as "storageQueue",
     RabbitMq(RabbitMq) stored as "rabbitMq",
     NatsJetStream(NatsJetStream) stored as "natsJetStream",
+    AmazonSqs(AmazonSqs) stored as "amazonSqs",
 }
 
 impl Target {

@@ -67,6 +67,8 @@ pub fn outcome_of(status: u16, code: &str, message: &str) -> AttemptOutcome {
         "InvalidParameterValue" if message.contains("must be shorter") => refused(OutcomeName::PayloadTooLarge, 413),
         "RequestThrottled" | "ThrottlingException" | "KmsThrottled" | "OverLimit" => refused(OutcomeName::Busy, 503),
         "KmsDisabled" => refused(OutcomeName::Disabled, 503),
+        _ if status == 401 => refused(OutcomeName::Unauthorized, 401),
+        _ if status == 403 => refused(OutcomeName::Forbidden, 403),
         _ if status >= 500 => refused(OutcomeName::Busy, 503),
         _ => refused(OutcomeName::BadRequest, 400),
     }
@@ -110,6 +112,7 @@ mod tests {
             (500, "InternalError", "", OutcomeName::Busy, 503),
             (400, "KmsDisabled", "", OutcomeName::Disabled, 503),
             (400, "MissingParameter", "", OutcomeName::BadRequest, 400),
+            (403, "Unknown", "", OutcomeName::Forbidden, 403),
         ];
         for (status, code, message, outcome, as_status) in table {
             assert_eq!(

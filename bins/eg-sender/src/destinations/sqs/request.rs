@@ -112,9 +112,14 @@ impl Queue {
                 Answer::from(outcome)
             })?;
         let status = response.status().as_u16();
+        let error_type = response
+            .headers()
+            .get("x-amzn-errortype")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let text = read_bounded(response).await;
         if status != 200 {
-            let (code, message) = error_of(&text);
+            let (code, message) = error_of(error_type.as_deref(), &text);
             let outcome = outcome_of(status, &code, &message);
             tracing::info!(
                 queue = %self.identity, status, code = %code, outcome = %outcome.name(),
@@ -177,23 +182,39 @@ async fn read_bounded(mut response: reqwest::Response) -> String {
     String::from_utf8_lossy(&body).into_owned()
 }
 
-/// The code and message of an error answer (`{"__type": "com.amazonaws.sqs#QueueDoesNotExist",
-/// "message": "…"}`): the code without its namespace.
-pub fn error_of(text: &str) -> (String, String) {
+/// The code and message of an error answer: the JSON protocol's
+/// (`{"__type": "com.amazonaws.sqs#QueueDoesNotExist", "message": "…"}`, or the code in
+/// `x-amzn-errortype`), else the XML `<Code>` and `<Message>` some refusals of
+/// credentials come as; the code without its namespace.
+pub fn error_of(error_type: Option<&str>, text: &str) -> (String, String) {
     let parsed: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    let bare = |t: &str| {
+        let t = t.split(':').next().unwrap_or(t);
+        t.rsplit('#').next().unwrap_or(t).to_owned()
+    };
     let code = parsed
         .get("__type")
         .or_else(|| parsed.get("code"))
         .and_then(Value::as_str)
-        .map(|t| t.rsplit('#').next().unwrap_or(t).to_owned())
+        .map(bare)
+        .or_else(|| error_type.map(bare))
+        .or_else(|| xml_element(text, "Code"))
         .unwrap_or_else(|| "Unknown".to_owned());
     let message = parsed
         .get("message")
         .or_else(|| parsed.get("Message"))
         .and_then(Value::as_str)
         .map(str::to_owned)
+        .or_else(|| xml_element(text, "Message"))
         .unwrap_or_else(|| text.chars().take(MAX_QUOTED).collect());
     (code, message)
+}
+
+/// The text of the first `<name>…</name>` in `text`.
+fn xml_element(text: &str, name: &str) -> Option<String> {
+    let (_, after) = text.split_once(&format!("<{name}>"))?;
+    let (inner, _) = after.split_once(&format!("</{name}>"))?;
+    Some(inner.trim().to_owned())
 }
 
 /// Each entry's answer from a `200`'s `Successful` and `Failed` lists (by `Id`, its
@@ -235,4 +256,26 @@ pub fn entry_answers(text: &str, entries: usize) -> Vec<Answer> {
         answers[i] = Answer::refused(outcome, format!("SQS: {code}: {message}"));
     }
     answers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_are_read_from_json_the_error_type_header_or_xml() {
+        let json =
+            r#"{"__type": "com.amazonaws.sqs#QueueDoesNotExist", "message": "The specified queue does not exist."}"#;
+        assert_eq!(
+            error_of(None, json),
+            ("QueueDoesNotExist".into(), "The specified queue does not exist.".into())
+        );
+        assert_eq!(
+            error_of(Some("InvalidClientTokenId:http://internal.amazon.com/"), "{}").0,
+            "InvalidClientTokenId"
+        );
+        let xml = "<ErrorResponse><Error><Code>SignatureDoesNotMatch</Code><Message>bad sig</Message></Error></ErrorResponse>";
+        assert_eq!(error_of(None, xml), ("SignatureDoesNotMatch".into(), "bad sig".into()));
+        assert_eq!(error_of(None, "oops").0, "Unknown");
+    }
 }

@@ -113,6 +113,11 @@ async fn sqs_delivers_each_event_with_its_attributes_and_fifo_queues_get_group_a
     wait_subscription_successes(&system, "shop", "plain", 3.0).await;
     assert_eq!(message_count(&moto, &fifo), 2, "deduplicated by the event id");
     assert_eq!(message_count(&moto, &standard), 3, "a standard queue keeps both");
+    let page = system.sender_metrics().await;
+    let sqs = [("destination", "sqs")];
+    assert_eq!(metric(&page, "DestinationRequestMessageCount", &sqs), 6.0);
+    let requests = metric(&page, "DestinationRequestCount", &sqs);
+    assert!((1.0..=6.0).contains(&requests), "{requests} requests");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,6 +157,20 @@ async fn sqs_an_event_over_the_limit_is_dead_lettered_at_once_and_a_missing_queu
     assert_eq!(record["deadLetterReason"], "MaxDeliveryAttemptsExceeded", "{record}");
     assert_eq!(record["lastDeliveryOutcome"], "NotFound", "{record}");
     assert_eq!(record["deliveryAttempts"], 2, "{record}");
+    // The history keeps SQS's own words, not only the outcome's name.
+    let (status, history) = system.get("/topics/shop/events/e-2/history").await;
+    assert_eq!(status, 200, "{history}");
+    let steps = history["value"].as_array().cloned().unwrap_or_default();
+    let attempt = steps
+        .iter()
+        .find(|a| a["outcome"] == "NotFound")
+        .unwrap_or_else(|| panic!("{history}"));
+    assert!(
+        attempt["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("SQS: QueueDoesNotExist: ")),
+        "{history}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@
 use super::outcome::{Answer, outcome_of};
 use eg_core::destination::FifoIds;
 use eg_core::{AttemptOutcome, OutcomeName};
+use eg_runtime::metrics::{DESTINATION_REQUEST_COUNT, DESTINATION_REQUEST_MESSAGE_COUNT};
 use object_store::aws::{AwsAuthorizer, AwsCredentialProvider};
 use object_store::client::{HttpRequest, HttpRequestBody};
 use serde_json::{Map, Value, json};
@@ -86,6 +87,8 @@ pub struct Queue {
 impl Queue {
     /// Sends `entries` in one request: one answer per entry, in order.
     pub async fn send_batch(&self, entries: &[Entry]) -> Vec<Answer> {
+        metrics::counter!(DESTINATION_REQUEST_COUNT, "destination" => "sqs").increment(1);
+        metrics::counter!(DESTINATION_REQUEST_MESSAGE_COUNT, "destination" => "sqs").increment(entries.len() as u64);
         match self.request(entries).await {
             Ok(answers) => answers,
             Err(whole) => vec![whole; entries.len()],

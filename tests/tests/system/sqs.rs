@@ -1,7 +1,8 @@
 //! The Amazon SQS destination end to end, against moto's server (the one the S3 tests
 //! start, with signatures checked): subscriptions created through the management API
 //! deliver to standard and FIFO queues, read back with the harness's own SQS client
-//! (`eg_testkit::sqs`). Attributes and FIFO ids, FIFO deduplication of an event sent
+//! (`eg_testkit::sqs`). Attributes, CloudEvents bodies, FIFO ids (the subject, or the
+//! ordering key), FIFO deduplication of an event sent
 //! twice, an event over the connection's limit dead-lettered at once, a missing queue
 //! retried then dead-lettered, wrong credentials, and moto killed and started again.
 
@@ -66,6 +67,8 @@ async fn sqs_delivers_each_event_with_its_attributes_and_fifo_queues_get_group_a
     let moto = moto().await;
     let standard = create_queue(&moto, "orders");
     let fifo = create_queue(&moto, "orders.fifo");
+    let regional = create_queue(&moto, "regional.fifo");
+    let cloud = create_queue(&moto, "cloud");
     let system = system_on(&moto, &moto.credentials().secret_access_key, &[]).await;
     system.create_topic("shop").await;
     system
@@ -73,6 +76,14 @@ async fn sqs_delivers_each_event_with_its_attributes_and_fifo_queues_get_group_a
         .await;
     system
         .create_subscription("shop", "ordered", sqs_subscription(&fifo, json!({})))
+        .await;
+    let by_region = json!({"orderedDelivery": {"key": "data", "path": "region"}});
+    system
+        .create_subscription("shop", "regional", sqs_subscription(&regional, by_region))
+        .await;
+    let cloud_events = json!({"eventDeliverySchema": "CloudEventSchemaV1_0"});
+    system
+        .create_subscription("shop", "cloud", sqs_subscription(&cloud, cloud_events))
         .await;
 
     let events = json!([
@@ -101,6 +112,20 @@ async fn sqs_delivers_each_event_with_its_attributes_and_fifo_queues_get_group_a
         "the event id"
     );
     assert_eq!(fifo_messages[1].group_id.as_deref(), Some("/orders/2"));
+    let mut regional_messages = wait_messages(&moto, &regional, 2).await;
+    regional_messages.sort_by_key(id_of);
+    let groups: Vec<Option<&str>> = regional_messages.iter().map(|m| m.group_id.as_deref()).collect();
+    assert_eq!(groups, [Some("eu"), Some("us")], "the ordering key is the group");
+    let mut cloud_messages = wait_messages(&moto, &cloud, 2).await;
+    cloud_messages.sort_by_key(id_of);
+    let first: Value = serde_json::from_str(&cloud_messages[0].body).unwrap();
+    assert_eq!(first["specversion"], "1.0", "CloudEvents JSON: {first}");
+    assert_eq!(first["type"], "Order.Placed");
+    assert_eq!(
+        cloud_messages[0].attribute("aeg-data-version"),
+        None,
+        "Event Grid schema only"
+    );
 
     // The same event published again is delivered again, and the FIFO queue keeps one.
     system
@@ -113,11 +138,13 @@ async fn sqs_delivers_each_event_with_its_attributes_and_fifo_queues_get_group_a
     wait_subscription_successes(&system, "shop", "plain", 3.0).await;
     assert_eq!(message_count(&moto, &fifo), 2, "deduplicated by the event id");
     assert_eq!(message_count(&moto, &standard), 3, "a standard queue keeps both");
+    wait_subscription_successes(&system, "shop", "regional", 3.0).await;
+    wait_subscription_successes(&system, "shop", "cloud", 3.0).await;
     let page = system.sender_metrics().await;
     let sqs = [("destination", "sqs")];
-    assert_eq!(metric(&page, "DestinationRequestMessageCount", &sqs), 6.0);
+    assert_eq!(metric(&page, "DestinationRequestMessageCount", &sqs), 12.0);
     let requests = metric(&page, "DestinationRequestCount", &sqs);
-    assert!((1.0..=6.0).contains(&requests), "{requests} requests");
+    assert!((1.0..=12.0).contains(&requests), "{requests} requests");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

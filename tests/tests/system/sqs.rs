@@ -2,12 +2,14 @@
 //! start, with signatures checked): subscriptions created through the management API
 //! deliver to standard and FIFO queues, read back with the harness's own SQS client
 //! (`eg_testkit::sqs`). Attributes, CloudEvents bodies, FIFO ids (the subject, or the
-//! ordering key), FIFO deduplication of an event sent
-//! twice, an event over the connection's limit dead-lettered at once, a missing queue
-//! retried then dead-lettered, wrong credentials, and moto killed and started again.
+//! ordering key), FIFO deduplication of an event sent twice, an event over the
+//! connection's limit dead-lettered at once, a missing queue retried then dead-lettered,
+//! wrong credentials, an unknown connection and `maxEventsPerBatch` refused by the
+//! management API, and moto killed and started again.
 
 use eg_system_tests::{
-    DEADLINE, Options, System, dead_letter_to, event, eventually, metric, wait_subscription_successes,
+    DEADLINE, Options, System, assert_subscription_refused, dead_letter_to, event, eventually, metric,
+    wait_subscription_successes,
 };
 use eg_testkit::S3Server;
 use eg_testkit::sqs::{SqsMessage, create_queue, message_count, peek_messages};
@@ -201,11 +203,22 @@ async fn sqs_an_event_over_the_limit_is_dead_lettered_at_once_and_a_missing_queu
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqs_refused_credentials_are_unauthorized_and_not_retried() {
+async fn sqs_refused_credentials_are_unauthorized_and_not_retried_and_bad_subscriptions_are_refused() {
     let moto = moto().await;
     let orders = create_queue(&moto, "orders");
     let system = system_on(&moto, "not-the-secret-of-this-key", &[]).await;
     system.create_topic("shop").await;
+
+    // The management API refuses what no attempt could deliver, naming the field.
+    let mut elsewhere = sqs_subscription(&orders, json!({}));
+    elsewhere["properties"]["destination"]["properties"]["connection"] = json!("other");
+    let field = "properties.destination.properties.connection";
+    let message = assert_subscription_refused(&system, "shop", "elsewhere", &elsewhere, field).await;
+    assert!(message.contains("EG__BROKERS__SQS__OTHER__REGION"), "{message}");
+    let mut batched = sqs_subscription(&orders, json!({}));
+    batched["properties"]["destination"]["properties"]["maxEventsPerBatch"] = json!(10);
+    let field = "properties.destination.properties.maxEventsPerBatch";
+    assert_subscription_refused(&system, "shop", "batched", &batched, field).await;
     let dead = json!({"retryPolicy": {"maxDeliveryAttempts": 5}, "deadLetterDestination": dead_letter_to("dead")});
     system
         .create_subscription("shop", "queue", sqs_subscription(&orders, dead))

@@ -137,3 +137,81 @@ async fn a_message_over_the_limit_is_refused_before_sending_and_fifo_entries_car
         ("/orders/1", "e-1")
     );
 }
+
+/// A stand-in SQS that answers every request it gets with all its entries `Successful`
+/// (closing each connection), and reports each request's entry count.
+async fn accepting_sqs() -> (String, tokio::sync::mpsc::UnboundedReceiver<usize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let (counts, received) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let counts = counts.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = vec![0u8; 64 * 1024];
+                let body = loop {
+                    let n = socket.read(&mut buf).await.unwrap();
+                    assert!(n > 0, "the connection closed before a whole request came");
+                    request.extend_from_slice(&buf[..n]);
+                    let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    if request.len() >= end + 4 + length {
+                        break request[end + 4..end + 4 + length].to_vec();
+                    }
+                };
+                let body: Value = serde_json::from_slice(&body).unwrap();
+                let ids: Vec<Value> = body["Entries"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| json!({"Id": e["Id"], "MessageId": "m", "MD5OfMessageBody": "x"}))
+                    .collect();
+                counts.send(ids.len()).unwrap();
+                let answer = json!({"Successful": ids, "Failed": []}).to_string();
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.0\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{answer}",
+                    answer.len()
+                );
+                socket.write_all(response.as_bytes()).await.unwrap();
+            });
+        }
+    });
+    (endpoint, received)
+}
+
+#[tokio::test]
+async fn a_message_that_would_take_a_request_over_one_mib_opens_the_next_request() {
+    let (endpoint, mut counts) = accepting_sqs().await;
+    let sqs = client(&endpoint, 1024 * 1024);
+    let queue = subscription("orders");
+    let big = |id: &str| json!({"id": id, "subject": "s", "data": {"pad": "x".repeat(400 * 1024)}}).to_string();
+    let events = [big("a"), big("b"), big("c")];
+    let (a, b, c) = tokio::join!(
+        sqs.send_own(batch_of(&queue, &events[0], Some("1")), None),
+        sqs.send_own(batch_of(&queue, &events[1], Some("1")), None),
+        sqs.send_own(batch_of(&queue, &events[2], Some("1")), None),
+    );
+    for sent in [a, b, c] {
+        assert_eq!(sent.outcome, AttemptOutcome::Stored, "{:?}", sent.error);
+    }
+    // Each request was counted before it was answered.
+    let mut sizes = Vec::new();
+    while let Ok(size) = counts.try_recv() {
+        sizes.push(size);
+    }
+    sizes.sort_unstable();
+    assert_eq!(
+        sizes,
+        [1, 2],
+        "two of 400 KiB fit in 1 MiB, the third waits for the next"
+    );
+}

@@ -50,6 +50,12 @@ impl AmazonSqs {
     /// The settings section of SQS connections (`EG__BROKERS__SQS__<NAME>__…`).
     pub const CONNECTIONS: &str = "sqs";
 
+    /// What names the queue in probation, the status page and logs:
+    /// `sqs://<connection>/<account>/<queue>` (no host, no secret).
+    pub fn queue_identity(&self) -> String {
+        format!("sqs://{}/{}/{}", self.connection, self.account, self.queue)
+    }
+
     /// Whether the queue is a FIFO queue (AWS requires the `.fifo` suffix on those).
     pub fn is_fifo(&self) -> bool {
         self.queue.ends_with(".fifo")
@@ -138,7 +144,7 @@ impl Kind for AmazonSqs {
     }
 
     fn identity(&self) -> String {
-        format!("sqs://{}/{}/{}", self.connection, self.account, self.queue)
+        self.queue_identity()
     }
 }
 

@@ -113,7 +113,7 @@ impl Connection {
                     region: self.region.clone(),
                     credentials: Arc::clone(&self.credentials),
                     queue_url: target.queue_url.clone(),
-                    identity: format!("sqs://{}/{}/{}", target.connection, target.account, target.queue),
+                    identity: target.queue_identity(),
                 }))
             })
             .clone()

@@ -29,6 +29,11 @@ impl SqsMessage {
 /// Calls `action` with `body` signed with the server's test credentials; the answer's
 /// JSON, or the test fails naming the action.
 fn call(moto: &S3Server, action: &str, body: &Value) -> Value {
+    try_call(moto, action, body).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`call`], with a failure as the error instead: for reads repeated until they hold.
+fn try_call(moto: &S3Server, action: &str, body: &Value) -> Result<Value, String> {
     let body = body.to_string().into_bytes();
     let host = format!("127.0.0.1:{}", moto.port());
     let credentials = moto.credentials();
@@ -42,9 +47,11 @@ fn call(moto: &S3Server, action: &str, body: &Value) -> Value {
     let mut headers: Vec<(&str, &str)> = signed.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
     headers.push(("Content-Type", "application/x-amz-json-1.0"));
     headers.push(("X-Amz-Target", &target));
-    let response = http::request(moto.port(), "POST", "/", &headers, &body).unwrap_or_else(|e| panic!("{action}: {e}"));
-    assert_eq!(response.status, 200, "{action}: {}", response.body);
-    serde_json::from_str(&response.body).unwrap_or_else(|e| panic!("{action}: {e}: {}", response.body))
+    let response = http::request(moto.port(), "POST", "/", &headers, &body).map_err(|e| format!("{action}: {e}"))?;
+    if response.status != 200 {
+        return Err(format!("{action}: {} {}", response.status, response.body));
+    }
+    serde_json::from_str(&response.body).map_err(|e| format!("{action}: {e}: {}", response.body))
 }
 
 /// Creates the queue `name` (a FIFO queue when it ends `.fifo`) and gives its URL.
@@ -78,16 +85,17 @@ pub fn message_count(moto: &S3Server, queue_url: &str) -> usize {
 }
 
 /// Up to 10 of the queue's messages, left on it (visibility timeout 0): a test may read
-/// them again.
-pub fn peek_messages(moto: &S3Server, queue_url: &str) -> Vec<SqsMessage> {
-    let answer = call(
+/// them again. An error is moto's answer when it was not 200 (a test waiting for
+/// messages asks again).
+pub fn peek_messages(moto: &S3Server, queue_url: &str) -> Result<Vec<SqsMessage>, String> {
+    let answer = try_call(
         moto,
         "ReceiveMessage",
         &json!({"QueueUrl": queue_url, "MaxNumberOfMessages": 10, "VisibilityTimeout": 0,
             "MessageAttributeNames": ["All"], "MessageSystemAttributeNames": ["All"], "AttributeNames": ["All"]}),
-    );
+    )?;
     let messages = answer["Messages"].as_array().cloned().unwrap_or_default();
-    messages
+    Ok(messages
         .iter()
         .map(|m| {
             let attributes = m["MessageAttributes"]
@@ -106,5 +114,5 @@ pub fn peek_messages(moto: &S3Server, queue_url: &str) -> Vec<SqsMessage> {
                 deduplication_id: system("MessageDeduplicationId"),
             }
         })
-        .collect()
+        .collect())
 }

@@ -53,8 +53,13 @@ fn sqs_subscription(queue_url: &str, extra: Value) -> Value {
 /// Waits until the queue holds `count` messages and reads them (left on the queue).
 async fn wait_messages(moto: &S3Server, queue_url: &str, count: usize) -> Vec<SqsMessage> {
     eventually(DEADLINE, &format!("{count} message(s) in {queue_url}"), || async {
-        let messages = peek_messages(moto, queue_url);
-        (messages.len() >= count).then_some(messages)
+        match peek_messages(moto, queue_url) {
+            Ok(messages) => (messages.len() >= count).then_some(messages),
+            Err(e) => {
+                eprintln!("reading the queue back: {e}");
+                None
+            }
+        }
     })
     .await
 }

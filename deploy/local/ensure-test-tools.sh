@@ -78,6 +78,16 @@ if ! has_rabbitmq || ! has_nats; then
   fi
 fi
 
+# socat, the TLS front eg-testkit puts before tansu (whose own TLS options do nothing) for
+# the Kafka TLS tests.
+if ! command -v socat >/dev/null; then
+  apt_install socat || true
+  if ! command -v socat >/dev/null; then
+    echo "error: the Kafka TLS tests need socat (Debian/Ubuntu: apt-get install socat)." >&2
+    exit 1
+  fi
+fi
+
 # Azurite, Microsoft's storage emulator, for the Azure Blob dead-letter and Storage Queue tests.
 if [ -z "${EG_AZURITE:-}" ] &&
   ! grep -qs "\"version\": \"$azurite_version\"" target/test-tools/node_modules/azurite/package.json; then

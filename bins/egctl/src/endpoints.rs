@@ -1,7 +1,8 @@
 //! Delivery destinations beyond webhooks on the command line: `--storage-queue` (a queue
 //! of an Azure storage account, in Event Grid's `StorageQueue` JSON), `--rabbitmq` (an
-//! exchange, eg's `RabbitMQ`), `--nats` (a JetStream subject, eg's `NatsJetStream`) and
-//! `--kafka` (a topic, eg's `Kafka`), and how `subscriptions show` and `list` name a subscription's destination. egctl only
+//! exchange, eg's `RabbitMQ`), `--nats` (a JetStream subject, eg's `NatsJetStream`),
+//! `--kafka` (a topic, eg's `Kafka`) and `--sqs` (an Amazon SQS queue, eg's `AmazonSQS`),
+//! and how `subscriptions show` and `list` name a subscription's destination. egctl only
 //! shapes the JSON; eg-ingress checks that the account or connection is configured, and
 //! refuses the subscription saying so when it is not.
 
@@ -58,12 +59,16 @@ pub struct EndpointFlags {
     /// Kafka: key each record by this field of its event (subject, type, data.accountId, …)
     #[arg(long, value_name = "FIELD", group = "kafka-key", requires = "to-kafka")]
     pub kafka_key_from: Option<String>,
+    /// Send each event as a message to an Amazon SQS queue, through an SQS connection
+    /// configured in eg: CONNECTION/QUEUE_URL (the queue's URL as AWS shows it)
+    #[arg(long, value_name = "CONNECTION/QUEUE_URL", value_parser = parse_sqs, group = DESTINATION)]
+    pub sqs: Option<BrokerTarget>,
 }
 
 /// The destination flags that are no webhook, which a webhook's own flags (its bearer
 /// token, `webhook_auth`) conflict with: clap counts any member of the destination group
 /// as `--endpoint`, so "requires endpoint" would not refuse them.
-pub const NOT_WEBHOOKS: [&str; 5] = ["storage_queue", "rabbitmq", "nats", "kafka", "queue"];
+pub const NOT_WEBHOOKS: [&str; 6] = ["storage_queue", "rabbitmq", "nats", "kafka", "queue", "sqs"];
 
 /// The clap group of the flags that say where a subscription delivers: at most one.
 pub const DESTINATION: &str = "destination";
@@ -144,6 +149,19 @@ pub fn parse_kafka(raw: &str) -> Result<BrokerTarget, BadTarget> {
     }
 }
 
+/// Reads `CONNECTION/QUEUE_URL`.
+pub fn parse_sqs(raw: &str) -> Result<BrokerTarget, BadTarget> {
+    match raw.split_once('/') {
+        Some((connection, url)) if !connection.is_empty() && url.starts_with("http") => Ok(BrokerTarget {
+            connection: connection.to_owned(),
+            target: url.to_owned(),
+        }),
+        _ => Err(BadTarget::new(format!(
+            "{raw:?}: give CONNECTION/QUEUE_URL, a connection configured in eg and the queue's URL (aws/https://sqs.eu-west-1.amazonaws.com/123456789012/orders)"
+        ))),
+    }
+}
+
 /// The `destination` the flags describe: a storage queue, a RabbitMQ exchange or a NATS
 /// subject when one is given, else the webhook at `endpoint`. `maxEventsPerBatch` is
 /// sent as given, for the server to refuse where a destination does not batch.
@@ -177,6 +195,11 @@ pub fn destination(flags: &EndpointFlags, endpoint: Option<&str>, max_events_per
             props["keyFrom"] = json!(field);
         }
         ("Kafka", props)
+    } else if let Some(sqs) = &flags.sqs {
+        (
+            "AmazonSQS",
+            json!({"connection": sqs.connection, "queueUrl": sqs.target}),
+        )
     } else {
         ("WebHook", json!({"endpointUrl": endpoint}))
     };
@@ -222,6 +245,14 @@ pub fn describe(props: &Value) -> String {
     }
     if props_map.contains_key("subject") && props_map.contains_key("connection") {
         return format!("nats://{}/{}", text("connection"), text("subject"));
+    }
+    if props_map.contains_key("queueUrl") && props_map.contains_key("connection") {
+        let queue: Vec<&str> = text("queueUrl").rsplitn(3, '/').take(2).collect();
+        return format!(
+            "sqs://{}/{}",
+            text("connection"),
+            queue.iter().rev().copied().collect::<Vec<_>>().join("/")
+        );
     }
     match props_map
         .get("endpointBaseUrl")
@@ -299,6 +330,15 @@ mod tests {
             json!({"endpointType": "Kafka", "properties": {"connection": "stream", "topic": "orders"}})
         );
         assert_eq!(
+            create(&[
+                "--sqs",
+                "aws/https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo"
+            ])
+            .unwrap(),
+            json!({"endpointType": "AmazonSQS", "properties": {"connection": "aws",
+                "queueUrl": "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo"}})
+        );
+        assert_eq!(
             create(&["--endpoint", "https://h/x"]).unwrap(),
             json!({"endpointType": "WebHook", "properties": {"endpointUrl": "https://h/x"}})
         );
@@ -339,6 +379,8 @@ mod tests {
             &["--kafka-key-from", "subject", "--nats", "main/a"],
             &["--kafka", "stream/orders", "--routing-key", "k"],
             &["--queue", "--nats", "main/a"],
+            &["--sqs", "aws/orders"],
+            &["--sqs", "aws/http://h/1/q", "--nats", "main/a"],
             &["--file", "f.json", "--storage-queue", "queues1/orders"],
             &[],
         ] {
@@ -364,6 +406,8 @@ mod tests {
             describe(&json!({"connection": "stream", "topic": "orders"})),
             "kafka://stream/orders"
         );
+        let sqs = json!({"connection": "aws", "queueUrl": "https://sqs.eu-west-1.amazonaws.com/123456789012/orders"});
+        assert_eq!(describe(&sqs), "sqs://aws/123456789012/orders");
         assert_eq!(describe(&json!({"endpointBaseUrl": "https://h/x"})), "https://h/x");
         assert_eq!(describe(&Value::Null), "-", "a queue-mode subscription has none");
     }

@@ -60,6 +60,11 @@ pub const REDRIVEN_EVENT_COUNT: &str = "RedrivenEventCount";
 /// Events a broker destination already held when eg published them again (label
 /// `destination`: `nats`, whose duplicate window absorbed the redelivery).
 pub const DESTINATION_DUPLICATE_COUNT: &str = "DestinationDuplicateCount";
+/// Requests a destination that packs several attempts' messages into one request made,
+/// and the messages they carried (label `destination`: `sqs`, `SendMessageBatch`): their
+/// ratio is the messages per request.
+pub const DESTINATION_REQUEST_COUNT: &str = "DestinationRequestCount";
+pub const DESTINATION_REQUEST_MESSAGE_COUNT: &str = "DestinationRequestMessageCount";
 /// Requests for webhook delivery tokens (labels `identity`, `result`: `issued`,
 /// `refused`, `unreachable`) and how long they took (label `identity`). Not Event Grid's.
 pub const TOKEN_REQUEST_COUNT: &str = "TokenRequestCount";
@@ -178,6 +183,14 @@ fn describe() {
     describe_counter!(
         DESTINATION_DUPLICATE_COUNT,
         "Redelivered events a broker destination recognised as duplicates and stored once, by destination"
+    );
+    describe_counter!(
+        DESTINATION_REQUEST_COUNT,
+        "Requests made by a destination that packs several attempts' messages into one, by destination"
+    );
+    describe_counter!(
+        DESTINATION_REQUEST_MESSAGE_COUNT,
+        "Messages those requests carried, by destination"
     );
     describe_counter!(DROPPED_EVENT_COUNT, "Deliveries dropped, by reason");
     describe_counter!(

@@ -16,7 +16,7 @@ mod tiers;
 
 pub use brokers::{
     BrokersSection, Connections, KAFKA_SASL_MECHANISMS, KafkaConnectionSettings, NatsConnectionSettings,
-    RabbitMqConnectionSettings,
+    RabbitMqConnectionSettings, SQS_MAX_MESSAGE_BYTES, SqsConnectionSettings,
 };
 pub use delivery::{DeliverySection, NamespaceSection, ProbationSection, ValidationSection};
 pub use effective::schedule_warnings;

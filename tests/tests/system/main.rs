@@ -39,6 +39,7 @@ mod redis_deployments;
 mod resilience;
 mod schemas;
 mod signing;
+mod sqs;
 mod status_page;
 mod storage_queue;
 mod traces;

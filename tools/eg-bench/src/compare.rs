@@ -1,7 +1,7 @@
 //! Comparing setups on a shared machine: runs of one setup minutes apart differ by a
 //! quarter here, so setups are measured in alternation (each round runs every setup once,
 //! so drift falls on all alike), compared by their medians, and shown with the sender's
-//! CPU per delivery, which the machine's other load moves far less than throughput.
+//! CPU per delivery.
 
 use crate::measure::Measured;
 use crate::report::thousands;

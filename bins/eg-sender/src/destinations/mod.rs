@@ -1,9 +1,9 @@
 //! Every destination this sender delivers to, behind the one [`Destination`] the steps
 //! use: a batch goes to the kind of its subscription's target — the HTTP webhook, an
-//! Azure storage queue, a RabbitMQ exchange, a NATS JetStream subject or a Kafka topic —
-//! and that kind
-//! is handed its own typed target (`eg_core::destination`). Each kind is a module of its
-//! own, built from the settings; the `destinations!` list below is the one registration.
+//! Azure storage queue, a RabbitMQ exchange, a NATS JetStream subject, a Kafka topic or
+//! an Amazon SQS queue — and that kind is handed its own typed target (`eg_core::destination`). Each
+//! kind is a module of its own, built from the settings; the `destinations!` list below
+//! is the one registration.
 
 mod batch_events;
 mod broker_message;
@@ -11,6 +11,7 @@ mod connections;
 mod kafka;
 mod nats;
 mod rabbitmq;
+mod sqs;
 mod storage_queue;
 mod told;
 mod webhook;
@@ -88,6 +89,7 @@ destinations! {
     RabbitMq => rabbitmq: rabbitmq::RabbitMq,
     NatsJetStream => nats: nats::Nats,
     Kafka => kafka: kafka::KafkaProducers,
+    AmazonSqs => sqs: sqs::Sqs,
 }
 
 impl Destinations {
@@ -120,6 +122,7 @@ mod tests {
             rabbitmq: RabbitMq::new(&Default::default(), Duration::from_secs(5)),
             nats: Nats::new(&Default::default(), Duration::from_secs(5)),
             kafka: super::kafka::KafkaProducers::new(&Default::default(), Duration::from_secs(5)),
+            sqs: super::sqs::Sqs::new(&Default::default(), Duration::from_secs(5)).unwrap(),
         }
     }
 

@@ -1,7 +1,7 @@
 //! Where a push subscription delivers, one module per kind: an HTTP webhook (Event
 //! Grid's `WebHook`), an Azure Storage queue (`StorageQueue`), a RabbitMQ exchange (eg's
-//! `RabbitMQ`), a NATS JetStream subject (eg's `NatsJetStream`) or a Kafka topic (eg's
-//! `Kafka`).
+//! `RabbitMQ`), a NATS JetStream subject (eg's `NatsJetStream`), a Kafka topic (eg's
+//! `Kafka`) or an Amazon SQS queue (eg's `AmazonSQS`).
 //!
 //! Each kind's module is the whole of what eg-core knows about it: its typed target,
 //! read from `destination.properties` with field-precise errors, shown back, checked
@@ -18,6 +18,7 @@ mod connections;
 mod kafka;
 mod nats;
 mod rabbitmq;
+mod sqs;
 mod storage_queue;
 mod webhook;
 mod webhook_auth;
@@ -25,6 +26,7 @@ mod webhook_auth;
 pub use kafka::{BinaryCloudEvent, Kafka, NotBinary, RecordKey, binary_cloud_event};
 pub use nats::NatsJetStream;
 pub use rabbitmq::{RabbitMq, RoutingKey};
+pub use sqs::{AmazonSqs, FifoIds};
 pub use storage_queue::StorageQueue;
 pub use webhook::WebHook;
 pub use webhook_auth::WebhookAuth;
@@ -143,6 +145,7 @@ targets! {
     RabbitMq(RabbitMq) stored as "rabbitMq",
     NatsJetStream(NatsJetStream) stored as "natsJetStream",
     Kafka(Kafka) stored as "kafka",
+    AmazonSqs(AmazonSqs) stored as "amazonSqs",
 }
 
 impl Target {

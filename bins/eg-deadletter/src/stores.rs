@@ -18,8 +18,8 @@
 
 use crate::failures::{FailureKind, WriteFailure};
 use eg_core::subscription::DeadLetterStore;
-use eg_runtime::settings::{AzureAccount, S3ConnectionSettings, aws_profile};
-use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use eg_runtime::aws_chain::{self, AwsKeys};
+use eg_runtime::settings::{AzureAccount, S3ConnectionSettings};
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::local::LocalFileSystem;
 use object_store::{ClientOptions, ObjectStore, RetryConfig};
@@ -168,42 +168,14 @@ impl Stores {
                 connection.to_ascii_uppercase()
             )));
         };
-        // No keys configured: AWS's own chain — the environment, then the shared
-        // profile files (which object_store does not read), then web identity, container
-        // and instance credentials.
-        let mut profile_region = None;
-        let mut builder = if settings.access_key_id.is_empty() {
-            let mut from_env = AmazonS3Builder::from_env();
-            if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
-                && let Some(profile) = aws_profile::from_files(|name| std::env::var(name).ok())
-            {
-                from_env = from_env
-                    .with_access_key_id(&profile.access_key_id)
-                    .with_secret_access_key(profile.secret_access_key.expose());
-                if let Some(token) = &profile.session_token {
-                    from_env = from_env.with_token(token.expose());
-                }
-                profile_region = profile.region;
-            }
-            from_env
-        } else {
-            AmazonS3Builder::new()
-                .with_access_key_id(&settings.access_key_id)
-                .with_secret_access_key(settings.secret_access_key.expose())
+        // No keys configured: AWS's own chain (eg_runtime::aws_chain).
+        let keys = AwsKeys {
+            access_key_id: &settings.access_key_id,
+            secret_access_key: &settings.secret_access_key,
+            session_token: &settings.session_token,
         };
-        if !settings.session_token.is_empty() {
-            builder = builder.with_token(settings.session_token.expose());
-        }
-        if let Some(region) = non_empty(&settings.region).or(subscription_region) {
-            builder = builder.with_region(region);
-        } else if builder.get_config_value(&AmazonS3ConfigKey::Region).is_none()
-            && let Some(region) = &profile_region
-        {
-            builder = builder.with_region(region);
-        }
-        let region = builder
-            .get_config_value(&AmazonS3ConfigKey::Region)
-            .unwrap_or_else(|| "us-east-1".to_owned());
+        let mut builder = aws_chain::builder(&keys, non_empty(&settings.region).or(subscription_region));
+        let region = aws_chain::region(&builder);
         let endpoint = non_empty(&settings.endpoint_url).map(|e| e.trim_end_matches('/'));
         let virtual_hosted = settings.virtual_hosted_style.unwrap_or(endpoint.is_none());
         let addressing = s3_addressing(endpoint, virtual_hosted, bucket, &region);

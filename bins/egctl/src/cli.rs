@@ -90,6 +90,10 @@ pub enum TopicCommand {
         /// subscriptions' time-to-live. Makes a namespace topic, as --namespace does
         #[arg(long, value_name = "DAYS", conflicts_with = "file")]
         retention_days: Option<u8>,
+        /// Skip an event published again within this long (20s to 1d, such as 10m):
+        /// answered 200, stored once (duplicateDetectionHistoryTimeWindow)
+        #[arg(long, value_name = "DURATION", value_parser = parse_duplicate_window)]
+        duplicate_window: Option<String>,
         /// A topic resource as JSON ({"properties":{…}}), `-` for stdin
         #[arg(long, short, value_name = "FILE")]
         file: Option<PathBuf>,
@@ -354,6 +358,17 @@ pub struct HistoryArgs {
     pub subscription: Option<String>,
 }
 
+/// `--duplicate-window`: eg's duration form (`10m`) as the ISO 8601 duration the API
+/// takes (`PT600S`); the API checks the bounds and shows it back in its largest unit.
+fn parse_duplicate_window(text: &str) -> Result<String, String> {
+    let window =
+        humantime::parse_duration(text).map_err(|_| format!("{text:?} is not a duration such as 30s, 10m or 1d"))?;
+    if window.subsec_nanos() != 0 {
+        return Err(format!("{text:?}: give whole seconds"));
+    }
+    Ok(format!("PT{}S", window.as_secs()))
+}
+
 /// `--order-by`: the `orderedDelivery` object the API takes.
 fn parse_order_by(text: &str) -> Result<serde_json::Value, String> {
     use serde_json::json;
@@ -375,6 +390,18 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn a_duplicate_window_is_written_in_iso_8601_seconds() {
+        assert_eq!(parse_duplicate_window("10m").unwrap(), "PT600S");
+        assert_eq!(parse_duplicate_window("1d").unwrap(), "PT86400S");
+        assert!(
+            parse_duplicate_window("ten minutes")
+                .unwrap_err()
+                .contains("not a duration")
+        );
+        assert!(parse_duplicate_window("1500ms").unwrap_err().contains("whole seconds"));
+    }
 
     #[test]
     fn the_command_line_is_consistent() {

@@ -1,6 +1,7 @@
 //! Delivery destinations beyond webhooks on the command line: `--storage-queue` (a queue
 //! of an Azure storage account, in Event Grid's `StorageQueue` JSON), `--rabbitmq` (an
-//! exchange, eg's `RabbitMQ`) and `--nats` (a JetStream subject, eg's `NatsJetStream`),
+//! exchange, eg's `RabbitMQ`), `--nats` (a JetStream subject, eg's `NatsJetStream`),
+//! `--kafka` (a topic, eg's `Kafka`) and `--sqs` (an Amazon SQS queue, eg's `AmazonSQS`),
 //! and how `subscriptions show` and `list` name a subscription's destination. egctl only
 //! shapes the JSON; eg-ingress checks that the account or connection is configured, and
 //! refuses the subscription saying so when it is not.
@@ -46,12 +47,28 @@ pub struct EndpointFlags {
     /// configured in eg: CONNECTION/SUBJECT
     #[arg(long, value_name = "CONNECTION/SUBJECT", value_parser = parse_nats, group = DESTINATION)]
     pub nats: Option<BrokerTarget>,
+    /// Produce each event as a record to a topic through a Kafka connection configured in
+    /// eg: CONNECTION/TOPIC; keyed with --kafka-key or --kafka-key-from (neither: no key,
+    /// records spread over the partitions)
+    #[arg(long, value_name = "CONNECTION/TOPIC", value_parser = parse_kafka,
+          groups = [DESTINATION, "to-kafka"])]
+    pub kafka: Option<BrokerTarget>,
+    /// Kafka: the key of every record
+    #[arg(long, value_name = "KEY", group = "kafka-key", requires = "to-kafka")]
+    pub kafka_key: Option<String>,
+    /// Kafka: key each record by this field of its event (subject, type, data.accountId, …)
+    #[arg(long, value_name = "FIELD", group = "kafka-key", requires = "to-kafka")]
+    pub kafka_key_from: Option<String>,
+    /// Send each event as a message to an Amazon SQS queue, through an SQS connection
+    /// configured in eg: CONNECTION/QUEUE_URL (the queue's URL as AWS shows it)
+    #[arg(long, value_name = "CONNECTION/QUEUE_URL", value_parser = parse_sqs, group = DESTINATION)]
+    pub sqs: Option<BrokerTarget>,
 }
 
 /// The destination flags that are no webhook, which a webhook's own flags (its bearer
 /// token, `webhook_auth`) conflict with: clap counts any member of the destination group
 /// as `--endpoint`, so "requires endpoint" would not refuse them.
-pub const NOT_WEBHOOKS: [&str; 4] = ["storage_queue", "rabbitmq", "nats", "queue"];
+pub const NOT_WEBHOOKS: [&str; 6] = ["storage_queue", "rabbitmq", "nats", "kafka", "queue", "sqs"];
 
 /// The clap group of the flags that say where a subscription delivers: at most one.
 pub const DESTINATION: &str = "destination";
@@ -119,6 +136,32 @@ pub fn parse_nats(raw: &str) -> Result<BrokerTarget, BadTarget> {
     }
 }
 
+/// Reads `CONNECTION/TOPIC`.
+pub fn parse_kafka(raw: &str) -> Result<BrokerTarget, BadTarget> {
+    match raw.split_once('/') {
+        Some((connection, topic)) if !connection.is_empty() && !topic.is_empty() => Ok(BrokerTarget {
+            connection: connection.to_owned(),
+            target: topic.to_owned(),
+        }),
+        _ => Err(BadTarget::new(format!(
+            "{raw:?}: give CONNECTION/TOPIC, a connection configured in eg and a topic (orders)"
+        ))),
+    }
+}
+
+/// Reads `CONNECTION/QUEUE_URL`.
+pub fn parse_sqs(raw: &str) -> Result<BrokerTarget, BadTarget> {
+    match raw.split_once('/') {
+        Some((connection, url)) if !connection.is_empty() && url.starts_with("http") => Ok(BrokerTarget {
+            connection: connection.to_owned(),
+            target: url.to_owned(),
+        }),
+        _ => Err(BadTarget::new(format!(
+            "{raw:?}: give CONNECTION/QUEUE_URL, a connection configured in eg and the queue's URL (aws/https://sqs.eu-west-1.amazonaws.com/123456789012/orders)"
+        ))),
+    }
+}
+
 /// The `destination` the flags describe: a storage queue, a RabbitMQ exchange or a NATS
 /// subject when one is given, else the webhook at `endpoint`. `maxEventsPerBatch` is
 /// sent as given, for the server to refuse where a destination does not batch.
@@ -143,6 +186,20 @@ pub fn destination(flags: &EndpointFlags, endpoint: Option<&str>, max_events_per
             "NatsJetStream",
             json!({"connection": nats.connection, "subject": nats.target}),
         )
+    } else if let Some(kafka) = &flags.kafka {
+        let mut props = json!({"connection": kafka.connection, "topic": kafka.target});
+        if let Some(key) = &flags.kafka_key {
+            props["key"] = json!(key);
+        }
+        if let Some(field) = &flags.kafka_key_from {
+            props["keyFrom"] = json!(field);
+        }
+        ("Kafka", props)
+    } else if let Some(sqs) = &flags.sqs {
+        (
+            "AmazonSQS",
+            json!({"connection": sqs.connection, "queueUrl": sqs.target}),
+        )
     } else {
         ("WebHook", json!({"endpointUrl": endpoint}))
     };
@@ -155,7 +212,7 @@ pub fn destination(flags: &EndpointFlags, endpoint: Option<&str>, max_events_per
 /// How a destination is named in `show` and `list`, from its properties as the API shows
 /// them (each kind has its own): a webhook's base URL, else the destination's identity
 /// as eg names it (`storagequeue://ACCOUNT/QUEUE`, `rabbitmq://CONNECTION/EXCHANGE`,
-/// `nats://CONNECTION/SUBJECT`) with what else decides where a message goes.
+/// `nats://CONNECTION/SUBJECT`, `kafka://CONNECTION/TOPIC`) with what else decides where a message goes.
 pub fn describe(props: &Value) -> String {
     let text = |key: &str| props[key].as_str().unwrap_or_default();
     let Some(props_map) = props.as_object() else {
@@ -178,8 +235,24 @@ pub fn describe(props: &Value) -> String {
         };
         return format!("rabbitmq://{}/{}{routing}", text("connection"), text("exchange"));
     }
+    if props_map.contains_key("topic") && props_map.contains_key("connection") {
+        let key = match (props_map.get("key"), props_map.get("keyFrom")) {
+            (Some(key), _) => format!(" (key {})", key.as_str().unwrap_or_default()),
+            (None, Some(field)) => format!(" (key from {})", field.as_str().unwrap_or_default()),
+            (None, None) => String::new(),
+        };
+        return format!("kafka://{}/{}{key}", text("connection"), text("topic"));
+    }
     if props_map.contains_key("subject") && props_map.contains_key("connection") {
         return format!("nats://{}/{}", text("connection"), text("subject"));
+    }
+    if props_map.contains_key("queueUrl") && props_map.contains_key("connection") {
+        let queue: Vec<&str> = text("queueUrl").rsplitn(3, '/').take(2).collect();
+        return format!(
+            "sqs://{}/{}",
+            text("connection"),
+            queue.iter().rev().copied().collect::<Vec<_>>().join("/")
+        );
     }
     match props_map
         .get("endpointBaseUrl")
@@ -244,6 +317,28 @@ mod tests {
             json!({"endpointType": "NatsJetStream", "properties": {"connection": "main", "subject": "orders.created"}})
         );
         assert_eq!(
+            create(&["--kafka", "stream/orders", "--kafka-key-from", "subject"]).unwrap(),
+            json!({"endpointType": "Kafka", "properties": {
+                "connection": "stream", "topic": "orders", "keyFrom": "subject"}})
+        );
+        assert_eq!(
+            create(&["--kafka", "stream/orders", "--kafka-key", "all"]).unwrap()["properties"]["key"],
+            "all"
+        );
+        assert_eq!(
+            create(&["--kafka", "stream/orders"]).unwrap(),
+            json!({"endpointType": "Kafka", "properties": {"connection": "stream", "topic": "orders"}})
+        );
+        assert_eq!(
+            create(&[
+                "--sqs",
+                "aws/https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo"
+            ])
+            .unwrap(),
+            json!({"endpointType": "AmazonSQS", "properties": {"connection": "aws",
+                "queueUrl": "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo"}})
+        );
+        assert_eq!(
             create(&["--endpoint", "https://h/x"]).unwrap(),
             json!({"endpointType": "WebHook", "properties": {"endpointUrl": "https://h/x"}})
         );
@@ -270,7 +365,22 @@ mod tests {
             &["--routing-key-from", "subject", "--storage-queue", "queues1/orders"],
             &["--storage-queue", "orders"],
             &["--nats", "main"],
+            &["--kafka", "stream"],
+            &["--kafka", "stream/orders", "--nats", "main/a"],
+            &[
+                "--kafka",
+                "stream/orders",
+                "--kafka-key",
+                "k",
+                "--kafka-key-from",
+                "subject",
+            ],
+            &["--kafka-key", "k", "--endpoint", "https://h/x"],
+            &["--kafka-key-from", "subject", "--nats", "main/a"],
+            &["--kafka", "stream/orders", "--routing-key", "k"],
             &["--queue", "--nats", "main/a"],
+            &["--sqs", "aws/orders"],
+            &["--sqs", "aws/http://h/1/q", "--nats", "main/a"],
             &["--file", "f.json", "--storage-queue", "queues1/orders"],
             &[],
         ] {
@@ -290,6 +400,14 @@ mod tests {
         assert_eq!(describe(&rabbitmq), "rabbitmq://main/events (routing key from subject)");
         let nats = json!({"connection": "main", "subject": "orders.created", "maxEventsPerBatch": 1});
         assert_eq!(describe(&nats), "nats://main/orders.created");
+        let kafka = json!({"connection": "stream", "topic": "orders", "keyFrom": "data.accountId"});
+        assert_eq!(describe(&kafka), "kafka://stream/orders (key from data.accountId)");
+        assert_eq!(
+            describe(&json!({"connection": "stream", "topic": "orders"})),
+            "kafka://stream/orders"
+        );
+        let sqs = json!({"connection": "aws", "queueUrl": "https://sqs.eu-west-1.amazonaws.com/123456789012/orders"});
+        assert_eq!(describe(&sqs), "sqs://aws/123456789012/orders");
         assert_eq!(describe(&json!({"endpointBaseUrl": "https://h/x"})), "https://h/x");
         assert_eq!(describe(&Value::Null), "-", "a queue-mode subscription has none");
     }

@@ -161,6 +161,7 @@ pub fn notify_topic(name: TopicName) -> Topic {
         input_mapping: None,
         profile: DeliveryProfile::CustomTopic,
         event_retention_days: None,
+        duplicate_window: None,
     }
 }
 

@@ -18,8 +18,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::time::Duration;
 
+mod duplicates;
 mod namespace;
 mod written;
+
+pub use duplicates::{DuplicateWindow, MAX_DUPLICATE_WINDOW, MIN_DUPLICATE_WINDOW, duplicate_identity};
 
 pub(crate) use namespace::MAX_RETENTION_DAYS;
 use written::WrittenProperties;
@@ -38,6 +41,10 @@ pub struct Topic {
     /// namespace topics stored before it existed (see [`Topic::event_retention`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) event_retention_days: Option<u8>,
+    /// `duplicateDetectionHistoryTimeWindow`: when set, an event published again within
+    /// it is answered as accepted and not stored twice (deduplication.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate_window: Option<DuplicateWindow>,
 }
 
 impl Topic {
@@ -65,6 +72,7 @@ impl Topic {
             input_mapping: props.input_mapping(input_schema)?,
             profile,
             event_retention_days: props.retention_days(profile),
+            duplicate_window: props.duplicate_window(),
         })
     }
 
@@ -122,7 +130,9 @@ impl Topic {
     /// `endpoint` and `deliveryProfile` besides.
     pub fn to_resource(&self, public_base: &str) -> Value {
         if self.profile == DeliveryProfile::NamespaceTopic {
-            return namespace::resource(self, public_base);
+            let mut resource = namespace::resource(self, public_base);
+            self.show_duplicate_window(&mut resource);
+            return resource;
         }
         let mut resource = json!({
             "id": self.id(),
@@ -138,7 +148,15 @@ impl Topic {
         if let Some(mapping) = &self.input_mapping {
             resource["properties"]["inputSchemaMapping"] = mapping.to_resource();
         }
+        self.show_duplicate_window(&mut resource);
         resource
+    }
+
+    /// Adds `duplicateDetectionHistoryTimeWindow` to a shown resource when it is set.
+    fn show_duplicate_window(&self, resource: &mut Value) {
+        if let Some(window) = self.duplicate_window {
+            resource["properties"]["duplicateDetectionHistoryTimeWindow"] = json!(window.to_iso8601());
+        }
     }
 }
 
@@ -315,6 +333,39 @@ mod tests {
         ] {
             assert_eq!(Topic::from_resource(name(), &body), Ok(plain.clone()), "{body}");
         }
+    }
+
+    #[test]
+    fn a_duplicate_window_is_read_shown_and_written_back_on_either_profile() {
+        for profile in ["CustomTopic", "NamespaceTopic"] {
+            let body = json!({"properties": {
+                "deliveryProfile": profile,
+                "inputSchema": "CloudEventSchemaV1_0",
+                "duplicateDetectionHistoryTimeWindow": "PT10M"
+            }});
+            let t = Topic::from_resource(name(), &body).unwrap();
+            let window = t.duplicate_window.unwrap();
+            assert_eq!(window.duration(), Duration::from_secs(600), "{profile}");
+            let shown = t.to_resource("http://h");
+            assert_eq!(shown["properties"]["duplicateDetectionHistoryTimeWindow"], "PT10M");
+            assert_eq!(Topic::from_resource(name(), &shown), Ok(t.clone()), "{profile}");
+            let stored = serde_json::to_string(&t).unwrap();
+            assert_eq!(serde_json::from_str::<Topic>(&stored).unwrap(), t);
+        }
+        let plain = Topic::from_resource(name(), &json!({})).unwrap();
+        assert_eq!(plain.duplicate_window, None);
+        assert!(
+            plain.to_resource("http://h")["properties"]
+                .get("duplicateDetectionHistoryTimeWindow")
+                .is_none()
+        );
+        let err = Topic::from_resource(
+            name(),
+            &json!({"properties": {"duplicateDetectionHistoryTimeWindow": "PT5S"}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "properties.duplicateDetectionHistoryTimeWindow");
+        assert!(err.problem.contains("from PT20S to P1D"), "{err}");
     }
 
     #[test]

@@ -8,9 +8,10 @@
 //! publishes: filters, deliveries, retries, the same metrics.
 
 use eg_core::event::AcceptedEvent;
+use eg_core::topic::duplicate_identity;
 use eg_core::{Delivery, TopicName, UnixMillis};
 use eg_store::codec;
-use eg_store::queue::EventToStore;
+use eg_store::queue::{DuplicateCheck, EventToStore};
 use eg_store::{CatalogCache, CatalogSnapshot, Clock, PublishOutcome, Store, StoreError, TopicEntry};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -43,11 +44,14 @@ pub enum AcceptError<E> {
     Refused(E),
 }
 
-/// How many events were stored and how many deliveries they got.
+/// How many events were accepted and how many deliveries they got; `duplicates` of the
+/// events were skipped, their identity accepted within the topic's duplicate detection
+/// window before (accepted all the same: the publisher retried).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Accepted {
     pub events: usize,
     pub deliveries: usize,
+    pub duplicates: usize,
 }
 
 /// Matches `events` against the subscriptions of topic `name` and stores each event that
@@ -71,14 +75,26 @@ pub async fn store_events<E>(
         let entry = topic_entry(&snapshot, name)?;
         // A key's line must live under one hash tag: a topic with an ordered subscription
         // publishes to its home partition (matched again after a stale catalog, so a
-        // subscription made ordered meanwhile moves the request home too).
-        let partition = if entry.subscriptions.iter().any(|s| ordered(s)) {
+        // subscription made ordered meanwhile moves the request home too). So does a topic
+        // with a duplicate detection window, so every copy meets one seen set.
+        let window = entry.topic.duplicate_window;
+        let partition = if window.is_some() || entry.subscriptions.iter().any(|s| ordered(s)) {
             store.keys().home_partition(&name.key())
         } else {
             spread.clone()
         };
         let now = clock.now();
-        let to_store = fan_out(entry, events, now, snapshot.version);
+        let (origins, to_store): (Vec<&AcceptedEvent>, Vec<EventToStore>) =
+            fan_out(entry, events, now, snapshot.version).into_iter().unzip();
+        let check = window.map(|window| DuplicateCheck {
+            topic: name.key(),
+            identities: origins
+                .iter()
+                .map(|e| duplicate_identity(entry.topic.input_schema, e))
+                .collect(),
+            window: window.duration(),
+            now,
+        });
         if to_store.is_empty() {
             // No script will check the catalog version, so check it here: a key regenerated
             // or a subscription created a moment ago through another copy must apply.
@@ -93,23 +109,34 @@ pub async fn store_events<E>(
             return Ok(Accepted {
                 events: count,
                 deliveries: 0,
+                duplicates: 0,
             });
         }
         let queued = queue_subscriptions(entry);
         match store
-            .publish_routed(&partition, snapshot.version, &to_store, &queued)
+            .publish_checked(&partition, snapshot.version, &to_store, &queued, check.as_ref())
             .await?
         {
-            PublishOutcome::Stored => {
-                let matched: usize = to_store.iter().map(|e| e.deliveries.len()).sum();
+            PublishOutcome::Stored { duplicates } => {
+                let matched: usize = to_store
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| duplicates.binary_search(i).is_err())
+                    .map(|(_, e)| e.deliveries.len())
+                    .sum();
                 metrics::counter!(m::MATCHED_EVENT_COUNT, "topic" => name.key()).increment(matched as u64);
                 metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key())
                     .increment((count - to_store.len()) as u64);
+                if !duplicates.is_empty() {
+                    metrics::counter!(m::DUPLICATE_EVENT_COUNT, "topic" => name.key())
+                        .increment(duplicates.len() as u64);
+                }
                 count_missed(entry, events, now);
-                tracing::debug!(topic = %name, events = count, deliveries = matched, "accepted");
+                tracing::debug!(topic = %name, events = count, deliveries = matched, duplicates = duplicates.len(), "accepted");
                 return Ok(Accepted {
                     events: count,
                     deliveries: matched,
+                    duplicates: duplicates.len(),
                 });
             }
             PublishOutcome::StaleCatalog(version) => {
@@ -175,8 +202,15 @@ fn delivery_id(event_key: &str, index: usize, matched: usize) -> String {
 }
 
 /// One stored event per event that matched something, with one delivery per match
-/// (each remembers the catalog version it was matched against).
-fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis, version: u64) -> Vec<EventToStore> {
+/// (each remembers the catalog version it was matched against), beside the event it
+/// came from. An event that matched nothing is not stored, and so not remembered by a
+/// duplicate check either.
+fn fan_out<'e>(
+    entry: &TopicEntry,
+    events: &'e [AcceptedEvent],
+    now: UnixMillis,
+    version: u64,
+) -> Vec<(&'e AcceptedEvent, EventToStore)> {
     let format = entry.topic.input_schema.stored_format();
     events
         .iter()
@@ -211,10 +245,13 @@ fn fan_out(entry: &TopicEntry, events: &[AcceptedEvent], now: UnixMillis, versio
                     )
                 })
                 .collect();
-            (!deliveries.is_empty()).then(|| EventToStore {
-                event_key,
-                body: accepted.json.clone(),
-                deliveries,
+            (!deliveries.is_empty()).then(|| {
+                let stored = EventToStore {
+                    event_key,
+                    body: accepted.json.clone(),
+                    deliveries,
+                };
+                (accepted, stored)
             })
         })
         .collect()

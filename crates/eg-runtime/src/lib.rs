@@ -4,7 +4,8 @@
 //! (`telemetry`), OpenTelemetry traces when `OTEL_*` asks for them (`traces`), metric names (`metrics`), the ops endpoints (`/healthz`, `/readyz`,
 //! `/metrics`) and the HTTP server loop (`ops`), shutdown on SIGTERM/SIGINT (`shutdown`),
 //! the status page's tally and its flusher (`stats`), pull delivery's counts (`pull_tally`),
-//! webhook bearer tokens from the configured identities (`bearer`), the global allocator
+//! webhook bearer tokens from the configured identities (`bearer`), AWS credentials for
+//! the connections that reach AWS (`aws_chain`), the global allocator
 //! (`allocator`), and the start-up every tier shares (`startup`: connect to Redis, check
 //! its layout and consumer groups, sync the clock, load the catalog and keep it fresh,
 //! waiting for Redis instead of exiting).
@@ -14,6 +15,7 @@
 
 pub mod accept;
 pub mod allocator;
+pub mod aws_chain;
 pub mod bearer;
 pub mod dead_letter_notice;
 pub mod metrics;

@@ -14,6 +14,9 @@ pub const MATCHED_EVENT_COUNT: &str = "MatchedEventCount";
 /// Published events a subscription waiting for validation would have matched: not kept
 /// for it (labels `topic`, `subscription`). Not one of Event Grid's metrics.
 pub const MISSED_EVENT_COUNT: &str = "MissedEventCount";
+/// Published events skipped as duplicates of one the topic accepted within its duplicate
+/// detection window (label `topic`; deduplication.md). Not one of Event Grid's metrics.
+pub const DUPLICATE_EVENT_COUNT: &str = "DuplicateEventCount";
 pub const DELIVERY_SUCCESS_COUNT: &str = "DeliverySuccessCount";
 pub const DELIVERY_ATTEMPT_FAIL_COUNT: &str = "DeliveryAttemptFailCount";
 pub const DEAD_LETTERED_COUNT: &str = "DeadLetteredCount";
@@ -57,6 +60,11 @@ pub const REDRIVEN_EVENT_COUNT: &str = "RedrivenEventCount";
 /// Events a broker destination already held when eg published them again (label
 /// `destination`: `nats`, whose duplicate window absorbed the redelivery).
 pub const DESTINATION_DUPLICATE_COUNT: &str = "DestinationDuplicateCount";
+/// Requests a destination that packs several attempts' messages into one request made,
+/// and the messages they carried (label `destination`: `sqs`, `SendMessageBatch`): their
+/// ratio is the messages per request.
+pub const DESTINATION_REQUEST_COUNT: &str = "DestinationRequestCount";
+pub const DESTINATION_REQUEST_MESSAGE_COUNT: &str = "DestinationRequestMessageCount";
 /// Requests for webhook delivery tokens (labels `identity`, `result`: `issued`,
 /// `refused`, `unreachable`) and how long they took (label `identity`). Not Event Grid's.
 pub const TOKEN_REQUEST_COUNT: &str = "TokenRequestCount";
@@ -128,6 +136,10 @@ fn describe() {
         MISSED_EVENT_COUNT,
         "Published events a subscription waiting for validation would have matched (not kept for it)"
     );
+    describe_counter!(
+        DUPLICATE_EVENT_COUNT,
+        "Published events not stored: the topic accepted one of the same identity within its window"
+    );
     describe_counter!(DELIVERY_SUCCESS_COUNT, "Deliveries the endpoint accepted");
     describe_counter!(
         ENDPOINT_PROBATION_COUNT,
@@ -171,6 +183,14 @@ fn describe() {
     describe_counter!(
         DESTINATION_DUPLICATE_COUNT,
         "Redelivered events a broker destination recognised as duplicates and stored once, by destination"
+    );
+    describe_counter!(
+        DESTINATION_REQUEST_COUNT,
+        "Requests made by a destination that packs several attempts' messages into one, by destination"
+    );
+    describe_counter!(
+        DESTINATION_REQUEST_MESSAGE_COUNT,
+        "Messages those requests carried, by destination"
     );
     describe_counter!(DROPPED_EVENT_COUNT, "Deliveries dropped, by reason");
     describe_counter!(

@@ -14,7 +14,10 @@ mod redis;
 mod storage;
 mod tiers;
 
-pub use brokers::{BrokersSection, Connections, NatsConnectionSettings, RabbitMqConnectionSettings};
+pub use brokers::{
+    BrokersSection, Connections, KAFKA_SASL_MECHANISMS, KafkaConnectionSettings, NatsConnectionSettings,
+    RabbitMqConnectionSettings, SQS_MAX_MESSAGE_BYTES, SqsConnectionSettings,
+};
 pub use delivery::{DeliverySection, NamespaceSection, ProbationSection, ValidationSection};
 pub use effective::schedule_warnings;
 pub use process::{CatalogSection, HistorySection, LogSection, ShutdownSection};

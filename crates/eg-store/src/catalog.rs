@@ -163,7 +163,9 @@ impl Catalog {
         Ok(topics)
     }
 
-    /// Deletes a topic and its subscriptions; returns whether it existed.
+    /// Deletes a topic and its subscriptions; returns whether it existed. The identities
+    /// its duplicate detection window remembers go too (a separate step on another hash
+    /// tag: a topic made again under the name must not skip its predecessor's events).
     pub async fn delete_topic(&self, name: &TopicName) -> Result<bool, StoreError> {
         let k = &self.store.keys;
         let mut conn = self.store.conn().await?;
@@ -176,6 +178,8 @@ impl Catalog {
             .arg(name.key())
             .invoke_async(&mut conn)
             .await?;
+        let seen = k.home_partition(&name.key()).seen(&name.key());
+        let () = conn.del(seen).await?;
         drop(conn);
         self.publish_version(version).await?;
         Ok(existed == 1)

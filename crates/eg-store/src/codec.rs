@@ -32,8 +32,8 @@ pub(crate) mod publish;
 pub mod stats;
 
 pub use probation::decode_probation_record;
-pub use publish::EventToStore;
 pub(crate) use publish::PublishCall;
+pub use publish::{DuplicateCheck, EventToStore};
 pub use stats::{Kind, bucket_of, decode_stats_field, encode_stats_field, window_span};
 
 use crate::error::StoreError;

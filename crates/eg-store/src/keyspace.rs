@@ -169,6 +169,13 @@ impl Partition {
         format!("{}:lines:index", self.tag)
     }
 
+    /// The identities a topic with a duplicate detection window accepted within it
+    /// (sorted set, identity -> accepted at in ms): read and written by `publish.lua` on
+    /// the topic's home partition only; it expires a window after the topic's last publish.
+    pub fn seen(&self, topic: &str) -> String {
+        format!("{}:seen:{topic}", self.tag)
+    }
+
     /// The partition's hash tag with its braces, which scripts that name keys of their
     /// own partition (the stuck-line sweep) put in front of a key's tail.
     pub fn tag(&self) -> &str {

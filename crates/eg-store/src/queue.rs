@@ -15,14 +15,25 @@ use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamRe
 use std::collections::HashSet;
 use std::time::Duration;
 
-pub use crate::codec::EventToStore;
+pub use crate::codec::{DuplicateCheck, EventToStore};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PublishOutcome {
-    Stored,
+    /// Written; `duplicates` are the positions (in the events given) of the events a
+    /// duplicate check skipped, in order: nothing of them was written.
+    Stored { duplicates: Vec<usize> },
     /// The catalog changed after the caller's snapshot (at this version): nothing was
     /// written; re-match with a fresh catalog and try again.
     StaleCatalog(u64),
+}
+
+/// The positions (from 0) of the events `publish.lua` skipped, from its space-separated
+/// event numbers (from 1); `None` when one is not a number.
+fn skipped_positions(skipped: &str) -> Option<Vec<usize>> {
+    skipped
+        .split_ascii_whitespace()
+        .map(|i| i.parse::<usize>().ok()?.checked_sub(1))
+        .collect()
 }
 
 /// A delivery read from a ready stream and now held by the reader.
@@ -118,7 +129,22 @@ impl Store {
         events: &[EventToStore],
         queued: &HashSet<String>,
     ) -> Result<PublishOutcome, StoreError> {
-        let call = codec::PublishCall::new(partition, catalog_version, events, queued);
+        self.publish_checked(partition, catalog_version, events, queued, None)
+            .await
+    }
+
+    /// [`Store::publish_routed`], skipping each event whose identity the topic accepted
+    /// within its duplicate detection window (`check`; in the same atomic step). A topic
+    /// with a window publishes to its home partition only, so every copy meets one set.
+    pub async fn publish_checked(
+        &self,
+        partition: &Partition,
+        catalog_version: u64,
+        events: &[EventToStore],
+        queued: &HashSet<String>,
+        check: Option<&DuplicateCheck>,
+    ) -> Result<PublishOutcome, StoreError> {
+        let call = codec::PublishCall::new(partition, catalog_version, events, queued, check);
         let mut conn = self.conn().await?;
         let reply: Vec<String> = if self.replica_acks == 0 {
             call.invocation().invoke_async(&mut conn).await?
@@ -143,7 +169,10 @@ impl Store {
             reply
         };
         match reply.as_slice() {
-            [ok] if ok == "OK" => Ok(PublishOutcome::Stored),
+            [ok, skipped] if ok == "OK" => Ok(PublishOutcome::Stored {
+                duplicates: skipped_positions(skipped)
+                    .ok_or_else(|| StoreError::corrupt(partition.ready(), format!("publish skipped {skipped:?}")))?,
+            }),
             [stale, version] if stale == "STALE" => Ok(PublishOutcome::StaleCatalog(version.parse().unwrap_or(0))),
             other => Err(StoreError::corrupt(
                 partition.ready(),
@@ -565,5 +594,18 @@ fn take_string(entry: &mut StreamId, field: &str) -> Option<String> {
     match entry.map.remove(field)? {
         redis::Value::BulkString(bytes) => String::from_utf8(bytes).ok(),
         other => redis::from_redis_value(other).ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::skipped_positions;
+
+    #[test]
+    fn the_scripts_skipped_event_numbers_become_positions_from_zero() {
+        assert_eq!(skipped_positions(""), Some(vec![]));
+        assert_eq!(skipped_positions("1 3"), Some(vec![0, 2]));
+        assert_eq!(skipped_positions("0"), None, "the script numbers events from 1");
+        assert_eq!(skipped_positions("x"), None);
     }
 }

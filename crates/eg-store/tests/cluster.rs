@@ -54,7 +54,7 @@ async fn the_store_runs_unchanged_on_a_three_primary_cluster() {
         let events = [event(&format!("e{}", p.index), 2)];
         assert_eq!(
             store.publish(&p, version, &events).await.unwrap(),
-            PublishOutcome::Stored
+            PublishOutcome::Stored { duplicates: vec![] }
         );
         let read = read(&store, &p, "c1", 10).await;
         assert_eq!(read.len(), 2, "partition {}", p.index);
@@ -116,7 +116,7 @@ async fn pull_delivery_scripts_run_on_a_three_primary_cluster() {
     for p in store.keys().all_partitions() {
         let events = [event(&format!("e{}", p.index), 1), event(&format!("f{}", p.index), 1)];
         let outcome = store.publish_routed(&p, version, &events, &queued).await.unwrap();
-        assert_eq!(outcome, PublishOutcome::Stored);
+        assert_eq!(outcome, PublishOutcome::Stored { duplicates: vec![] });
         let got = store.receive_queue(&p, "orders/billing", lock, 10).await.unwrap();
         assert_eq!(got.len(), 2, "partition {}", p.index);
         let mut released = got[1].delivery.clone();
@@ -191,7 +191,7 @@ async fn fail_over_a_lagging_replica(replica_acks: u16) -> Failover {
         let (store, p0) = (store.clone(), p0.clone());
         async move {
             match store.publish(&p0, version, &[event(&key, 1)]).await {
-                Ok(PublishOutcome::Stored) => Some(key),
+                Ok(PublishOutcome::Stored { .. }) => Some(key),
                 Ok(other) => panic!("unexpected {other:?}"),
                 Err(StoreError::NotReplicated { .. }) => None,
                 Err(other) => panic!("unexpected {other}"),

@@ -39,7 +39,7 @@ async fn round_trip(settings: &RedisSettings) -> Result<(), String> {
         .publish(&p, version, &[event("e1", 1)])
         .await
         .map_err(|e| e.to_string())?;
-    assert_eq!(stored, PublishOutcome::Stored);
+    assert_eq!(stored, PublishOutcome::Stored { duplicates: vec![] });
     assert_eq!(read(&store, &p, "c1", 10).await.len(), 1);
     Ok(())
 }
@@ -325,7 +325,7 @@ async fn tls_to_every_node_of_a_cluster() {
             .publish(&p, version, &[event(&format!("x{}", p.index), 1)])
             .await
             .unwrap();
-        assert_eq!(stored, PublishOutcome::Stored);
+        assert_eq!(stored, PublishOutcome::Stored { duplicates: vec![] });
     }
     let untrusted = refusal(&RedisSettings {
         tls: TlsFiles::default(),

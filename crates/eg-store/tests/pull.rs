@@ -28,7 +28,7 @@ async fn publish_queued(h: &Harness, events: &[eg_store::queue::EventToStore]) {
         .publish_routed(&h.p0(), version, events, &queued())
         .await
         .unwrap();
-    assert_eq!(outcome, eg_store::PublishOutcome::Stored);
+    assert_eq!(outcome, eg_store::PublishOutcome::Stored { duplicates: vec![] });
 }
 
 async fn settle_one(

@@ -38,7 +38,7 @@ async fn publish_stores_each_event_once_and_enqueues_one_entry_per_delivery() {
     let h = Harness::start().await;
     let events = [event("e1", 2), event("e2", 1)];
     let outcome = h.store.publish(&h.p0(), 0, &events).await.unwrap();
-    assert_eq!(outcome, PublishOutcome::Stored);
+    assert_eq!(outcome, PublishOutcome::Stored { duplicates: vec![] });
 
     let mut redis = h.redis();
     // e1's two deliveries share its event hash; e2's only delivery carries its body in
@@ -89,7 +89,7 @@ async fn publish_with_a_stale_catalog_writes_nothing() {
         .publish(&h.p0(), current, &[event("e1", 2), event("e2", 1)])
         .await
         .unwrap();
-    assert_eq!(outcome, PublishOutcome::Stored);
+    assert_eq!(outcome, PublishOutcome::Stored { duplicates: vec![] });
     assert!(exists(&mut redis, &event_hash("e1")));
     assert_eq!(xlen(&mut redis, &ready_key()), 3);
 }

@@ -61,7 +61,7 @@ async fn a_killed_primary_is_followed_and_no_acknowledged_publish_is_lost() {
                 n += 1;
                 let key = format!("e{n}");
                 match store.publish(&p, version, &[event(&key, 1)]).await {
-                    Ok(PublishOutcome::Stored) => acknowledged.lock().unwrap().push(key),
+                    Ok(PublishOutcome::Stored { .. }) => acknowledged.lock().unwrap().push(key),
                     other => {
                         eprintln!("publish {key}: {other:?}");
                         tokio::time::sleep(Duration::from_millis(20)).await;

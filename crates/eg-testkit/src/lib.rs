@@ -10,7 +10,9 @@
 //! one per test on free loopback ports in a temp dir, killed when dropped, with `kill`
 //! and `restart` for outages (and `pause`/`resume` for a broker that stops answering):
 //! Azurite ([`azurite`]), an S3-compatible server
-//! ([`s3_server`], moto), RabbitMQ ([`rabbitmq`]) and NATS with JetStream ([`nats`]).
+//! ([`s3_server`], moto, whose SQS the [`sqs`] helpers create queues in and read),
+//! RabbitMQ ([`rabbitmq`]), NATS with JetStream ([`nats`]) and a Kafka-protocol broker
+//! ([`tansu`]).
 //! What receives eg's traces is in-process: an OTLP/HTTP receiver ([`otlp_receiver`]).
 //! `deploy/local/ensure-test-tools.sh` installs them.
 //!
@@ -33,6 +35,8 @@ pub mod sentinel;
 pub mod server_process;
 pub mod shared_key;
 mod sigv4;
+pub mod sqs;
+pub mod tansu;
 pub mod tier;
 pub mod tls;
 
@@ -45,6 +49,7 @@ pub use rabbitmq::RabbitMq;
 pub use refusing::RefusingPort;
 pub use s3_server::S3Server;
 pub use sentinel::RedisSentinel;
+pub use tansu::Tansu;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

@@ -78,6 +78,11 @@ impl OtlpReceiver {
         self.spans.lock().expect("spans lock").clone()
     }
 
+    /// How many spans were received so far.
+    pub fn span_count(&self) -> usize {
+        self.spans.lock().expect("spans lock").len()
+    }
+
     /// The spans of trace `trace_id` received so far.
     pub fn trace(&self, trace_id: &str) -> Vec<ReceivedSpan> {
         self.spans().into_iter().filter(|s| s.trace_id == trace_id).collect()

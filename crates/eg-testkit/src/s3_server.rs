@@ -1,4 +1,4 @@
-//! An S3-compatible server for the tests of S3 dead letters: moto's standalone server
+//! An S3-compatible server for the tests of S3 dead letters (and SQS, `crate::sqs`): moto's standalone server
 //! (PyPI `moto[server]`, program `moto_server`), one per test on a free loopback port,
 //! with request signatures checked, so wrong credentials are refused as by AWS.
 //!
@@ -44,8 +44,10 @@ const START_WITHIN: Duration = Duration::from_secs(30);
 const SEED: &str = "1716";
 /// The IAM user whose access key the tests use.
 const USER: &str = "eg-test";
-/// An `s3:*` policy for [`USER`].
-const POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:*","Resource":"*"}]}"#;
+/// An `s3:*` and `sqs:*` policy for [`USER`] (the SQS destination's tests use the same
+/// server, `crate::sqs`).
+const POLICY: &str =
+    r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["s3:*","sqs:*"],"Resource":"*"}]}"#;
 
 /// A running moto server with authentication on; killed when dropped.
 pub struct S3Server {

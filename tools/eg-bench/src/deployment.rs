@@ -41,6 +41,8 @@ pub struct Setup {
     pub ordered_delivery: Option<serde_json::Value>,
     /// More properties of every webhook destination (a `deliveryIdentity`, …).
     pub webhook_properties: Option<serde_json::Value>,
+    /// The topic's `duplicateDetectionHistoryTimeWindow` (none: no duplicate check).
+    pub duplicate_window: Option<&'static str>,
     /// Settings for every tier on top of the production defaults.
     pub env: Vec<(&'static str, String)>,
     /// Settings for the senders only.
@@ -62,6 +64,7 @@ impl Setup {
             delivery_limits: None,
             ordered_delivery: None,
             webhook_properties: None,
+            duplicate_window: None,
             env: Vec::new(),
             sender_env: Vec::new(),
         }
@@ -117,7 +120,7 @@ impl Deployment {
                 &ingress,
                 Method::PUT,
                 &format!("/topics/{TOPIC}"),
-                Some(&json!({"properties": {"inputSchema": "EventGridSchema"}})),
+                Some(&topic_body(setup.duplicate_window)),
             )
             .await?;
         let keys = launcher
@@ -222,4 +225,13 @@ impl Deployment {
             eprintln!("logs kept in {}", launcher.keep_run_dir().display());
         }
     }
+}
+
+/// The bench topic's JSON: Event Grid schema, and the duplicate window if the setup has one.
+fn topic_body(duplicate_window: Option<&str>) -> serde_json::Value {
+    let mut body = json!({"properties": {"inputSchema": "EventGridSchema"}});
+    if let Some(window) = duplicate_window {
+        body["properties"]["duplicateDetectionHistoryTimeWindow"] = json!(window);
+    }
+    body
 }

@@ -16,6 +16,7 @@
 mod args;
 mod brokers_ceiling;
 mod ceiling;
+mod compare;
 mod cpu;
 mod ctx;
 mod deployment;

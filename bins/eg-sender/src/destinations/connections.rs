@@ -79,6 +79,8 @@ pub struct Connections<T> {
     kind: &'static str,
     /// Its settings section (`rabbitmq`: `EG__BROKERS__RABBITMQ__<NAME>__URL`).
     section: &'static str,
+    /// The setting that configures a connection (`URL`), named when one is missing.
+    setting: &'static str,
     by_name: BTreeMap<String, T>,
 }
 
@@ -100,17 +102,29 @@ impl<T> Connections<T> {
         open: impl Fn(&str, &S) -> T,
     ) -> Self {
         let by_name = settings.iter().map(|(name, s)| (name.clone(), open(name, s))).collect();
-        Self { kind, section, by_name }
+        Self {
+            kind,
+            section,
+            setting: "URL",
+            by_name,
+        }
+    }
+
+    /// The same, for a kind whose connections are configured by `setting` rather than
+    /// `URL` (Kafka's `BOOTSTRAP_SERVERS`).
+    pub fn configured_by(self, setting: &'static str) -> Self {
+        Self { setting, ..self }
     }
 
     /// The connection `name`, or why there is none.
     pub fn get(&self, name: &str) -> Result<&T, UnknownConnection> {
         self.by_name.get(name).ok_or_else(|| {
             let error = format!(
-                "eg has no {} connection named {name:?} (EG__BROKERS__{}__{}__URL)",
+                "eg has no {} connection named {name:?} (EG__BROKERS__{}__{}__{})",
                 self.kind,
                 self.section.to_ascii_uppercase(),
-                name.to_ascii_uppercase()
+                name.to_ascii_uppercase(),
+                self.setting
             );
             tracing::error!("{error}");
             UnknownConnection {

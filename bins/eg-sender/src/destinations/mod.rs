@@ -1,14 +1,17 @@
 //! Every destination this sender delivers to, behind the one [`Destination`] the steps
 //! use: a batch goes to the kind of its subscription's target — the HTTP webhook, an
-//! Azure storage queue, a RabbitMQ exchange or a NATS JetStream subject — and that kind
-//! is handed its own typed target (`eg_core::destination`). Each kind is a module of its
-//! own, built from the settings; the `destinations!` list below is the one registration.
+//! Azure storage queue, a RabbitMQ exchange, a NATS JetStream subject, a Kafka topic or
+//! an Amazon SQS queue — and that kind is handed its own typed target (`eg_core::destination`). Each
+//! kind is a module of its own, built from the settings; the `destinations!` list below
+//! is the one registration.
 
 mod batch_events;
 mod broker_message;
 mod connections;
+mod kafka;
 mod nats;
 mod rabbitmq;
+mod sqs;
 mod storage_queue;
 mod told;
 mod webhook;
@@ -85,6 +88,8 @@ destinations! {
     StorageQueue => storage_queue: storage_queue::StorageQueues,
     RabbitMq => rabbitmq: rabbitmq::RabbitMq,
     NatsJetStream => nats: nats::Nats,
+    Kafka => kafka: kafka::KafkaProducers,
+    AmazonSqs => sqs: sqs::Sqs,
 }
 
 impl Destinations {
@@ -116,6 +121,8 @@ mod tests {
             storage_queue: queues_at(queue_endpoint),
             rabbitmq: RabbitMq::new(&Default::default(), Duration::from_secs(5)),
             nats: Nats::new(&Default::default(), Duration::from_secs(5)),
+            kafka: super::kafka::KafkaProducers::new(&Default::default(), Duration::from_secs(5)),
+            sqs: super::sqs::Sqs::new(&Default::default(), Duration::from_secs(5)).unwrap(),
         }
     }
 
@@ -140,8 +147,10 @@ mod tests {
             "connection": "main", "exchange": "events", "routingKey": "orders"}}));
         let nats = subscription_with(json!({"endpointType": "NatsJetStream", "properties": {
             "connection": "main", "subject": "events.orders"}}));
+        let kafka = subscription_with(json!({"endpointType": "Kafka", "properties": {
+            "connection": "main", "topic": "orders"}}));
         // Each reached its own destination, which has no connection named "main" here.
-        for broker in [rabbitmq, nats] {
+        for broker in [rabbitmq, nats, kafka] {
             assert_eq!(
                 router.send(batch(&broker), None).await.outcome,
                 AttemptOutcome::Refused {

@@ -18,6 +18,7 @@ pub async fn run(command: TopicCommand, ctx: &Ctx) -> Result<String, Failure> {
             input_schema,
             namespace,
             retention_days,
+            duplicate_window,
             file,
         } => {
             let mut body = match &file {
@@ -33,6 +34,9 @@ pub async fn run(command: TopicCommand, ctx: &Ctx) -> Result<String, Failure> {
             }
             if let Some(schema) = input_schema {
                 body["properties"]["inputSchema"] = json!(schema.as_str());
+            }
+            if let Some(window) = duplicate_window {
+                body["properties"]["duplicateDetectionHistoryTimeWindow"] = json!(window);
             }
             let answer = ctx.api.admin(Method::PUT, &["topics", &name], &[], Some(&body)).await?;
             let verb = if answer.status == StatusCode::CREATED {
@@ -113,6 +117,10 @@ fn topic_fields(topic: &Value) -> String {
     pairs.push(("provisioningState", cell(&p["provisioningState"])));
     if !p["eventRetentionInDays"].is_null() {
         pairs.push(("eventRetentionInDays", cell(&p["eventRetentionInDays"])));
+    }
+    if !p["duplicateDetectionHistoryTimeWindow"].is_null() {
+        let window = &p["duplicateDetectionHistoryTimeWindow"];
+        pairs.push(("duplicateDetectionHistoryTimeWindow", cell(window)));
     }
     if !p["inputSchemaMapping"].is_null() {
         pairs.push(("inputSchemaMapping", cell(&p["inputSchemaMapping"])));

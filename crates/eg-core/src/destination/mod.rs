@@ -1,6 +1,7 @@
 //! Where a push subscription delivers, one module per kind: an HTTP webhook (Event
 //! Grid's `WebHook`), an Azure Storage queue (`StorageQueue`), a RabbitMQ exchange (eg's
-//! `RabbitMQ`) or a NATS JetStream subject (eg's `NatsJetStream`).
+//! `RabbitMQ`), a NATS JetStream subject (eg's `NatsJetStream`), a Kafka topic (eg's
+//! `Kafka`) or an Amazon SQS queue (eg's `AmazonSQS`).
 //!
 //! Each kind's module is the whole of what eg-core knows about it: its typed target,
 //! read from `destination.properties` with field-precise errors, shown back, checked
@@ -14,14 +15,18 @@
 //! credential back.
 
 mod connections;
+mod kafka;
 mod nats;
 mod rabbitmq;
+mod sqs;
 mod storage_queue;
 mod webhook;
 mod webhook_auth;
 
+pub use kafka::{BinaryCloudEvent, Kafka, NotBinary, RecordKey, binary_cloud_event};
 pub use nats::NatsJetStream;
 pub use rabbitmq::{RabbitMq, RoutingKey};
+pub use sqs::{AmazonSqs, FifoIds};
 pub use storage_queue::StorageQueue;
 pub use webhook::WebHook;
 pub use webhook_auth::WebhookAuth;
@@ -139,6 +144,8 @@ targets! {
     StorageQueue(StorageQueue) stored as "storageQueue",
     RabbitMq(RabbitMq) stored as "rabbitMq",
     NatsJetStream(NatsJetStream) stored as "natsJetStream",
+    Kafka(Kafka) stored as "kafka",
+    AmazonSqs(AmazonSqs) stored as "amazonSqs",
 }
 
 impl Target {
@@ -213,8 +220,8 @@ pub(crate) mod tests {
     use serde_json::json;
 
     /// Configured: the storage account `queues1`, the RabbitMQ connection `main`, the
-    /// NATS connection `events`, the identity `corp` (for the tenant `corp-tenant`), the
-    /// client certificates `partner` and `old` (expired).
+    /// NATS connection `events`, the Kafka connection `stream`, the identity `corp` (for
+    /// the tenant `corp-tenant`), the client certificates `partner` and `old` (expired).
     pub(crate) struct Configured;
 
     impl NamedConnections for Configured {
@@ -225,7 +232,10 @@ pub(crate) mod tests {
             None
         }
         fn has_broker_connection(&self, section: &str, name: &str) -> bool {
-            matches!((section, name), ("rabbitmq", "main") | ("nats", "events"))
+            matches!(
+                (section, name),
+                ("rabbitmq", "main") | ("nats", "events") | ("kafka", "stream")
+            )
         }
         fn identity(&self, name: &str) -> Option<crate::identity::IdentityFacts> {
             (name == "corp").then_some(crate::identity::IdentityFacts {
@@ -263,7 +273,7 @@ pub(crate) mod tests {
 
     #[test]
     fn unknown_kinds_and_keys_are_refused_naming_them() {
-        let err = read("Kafka", json!({})).unwrap_err();
+        let err = read("ServiceBusQueue", json!({})).unwrap_err();
         assert_eq!(err.field, "endpointType");
         assert!(
             err.problem.contains("WebHook, StorageQueue, RabbitMQ, NatsJetStream"),

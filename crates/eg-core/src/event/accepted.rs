@@ -16,6 +16,9 @@ pub struct AcceptedEvent {
     pub event_type: String,
     pub subject: String,
     id: String,
+    /// The top-level `source` when a string: a CloudEvent's, which makes its identity
+    /// together with `id` (`topic::duplicate_identity` reads it for CloudEvents only).
+    source: Option<String>,
     /// `dataVersion` of an Event Grid event or custom envelope; `None` for a CloudEvent.
     data_version: Option<String>,
     /// The trace context the event was published in, if any (see [`TraceContext`]).
@@ -32,11 +35,13 @@ impl AcceptedEvent {
         let json = serde_json::to_string(&fields).unwrap_or_default();
         let id = fields.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
         let data_version = fields.get("dataVersion").and_then(Value::as_str).map(str::to_owned);
+        let source = fields.get("source").and_then(Value::as_str).map(str::to_owned);
         Self {
             json,
             event_type,
             subject,
             id,
+            source,
             data_version,
             trace: None,
             fields: OnceLock::from(fields),
@@ -58,10 +63,16 @@ impl AcceptedEvent {
             event_type,
             subject,
             id,
+            source: None,
             data_version,
             trace: None,
             fields: OnceLock::new(),
         }
+    }
+
+    /// The same event, with a CloudEvent's `source` (read from its attributes).
+    pub(crate) fn with_source(self, source: Option<String>) -> Self {
+        Self { source, ..self }
     }
 
     /// The event's `dataVersion`, when its form has one (not a CloudEvent).
@@ -91,6 +102,11 @@ impl AcceptedEvent {
     /// The event's own `id` (every accepted form has one).
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The top-level `source` (a CloudEvent's), when the event has one.
+    pub fn source(&self) -> Option<&str> {
+        self.source.as_deref()
     }
 
     /// The stored event's top-level fields, parsed on first use.

@@ -79,8 +79,10 @@ pub(crate) fn accept_raw(item: &RawValue) -> Result<AcceptedEvent, InvalidField>
     }
     let (event_type, subject) = validate(&attributes, has_data)?;
     let id = required_non_empty(&attributes, "id")?.to_owned();
+    let source = attributes.get("source").and_then(Value::as_str).map(str::to_owned);
     Ok(
         AcceptedEvent::stored(item.get().to_owned(), id, event_type, subject, None)
+            .with_source(source)
             .in_trace(TraceContext::of_attributes(&attributes)),
     )
 }

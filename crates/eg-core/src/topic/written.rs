@@ -1,6 +1,7 @@
 //! A topic's `properties` as a `PUT /admin/topics/{topic}` body writes them, read with
 //! serde into one typed shape; the rules that join its fields are its methods.
 
+use super::duplicates::{DuplicateWindow, WrittenWindow};
 use super::namespace::{DEFAULT_RETENTION_DAYS, PublisherType, RetentionDays};
 use crate::api_error::InvalidField;
 use crate::event::custom::InputSchemaMapping;
@@ -23,6 +24,7 @@ pub(super) struct WrittenProperties {
     delivery_profile: Option<WrittenProfile>,
     publisher_type: Option<PublisherType>,
     event_retention_in_days: Option<RetentionDays>,
+    duplicate_detection_history_time_window: Option<WrittenWindow>,
     /// Shown by `GET` and ignored when written, so a resource read can be written back.
     #[serde(default, rename = "endpoint")]
     _endpoint: IgnoredAny,
@@ -103,6 +105,11 @@ impl WrittenProperties {
             ),
             DeliveryProfile::CustomTopic => None,
         }
+    }
+
+    /// The duplicate detection window, on any profile; none when left out.
+    pub(super) fn duplicate_window(&self) -> Option<DuplicateWindow> {
+        self.duplicate_detection_history_time_window.as_ref().map(|w| w.0)
     }
 
     /// The mapping, which a custom schema requires and no other schema takes.

@@ -1,11 +1,15 @@
 //! The message brokers eg may deliver to, by name (`[brokers]`): RabbitMQ connections
 //! (`EG__BROKERS__RABBITMQ__<NAME>__URL=amqp://user:password@host:5672/vhost`) and NATS
 //! connections (`EG__BROKERS__NATS__<NAME>__URL=nats://host:4222`, with optional user,
-//! password, token, credentials file and TLS). Subscriptions name a connection; only this
-//! configuration holds where it is and how to sign in ([`Secret`]: never printed).
+//! password, token, credentials file and TLS), Kafka connections
+//! (`EG__BROKERS__KAFKA__<NAME>__BOOTSTRAP_SERVERS=host:9092`, with optional SASL and TLS)
+//! and Amazon SQS connections (`EG__BROKERS__SQS__<NAME>__REGION=eu-west-1`, with an
+//! endpoint URL for SQS-compatible servers, keys or AWS's chain). Subscriptions name a
+//! connection; only this configuration holds where it is and how to sign in ([`Secret`]:
+//! never printed).
 
 use super::storage::{Secret, StorageSection};
-use eg_core::destination::{NatsJetStream, RabbitMq};
+use eg_core::destination::{AmazonSqs, Kafka, NatsJetStream, RabbitMq};
 use eg_core::subscription::{NamedConnections, S3ConnectionFacts};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -15,6 +19,8 @@ use std::collections::BTreeMap;
 pub struct BrokersSection {
     pub rabbitmq: BTreeMap<String, RabbitMqConnectionSettings>,
     pub nats: BTreeMap<String, NatsConnectionSettings>,
+    pub kafka: BTreeMap<String, KafkaConnectionSettings>,
+    pub sqs: BTreeMap<String, SqsConnectionSettings>,
 }
 
 /// One RabbitMQ broker (AMQP 0-9-1).
@@ -43,6 +49,116 @@ pub struct NatsConnectionSettings {
     pub ca_file: String,
 }
 
+/// One Kafka cluster (or anything speaking its protocol).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KafkaConnectionSettings {
+    /// `host:9092`; several, comma-separated: the brokers first asked for the cluster's
+    /// metadata.
+    pub bootstrap_servers: String,
+    /// `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`; empty: no SASL.
+    pub sasl_mechanism: String,
+    pub username: String,
+    pub password: Secret,
+    /// TLS to the brokers (with the system's trust roots, or `ca_file`).
+    pub tls: bool,
+    /// For TLS with a private CA: its PEM file.
+    pub ca_file: String,
+    /// The largest record eg sends, in bytes: the brokers' `message.max.bytes` (a larger
+    /// event is `PayloadTooLarge`, not retried). `None`: the client's default, 1000000.
+    pub message_max_bytes: Option<u32>,
+}
+
+/// The SASL mechanisms a Kafka connection may use.
+pub const KAFKA_SASL_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+impl KafkaConnectionSettings {
+    /// Checks the connection `name`, naming the setting that is wrong.
+    fn validate(&self, name: &str) -> Result<(), String> {
+        let setting = |key: &str| format!("brokers.kafka.{name}.{key}");
+        let servers: Vec<&str> = self.bootstrap_servers.split(',').map(str::trim).collect();
+        if servers.iter().any(|s| !is_host_and_port(s)) {
+            return Err(format!(
+                "{}: give host:port of the brokers, e.g. kafka1:9092 (several comma-separated), got {:?}",
+                setting("bootstrap_servers"),
+                self.bootstrap_servers
+            ));
+        }
+        if !self.sasl_mechanism.is_empty() && !KAFKA_SASL_MECHANISMS.contains(&self.sasl_mechanism.as_str()) {
+            return Err(format!(
+                "{}: must be one of {}, got {:?}",
+                setting("sasl_mechanism"),
+                KAFKA_SASL_MECHANISMS.join(", "),
+                self.sasl_mechanism
+            ));
+        }
+        if self.sasl_mechanism.is_empty() && !(self.username.is_empty() && self.password.is_empty()) {
+            return Err(format!(
+                "{}: a username or password needs a SASL mechanism ({})",
+                setting("sasl_mechanism"),
+                KAFKA_SASL_MECHANISMS.join(", ")
+            ));
+        }
+        if !self.sasl_mechanism.is_empty() && (self.username.is_empty() || self.password.is_empty()) {
+            return Err(format!(
+                "brokers.kafka.{name}: SASL {} needs a username and a password",
+                self.sasl_mechanism
+            ));
+        }
+        if !self.ca_file.is_empty() && !self.tls {
+            return Err(format!("{}: a CA file is for TLS: set tls = true", setting("ca_file")));
+        }
+        if self.message_max_bytes == Some(0) {
+            return Err(format!("{}: must be at least 1", setting("message_max_bytes")));
+        }
+        Ok(())
+    }
+}
+
+/// `host:port`, the port a number (`[::1]:9092` for IPv6).
+fn is_host_and_port(server: &str) -> bool {
+    server
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
+}
+
+/// One Amazon SQS endpoint (AWS's in a region, or an SQS-compatible server).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SqsConnectionSettings {
+    /// The region requests are signed for; empty = the environment's or profile's,
+    /// else us-east-1.
+    pub region: String,
+    /// e.g. `http://127.0.0.1:5000` for an SQS-compatible server; empty =
+    /// `https://sqs.<region>.amazonaws.com`.
+    pub endpoint_url: String,
+    /// Keys of this connection; empty = AWS's chain (environment, profile files, web
+    /// identity, container and instance credentials).
+    pub access_key_id: String,
+    pub secret_access_key: Secret,
+    pub session_token: Secret,
+    /// The largest message sent, in bytes (body and attributes, as SQS counts them);
+    /// a larger event is refused before sending, not retried. SQS's limit is 1 MiB;
+    /// set the queue's own `MaximumMessageSize` when it is lower (e.g. 262144).
+    pub max_message_bytes: usize,
+}
+
+/// SQS's largest message since 2025 (it was 256 KiB before).
+pub const SQS_MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+
+impl Default for SqsConnectionSettings {
+    fn default() -> Self {
+        Self {
+            region: String::new(),
+            endpoint_url: String::new(),
+            access_key_id: String::new(),
+            secret_access_key: Secret::default(),
+            session_token: Secret::default(),
+            max_message_bytes: SQS_MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
 impl BrokersSection {
     /// Checks every connection, naming the setting that is wrong.
     pub fn validate(&self) -> Result<(), String> {
@@ -66,7 +182,49 @@ impl BrokersSection {
                 return Err(format!("brokers.nats.{name}: a password needs a user"));
             }
         }
+        for (name, kafka) in &self.kafka {
+            check_name("kafka", name)?;
+            kafka.validate(name)?;
+        }
+        for (name, sqs) in &self.sqs {
+            check_name("sqs", name)?;
+            sqs.validate(name)?;
+        }
         Ok(())
+    }
+}
+
+impl SqsConnectionSettings {
+    fn validate(&self, name: &str) -> Result<(), String> {
+        let endpoint = &self.endpoint_url;
+        if !endpoint.is_empty()
+            && !url::Url::parse(endpoint).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+        {
+            return Err(format!(
+                "brokers.sqs.{name}.endpoint_url: {endpoint:?} is not an http(s) URL (e.g. http://127.0.0.1:5000)"
+            ));
+        }
+        if self.access_key_id.is_empty() != self.secret_access_key.is_empty() {
+            return Err(format!(
+                "brokers.sqs.{name}: give both access_key_id and secret_access_key, or neither for AWS's chain"
+            ));
+        }
+        if !(1024..=SQS_MAX_MESSAGE_BYTES).contains(&self.max_message_bytes) {
+            return Err(format!(
+                "brokers.sqs.{name}.max_message_bytes: {} is outside SQS's 1024 to {SQS_MAX_MESSAGE_BYTES} bytes",
+                self.max_message_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// The endpoint requests go to: the configured one, else AWS's for `region`.
+    pub fn endpoint(&self, region: &str) -> String {
+        if self.endpoint_url.is_empty() {
+            format!("https://sqs.{region}.amazonaws.com")
+        } else {
+            self.endpoint_url.trim_end_matches('/').to_owned()
+        }
     }
 }
 
@@ -105,6 +263,8 @@ impl NamedConnections for Connections {
         match section {
             RabbitMq::CONNECTIONS => self.brokers.rabbitmq.contains_key(name),
             NatsJetStream::CONNECTIONS => self.brokers.nats.contains_key(name),
+            Kafka::CONNECTIONS => self.brokers.kafka.contains_key(name),
+            AmazonSqs::CONNECTIONS => self.brokers.sqs.contains_key(name),
             _ => false,
         }
     }
@@ -154,5 +314,115 @@ mod tests {
         let wrong = [("EG__BROKERS__RABBITMQ__MAIN__URL", "http://x")].map(|(k, v)| (k.to_owned(), v.to_owned()));
         let e = crate::settings::Settings::load(None, wrong).unwrap_err().to_string();
         assert!(e.contains("brokers.rabbitmq.main.url"), "{e}");
+    }
+
+    #[test]
+    fn kafka_connections_are_checked_naming_the_setting() {
+        let load = |pairs: &[(&str, &str)]| {
+            crate::settings::Settings::load(None, pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())))
+        };
+        let settings = load(&[
+            ("EG__BROKERS__KAFKA__STREAM__BOOTSTRAP_SERVERS", "k1:9092, k2:9093"),
+            ("EG__BROKERS__KAFKA__STREAM__SASL_MECHANISM", "SCRAM-SHA-512"),
+            ("EG__BROKERS__KAFKA__STREAM__USERNAME", "eg"),
+            ("EG__BROKERS__KAFKA__STREAM__PASSWORD", "kafka-secret"),
+            ("EG__BROKERS__KAFKA__STREAM__TLS", "true"),
+            ("EG__BROKERS__KAFKA__STREAM__CA_FILE", "/etc/eg/ca.pem"),
+            ("EG__BROKERS__KAFKA__STREAM__MESSAGE_MAX_BYTES", "2000000"),
+        ])
+        .unwrap();
+        let stream = &settings.brokers.kafka["stream"];
+        assert!(stream.tls);
+        assert_eq!(stream.message_max_bytes, Some(2_000_000));
+        let connections = settings.connections();
+        assert!(connections.has_broker_connection("kafka", "stream"));
+        assert!(!connections.has_broker_connection("kafka", "main"));
+        assert!(
+            !format!("{connections:?}").contains("kafka-secret"),
+            "the password is not printed"
+        );
+
+        for (pairs, named) in [
+            (
+                vec![("EG__BROKERS__KAFKA__S__BOOTSTRAP_SERVERS", "k1")],
+                "brokers.kafka.s.bootstrap_servers",
+            ),
+            (
+                vec![("EG__BROKERS__KAFKA__S__BOOTSTRAP_SERVERS", "")],
+                "brokers.kafka.s.bootstrap_servers",
+            ),
+            (
+                vec![
+                    ("EG__BROKERS__KAFKA__S__BOOTSTRAP_SERVERS", "k1:9092"),
+                    ("EG__BROKERS__KAFKA__S__SASL_MECHANISM", "GSSAPI"),
+                ],
+                "brokers.kafka.s.sasl_mechanism",
+            ),
+            (
+                vec![
+                    ("EG__BROKERS__KAFKA__S__BOOTSTRAP_SERVERS", "k1:9092"),
+                    ("EG__BROKERS__KAFKA__S__SASL_MECHANISM", "PLAIN"),
+                    ("EG__BROKERS__KAFKA__S__USERNAME", "eg"),
+                ],
+                "SASL PLAIN needs a username and a password",
+            ),
+            (
+                vec![
+                    ("EG__BROKERS__KAFKA__S__BOOTSTRAP_SERVERS", "k1:9092"),
+                    ("EG__BROKERS__KAFKA__S__PASSWORD", "p"),
+                ],
+                "brokers.kafka.s.sasl_mechanism",
+            ),
+            (
+                vec![
+                    ("EG__BROKERS__KAFKA__S__BOOTSTRAP_SERVERS", "k1:9092"),
+                    ("EG__BROKERS__KAFKA__S__CA_FILE", "/ca.pem"),
+                ],
+                "brokers.kafka.s.ca_file",
+            ),
+        ] {
+            let e = load(&pairs).unwrap_err().to_string();
+            assert!(e.contains(named), "{pairs:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn sqs_connections_default_to_a_one_mib_limit_and_are_checked() {
+        let env = [
+            ("EG__BROKERS__SQS__AWS__REGION", "eu-west-1"),
+            ("EG__BROKERS__SQS__LOCAL__ENDPOINT_URL", "http://127.0.0.1:5000/"),
+            ("EG__BROKERS__SQS__LOCAL__ACCESS_KEY_ID", "test"),
+            ("EG__BROKERS__SQS__LOCAL__SECRET_ACCESS_KEY", "hidden-key"),
+            ("EG__BROKERS__SQS__LOCAL__MAX_MESSAGE_BYTES", "262144"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let settings = crate::settings::Settings::load(None, env).unwrap();
+        let aws = &settings.brokers.sqs["aws"];
+        assert_eq!(aws.max_message_bytes, 1024 * 1024);
+        assert_eq!(aws.endpoint("eu-west-1"), "https://sqs.eu-west-1.amazonaws.com");
+        let local = &settings.brokers.sqs["local"];
+        assert_eq!(local.max_message_bytes, 262_144);
+        assert_eq!(local.endpoint("us-east-1"), "http://127.0.0.1:5000");
+        let connections = settings.connections();
+        assert!(connections.has_broker_connection("sqs", "aws"));
+        assert!(!format!("{connections:?}").contains("hidden-key"));
+
+        for (key, value, named) in [
+            (
+                "EG__BROKERS__SQS__X__ENDPOINT_URL",
+                "ftp://h",
+                "brokers.sqs.x.endpoint_url",
+            ),
+            ("EG__BROKERS__SQS__X__ACCESS_KEY_ID", "only-half", "brokers.sqs.x"),
+            (
+                "EG__BROKERS__SQS__X__MAX_MESSAGE_BYTES",
+                "2000000",
+                "brokers.sqs.x.max_message_bytes",
+            ),
+        ] {
+            let env = [(key.to_owned(), value.to_owned())];
+            let e = crate::settings::Settings::load(None, env).unwrap_err().to_string();
+            assert!(e.contains(named), "{key}: {e}");
+        }
     }
 }

@@ -6,15 +6,30 @@
 use super::{encode_carried_delivery, encode_delivery, encode_fan_out, line_member};
 use crate::keyspace::Partition;
 use crate::scripts;
-use eg_core::Delivery;
+use eg_core::{Delivery, UnixMillis};
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::time::Duration;
 
 /// One event of a publish request, ready to store: its body and its deliveries.
 pub struct EventToStore {
     pub event_key: String,
     pub body: String,
     pub deliveries: Vec<Delivery>,
+}
+
+/// The duplicate check of one publish call (deduplication.md): the topic's window and
+/// each event's identity, in event order. The script skips an event whose identity the
+/// topic's seen set holds from within the window, and remembers the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DuplicateCheck {
+    /// The topic's key: its seen set is `Partition::seen(topic)`.
+    pub topic: String,
+    /// One identity per event (`eg_core::topic::duplicate_identity`).
+    pub identities: Vec<String>,
+    pub window: Duration,
+    /// The caller's clock: the score an identity is remembered with.
+    pub now: UnixMillis,
 }
 
 /// Where `publish.lua` puts a delivery (ARGV's target): the partition's ready stream, for
@@ -42,11 +57,13 @@ pub(crate) struct PublishCall<'a> {
 impl<'a> PublishCall<'a> {
     /// Stores `events` on `partition`, matched against `catalog_version`; deliveries of
     /// the subscriptions in `queued` (`<topic>/<subscription>`) go to their queue stream.
+    /// With `check`, an event already seen within the topic's window is skipped.
     pub fn new(
         partition: &Partition,
         catalog_version: u64,
         events: &'a [EventToStore],
         queued: &HashSet<String>,
+        check: Option<&'a DuplicateCheck>,
     ) -> Self {
         // The queue streams and lines written to, each numbered from 1 in the order first met.
         let mut queues: Vec<String> = Vec::new();
@@ -81,7 +98,11 @@ impl<'a> PublishCall<'a> {
             .map(|e| e.deliveries.iter().map(&mut destination_of).collect())
             .collect();
         let mut per_event: Vec<Cow<'a, str>> = Vec::new();
+        let mut identities = check.map(|c| c.identities.iter());
         for (e, destinations) in events.iter().zip(&destinations) {
+            if let Some(identities) = identities.as_mut() {
+                per_event.push(identities.next().map_or("", String::as_str).into());
+            }
             per_event.push(e.body.as_str().into());
             // A fan-out entry lists plain push deliveries only: an ordered one waits in its line.
             let all_push = e
@@ -116,10 +137,17 @@ impl<'a> PublishCall<'a> {
             keys.push(partition.lines_waiting());
             keys.push(partition.line_index());
         }
+        if let Some(check) = check {
+            keys.push(partition.seen(&check.topic));
+        }
+        // Without a check the window is 0, and the script reads no identities.
+        let (window, now) = check.map_or((0, 0), |c| (c.window.as_millis(), c.now.0));
         let mut args: Vec<Cow<'a, str>> = vec![
             catalog_version.to_string().into(),
             events.len().to_string().into(),
             queues.len().to_string().into(),
+            window.to_string().into(),
+            now.to_string().into(),
         ];
         args.extend(per_event);
         args.extend(queues.into_iter().map(Cow::Owned));
@@ -184,7 +212,8 @@ mod tests {
 
     /// The positions publish.lua's header lists: KEYS[1] catalog version, KEYS[2] ready
     /// stream, KEYS[3..2+N] event hashes, then the queues index, the signal stream and
-    /// the Q queue streams; ARGV[1] version, ARGV[2] N, ARGV[3] Q, then per event its
+    /// the Q queue streams; ARGV[1] version, ARGV[2] N, ARGV[3] Q, ARGV[4] W (0: no
+    /// duplicate check), ARGV[5] now, then per event its
     /// body, M and M (target, record) pairs — or body, 0 and a fan-out record — then the
     /// Q subscription names.
     #[test]
@@ -205,7 +234,7 @@ mod tests {
                 vec![delivery("e3-0", "e3", "hook"), delivery("e3-1", "e3", "audit")],
             ),
         ];
-        let call = PublishCall::new(&p, 7, &events, &queued);
+        let call = PublishCall::new(&p, 7, &events, &queued, None);
 
         assert_eq!(
             call.keys,
@@ -227,6 +256,8 @@ mod tests {
                 "7".to_owned(),
                 "3".to_owned(),
                 "1".to_owned(),
+                "0".to_owned(),
+                "0".to_owned(),
                 events[0].body.clone(),
                 "1".to_owned(),
                 "0".to_owned(),
@@ -264,7 +295,7 @@ mod tests {
             event("e2", vec![line(delivery("e2", "e2", "hook"), "B")]),
             event("e3", vec![line(delivery("e3", "e3", "hook"), "A")]),
         ];
-        let call = PublishCall::new(&p, 7, &events, &queued);
+        let call = PublishCall::new(&p, 7, &events, &queued, None);
         assert_eq!(
             call.keys[5..],
             [
@@ -279,7 +310,7 @@ mod tests {
         );
         let d = |e: usize, i: usize| &events[e].deliveries[i];
         assert_eq!(
-            call.args[3..],
+            call.args[5..],
             [
                 events[0].body.clone(),
                 "2".to_owned(),
@@ -310,17 +341,67 @@ mod tests {
             event("e1", vec![delivery("e1-0", "e1", "b"), delivery("e1-1", "e1", "a")]),
             event("e2", vec![delivery("e2-0", "e2", "a")]),
         ];
-        let call = PublishCall::new(&p, 1, &events, &queued);
+        let call = PublishCall::new(&p, 1, &events, &queued, None);
         // e1: b is queue 1, a is queue 2; e2 (a lone queue delivery, never carried): a is 2.
-        assert_eq!(call.args[5], "1");
-        assert_eq!(call.args[7], "2");
-        assert_eq!(call.args[10], "1", "e2's M");
-        assert_eq!(call.args[11], "2");
-        assert_eq!(call.args[12], encode_delivery(&events[1].deliveries[0]));
-        assert_eq!(call.args[13..], ["orders/b".to_owned(), "orders/a".to_owned()]);
+        assert_eq!(call.args[7], "1");
+        assert_eq!(call.args[9], "2");
+        assert_eq!(call.args[12], "1", "e2's M");
+        assert_eq!(call.args[13], "2");
+        assert_eq!(call.args[14], encode_delivery(&events[1].deliveries[0]));
+        assert_eq!(call.args[15..], ["orders/b".to_owned(), "orders/a".to_owned()]);
         assert_eq!(
             call.keys[call.keys.len() - 2..],
             [p.queue("orders/b"), p.queue("orders/a")]
+        );
+    }
+
+    /// A check puts the seen set last in KEYS (after the lines' tail keys), the window
+    /// and now in ARGV[4] and ARGV[5], and each event's identity before its body.
+    #[test]
+    fn a_duplicate_check_adds_the_seen_set_last_and_an_identity_per_event() {
+        let p = Keyspace::new("eg", 4).partition(2);
+        let events = [
+            event("e1", vec![delivery("e1", "e1", "hook").in_line(Some("A".into()))]),
+            event("e2", vec![delivery("e2", "e2", "other")]),
+        ];
+        let check = DuplicateCheck {
+            topic: "orders".into(),
+            identities: vec!["id-1".into(), "id-2".into()],
+            window: Duration::from_secs(600),
+            now: UnixMillis(1_000),
+        };
+        let call = PublishCall::new(&p, 3, &events, &HashSet::new(), Some(&check));
+        assert_eq!(
+            call.keys[4..],
+            [
+                p.queues_index(),
+                p.queue_signal(),
+                p.line("orders/hook", "A"),
+                p.lines_waiting(),
+                p.line_index(),
+                p.seen("orders"),
+            ]
+        );
+        assert_eq!(
+            call.args,
+            [
+                "3".to_owned(),
+                "2".to_owned(),
+                "0".to_owned(),
+                "600000".to_owned(),
+                "1000".to_owned(),
+                "id-1".to_owned(),
+                events[0].body.clone(),
+                "1".to_owned(),
+                "1".to_owned(),
+                super::super::line_member(&events[0].deliveries[0]),
+                "id-2".to_owned(),
+                events[1].body.clone(),
+                "1".to_owned(),
+                "0".to_owned(),
+                encode_carried_delivery(&events[1].deliveries[0]),
+                "orders/hook".to_owned(),
+            ]
         );
     }
 }

@@ -14,12 +14,16 @@
 --               (list of codec::line_member), then, when L > 0, the partition's
 --               waiting hash (`<topic>/<subscription>` -> deliveries behind a head)
 --               and its line index (hash, line key -> head id the sweep last saw)
+-- KEYS[#KEYS]  when W > 0 (ARGV[4]), last: the topic's seen set (sorted set, duplicate
+--               identity -> accepted at in ms; codec::DuplicateCheck)
 -- ARGV[1]  catalog version the caller matched against
 -- ARGV[2]  N, the number of events     ARGV[3]  Q, the number of queue streams
--- then, per event in KEYS order: body, M (its number of deliveries), and M pairs of
--- (target, delivery record): target 0 = the ready stream, q = the q-th queue stream,
--- Q + l = the l-th line (its record is then a line member: delivery id, newline, record);
--- or body, 0 and one fan-out record: several push deliveries in one ready entry
+-- ARGV[4]  W, the topic's duplicate detection window in ms (0: no check)
+-- ARGV[5]  now, the caller's clock in ms (the seen set's scores)
+-- then, per event in KEYS order: when W > 0 its identity; its body, M (its number of
+-- deliveries), and M pairs of (target, delivery record): target 0 = the ready stream,
+-- q = the q-th queue stream, Q + l = the l-th line (its record is then a line member:
+-- delivery id, newline, record); or body, 0 and one fan-out record: several push deliveries in one ready entry
 -- (`FanOut` layout: v = 3, d = fan-out record, b = body; the first reader expands it, see
 -- expand_fan_out.lua), and no event hash written yet
 -- then Q subscription names (`<topic>/<subscription>`), in queue stream order
@@ -30,8 +34,15 @@
 -- stuck lines). One pushed behind others waits (counted in the waiting hash) until
 -- settles move the line on (line_steps.lua). Array order within a request is RPUSH order.
 --
--- Returns {"OK"} or {"STALE", version} when the catalog changed after the caller's
--- snapshot (or vanished); nothing is written then, and the caller re-matches with a fresh catalog.
+-- With W > 0, an event whose identity the seen set holds from within the window is
+-- skipped (nothing of it written); every other event's identity is added with score now,
+-- so a repeat later in the same call is skipped too. Members older than the window are
+-- removed, and the set expires a window after the topic's last publish.
+--
+-- Returns {"OK", skipped} (skipped: the numbers i, as in KEYS[2+i], of the events skipped
+-- as duplicates, space-separated; empty without a check) or {"STALE", version} when the
+-- catalog changed after the caller's snapshot (or vanished); nothing is written then, and
+-- the caller re-matches with a fresh catalog.
 local raw = redis.call('GET', KEYS[1])
 local cached = tonumber(ARGV[1])
 -- Every catalog write sets this key before the API call returns, so its absence under a
@@ -45,6 +56,16 @@ if seen > cached then
 end
 local n = tonumber(ARGV[2])
 local q = tonumber(ARGV[3])
+local window = tonumber(ARGV[4])
+local now = tonumber(ARGV[5])
+-- The last key of the layout without the seen set: the tail keys are found from it.
+local tail = #KEYS
+local seen_set = false
+if window > 0 then
+  seen_set = KEYS[#KEYS]
+  tail = #KEYS - 1
+  redis.call('ZREMRANGEBYSCORE', seen_set, '-inf', now - window)
+end
 -- A queue stream is created with its group (from id 0: nothing before it is skipped);
 -- it is recreated the same way if it vanished (Redis lost data).
 for i = 1, q do
@@ -55,12 +76,32 @@ for i = 1, q do
 end
 -- Line number -> deliveries this call put behind a head.
 local behind = {}
-local at = 4
+local skipped = {}
+local at = 6
 for i = 1, n do
+  local duplicate = false
+  if seen_set then
+    local identity = ARGV[at]
+    at = at + 1
+    if redis.call('ZSCORE', seen_set, identity) then
+      duplicate = true
+    else
+      redis.call('ZADD', seen_set, now, identity)
+    end
+  end
   local body = ARGV[at]
   local m = tonumber(ARGV[at + 1])
   at = at + 2
-  if m == 0 then
+  if duplicate then
+    -- Past its fan-out record, or its M (target, record) pairs.
+    if m == 0 then
+      at = at + 1
+    else
+      at = at + 2 * m
+    end
+    m = 0
+    skipped[#skipped + 1] = tostring(i)
+  elseif m == 0 then
     redis.call('XADD', KEYS[2], '*', 'v', '3', 'd', ARGV[at], 'b', body)
     at = at + 1
   elseif m == 1 and tonumber(ARGV[at]) == 0 then
@@ -83,7 +124,7 @@ for i = 1, n do
       if redis.call('RPUSH', KEYS[4 + n + target], member) == 1 then
         local cut = string.find(member, '\n', 1, true)
         redis.call('XADD', KEYS[2], '*', 'd', string.sub(member, cut + 1))
-        redis.call('HSET', KEYS[#KEYS], KEYS[4 + n + target], '')
+        redis.call('HSET', KEYS[tail], KEYS[4 + n + target], '')
       else
         behind[target - q] = (behind[target - q] or 0) + 1
       end
@@ -100,10 +141,13 @@ if q > 0 then
   redis.call('XADD', KEYS[4 + n], 'MAXLEN', '~', '10000', '*', 's', table.concat(names, ' '))
 end
 -- The lines, less the waiting hash and the line index that follow them.
-local lines = math.max(0, #KEYS - 6 - n - q)
+local lines = math.max(0, tail - 6 - n - q)
 for l = 1, lines do
   if behind[l] then
-    redis.call('HINCRBY', KEYS[#KEYS - 1], ARGV[at + q + l - 1], behind[l])
+    redis.call('HINCRBY', KEYS[tail - 1], ARGV[at + q + l - 1], behind[l])
   end
 end
-return {'OK'}
+if seen_set then
+  redis.call('PEXPIRE', seen_set, window)
+end
+return {'OK', table.concat(skipped, ' ')}

@@ -154,7 +154,7 @@ pub fn dead_letter_entry(d: &Delivery) -> DeadLetterEntry {
 pub async fn publish(store: &Store, partition: &Partition, events: &[EventToStore]) {
     let version = Catalog::new(store.clone()).version().await.unwrap();
     let outcome = store.publish(partition, version, events).await.unwrap();
-    assert_eq!(outcome, eg_store::PublishOutcome::Stored);
+    assert_eq!(outcome, eg_store::PublishOutcome::Stored { duplicates: vec![] });
 }
 
 /// Settles one held delivery with the real call (`settle_many`), keeping no history or

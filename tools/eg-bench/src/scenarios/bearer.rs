@@ -7,6 +7,7 @@
 use super::{Rows, Scenario};
 use crate::args::Flags;
 use crate::ceiling::Fsync;
+use crate::compare;
 use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
 use crate::measure::{self, Load, Measured};
@@ -31,6 +32,7 @@ deploy/local/ensure-test-tools.sh), cached for the whole window.
 usage: eg-bench bearer [options]
 
   --duration D           each measured window (default 15s; quick 4s)
+  --rounds N             rounds of the two setups, alternating (default 3; quick 1)
 
 ";
 
@@ -59,26 +61,39 @@ async fn measure_with(ctx: &Ctx, idp: Option<&OAuthServer>, duration: Duration) 
 fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
     Box::pin(async move {
         let duration = flags.duration("duration", ctx.seconds(15, 4))?;
+        let rounds: usize = flags.number("rounds", ctx.sized(3, 1))?;
         flags.finish()?;
         let load = Load::end_to_end(ctx, 4, 2_000, duration);
         // Tokens live an hour: one request for the whole window.
         let idp = OAuthServer::start(Duration::from_secs(3600));
-
-        eprintln!("bearer: without a token …");
-        let open = measure_with(ctx, None, duration).await?;
-        eprintln!("bearer: with a bearer token …");
-        let with_token = measure_with(ctx, Some(&idp), duration).await?;
-        let share = with_token.received_per_second() / open.received_per_second().max(1.0);
+        let ctx = &*ctx;
+        let runs = compare::alternating(rounds, &["without a token", "with a bearer token"], |i| {
+            measure_with(ctx, (i == 1).then_some(&idp), duration)
+        })
+        .await?;
+        let open = compare::summarise(&runs[0])?;
+        let with_token = compare::summarise(&runs[1])?;
+        let share = with_token.rate / open.rate.max(1.0);
         let mut row = measure::row(
             "bearer cost",
-            "deliveryIdentity (client secret, token cached), 1 sender",
-            &with_token,
+            format!("deliveryIdentity (client secret, token cached), 1 sender, median of {rounds}"),
+            with_token.typical,
             &load,
             "deliveries/s",
         );
+        row.rate = Some((with_token.rate, "deliveries/s"));
         row.figures.push((
             "without a token".into(),
-            format!("{} deliveries/s", thousands(open.received_per_second())),
+            format!("{} deliveries/s (median; runs {})", thousands(open.rate), open.each),
+        ));
+        row.figures
+            .push(("with a token, runs".into(), format!("{} deliveries/s", with_token.each)));
+        row.figures.push((
+            "sender CPU per delivery".into(),
+            format!(
+                "{:.0} µs with a token, {:.0} µs without (medians)",
+                with_token.sender_micros, open.sender_micros
+            ),
         ));
         row.targets
             .push(Target::at_least("share of without a token", share * 100.0, 95.0, "%"));

@@ -15,6 +15,7 @@ mod batched;
 mod bearer;
 mod ceilings;
 mod dead_letters;
+mod dedup;
 mod destinations;
 mod end_to_end;
 mod fan_out;
@@ -29,6 +30,7 @@ mod retry_storm;
 mod scheduling;
 mod sender_memory;
 mod slow_receiver;
+mod traces;
 
 pub type Rows<'a> = Pin<Box<dyn Future<Output = anyhow::Result<Vec<Row>>> + 'a>>;
 pub type Run = for<'a> fn(&'a mut Ctx, Flags) -> Rows<'a>;
@@ -53,6 +55,8 @@ pub const ALL: &[Scenario] = &[
     limits::SCENARIO,
     ordering::SCENARIO,
     bearer::SCENARIO,
+    dedup::SCENARIO,
+    traces::SCENARIO,
     scheduling::SCENARIO,
     redis_memory::SCENARIO,
     sender_memory::SCENARIO,

@@ -11,6 +11,7 @@ mod one_object_tests;
 mod store_said;
 mod stores;
 mod worker;
+mod write_trace;
 mod written;
 
 use anyhow::Context;

@@ -287,6 +287,8 @@ fn entry(d: &Delivery) -> DeadLetterEntry {
         format: Default::default(),
         stored_format: d.format,
         event_id: d.event_id.clone(),
+        traceparent: None,
+        tracestate: None,
     }
 }
 

@@ -54,6 +54,7 @@ use crate::failures::{Backoff, BackoffKey, FailureKind, WriteFailure};
 use crate::notify::Notifier;
 use crate::object_name::{self, RecordId};
 use crate::stores::{Destination, Stores};
+use crate::write_trace;
 use crate::written::WrittenObject;
 use eg_core::fate;
 use eg_core::subscription::DeadLetterStore;
@@ -67,6 +68,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// Most promote-and-write rounds of one pass (each up to `EG__DEADLETTER__BATCH` records).
 const ROUNDS_PER_PASS: usize = 20;
@@ -404,15 +406,32 @@ impl Worker {
         let records_len = records.len();
         let built = self.inner.stores.get(&key.destination)?;
         let location = ObjectPath::from(path.as_str());
+        let store_kind = key.destination.store.label();
+        let span = write_trace::write_span(
+            &store_kind,
+            object.in_stream_order().iter().map(|i| &i.entry),
+            records_len,
+        );
         let put = built
             .store
             .put_opts(&location, PutPayload::from(bytes), PutMode::Create.into());
-        let etag = match tokio::time::timeout_at(deadline, put).await {
-            Ok(Ok(result)) => result.e_tag,
+        let etag = match tokio::time::timeout_at(deadline, put).instrument(span.clone()).await {
+            Ok(Ok(result)) => {
+                write_trace::record_outcome(&span, "written", false);
+                result.e_tag
+            }
             // An earlier attempt at these very records landed: they are written.
-            Ok(Err(object_store::Error::AlreadyExists { .. })) => None,
-            Ok(Err(e)) => return Err(WriteFailure::from_store(&e)),
+            Ok(Err(object_store::Error::AlreadyExists { .. })) => {
+                write_trace::record_outcome(&span, "already written", false);
+                None
+            }
+            Ok(Err(e)) => {
+                let failure = WriteFailure::from_store(&e);
+                write_trace::record_outcome(&span, failure.kind.as_str(), true);
+                return Err(failure);
+            }
             Err(_) => {
+                write_trace::record_outcome(&span, FailureKind::Unavailable.as_str(), true);
                 return Err(WriteFailure::new(
                     FailureKind::Unavailable,
                     format!("no answer within {:?}", write_window(self.inner.retry_interval)),
@@ -561,6 +580,8 @@ mod tests {
                 format: DeadLetterFormat::EventGrid,
                 stored_format: StoredFormat::EventGrid,
                 event_id: id.into(),
+                traceparent: None,
+                tracestate: None,
             },
             event_json: "{}".into(),
         }

@@ -209,6 +209,7 @@ fn publish_span(topic: &str, publisher: Option<&TraceContext>) -> tracing::Span 
         eg.topic = %topic.to_ascii_lowercase(),
         eg.events = tracing::field::Empty,
         trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty,
     );
     traces::continue_trace(&span, publisher);
     span
@@ -231,7 +232,7 @@ impl PublishTrace<'_> {
             Some(publisher) => traces::propagate(self.span, Some(publisher)),
             None => traces::recorded(self.span).filter(TraceContext::sampled),
         }?;
-        self.span.record("trace_id", context.trace_id());
+        traces::name_in_logs(self.span, &context);
         Some(context)
     }
 }

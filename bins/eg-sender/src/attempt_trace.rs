@@ -40,6 +40,7 @@ pub fn attempt_span(endpoint: &EndpointId, first: Option<&Delivery>, events: usi
         http.response.status_code = tracing::field::Empty,
         eg.duration_ms = tracing::field::Empty,
         trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty,
     );
     traces::continue_trace(&span, first.trace.as_ref());
     span
@@ -47,23 +48,33 @@ pub fn attempt_span(endpoint: &EndpointId, first: Option<&Delivery>, events: usi
 
 /// Adds the attempt's context to the request's headers (`traceparent`, and
 /// `tracestate` when there is one), unless the subscription's own delivery properties
-/// set them. Returns the context sent.
+/// set them, and keeps it as the batch's [`RenderedBatch::trace`] for destinations that
+/// build their messages' headers themselves. Returns the context sent.
 pub fn carry(
     span: &tracing::Span,
     parent: Option<&TraceContext>,
     batch: &mut RenderedBatch<'_>,
 ) -> Option<TraceContext> {
     let context = traces::propagate(span, parent)?;
-    span.record("trace_id", context.trace_id());
-    let headers = &mut batch.delivery_headers;
-    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case(TRACEPARENT)) {
-        headers.retain(|(name, _)| !name.eq_ignore_ascii_case(TRACESTATE));
-        headers.push((TRACEPARENT.to_owned(), context.traceparent()));
-        if let Some(state) = context.tracestate() {
-            headers.push((TRACESTATE.to_owned(), state.to_owned()));
-        }
-    }
+    traces::name_in_logs(span, &context);
+    add_headers(&mut batch.delivery_headers, Some(&context));
+    batch.trace = Some(context.clone());
     Some(context)
+}
+
+/// Adds `context` to `headers` as the W3C `traceparent` and `tracestate`, unless they
+/// already name a `traceparent` (a delivery property set by the subscription wins, with
+/// whatever `tracestate` it has). The one place every destination's headers get it from.
+pub fn add_headers(headers: &mut Vec<(String, String)>, context: Option<&TraceContext>) {
+    let Some(context) = context else { return };
+    if headers.iter().any(|(name, _)| name.eq_ignore_ascii_case(TRACEPARENT)) {
+        return;
+    }
+    headers.retain(|(name, _)| !name.eq_ignore_ascii_case(TRACESTATE));
+    headers.push((TRACEPARENT.to_owned(), context.traceparent()));
+    if let Some(state) = context.tracestate() {
+        headers.push((TRACESTATE.to_owned(), state.to_owned()));
+    }
 }
 
 /// Records what the attempt got back on its span.
@@ -104,4 +115,46 @@ pub fn record_verdicts(span: &tracing::Span, verdicts: &[Verdict]) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context(state: Option<&str>) -> TraceContext {
+        TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", state).unwrap()
+    }
+
+    #[test]
+    fn the_context_is_added_as_the_w3c_headers() {
+        let mut headers = vec![("team".to_owned(), "billing".to_owned())];
+        add_headers(&mut headers, Some(&context(Some("k=v"))));
+        assert_eq!(
+            headers[1..],
+            [
+                (TRACEPARENT.to_owned(), context(None).traceparent()),
+                (TRACESTATE.to_owned(), "k=v".to_owned())
+            ]
+        );
+        let mut untraced = vec![("team".to_owned(), "billing".to_owned())];
+        add_headers(&mut untraced, None);
+        assert_eq!(untraced.len(), 1, "no context, no header");
+    }
+
+    #[test]
+    fn a_traceparent_the_subscription_sets_is_kept_with_its_own_tracestate() {
+        let own = || {
+            vec![
+                ("TraceParent".to_owned(), "mine".to_owned()),
+                ("tracestate".to_owned(), "a=b".to_owned()),
+            ]
+        };
+        let mut headers = own();
+        add_headers(&mut headers, Some(&context(Some("k=v"))));
+        assert_eq!(headers, own());
+        // A tracestate set alone does not belong to the context sent: the attempt's wins.
+        let mut headers = vec![("tracestate".to_owned(), "a=b".to_owned())];
+        add_headers(&mut headers, Some(&context(None)));
+        assert_eq!(headers, [(TRACEPARENT.to_owned(), context(None).traceparent())]);
+    }
 }

@@ -7,7 +7,7 @@
 use eg_core::destination::Target;
 use eg_core::render::DeliveryBody;
 use eg_core::subscription::{Subscription, resolve_headers};
-use eg_core::{AttemptOutcome, UnixMillis};
+use eg_core::{AttemptOutcome, TraceContext, UnixMillis};
 use std::future::Future;
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -29,6 +29,9 @@ pub struct RenderedBatch<'a> {
     pub batch_id: String,
     /// When the attempt is made (the Redis-synced clock).
     pub sent_at: UnixMillis,
+    /// The trace context the attempt sends on (`crate::attempt_trace::carry`): the
+    /// attempt span's when spans are exported, else the one stored with the first event.
+    pub trace: Option<TraceContext>,
 }
 
 /// The delivery properties of `subscription` for one event (`event`, its JSON as

@@ -617,6 +617,7 @@ pub fn render<'a>(
         delivery_count: h.ready.delivery.attempts,
         batch_id,
         sent_at: now,
+        trace: None,
     });
     drop(events);
     let mut kept = Vec::with_capacity(held.len());

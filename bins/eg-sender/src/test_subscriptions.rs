@@ -41,5 +41,6 @@ pub fn batch_of<'a>(subscription: &'a Subscription, body: &str, data_version: Op
         delivery_count: 3,
         batch_id: "msg_1".into(),
         sent_at: UnixMillis(0),
+        trace: None,
     }
 }

@@ -18,6 +18,7 @@
 //! The last attempt time falls back to the dead-lettering time when no attempt was
 //! made, and the last outcome to `Canceled`.
 
+use crate::TraceContext;
 use crate::delivery::Delivery;
 use crate::fate::DeadLetterReason;
 use crate::outcome::OutcomeName;
@@ -68,6 +69,13 @@ pub struct DeadLetterEntry {
     /// The event's own id (empty in entries written before it existed: read the event).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub event_id: String,
+    /// The W3C trace context stored with the delivery, so the dead-letter write continues
+    /// the event's trace (traces.md). Absent for untraced events and in entries written
+    /// before it existed; an older worker ignores it. Never part of the record written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }
 
 /// Where a redriven event goes: its subscription, and the new delivery's identifiers.
@@ -143,7 +151,14 @@ impl DeadLetterEntry {
             format: DeadLetterFormat::choose(delivery.format, subscription.delivery_schema, subscription.profile),
             stored_format: delivery.format,
             event_id: delivery.event_id.clone(),
+            traceparent: delivery.trace.as_ref().map(TraceContext::traceparent),
+            tracestate: delivery.trace.as_ref().and_then(|t| t.tracestate().map(str::to_owned)),
         }
+    }
+
+    /// The trace context stored with the dead-lettered delivery, if any (and well formed).
+    pub fn trace(&self) -> Option<TraceContext> {
+        TraceContext::parse(self.traceparent.as_deref()?, self.tracestate.as_deref())
     }
 
     /// A fresh delivery of the dead-lettered event (a redrive): a new delivery id and
@@ -279,6 +294,8 @@ mod tests {
             format: DeadLetterFormat::EventGrid,
             stored_format: StoredFormat::EventGrid,
             event_id: "1".into(),
+            traceparent: None,
+            tracestate: None,
         }
     }
 
@@ -500,6 +517,37 @@ mod tests {
             }
         );
         assert_eq!(e.subscription, "Billing");
+    }
+
+    /// The dead-letter worker continues the event's trace from its entry; the record
+    /// written is unchanged, and an entry without a context stores nothing for it.
+    #[test]
+    fn an_entry_keeps_its_deliverys_trace_context_out_of_the_record() {
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let mut d = Delivery::new("d".into(), "e".into(), "orders".into(), "billing".into(), UnixMillis(5));
+        d.trace = TraceContext::parse(traceparent, Some("k=v"));
+        let topic = crate::topic::Topic::from_resource(crate::TopicName::parse("orders").unwrap(), &json!({})).unwrap();
+        let hook = json!({"properties": {"destination": {"endpointType": "WebHook",
+            "properties": {"endpointUrl": "https://h.example/in"}}}});
+        let sub = Subscription::from_resource(
+            &topic,
+            crate::SubscriptionName::parse("billing").unwrap(),
+            &hook,
+            UnixMillis(0),
+        )
+        .unwrap();
+        let dlq = DeadLetterDestination::new("dlq").unwrap();
+        let e = DeadLetterEntry::for_delivery(&d, &sub, &dlq, DeadLetterReason::NonRetriableFailure, UnixMillis(9));
+        let raw = serde_json::to_string(&e).unwrap();
+        let back: DeadLetterEntry = serde_json::from_str(&raw).unwrap();
+        assert_eq!(back.trace(), d.trace);
+        let record = e.record(r#"{"id":"1","data":{}}"#).to_string();
+        assert!(!record.contains(traceparent), "{record}");
+
+        d.trace = None;
+        let e = DeadLetterEntry::for_delivery(&d, &sub, &dlq, DeadLetterReason::NonRetriableFailure, UnixMillis(9));
+        assert!(!serde_json::to_string(&e).unwrap().contains("trace"));
+        assert_eq!(e.trace(), None);
     }
 
     #[test]

@@ -3,10 +3,11 @@
 //!
 //! Off unless configured: with no OTLP endpoint set, no exporter, thread or layer exists
 //! and eg's trace spans are plain `tracing` spans (logged like any other, carrying a
-//! `trace_id` field when the event has a context). When on, only spans of target
-//! [`TARGET`] become OpenTelemetry spans: the publish, each delivery attempt, the retry
-//! and dead-letter decisions as their events. Request spans of the ops endpoints or the
-//! status page stay out of the trace backend.
+//! `trace_id` and `span_id` fields when the event has a context: [`name_in_logs`]). When
+//! on, only spans of target [`TARGET`] become OpenTelemetry spans: the publish, each delivery attempt, the retry
+//! and dead-letter decisions as their events, and the spans pull delivery records after
+//! the fact ([`record_finished`]). Request spans of the ops endpoints or the status page
+//! stay out of the trace backend.
 //!
 //! The exporter sends with eg's own `reqwest` client on the process's tokio runtime
 //! ([`export::OnRuntime`]), so tracing adds no second HTTP stack. Sampling
@@ -22,7 +23,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::str::FromStr;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// The `tracing` target of the spans and events exported as OpenTelemetry spans.
@@ -160,6 +161,16 @@ pub fn propagate(span: &tracing::Span, parent: Option<&TraceContext>) -> Option<
     recorded(span).or_else(|| parent.cloned())
 }
 
+/// Names `sent`, the context a span sends on or stores, in the span's `trace_id` and
+/// `span_id` fields (declared `Empty` where the span is made), so every log line inside
+/// it names the trace and the span the next hop continues: eg's own span when export is
+/// on, the stored parent when off (the same ids the `traceparent` carries). A span
+/// without a context records nothing: untraced work costs nothing here.
+pub fn name_in_logs(span: &tracing::Span, sent: &TraceContext) {
+    span.record("trace_id", sent.trace_id());
+    span.record("span_id", sent.parent_id());
+}
+
 /// `span`'s own W3C context when export is on (sampled or not), `None` when off.
 pub fn recorded(span: &tracing::Span) -> Option<TraceContext> {
     PROVIDER.get()?;
@@ -176,6 +187,41 @@ pub fn recorded(span: &tracing::Span) -> Option<TraceContext> {
         own.trace_flags().to_u8()
     );
     TraceContext::parse(&traceparent, Some(&state))
+}
+
+/// An attribute of a [`record_finished`] span.
+pub use opentelemetry::KeyValue;
+
+/// A span whose parent is known only when its work is done, recorded then: from
+/// `started` to now, a child of `parent`, with `attributes`, an error when `failed`.
+///
+/// Pull delivery learns an event's context from the events a request locked or settled;
+/// a `tracing` span could no longer take that parent once entered, and one made before
+/// would start a trace of its own for requests whose events have none. So these spans
+/// are made only for a parent, after the fact. Nothing when export is off.
+pub fn record_finished(
+    name: &'static str,
+    parent: &TraceContext,
+    started: SystemTime,
+    attributes: Vec<KeyValue>,
+    failed: bool,
+) {
+    use opentelemetry::trace::{Span, SpanKind, Status, Tracer};
+    let (Some(provider), Some(parent)) = (PROVIDER.get(), span_context(parent)) else {
+        return;
+    };
+    let tracer = provider.tracer("eg");
+    let context = opentelemetry::Context::new().with_remote_span_context(parent);
+    let mut span = tracer
+        .span_builder(name)
+        .with_kind(SpanKind::Server)
+        .with_start_time(started)
+        .with_attributes(attributes)
+        .start_with_context(&tracer, &context);
+    if failed {
+        span.set_status(Status::error(""));
+    }
+    span.end();
 }
 
 /// The OpenTelemetry form of a stored context (remote: it came from another process).
@@ -199,6 +245,7 @@ fn span_context(context: &TraceContext) -> Option<SpanContext> {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+    use tracing_subscriber::layer::SubscriberExt;
 
     fn export(vars: &[(&str, &str)]) -> Result<Export, ExportError> {
         let vars: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
@@ -265,6 +312,51 @@ mod tests {
         assert_eq!(parent.trace_id().to_string(), stored.trace_id());
         assert_eq!(parent.span_id().to_string(), stored.parent_id());
         assert_eq!(parent.trace_state().header(), "k=v");
+    }
+
+    /// A writer into a shared buffer, for reading back what a log line said.
+    #[derive(Clone, Default)]
+    struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_log_line_inside_a_traced_span_names_the_trace_and_the_span_in_text_and_json() {
+        let context = TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", None).unwrap();
+        for json in [false, true] {
+            let lines = Lines::default();
+            let writer = lines.clone();
+            let layer = tracing_subscriber::fmt::layer()
+                .with_writer(move || writer.clone())
+                .with_ansi(false);
+            let subscriber: Box<dyn tracing::Subscriber + Send + Sync> = if json {
+                Box::new(tracing_subscriber::registry().with(layer.json().flatten_event(true)))
+            } else {
+                Box::new(tracing_subscriber::registry().with(layer))
+            };
+            tracing::subscriber::with_default(subscriber, || {
+                let span = tracing::info_span!(
+                    target: TARGET,
+                    "attempt",
+                    trace_id = tracing::field::Empty,
+                    span_id = tracing::field::Empty
+                );
+                name_in_logs(&span, &context);
+                span.in_scope(|| tracing::info!("inside"));
+            });
+            let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+            assert!(text.contains("4bf92f3577b34da6a3ce929d0e0e4736"), "json {json}: {text}");
+            assert!(text.contains("00f067aa0ba902b7"), "json {json}: {text}");
+            assert!(text.contains("span_id"), "json {json}: {text}");
+        }
     }
 
     #[test]

@@ -727,6 +727,8 @@ mod tests {
             format: DeadLetterFormat::EventGrid,
             stored_format: StoredFormat::EventGrid,
             event_id: "evt-1".into(),
+            traceparent: None,
+            tracestate: None,
         }
     }
 

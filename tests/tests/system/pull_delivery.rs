@@ -1,9 +1,11 @@
 //! Pull delivery end to end (Event Grid namespaces' queue mode): queue-mode subscriptions
 //! of a namespace topic, events published to it, and consumers that receive them with a
 //! lock and acknowledge, release (now or after a delay), reject or renew, through
-//! `POST /topics/{t}/eventsubscriptions/{s}:{action}` on one or several ingress copies.
+//! `POST /topics/{t}/eventsubscriptions/{s}:{action}` on one or several ingress copies,
+//! each call a span of its events' trace.
 
 use eg_system_tests::{DEADLINE, Options, System, eventually, json_reply, metric};
+use eg_testkit::OtlpReceiver;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -50,7 +52,10 @@ fn cloud_event(id: &str) -> Value {
 }
 
 async fn publish(system: &System, topic: &str, key: &str, ids: &[&str]) {
-    let events: Vec<Value> = ids.iter().map(|id| cloud_event(id)).collect();
+    publish_events(system, topic, key, ids.iter().map(|id| cloud_event(id)).collect()).await;
+}
+
+async fn publish_events(system: &System, topic: &str, key: &str, events: Vec<Value>) {
     let response = system
         .http()
         .post(format!(
@@ -212,6 +217,67 @@ async fn receive_and_acknowledge_and_tokens_that_fail_alone() {
     assert_eq!(succeeded(&answer), [token(&fresh)]);
     assert_eq!(failed_codes(&answer), ["TokenLost", "BadToken"], "{answer}");
     assert_eq!(answer["failedLockTokens"][0]["error"]["message"], "Token has expired.");
+}
+
+/// A consumer's calls join the trace of the events they handle (traces.md): the receive
+/// and the acknowledge of an event published with a `traceparent` attribute are spans
+/// under that context, counting events and tokens but never holding a token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receive_and_acknowledge_are_spans_of_the_events_trace() {
+    const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const PUBLISHER_SPAN: &str = "00f067aa0ba902b7";
+    let collector = OtlpReceiver::start().await;
+    let options = Options::default()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint())
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let system = System::start(options).await;
+    let key = namespace_topic(&system, "orders").await;
+    queue_subscription(&system, "orders", "audit", json!({})).await;
+    let mut traced = cloud_event("e1");
+    traced["traceparent"] = json!(format!("00-{TRACE_ID}-{PUBLISHER_SPAN}-01"));
+    publish_events(&system, "orders", &key, vec![traced]).await;
+
+    let got = receive_one(&system, "orders", &key, "audit", 10).await;
+    let answer = lock_op(
+        &system,
+        "orders",
+        &key,
+        "audit",
+        "acknowledge",
+        "",
+        &[token(&got), "garbage!"],
+    )
+    .await;
+    assert_eq!(succeeded(&answer), [token(&got)]);
+
+    let spans = eventually(DEADLINE, "the receive and acknowledge spans", || async {
+        let spans = collector.trace(TRACE_ID);
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+        (names.contains(&"receive") && names.contains(&"acknowledge")).then_some(spans)
+    })
+    .await;
+    let span = |name: &str| spans.iter().find(|s| s.name == name).unwrap();
+    let (received, acknowledged) = (span("receive"), span("acknowledge"));
+    for call in [received, acknowledged] {
+        assert_eq!(
+            call.parent_span_id, PUBLISHER_SPAN,
+            "the event's stored context is the parent"
+        );
+        assert_eq!(call.service, "eg-ingress");
+        assert_eq!(call.attribute("eg.topic"), Some("orders"));
+        assert_eq!(call.attribute("eg.subscription"), Some("audit"));
+        assert!(
+            call.attributes.iter().all(|(_, v)| !v.contains(token(&got))),
+            "never a lock token: {:?}",
+            call.attributes
+        );
+    }
+    assert_eq!(received.attribute("eg.events"), Some("1"));
+    assert!(!received.error);
+    assert_eq!(acknowledged.attribute("eg.events"), Some("2"), "the tokens sent");
+    assert_eq!(acknowledged.attribute("eg.succeeded"), Some("1"));
+    assert_eq!(acknowledged.attribute("eg.failed"), Some("1"));
+    assert!(acknowledged.error, "a token failed");
 }
 
 #[tokio::test]

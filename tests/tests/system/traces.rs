@@ -1,11 +1,15 @@
 //! Traces (traces.md): an event published in a W3C trace context is followed through
 //! eg into that trace — the publish span, every attempt, and the `traceparent` the
 //! endpoint receives — as an OTLP/HTTP receiver decoding the official protobuf
-//! definitions sees it (`eg_testkit::otlp_receiver`, standing in for a collector).
+//! definitions sees it (`eg_testkit::otlp_receiver`, standing in for a collector) — and
+//! a broker message, read back from NATS JetStream, carrying its attempt's context.
 
-use eg_system_tests::{Behaviour, DEADLINE, Options, Receiver, System, event, eventually, subscription};
-use eg_testkit::OtlpReceiver;
+use async_nats::jetstream::{self, stream};
+use eg_system_tests::{
+    Behaviour, DEADLINE, Options, Receiver, System, dead_letter_to, event, eventually, subscription,
+};
 use eg_testkit::otlp_receiver::ReceivedSpan;
+use eg_testkit::{Nats, OtlpReceiver};
 use serde_json::{Value, json};
 
 /// The publisher's trace and span (sampled).
@@ -171,4 +175,92 @@ async fn an_event_without_a_context_is_not_traced_when_nothing_samples_it() {
         .filter(|s| s.trace_id != TRACE_ID)
         .collect();
     assert!(strays.is_empty(), "spans of untraced events: {strays:?}");
+}
+
+/// A broker destination's message carries the attempt's context as headers, as a
+/// webhook request does: the message JetStream stored names the attempt span, which the
+/// receiver got in the publisher's trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nats_message_carries_the_context_of_the_attempt_that_published_it() {
+    let collector = OtlpReceiver::start().await;
+    let server = Nats::start();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let stream = jetstream::new(client)
+        .get_or_create_stream(stream::Config {
+            name: "TRACED".into(),
+            subjects: vec!["traced.>".into()],
+            ..stream::Config::default()
+        })
+        .await
+        .unwrap();
+    let system = traced_system(&collector, &[("EG__BROKERS__NATS__EVENTS__URL", &server.url())]).await;
+    system.create_topic("traced").await;
+    let destination = json!({"endpointType": "NatsJetStream",
+        "properties": {"connection": "events", "subject": "traced.orders"}});
+    system
+        .create_subscription("traced", "Audit", json!({"properties": {"destination": destination}}))
+        .await;
+
+    let events = json!([event("n-1", "Order.Created", "/o/1", json!(1))]);
+    publish_with(
+        &system,
+        "traced",
+        &events,
+        &[("traceparent", &traceparent()), ("tracestate", "vendor=x")],
+    )
+    .await;
+    let message = eventually(DEADLINE, "the message in the stream", || async {
+        stream.get_raw_message(1).await.ok()
+    })
+    .await;
+    let header = |name: &str| message.headers.get(name).map(|v| v.as_str().to_owned());
+
+    let spans = eventually(DEADLINE, "the attempt span", || async {
+        let spans = collector.trace(TRACE_ID);
+        (!named(&spans, "attempt").is_empty()).then_some(spans)
+    })
+    .await;
+    let attempt = named(&spans, "attempt")[0];
+    assert_eq!(attempt.attribute("eg.subscription"), Some("audit"));
+    assert_eq!(attempt.attribute("eg.outcome"), Some("Succeeded"));
+    assert_eq!(
+        header("traceparent"),
+        Some(format!("00-{TRACE_ID}-{}-01", attempt.span_id)),
+        "the message names its attempt's span in the publisher's trace"
+    );
+    assert_eq!(header("tracestate").as_deref(), Some("vendor=x"));
+}
+
+/// The dead-letter tier's write of a record is a span of the event's trace, under the
+/// context stored with it (the publish span), naming the store and the outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dead_letter_write_is_a_span_of_the_events_trace() {
+    let collector = OtlpReceiver::start().await;
+    let system = traced_system(&collector, &[]).await;
+    let endpoint = Receiver::start(Behaviour::Status(400)).await;
+    system.create_topic("doomed").await;
+    let extra = json!({"deadLetterDestination": dead_letter_to("dead")});
+    system
+        .create_subscription("doomed", "Sub", subscription(endpoint.url(), extra))
+        .await;
+
+    let events = json!([event("d-1", "T", "/d", json!(1))]);
+    publish_with(&system, "doomed", &events, &[("traceparent", &traceparent())]).await;
+    let spans = eventually(DEADLINE * 2, "the publish and dead-letter write spans", || async {
+        let spans = collector.trace(TRACE_ID);
+        (!named(&spans, "publish").is_empty() && !named(&spans, "dead-letter write").is_empty()).then_some(spans)
+    })
+    .await;
+    let publish = named(&spans, "publish")[0];
+    let write = named(&spans, "dead-letter write")[0];
+    assert_eq!(
+        write.parent_span_id, publish.span_id,
+        "the stored context is its parent"
+    );
+    assert_eq!(write.service, "eg-deadletter");
+    assert_eq!(write.attribute("eg.store"), Some("local"));
+    assert_eq!(write.attribute("eg.subscription"), Some("sub"));
+    assert_eq!(write.attribute("eg.records"), Some("1"));
+    assert_eq!(write.attribute("eg.outcome"), Some("written"));
+    assert!(!write.error);
 }

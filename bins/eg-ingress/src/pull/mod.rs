@@ -11,10 +11,12 @@
 //! - `receive`: locks up to `maxEvents` events now, or waits up to `maxWaitTime` for
 //!   some without holding a Redis connection ([`hub`]).
 //! - the four lock operations: [`settle`].
+//! - each call's span, when its events carry a trace context: [`trace`].
 
 mod hub;
 mod receive;
 mod settle;
+mod trace;
 
 pub use hub::ReceiveHub;
 

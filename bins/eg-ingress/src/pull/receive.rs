@@ -5,10 +5,11 @@
 //! whose time-to-live ended are not handed out: they are dead-lettered (or dropped)
 //! under the lock this receive just got, so no other receiver can see them meanwhile.
 
+use super::trace::CallTrace;
 use super::{Pull, Target};
 use crate::errors::Refusal;
 use eg_core::pull::answer::BrokerProperties;
-use eg_core::pull::{LockToken, QueueStep, ReceiveAnswer, ReceiveOptions, ReceivedEvent, on_receive};
+use eg_core::pull::{Action, LockToken, QueueStep, ReceiveAnswer, ReceiveOptions, ReceivedEvent, on_receive};
 use eg_core::render::render;
 use eg_core::{Delivery, Subscription};
 use eg_runtime::pull_tally::Tally;
@@ -25,11 +26,15 @@ pub struct Locked {
 
 /// The receive handler's work: now, or after waiting.
 pub async fn receive(pull: &Arc<Pull>, target: &Target, options: ReceiveOptions) -> Result<ReceiveAnswer, Refusal> {
+    let mut trace = CallTrace::begin(Action::Receive);
     let mut locked = receive_now(pull, &target.key, options.max_events as usize).await?;
     if locked.is_empty() {
         locked = pull.hub.wait(&target.key, options.max_events, options.max_wait).await;
     }
-    Ok(answer(pull, &target.key, locked))
+    locked.iter().for_each(|l| trace.saw(l.entry.delivery.trace.as_ref()));
+    let answer = answer(pull, &target.key, locked);
+    trace.received(target, answer.value.len());
+    Ok(answer)
 }
 
 /// The answer for `locked`, with a signed token per lock.

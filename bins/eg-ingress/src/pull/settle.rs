@@ -10,6 +10,7 @@
 //! fails the others, and the answer is `200` whatever happened.
 
 use super::receive::end;
+use super::trace::CallTrace;
 use super::{Pull, Target};
 use crate::errors::Refusal;
 use eg_core::pull::{Action, LockAnswer, LockOutcome, LockToken, ReleaseDelay, ReleaseStep, on_reject, on_release};
@@ -24,6 +25,7 @@ pub async fn settle(
     delay: ReleaseDelay,
     tokens: Vec<String>,
 ) -> Result<LockAnswer, Refusal> {
+    let mut trace = CallTrace::begin(action);
     let partitions = pull.store.keys().partitions();
     let mut outcomes: Vec<LockOutcome> = vec![LockOutcome::Lost; tokens.len()];
     // Per partition: (position in the request, the lock).
@@ -50,6 +52,7 @@ pub async fn settle(
         let mut tallies = Vec::new();
         for ((at, token), delivery) in locks.into_iter().zip(deliveries) {
             let Some(delivery) = delivery else { continue };
+            trace.saw(delivery.trace.as_ref());
             let count = delivery.attempts + token.count;
             let (settlement, tally) = match action {
                 Action::Acknowledge => (Settlement::Done, Tally::Acknowledged),
@@ -112,5 +115,6 @@ pub async fn settle(
             let _ = pull.store.ring(&partition, &[target.key.as_str()]).await;
         }
     }
+    trace.settled(target, &outcomes);
     Ok(LockAnswer::new(tokens.into_iter().zip(outcomes)))
 }

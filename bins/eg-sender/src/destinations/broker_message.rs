@@ -5,11 +5,13 @@
 //! that. So the batch's events are each published, and the attempt succeeds only when the
 //! broker confirmed every one of them.
 //!
-//! Each message carries the headers a webhook request carries (the `aeg-*` set and the
-//! subscription's delivery properties), with dynamic delivery properties read from the
-//! message's own event rather than the batch's first one.
+//! Each message carries the headers a webhook request carries (the `aeg-*` set, the
+//! subscription's delivery properties and the attempt's W3C `traceparent`/`tracestate`),
+//! with dynamic delivery properties read from the message's own event rather than the
+//! batch's first one.
 
 use super::batch_events::events_of;
+use crate::attempt_trace;
 use crate::destination::{RenderedBatch, delivery_headers};
 use eg_core::event::raw::{self, RawFields, raw_str};
 use eg_core::render::{content_type, sendable_data_version};
@@ -91,6 +93,8 @@ fn headers(batch: &RenderedBatch<'_>, event: &str, id: &str, data_version: &str)
         headers.push(("aeg-data-version".to_owned(), sendable_data_version(Some(data_version))));
     }
     headers.extend(delivery_headers(subscription, event, id));
+    // Every message of the batch is a child of the one attempt that publishes it.
+    attempt_trace::add_headers(&mut headers, batch.trace.as_ref());
     headers
 }
 
@@ -166,6 +170,42 @@ mod tests {
             versions,
             [Some("1".to_owned()), Some(String::new()), Some("3".to_owned())]
         );
+    }
+
+    /// Each message of a batch carries the attempt's context, as a webhook request does;
+    /// a `traceparent` the subscription sets itself is kept.
+    #[test]
+    fn every_message_carries_the_attempts_trace_context() {
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01";
+        let subscription = subscription_with(json!({
+            "endpointType": "NatsJetStream", "properties": {"connection": "main", "subject": "s"}
+        }));
+        let mut batch = batch_of(&subscription, r#"[{"id":"a"},{"id":"b"}]"#, Some("1"));
+        batch.trace = eg_core::TraceContext::parse(traceparent, Some("k=v"));
+        let header = |m: &EventMessage, name: &str| m.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        for message in messages(&batch).unwrap() {
+            assert_eq!(header(&message, "traceparent").as_deref(), Some(traceparent));
+            assert_eq!(header(&message, "tracestate").as_deref(), Some("k=v"));
+        }
+        batch.trace = None;
+        assert!(
+            messages(&batch)
+                .unwrap()
+                .iter()
+                .all(|m| header(m, "traceparent").is_none())
+        );
+
+        let own = subscription_with(json!({
+            "endpointType": "NatsJetStream", "properties": {"connection": "main", "subject": "s",
+                "deliveryAttributeMappings": [
+                    {"name": "traceparent", "type": "Static", "properties": {"value": "mine"}}
+                ]}
+        }));
+        let mut batch = batch_of(&own, r#"[{"id":"a"}]"#, Some("1"));
+        batch.trace = eg_core::TraceContext::parse(traceparent, Some("k=v"));
+        let message = &messages(&batch).unwrap()[0];
+        assert_eq!(header(message, "traceparent").as_deref(), Some("mine"));
+        assert_eq!(header(message, "tracestate"), None);
     }
 
     #[test]

@@ -120,6 +120,8 @@ impl Webhook {
             delivery_count,
             batch_id,
             sent_at,
+            // Already among the delivery headers (`attempt_trace::carry`).
+            trace: _,
         } = batch;
         let mut builder = client
             .post(&hook.url)
@@ -344,6 +346,7 @@ mod tests {
             delivery_count: 3,
             batch_id: "msg_1".into(),
             sent_at: UnixMillis(0),
+            trace: None,
         }
     }
 

@@ -145,6 +145,8 @@ pub fn dead_letter_entry(d: &Delivery) -> DeadLetterEntry {
         format: Default::default(),
         stored_format: d.format,
         event_id: d.event_id.clone(),
+        traceparent: None,
+        tracestate: None,
     }
 }
 

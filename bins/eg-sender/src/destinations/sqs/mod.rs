@@ -198,12 +198,29 @@ fn entry_of(target: &AmazonSqs, batch: &RenderedBatch<'_>, message: EventMessage
     } else {
         None
     };
-    let attributes = message
+    let mut attributes: Vec<(String, String)> = message
         .headers
         .into_iter()
         .filter(|(name, _)| !CONSTANT_HEADERS.contains(&name.as_str()))
         .collect();
+    make_room(&mut attributes);
     Entry::new(message.payload, attributes, fifo)
+}
+
+/// The most attributes SQS takes on one message.
+const MAX_ATTRIBUTES: usize = 10;
+
+/// The trace context goes along only where the message's attributes leave room for it:
+/// eg's own and the delivery properties (at most 7, checked when the subscription is
+/// written) fill SQS's 10 first, and a message SQS would refuse for a trace header must
+/// never be the price of tracing. `tracestate` goes first, then `traceparent`.
+fn make_room(attributes: &mut Vec<(String, String)>) {
+    for optional in ["tracestate", "traceparent"] {
+        if attributes.len() <= MAX_ATTRIBUTES {
+            return;
+        }
+        attributes.retain(|(name, _)| name != optional);
+    }
 }
 
 #[cfg(test)]

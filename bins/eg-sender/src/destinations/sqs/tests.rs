@@ -215,3 +215,37 @@ async fn a_message_that_would_take_a_request_over_one_mib_opens_the_next_request
         "two of 400 KiB fit in 1 MiB, the third waits for the next"
     );
 }
+
+#[test]
+fn the_trace_context_goes_along_only_where_the_attributes_leave_room() {
+    let named =
+        |names: &[&str]| -> Vec<(String, String)> { names.iter().map(|n| (n.to_string(), "v".to_owned())).collect() };
+    let mut roomy = named(&["aeg-subscription-name", "traceparent", "tracestate"]);
+    super::make_room(&mut roomy);
+    assert_eq!(roomy.len(), 3, "nothing dropped when there is room");
+
+    let properties: Vec<String> = (0..7).map(|i| format!("p{i}")).collect();
+    let mut full: Vec<&str> = vec!["aeg-subscription-name", "aeg-delivery-count", "aeg-data-version"];
+    full.extend(properties.iter().map(String::as_str));
+    full.extend(["traceparent", "tracestate"]);
+    let mut crowded = named(&full);
+    super::make_room(&mut crowded);
+    let names: Vec<&str> = crowded.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.len(), 10);
+    assert!(
+        !names.contains(&"traceparent") && !names.contains(&"tracestate"),
+        "{names:?}"
+    );
+    assert!(names.contains(&"p6"), "delivery properties are kept: {names:?}");
+
+    // Six delivery properties: room for traceparent once tracestate is gone.
+    let six: Vec<&str> = full.iter().copied().filter(|n| *n != "p6").collect();
+    let mut one_over = named(&six);
+    super::make_room(&mut one_over);
+    let names: Vec<&str> = one_over.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.len(), 10);
+    assert!(
+        names.contains(&"traceparent") && !names.contains(&"tracestate"),
+        "{names:?}"
+    );
+}

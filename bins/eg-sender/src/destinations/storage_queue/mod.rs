@@ -7,7 +7,9 @@
 //! in the subscription's delivery schema, its UTF-8 JSON in base64 — what an Azure
 //! Functions queue trigger decodes by default. Its time-to-live is the subscription's
 //! `queueMessageTimeToLiveInSeconds` (`messagettl`; -1 never expires), else the queue
-//! service's default of 7 days. Storage queues take no delivery properties.
+//! service's default of 7 days. Storage queues take no delivery properties: a queue
+//! message has no headers. So it carries no `traceparent` either, and eg does not write
+//! one into the event (a CloudEvent keeps the attribute its publisher gave it; traces.md).
 //!
 //! An event is delivered when the service answered `201 Created`. Its refusals become
 //! Event Grid's outcome names ([`outcome_of`]), each with the HTTP status the retry table
@@ -378,6 +380,7 @@ pub(crate) mod tests {
             delivery_count: 0,
             batch_id: "msg_1".into(),
             sent_at: UnixMillis(0),
+            trace: None,
         }
     }
 

@@ -38,6 +38,21 @@ impl Load {
     /// The end-to-end load most scenarios use: 1 KB events, 100 per request over
     /// `connections`, one delivery each, at most `window` outstanding, a short warm-up and
     /// a drain; a scenario changes what it needs with struct update syntax.
+    /// Publishing alone (no sender draining): 1 KB events, 100 per request, unbounded.
+    pub fn publish_only(ctx: &Ctx, connections: usize, duration: Duration) -> Self {
+        Self {
+            connections,
+            events_per_request: 100,
+            event_bytes: 1024,
+            window: None,
+            fanout: 1,
+            warmup: ctx.seconds(2, 1),
+            duration,
+            drain: Duration::ZERO,
+            keys: None,
+        }
+    }
+
     pub fn end_to_end(ctx: &Ctx, connections: usize, window: u64, duration: Duration) -> Self {
         Self {
             connections,

@@ -49,27 +49,13 @@ async fn measure_with(
     setup.scheduler = false;
     setup.duplicate_window = window;
     let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
-    let m = measure::steady(&d, &load(ctx, connections, duration)).await?;
+    let m = measure::steady(&d, &Load::publish_only(ctx, connections, duration)).await?;
     let per_id = match window {
         Some(_) => Some(bytes_per_remembered_id(&d).await?),
         None => None,
     };
     d.finish(ctx.keep);
     Ok((m, per_id))
-}
-
-fn load(ctx: &Ctx, connections: usize, duration: Duration) -> Load {
-    Load {
-        connections,
-        events_per_request: 100,
-        event_bytes: 1024,
-        window: None,
-        fanout: 1,
-        warmup: ctx.seconds(2, 1),
-        duration,
-        drain: Duration::ZERO,
-        keys: None,
-    }
 }
 
 /// The seen sets' memory over their members (one set: the topic's, on its home partition).

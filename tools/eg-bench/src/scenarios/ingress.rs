@@ -94,17 +94,7 @@ pub(super) async fn publish_only(
     setup.senders = 0;
     setup.scheduler = false;
     let d = Deployment::start(ctx.bin_dir.clone(), &setup).await?;
-    let load = Load {
-        connections,
-        events_per_request: 100,
-        event_bytes: 1024,
-        window: None,
-        fanout: 1,
-        warmup: ctx.seconds(2, 1),
-        duration,
-        drain: Duration::ZERO,
-        keys: None,
-    };
+    let load = Load::publish_only(ctx, connections, duration);
     let m = measure::steady(&d, &load).await?;
     d.finish(ctx.keep);
 

@@ -71,8 +71,9 @@ fn requests_with<'a>(requests: &'a [Recorded], id: &str) -> Vec<&'a Recorded> {
 // ----- 1. output batching (behaviour.md#output-batching) -----
 
 /// 25 events published in one request to each of three topics: batches of at most 10,
-/// batching off, and a batch that fails once. (One topic each: a sender reads at most as
-/// many deliveries at once as it has free slots, 64, and cuts batches from what it read.)
+/// batching off, and a batch that fails once. (One topic each, one after another: a sender
+/// reads at most as many deliveries at once as it has free slots, 64, and cuts batches
+/// from what it read.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_hold_at_most_max_events_and_every_event_arrives_once() {
     let system = System::start(Options::default()).await;
@@ -93,10 +94,10 @@ async fn batches_hold_at_most_max_events_and_every_event_arrives_once() {
         system.create_topic(topic).await;
         system.create_subscription(topic, "Sub", body).await;
     }
+    // One topic at a time: 75 deliveries ready together would be more than one read's 64
+    // free slots, and the read that takes the remainder cuts a smaller batch from it.
     for topic in ["batched", "single", "flaky"] {
         system.publish_ok(topic, &Value::Array(published.clone())).await;
-    }
-    for topic in ["batched", "single", "flaky"] {
         wait_subscription_successes(&system, topic, "sub", 25.0).await;
     }
 

@@ -65,6 +65,7 @@ impl Setup {
             ordered_delivery: None,
             webhook_properties: None,
             duplicate_window: None,
+            archive: None,
             env: Vec::new(),
             sender_env: Vec::new(),
         }

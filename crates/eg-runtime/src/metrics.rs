@@ -17,6 +17,13 @@ pub const MISSED_EVENT_COUNT: &str = "MissedEventCount";
 /// Published events skipped as duplicates of one the topic accepted within its duplicate
 /// detection window (label `topic`; deduplication.md). Not one of Event Grid's metrics.
 pub const DUPLICATE_EVENT_COUNT: &str = "DuplicateEventCount";
+/// Archive backlog entries dropped to stay within `EG__ARCHIVE__MAX_BACKLOG` with
+/// `WHEN_FULL=drop-oldest` (label `partition`; archive.md): events accepted but never
+/// archived. Not one of Event Grid's metrics.
+pub const ARCHIVE_DROPPED_COUNT: &str = "ArchiveDroppedCount";
+/// Published events of an archived topic refused because the archive backlog was full
+/// (`WHEN_FULL=refuse`; label `topic`; archive.md). Not one of Event Grid's metrics.
+pub const ARCHIVE_REFUSED_COUNT: &str = "ArchiveRefusedCount";
 pub const DELIVERY_SUCCESS_COUNT: &str = "DeliverySuccessCount";
 pub const DELIVERY_ATTEMPT_FAIL_COUNT: &str = "DeliveryAttemptFailCount";
 pub const DEAD_LETTERED_COUNT: &str = "DeadLetteredCount";
@@ -139,6 +146,14 @@ fn describe() {
     describe_counter!(
         DUPLICATE_EVENT_COUNT,
         "Published events not stored: the topic accepted one of the same identity within its window"
+    );
+    describe_counter!(
+        ARCHIVE_DROPPED_COUNT,
+        "Archive backlog entries dropped at the bound (drop-oldest): accepted, never archived"
+    );
+    describe_counter!(
+        ARCHIVE_REFUSED_COUNT,
+        "Published events of an archived topic refused: the archive backlog was full"
     );
     describe_counter!(DELIVERY_SUCCESS_COUNT, "Deliveries the endpoint accepted");
     describe_counter!(

@@ -176,6 +176,13 @@ impl Partition {
         format!("{}:seen:{topic}", self.tag)
     }
 
+    /// The partition's archive backlog (stream; entries t = topic, b = event body): the
+    /// accepted events of archived topics waiting to be written to their object store
+    /// (archive.md). Appended by `publish.lua`, bounded there; read by eg-deadletter.
+    pub fn archive_backlog(&self) -> String {
+        format!("{}:archive", self.tag)
+    }
+
     /// The partition's hash tag with its braces, which scripts that name keys of their
     /// own partition (the stuck-line sweep) put in front of a key's tail.
     pub fn tag(&self) -> &str {

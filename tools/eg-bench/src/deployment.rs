@@ -65,7 +65,6 @@ impl Setup {
             ordered_delivery: None,
             webhook_properties: None,
             duplicate_window: None,
-            archive: None,
             env: Vec::new(),
             sender_env: Vec::new(),
         }

@@ -9,9 +9,9 @@
 //! `archive/<topic>/<yyyy>/<mm>/<dd>/<hh>/<mm>/p<N>-<first stream id>.jsonl.gz`.
 
 use crate::api_error::InvalidField;
+use crate::dead_letter_destination::DeadLetterDestination;
 use crate::destination::NamedConnections;
 use crate::json::json_type;
-use crate::subscription::DeadLetterDestination;
 use crate::time::UnixMillis;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -183,6 +183,12 @@ impl Partition {
         format!("{}:archive", self.tag)
     }
 
+    /// The archive writers' last problem per topic (hash, topic -> message), on the
+    /// topic's home partition; a topic's field is removed when a write succeeds.
+    pub fn archive_problems(&self) -> String {
+        format!("{}:archive-problems", self.tag)
+    }
+
     /// The partition's hash tag with its braces, which scripts that name keys of their
     /// own partition (the stuck-line sweep) put in front of a key's tail.
     pub fn tag(&self) -> &str {

@@ -52,7 +52,7 @@ impl ArchiveWriter {
         store: Store,
         clock: Clock,
         cache: Arc<CatalogCache>,
-        stores: Stores,
+        stores: Arc<Stores>,
         consumer: String,
         interval: Duration,
     ) -> Self {
@@ -60,7 +60,7 @@ impl ArchiveWriter {
             store,
             clock,
             cache,
-            stores: Arc::new(stores),
+            stores,
             consumer,
             interval,
         }
@@ -136,7 +136,14 @@ impl ArchiveWriter {
                     .map_err(|e| e.to_string())?;
                 continue;
             };
-            let Some(archive) = snapshot.topic(topic).and_then(|t| t.topic.archive.clone()) else {
+            let mut archive = snapshot.topic(topic).and_then(|t| t.topic.archive.clone());
+            if archive.is_none() {
+                // This copy of the catalog may predate the topic or its archive: one fresh
+                // read before anything is dropped.
+                let fresh = self.cache.refresh().await.map_err(|e| e.to_string())?;
+                archive = fresh.topic(topic).and_then(|t| t.topic.archive.clone());
+            }
+            let Some(archive) = archive else {
                 // The topic was deleted or stopped archiving: nothing to write it to.
                 tracing::warn!(
                     topic,

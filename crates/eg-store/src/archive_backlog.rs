@@ -146,6 +146,27 @@ impl Store {
         Ok(redis::cmd("HGET").arg(&key).arg(topic).query_async(&mut conn).await?)
     }
 
+    /// Takes the archive sweep's lease for `holder` for `ttl` when no copy holds it (or
+    /// `holder` itself does: it renews); whether it is `holder`'s now.
+    pub async fn take_archive_sweep_lease(&self, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let key = self.keys().archive_sweep_lease();
+        let mut conn = self.conn().await?;
+        let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let taken: Option<String> = redis::cmd("SET")
+            .arg(&key)
+            .arg(holder)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl)
+            .query_async(&mut conn)
+            .await?;
+        if taken.is_some() {
+            return Ok(true);
+        }
+        let current: Option<String> = redis::cmd("GET").arg(&key).query_async(&mut conn).await?;
+        Ok(current.as_deref() == Some(holder))
+    }
+
     /// How many entries wait on `partition`, and since when the oldest.
     pub async fn archive_backlog_size(&self, partition: &Partition) -> Result<BacklogSize, StoreError> {
         let stream = partition.archive_backlog();

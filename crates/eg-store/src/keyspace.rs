@@ -346,6 +346,12 @@ impl Keyspace {
     }
     /// The attempts in flight of one subscription with `maxConcurrentRequests`: a sorted set,
     /// lease id → expiry (ms).
+    /// The archive retention sweep's lease (string, the holder's name, PX): one
+    /// eg-deadletter copy sweeps at a time (archive.md).
+    pub fn archive_sweep_lease(&self) -> String {
+        format!("{{{}:archive-sweep}}", self.prefix)
+    }
+
     pub fn leases(&self, id: &eg_core::throttle::ThrottleId) -> String {
         format!("{{{}:sub:{id}}}:leases", self.prefix)
     }

@@ -38,6 +38,9 @@ pub struct ArchiveSection {
     pub max_backlog: u64,
     /// `refuse` (503, nothing stored) or `drop-oldest` (stored, oldest waiting dropped, counted).
     pub when_full: eg_store::queue::WhenFull,
+    /// How often eg-deadletter deletes archive objects past their topic's retention.
+    #[serde(with = "humantime_serde")]
+    pub sweep_interval: Duration,
 }
 
 impl Default for ArchiveSection {
@@ -45,6 +48,7 @@ impl Default for ArchiveSection {
         Self {
             max_backlog: 1_000_000,
             when_full: eg_store::queue::WhenFull::Refuse,
+            sweep_interval: Duration::from_secs(600),
         }
     }
 }

@@ -100,6 +100,15 @@ async fn archive_the_local_directory_receives_every_accepted_event_once() {
         "{lines:?}"
     );
     receiver.wait_for_ids(["o-1", "o-3"], DEADLINE).await;
+    // The status answer has the topic's archive row: the backlog, no write problem.
+    let (status, page) = system.get("/status").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let orders = page["topics"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "orders"))
+        .unwrap();
+    assert!(orders["archive"]["backlog"].is_u64(), "{orders}");
+    assert!(orders["archive"]["lastError"].is_null(), "{orders}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

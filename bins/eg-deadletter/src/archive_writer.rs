@@ -29,8 +29,6 @@ use std::time::Duration;
 const BATCH: usize = 1000;
 /// An entry another writer held this long is taken over (that writer died).
 const CLAIM_AFTER: Duration = Duration::from_secs(60);
-/// Longest wait between attempts at a failing store.
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 use eg_runtime::metrics::{
     ARCHIVE_BACKLOG, ARCHIVE_OLDEST_WAITING_MS, ARCHIVE_WRITE_FAILURE_COUNT, ARCHIVE_WRITTEN_COUNT,
@@ -45,6 +43,8 @@ pub struct ArchiveWriter {
     stores: Arc<Stores>,
     consumer: String,
     interval: Duration,
+    /// Longest wait between attempts at a failing store (`EG__DEADLETTER__RETRY_INTERVAL`).
+    max_backoff: Duration,
 }
 
 impl ArchiveWriter {
@@ -55,6 +55,7 @@ impl ArchiveWriter {
         stores: Arc<Stores>,
         consumer: String,
         interval: Duration,
+        max_backoff: Duration,
     ) -> Self {
         Self {
             store,
@@ -63,6 +64,7 @@ impl ArchiveWriter {
             stores,
             consumer,
             interval,
+            max_backoff,
         }
     }
 
@@ -93,7 +95,7 @@ impl ArchiveWriter {
                 }
                 Err(problem) => {
                     tracing::warn!(partition = partition.index, %problem, "archive write failed; retried");
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    backoff = (backoff * 2).min(self.max_backoff.max(self.interval));
                     backoff
                 }
             };

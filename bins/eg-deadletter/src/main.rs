@@ -61,6 +61,7 @@ async fn main() -> anyhow::Result<()> {
         archive_stores.clone(),
         process.consumer.clone(),
         s.interval,
+        s.retry_interval,
     );
     let sweep = archive_sweep::ArchiveSweep {
         store: process.store.clone(),

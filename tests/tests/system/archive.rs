@@ -1,16 +1,22 @@
 //! The topic archive (docs/archive.md), end to end: every event an archived topic
 //! accepts — matched by a subscription or not — lands once in the archive's local
 //! directory as gzip JSON lines, and a publish the archive backlog's bound refuses
-//! answers `503 ArchiveBacklogFull` and stores nothing.
+//! answers `503 ArchiveBacklogFull` and stores nothing; objects past the retention go;
+//! an Azure store down and back: the backlog shows, then drains, nothing lost.
 
 use eg_system_tests::{
-    Behaviour, DEADLINE, Options, Receiver, System, event, sorted, strings, subscription, text_reply,
+    Behaviour, DEADLINE, Options, Receiver, System, azure_dead_letter_to, azurite_container, create_container, event,
+    eventually, numbered_events, sorted, strings, subscription, text_reply,
 };
+use eg_testkit::Azurite;
 use flate2::read::GzDecoder;
+use futures_util::StreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 
 const CONTAINER: &str = "topic-archive";
 
@@ -155,4 +161,75 @@ async fn archive_objects_past_the_retention_are_deleted_and_newer_ones_kept() {
     }
     assert!(!old.exists(), "the expired object is deleted");
     assert_eq!(archived_ids(&root, 1).await, strings(&["n-1"]), "the new one is kept");
+}
+
+/// The topic's row of `GET /status`.
+async fn archive_row(system: &System) -> Value {
+    let (status, page) = system.get("/status").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    page["topics"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "orders"))
+        .map(|t| t["archive"].clone())
+        .unwrap_or_default()
+}
+
+/// The event ids of every archive object in the store, in name order.
+async fn stored_ids(store: &Arc<dyn ObjectStore>) -> Vec<String> {
+    let mut names: Vec<object_store::path::Path> = store
+        .list(Some(&object_store::path::Path::from("archive/orders")))
+        .filter_map(|m| async move { m.ok().map(|m| m.location) })
+        .collect()
+        .await;
+    names.sort();
+    let mut ids = Vec::new();
+    for name in names {
+        let bytes = store.get(&name).await.unwrap().bytes().await.unwrap();
+        let mut text = String::new();
+        GzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
+        for line in text.lines() {
+            let line: Value = serde_json::from_str(line).unwrap();
+            ids.push(line["event"]["id"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_azurite_down_and_back_the_backlog_shows_then_drains_nothing_lost() {
+    let mut azurite = tokio::task::spawn_blocking(Azurite::start).await.unwrap();
+    create_container(&azurite, "arch");
+    let options = Options::default()
+        .azurite(&azurite)
+        .env("EG__DEADLETTER__RETRY_INTERVAL", "1s");
+    let system = System::start(options).await;
+    let topic = json!({"archive": {"destination": azure_dead_letter_to("arch"), "retentionDays": 7}});
+    system.create_topic_with("orders", topic).await;
+
+    azurite.stop();
+    system
+        .publish_ok("orders", &json!(numbered_events("down", 0..20)))
+        .await;
+    // The backlog waits in Redis, and the page says why.
+    eventually(DEADLINE, "the archive's write problem shown", || async {
+        let row = archive_row(&system).await;
+        (row["lastError"].is_string() && row["backlog"].as_u64() == Some(20)).then_some(())
+    })
+    .await;
+
+    let azurite = tokio::task::spawn_blocking(move || {
+        azurite.start_again();
+        azurite
+    })
+    .await
+    .unwrap();
+    eventually(DEADLINE * 2, "the backlog drained", || async {
+        let row = archive_row(&system).await;
+        (row["backlog"].as_u64() == Some(0) && row["lastError"].is_null()).then_some(())
+    })
+    .await;
+    let store = azurite_container(&azurite, "arch");
+    let ids = stored_ids(&store).await;
+    let expected: Vec<String> = (0..20).map(|n| format!("down-{n}")).collect();
+    assert_eq!(sorted(ids), sorted(expected), "each once");
 }

@@ -6,9 +6,9 @@
 
 use eg_system_tests::{
     Behaviour, DEADLINE, Options, Receiver, System, azure_dead_letter_to, azurite_container, create_container, event,
-    eventually, numbered_events, sorted, strings, subscription, text_reply,
+    eventually, numbered_events, s3_bucket, s3_dead_letter_to, sorted, strings, subscription, text_reply,
 };
-use eg_testkit::Azurite;
+use eg_testkit::{Azurite, S3Server};
 use flate2::read::GzDecoder;
 use futures_util::StreamExt;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -175,9 +175,9 @@ async fn archive_row(system: &System) -> Value {
 }
 
 /// The event ids of every archive object in the store, in name order.
-async fn stored_ids(store: &Arc<dyn ObjectStore>) -> Vec<String> {
+async fn stored_ids(store: &Arc<dyn ObjectStore>, folder: &str) -> Vec<String> {
     let mut names: Vec<object_store::path::Path> = store
-        .list(Some(&object_store::path::Path::from("archive/orders")))
+        .list(Some(&object_store::path::Path::from(folder)))
         .filter_map(|m| async move { m.ok().map(|m| m.location) })
         .collect()
         .await;
@@ -229,7 +229,26 @@ async fn archive_azurite_down_and_back_the_backlog_shows_then_drains_nothing_los
     })
     .await;
     let store = azurite_container(&azurite, "arch");
-    let ids = stored_ids(&store).await;
+    let ids = stored_ids(&store, "archive/orders").await;
     let expected: Vec<String> = (0..20).map(|n| format!("down-{n}")).collect();
     assert_eq!(sorted(ids), sorted(expected), "each once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_an_s3_bucket_receives_every_event_under_the_key_prefix() {
+    let s3 = tokio::task::spawn_blocking(S3Server::start).await.unwrap();
+    s3.create_bucket("arch");
+    let system = System::start(Options::default().s3_server(&s3, "moto")).await;
+    let destination = s3_dead_letter_to("moto", "arch", "eg/arch");
+    let topic = json!({"archive": {"destination": destination, "retentionDays": 30}});
+    system.create_topic_with("orders", topic).await;
+    system.publish_ok("orders", &json!(numbered_events("s3", 0..10))).await;
+    eventually(DEADLINE, "the backlog drained", || async {
+        (archive_row(&system).await["backlog"].as_u64() == Some(0)).then_some(())
+    })
+    .await;
+    let bucket = s3_bucket(&s3, "arch");
+    let ids = stored_ids(&bucket, "eg/arch/archive/orders").await;
+    let expected: Vec<String> = (0..10).map(|n| format!("s3-{n}")).collect();
+    assert_eq!(sorted(ids), sorted(expected), "each once, under the key prefix");
 }

@@ -3,6 +3,8 @@
 //! `object_store` — and finishes them only once the store confirmed the object. Records
 //! whose destination stays unavailable past `give_up_after` are dropped and counted.
 
+mod archive_sweep;
+mod archive_writer;
 mod failures;
 mod notify;
 mod object_name;
@@ -43,6 +45,40 @@ async fn main() -> anyhow::Result<()> {
         "writing dead-letter records"
     );
     let notifier = std::sync::Arc::new(notify::Notifier::start(&process).await?);
+    // The topic archive's writer (archive.md): the same stores, its own loop and group.
+    let archive_cache = std::sync::Arc::new(process.load_catalog().await?);
+    process.keep_catalog_fresh(archive_cache.clone());
+    let archive_stores = std::sync::Arc::new(stores::Stores::new(
+        s.dir.clone(),
+        storage.azure_accounts().map_err(anyhow::Error::msg)?,
+        storage.s3.clone(),
+        worker::write_window(s.retry_interval),
+    ));
+    let archive = archive_writer::ArchiveWriter::new(
+        process.store.clone(),
+        process.clock.clone(),
+        archive_cache.clone(),
+        archive_stores.clone(),
+        process.consumer.clone(),
+        s.interval,
+        s.retry_interval,
+    );
+    let sweep = archive_sweep::ArchiveSweep {
+        store: process.store.clone(),
+        clock: process.clock.clone(),
+        cache: archive_cache,
+        stores: archive_stores,
+        consumer: process.consumer.clone(),
+        interval: process.settings.archive.sweep_interval,
+    };
+    let archive_loop = {
+        let shutdown = process.shutdown.clone();
+        tokio::spawn(async move { archive.run(shutdown).await })
+    };
+    let sweep_loop = {
+        let shutdown = process.shutdown.clone();
+        tokio::spawn(async move { sweep.run(shutdown).await })
+    };
     let worker = worker::Worker::new(
         process.store.clone(),
         process.clock.clone(),
@@ -52,5 +88,7 @@ async fn main() -> anyhow::Result<()> {
         notifier,
     );
     worker.run(process.shutdown.clone()).await;
+    let _ = archive_loop.await;
+    let _ = sweep_loop.await;
     process.finish().await
 }

@@ -329,6 +329,7 @@ async fn store(
         store: &app.store,
         cache: &app.cache,
         clock: &app.clock,
+        archive: app.archive,
     };
     let recheck = |snapshot: &CatalogSnapshot| publisher.authenticate(app, snapshot, name);
     match store_events(acceptor, name, snapshot, events, recheck).await {
@@ -339,6 +340,12 @@ async fn store(
         Err(e @ AcceptError::CatalogChurn) => Err(Refusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "ServiceUnavailable",
+            e.to_string(),
+        )),
+        // Never a gap in the archive: refused whole, with Retry-After (archive.md).
+        Err(e @ AcceptError::ArchiveFull(_)) => Err(Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ArchiveBacklogFull",
             e.to_string(),
         )),
     }

@@ -37,6 +37,8 @@ pub struct App {
     /// (`deadletter.notify_topic`): only eg publishes to it, and its subscriptions may
     /// not dead-letter.
     pub notify_topic: Option<TopicName>,
+    /// The archive backlog's bound and what a publish does at it (archive.md).
+    pub archive: eg_runtime::settings::ArchiveSection,
 }
 
 impl App {
@@ -74,6 +76,7 @@ impl App {
             validator: Validator::new(s, &public_url)?,
             connections: s.connections(),
             notify_topic: s.deadletter.notify_topic_name().map_err(anyhow::Error::msg)?,
+            archive: s.archive,
             public_url,
             admin_token: s.admin.token.clone().filter(|t| !t.is_empty()),
         }))

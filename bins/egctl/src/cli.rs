@@ -94,6 +94,14 @@ pub enum TopicCommand {
         /// answered 200, stored once (duplicateDetectionHistoryTimeWindow)
         #[arg(long, value_name = "DURATION", value_parser = parse_duplicate_window)]
         duplicate_window: Option<String>,
+        /// Archive every accepted event to the local directory's folder NAME (under the
+        /// dead-letter worker's directory); for Azure Blob or S3 write properties.archive
+        /// with --file (docs/archive.md)
+        #[arg(long, value_name = "NAME", requires = "archive_retention_days")]
+        archive_container: Option<String>,
+        /// How long archived events are kept, in days (1–3650)
+        #[arg(long, value_name = "DAYS", requires = "archive_container")]
+        archive_retention_days: Option<u16>,
         /// A topic resource as JSON ({"properties":{…}}), `-` for stdin
         #[arg(long, short, value_name = "FILE")]
         file: Option<PathBuf>,

@@ -11,6 +11,7 @@ pub mod advanced_filter;
 pub mod api_error;
 pub mod batch;
 pub mod capability;
+pub mod dead_letter_destination;
 pub mod deadletter;
 pub mod delivery;
 pub mod destination;

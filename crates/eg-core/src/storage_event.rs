@@ -162,6 +162,7 @@ pub fn notify_topic(name: TopicName) -> Topic {
         profile: DeliveryProfile::CustomTopic,
         event_retention_days: None,
         duplicate_window: None,
+        archive: None,
     }
 }
 

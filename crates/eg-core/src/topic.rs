@@ -18,10 +18,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::time::Duration;
 
+mod archive;
 mod duplicates;
 mod namespace;
 mod written;
 
+pub use archive::{
+    ARCHIVE_ROOT, Archive, MAX_ARCHIVE_RETENTION_DAYS, MIN_ARCHIVE_RETENTION_DAYS, expired as archive_expired,
+    minute_prefix as archive_minute_prefix, object_minute as archive_object_minute, object_name as archive_object_name,
+};
 pub use duplicates::{DuplicateWindow, MAX_DUPLICATE_WINDOW, MIN_DUPLICATE_WINDOW, duplicate_identity};
 
 pub(crate) use namespace::MAX_RETENTION_DAYS;
@@ -45,6 +50,10 @@ pub struct Topic {
     /// it is answered as accepted and not stored twice (deduplication.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicate_window: Option<DuplicateWindow>,
+    /// eg's `properties.archive`: when set, every accepted event is written to an object
+    /// store (archive.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<Archive>,
 }
 
 impl Topic {
@@ -73,6 +82,7 @@ impl Topic {
             profile,
             event_retention_days: props.retention_days(profile),
             duplicate_window: props.duplicate_window(),
+            archive: props.archive()?,
         })
     }
 
@@ -132,6 +142,7 @@ impl Topic {
         if self.profile == DeliveryProfile::NamespaceTopic {
             let mut resource = namespace::resource(self, public_base);
             self.show_duplicate_window(&mut resource);
+            self.show_archive(&mut resource);
             return resource;
         }
         let mut resource = json!({
@@ -149,7 +160,15 @@ impl Topic {
             resource["properties"]["inputSchemaMapping"] = mapping.to_resource();
         }
         self.show_duplicate_window(&mut resource);
+        self.show_archive(&mut resource);
         resource
+    }
+
+    /// Adds eg's `archive` to a shown resource when it is set.
+    fn show_archive(&self, resource: &mut Value) {
+        if let Some(archive) = &self.archive {
+            resource["properties"]["archive"] = archive.to_json();
+        }
     }
 
     /// Adds `duplicateDetectionHistoryTimeWindow` to a shown resource when it is set.

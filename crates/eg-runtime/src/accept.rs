@@ -11,7 +11,7 @@ use eg_core::event::AcceptedEvent;
 use eg_core::topic::duplicate_identity;
 use eg_core::{Delivery, TopicName, UnixMillis};
 use eg_store::codec;
-use eg_store::queue::{DuplicateCheck, EventToStore};
+use eg_store::queue::{ArchiveAppend, DuplicateCheck, EventToStore};
 use eg_store::{CatalogCache, CatalogSnapshot, Clock, PublishOutcome, Store, StoreError, TopicEntry};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -27,6 +27,8 @@ pub struct Acceptor<'a> {
     pub store: &'a Store,
     pub cache: &'a CatalogCache,
     pub clock: &'a Clock,
+    /// The archive backlog's bound, for topics with an archive (archive.md).
+    pub archive: crate::settings::ArchiveSection,
 }
 
 /// Why events were not stored. `E` is the caller's own refusal, from the check it runs
@@ -42,6 +44,12 @@ pub enum AcceptError<E> {
     /// The caller's refusal itself is in the variant (it may not be printable).
     #[error("refused by a newer catalog")]
     Refused(E),
+    /// The topic is archived and the archive backlog of its partition is full
+    /// (`EG__ARCHIVE__WHEN_FULL=refuse`): nothing was stored.
+    #[error(
+        "the topic's archive backlog holds {0} events waiting for the object store (EG__ARCHIVE__MAX_BACKLOG); nothing was accepted, retry later"
+    )]
+    ArchiveFull(u64),
 }
 
 /// How many events were accepted and how many deliveries they got; `duplicates` of the
@@ -67,7 +75,12 @@ pub async fn store_events<E>(
     events: &[AcceptedEvent],
     mut recheck: impl FnMut(&CatalogSnapshot) -> Result<(), E>,
 ) -> Result<Accepted, AcceptError<E>> {
-    let Acceptor { store, cache, clock } = acceptor;
+    let Acceptor {
+        store,
+        cache,
+        clock,
+        archive: bound,
+    } = acceptor;
     let count = events.len();
     let spread = store.keys().partition(rand::random_range(0..store.keys().partitions()));
 
@@ -84,8 +97,15 @@ pub async fn store_events<E>(
             spread.clone()
         };
         let now = clock.now();
+        let archive = entry.topic.archive.as_ref().map(|_| ArchiveAppend {
+            topic: name.key(),
+            max_backlog: bound.max_backlog,
+            when_full: bound.when_full,
+        });
         let (origins, to_store): (Vec<&AcceptedEvent>, Vec<EventToStore>) =
-            fan_out(entry, events, now, snapshot.version).into_iter().unzip();
+            fan_out(entry, events, now, snapshot.version, archive.is_some())
+                .into_iter()
+                .unzip();
         let check = window.map(|window| DuplicateCheck {
             topic: name.key(),
             identities: origins
@@ -113,10 +133,24 @@ pub async fn store_events<E>(
             });
         }
         let queued = queue_subscriptions(entry);
-        match store
-            .publish_checked(&partition, snapshot.version, &to_store, &queued, check.as_ref())
-            .await?
-        {
+        let (outcome, dropped) = store
+            .publish_archived(
+                &partition,
+                snapshot.version,
+                &to_store,
+                &queued,
+                check.as_ref(),
+                archive.as_ref(),
+            )
+            .await?;
+        if dropped > 0 {
+            metrics::counter!(m::ARCHIVE_DROPPED_COUNT, "partition" => partition.index.to_string()).increment(dropped);
+        }
+        match outcome {
+            PublishOutcome::ArchiveFull { backlog } => {
+                metrics::counter!(m::ARCHIVE_REFUSED_COUNT, "topic" => name.key()).increment(count as u64);
+                return Err(AcceptError::ArchiveFull(backlog));
+            }
             PublishOutcome::Stored { duplicates } => {
                 let matched: usize = to_store
                     .iter()
@@ -124,9 +158,11 @@ pub async fn store_events<E>(
                     .filter(|(i, _)| duplicates.binary_search(i).is_err())
                     .map(|(_, e)| e.deliveries.len())
                     .sum();
+                // Archive-only events (no delivery) were stored too: count them as unmatched.
+                let with_deliveries = to_store.iter().filter(|e| !e.deliveries.is_empty()).count();
                 metrics::counter!(m::MATCHED_EVENT_COUNT, "topic" => name.key()).increment(matched as u64);
                 metrics::counter!(m::UNMATCHED_EVENT_COUNT, "topic" => name.key())
-                    .increment((count - to_store.len()) as u64);
+                    .increment((count - with_deliveries) as u64);
                 if !duplicates.is_empty() {
                     metrics::counter!(m::DUPLICATE_EVENT_COUNT, "topic" => name.key())
                         .increment(duplicates.len() as u64);
@@ -204,12 +240,14 @@ fn delivery_id(event_key: &str, index: usize, matched: usize) -> String {
 /// One stored event per event that matched something, with one delivery per match
 /// (each remembers the catalog version it was matched against), beside the event it
 /// came from. An event that matched nothing is not stored, and so not remembered by a
-/// duplicate check either.
+/// duplicate check either — unless the topic is `archived`: then it is stored with no
+/// delivery, for the archive (and remembered).
 fn fan_out<'e>(
     entry: &TopicEntry,
     events: &'e [AcceptedEvent],
     now: UnixMillis,
     version: u64,
+    archived: bool,
 ) -> Vec<(&'e AcceptedEvent, EventToStore)> {
     let format = entry.topic.input_schema.stored_format();
     events
@@ -245,7 +283,7 @@ fn fan_out<'e>(
                     )
                 })
                 .collect();
-            (!deliveries.is_empty()).then(|| {
+            (archived || !deliveries.is_empty()).then(|| {
                 let stored = EventToStore {
                     event_key,
                     body: accepted.json.clone(),

@@ -46,6 +46,10 @@ pub enum NotifyError {
         "cannot announce the dead-letter object: the subscriptions of topic {0:?} are changing too fast; it is tried again"
     )]
     CatalogChurn(String),
+    #[error(
+        "cannot announce the dead-letter object: topic {0:?} is archived and its archive backlog is full; it is tried again"
+    )]
+    ArchiveFull(String),
 }
 
 /// What became of one announcement.
@@ -128,6 +132,8 @@ impl Notifier {
             store: &self.store,
             cache: &self.cache,
             clock: &self.clock,
+            // The notify topic is eg's own; archived with the default bound if an operator archives it.
+            archive: crate::settings::ArchiveSection::default(),
         };
         let nothing_to_recheck = |_: &CatalogSnapshot| Ok::<(), Infallible>(());
         match store_events(acceptor, &self.topic, snapshot, &[stored], nothing_to_recheck).await {
@@ -140,6 +146,7 @@ impl Notifier {
             Err(AcceptError::Store(source)) => Err(self.store_error(source)),
             Err(AcceptError::NoTopic(name)) => Err(NotifyError::TopicGone(name)),
             Err(AcceptError::CatalogChurn) => Err(NotifyError::CatalogChurn(self.topic.as_str().to_owned())),
+            Err(AcceptError::ArchiveFull(_)) => Err(NotifyError::ArchiveFull(self.topic.as_str().to_owned())),
             Err(AcceptError::Refused(never)) => match never {},
         }
     }

@@ -17,6 +17,21 @@ pub const MISSED_EVENT_COUNT: &str = "MissedEventCount";
 /// Published events skipped as duplicates of one the topic accepted within its duplicate
 /// detection window (label `topic`; deduplication.md). Not one of Event Grid's metrics.
 pub const DUPLICATE_EVENT_COUNT: &str = "DuplicateEventCount";
+/// Archive backlog entries dropped to stay within `EG__ARCHIVE__MAX_BACKLOG` with
+/// `WHEN_FULL=drop-oldest` (label `partition`; archive.md): events accepted but never
+/// archived. Not one of Event Grid's metrics.
+pub const ARCHIVE_DROPPED_COUNT: &str = "ArchiveDroppedCount";
+/// Published events of an archived topic refused because the archive backlog was full
+/// (`WHEN_FULL=refuse`; label `topic`; archive.md). Not one of Event Grid's metrics.
+pub const ARCHIVE_REFUSED_COUNT: &str = "ArchiveRefusedCount";
+/// Entries waiting in a partition's archive backlog (label `partition`; eg-deadletter).
+pub const ARCHIVE_BACKLOG: &str = "ArchiveBacklog";
+/// How long the oldest entry of a partition's archive backlog has waited (label `partition`).
+pub const ARCHIVE_OLDEST_WAITING_MS: &str = "ArchiveOldestWaitingInMs";
+/// Events written to their topic's archive (label `topic`).
+pub const ARCHIVE_WRITTEN_COUNT: &str = "ArchiveWrittenCount";
+/// Archive objects a store did not take, retried (labels `topic`, `kind`).
+pub const ARCHIVE_WRITE_FAILURE_COUNT: &str = "ArchiveWriteFailureCount";
 pub const DELIVERY_SUCCESS_COUNT: &str = "DeliverySuccessCount";
 pub const DELIVERY_ATTEMPT_FAIL_COUNT: &str = "DeliveryAttemptFailCount";
 pub const DEAD_LETTERED_COUNT: &str = "DeadLetteredCount";
@@ -139,6 +154,27 @@ fn describe() {
     describe_counter!(
         DUPLICATE_EVENT_COUNT,
         "Published events not stored: the topic accepted one of the same identity within its window"
+    );
+    describe_counter!(
+        ARCHIVE_DROPPED_COUNT,
+        "Archive backlog entries dropped at the bound (drop-oldest): accepted, never archived"
+    );
+    describe_counter!(
+        ARCHIVE_REFUSED_COUNT,
+        "Published events of an archived topic refused: the archive backlog was full"
+    );
+    describe_gauge!(
+        ARCHIVE_BACKLOG,
+        "Accepted events of archived topics waiting in Redis for the object store"
+    );
+    describe_gauge!(
+        ARCHIVE_OLDEST_WAITING_MS,
+        "Age of the oldest event waiting in the archive backlog"
+    );
+    describe_counter!(ARCHIVE_WRITTEN_COUNT, "Events written to a topic's archive");
+    describe_counter!(
+        ARCHIVE_WRITE_FAILURE_COUNT,
+        "Archive objects a store did not take (retried)"
     );
     describe_counter!(DELIVERY_SUCCESS_COUNT, "Deliveries the endpoint accepted");
     describe_counter!(

@@ -20,7 +20,7 @@ pub use brokers::{
 };
 pub use delivery::{DeliverySection, NamespaceSection, ProbationSection, ValidationSection};
 pub use effective::schedule_warnings;
-pub use process::{CatalogSection, HistorySection, LogSection, ShutdownSection};
+pub use process::{ArchiveSection, CatalogSection, HistorySection, LogSection, ShutdownSection};
 pub use redis::RedisSection;
 pub use storage::{AzureAccount, AzureAccountSettings, S3ConnectionSettings, Secret, StorageSection};
 pub use tiers::{AdminSection, DeadLetterSection, IngressSection, SchedulerSection, SenderSection};
@@ -54,6 +54,7 @@ pub struct Settings {
     pub client_certificates: BTreeMap<String, ClientCertificateSettings>,
     pub catalog: CatalogSection,
     pub history: HistorySection,
+    pub archive: ArchiveSection,
     pub shutdown: ShutdownSection,
     pub log: LogSection,
 }

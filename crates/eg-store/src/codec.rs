@@ -33,7 +33,7 @@ pub mod stats;
 
 pub use probation::decode_probation_record;
 pub(crate) use publish::PublishCall;
-pub use publish::{DuplicateCheck, EventToStore};
+pub use publish::{ArchiveAppend, DuplicateCheck, EventToStore, WhenFull};
 pub use stats::{Kind, bucket_of, decode_stats_field, encode_stats_field, window_span};
 
 use crate::error::StoreError;

@@ -176,6 +176,19 @@ impl Partition {
         format!("{}:seen:{topic}", self.tag)
     }
 
+    /// The partition's archive backlog (stream; entries t = topic, b = event body): the
+    /// accepted events of archived topics waiting to be written to their object store
+    /// (archive.md). Appended by `publish.lua`, bounded there; read by eg-deadletter.
+    pub fn archive_backlog(&self) -> String {
+        format!("{}:archive", self.tag)
+    }
+
+    /// The archive writers' last problem per topic (hash, topic -> message), on the
+    /// topic's home partition; a topic's field is removed when a write succeeds.
+    pub fn archive_problems(&self) -> String {
+        format!("{}:archive-problems", self.tag)
+    }
+
     /// The partition's hash tag with its braces, which scripts that name keys of their
     /// own partition (the stuck-line sweep) put in front of a key's tail.
     pub fn tag(&self) -> &str {
@@ -333,6 +346,12 @@ impl Keyspace {
     }
     /// The attempts in flight of one subscription with `maxConcurrentRequests`: a sorted set,
     /// lease id → expiry (ms).
+    /// The archive retention sweep's lease (string, the holder's name, PX): one
+    /// eg-deadletter copy sweeps at a time (archive.md).
+    pub fn archive_sweep_lease(&self) -> String {
+        format!("{{{}:archive-sweep}}", self.prefix)
+    }
+
     pub fn leases(&self, id: &eg_core::throttle::ThrottleId) -> String {
         format!("{{{}:sub:{id}}}:leases", self.prefix)
     }

@@ -25,6 +25,7 @@
 //! script or spells a stored field (`tools/check-layout.py` checks the first two).
 
 pub mod archive;
+pub mod archive_backlog;
 pub mod cache;
 pub mod catalog;
 pub mod clock;

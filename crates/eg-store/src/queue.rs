@@ -15,7 +15,7 @@ use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamRe
 use std::collections::HashSet;
 use std::time::Duration;
 
-pub use crate::codec::{DuplicateCheck, EventToStore};
+pub use crate::codec::{ArchiveAppend, DuplicateCheck, EventToStore, WhenFull};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PublishOutcome {
@@ -25,6 +25,9 @@ pub enum PublishOutcome {
     /// The catalog changed after the caller's snapshot (at this version): nothing was
     /// written; re-match with a fresh catalog and try again.
     StaleCatalog(u64),
+    /// The topic is archived and its partition's archive backlog is at the bound, with
+    /// `WhenFull::Refuse`: nothing was written (archive.md).
+    ArchiveFull { backlog: u64 },
 }
 
 /// The positions (from 0) of the events `publish.lua` skipped, from its space-separated
@@ -144,7 +147,24 @@ impl Store {
         queued: &HashSet<String>,
         check: Option<&DuplicateCheck>,
     ) -> Result<PublishOutcome, StoreError> {
-        let call = codec::PublishCall::new(partition, catalog_version, events, queued, check);
+        self.publish_archived(partition, catalog_version, events, queued, check, None)
+            .await
+            .map(|(outcome, _)| outcome)
+    }
+
+    /// [`Store::publish_checked`], appending the events of an archived topic to the
+    /// partition's archive backlog in the same atomic step (`archive`). Also answers how
+    /// many backlog entries were dropped to stay within the bound (`WhenFull::DropOldest`).
+    pub async fn publish_archived(
+        &self,
+        partition: &Partition,
+        catalog_version: u64,
+        events: &[EventToStore],
+        queued: &HashSet<String>,
+        check: Option<&DuplicateCheck>,
+        archive: Option<&ArchiveAppend>,
+    ) -> Result<(PublishOutcome, u64), StoreError> {
+        let call = codec::PublishCall::new(partition, catalog_version, events, queued, check, archive);
         let mut conn = self.conn().await?;
         let reply: Vec<String> = if self.replica_acks == 0 {
             call.invocation().invoke_async(&mut conn).await?
@@ -169,11 +189,21 @@ impl Store {
             reply
         };
         match reply.as_slice() {
-            [ok, skipped] if ok == "OK" => Ok(PublishOutcome::Stored {
-                duplicates: skipped_positions(skipped)
-                    .ok_or_else(|| StoreError::corrupt(partition.ready(), format!("publish skipped {skipped:?}")))?,
-            }),
-            [stale, version] if stale == "STALE" => Ok(PublishOutcome::StaleCatalog(version.parse().unwrap_or(0))),
+            [ok, skipped, dropped] if ok == "OK" => Ok((
+                PublishOutcome::Stored {
+                    duplicates: skipped_positions(skipped).ok_or_else(|| {
+                        StoreError::corrupt(partition.ready(), format!("publish skipped {skipped:?}"))
+                    })?,
+                },
+                dropped.parse().unwrap_or(0),
+            )),
+            [stale, version] if stale == "STALE" => Ok((PublishOutcome::StaleCatalog(version.parse().unwrap_or(0)), 0)),
+            [full, backlog] if full == "ARCHIVE_FULL" => Ok((
+                PublishOutcome::ArchiveFull {
+                    backlog: backlog.parse().unwrap_or(0),
+                },
+                0,
+            )),
             other => Err(StoreError::corrupt(
                 partition.ready(),
                 format!("unexpected publish reply {other:?}"),

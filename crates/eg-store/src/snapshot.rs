@@ -82,6 +82,11 @@ impl CatalogSnapshot {
         self.topics.get(topic_key)
     }
 
+    /// Every topic with its subscriptions (the archive sweep walks the archived ones).
+    pub fn topics(&self) -> impl Iterator<Item = &TopicEntry> {
+        self.topics.values()
+    }
+
     pub fn subscription(&self, topic_key: &str, subscription_key: &str) -> Option<&Subscription> {
         self.subscription_arc(topic_key, subscription_key).map(|s| &**s)
     }

@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod access;
+mod archive;
 mod bad_input;
 mod brokers;
 mod client_certificates;

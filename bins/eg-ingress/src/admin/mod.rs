@@ -171,6 +171,12 @@ async fn put_topic(State(app): State<Arc<App>>, Path(topic): Path<String>, heade
     let body = body_object(&app, &headers, body, "a topic resource", &Topic::RESOURCE_FIELDS).await?;
     let name = topic_name(&topic)?;
     let topic = Topic::from_resource(name, &body).map_err(invalid)?;
+    if let Some(archive) = &topic.archive {
+        // Only an account or connection the operator configured: the archive's keys stay in eg.
+        archive
+            .check_configured(&app.connections)
+            .map_err(|e| invalid(InvalidField::new(format!("properties.archive.{}", e.field), e.problem)))?;
+    }
     let created = match app.catalog.put_topic(&topic, [new_key(), new_key()]).await? {
         PutTopic::Created => true,
         PutTopic::Updated => false,

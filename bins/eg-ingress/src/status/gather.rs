@@ -78,9 +78,11 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
     };
     let mut by_topic = subscription_statuses(app, &subscriptions, &read, &mut problems).await;
     let unmatched = hour.by_label(Kind::Unmatched);
+    let archives = archive_statuses(app, &entries, now, &mut problems).await;
     let topics = entries
         .iter()
         .map(|(key, entry)| TopicStatus {
+            archive: archives.get(*key).cloned(),
             name: entry.topic.name.as_str().to_owned(),
             input_schema: entry.topic.input_schema.to_string(),
             namespace_topic: entry.topic.profile == DeliveryProfile::NamespaceTopic,
@@ -109,6 +111,49 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
         failing_identities,
         problems: problems.0,
     }
+}
+
+/// The archive row of each archived topic (archive.md): the backlog summed over the
+/// partitions, read once and only when some topic is archived.
+async fn archive_statuses(
+    app: &App,
+    entries: &[(&String, &eg_store::TopicEntry)],
+    now: UnixMillis,
+    problems: &mut Problems,
+) -> HashMap<String, super::model::ArchiveStatus> {
+    let archived: Vec<&String> = entries
+        .iter()
+        .filter(|(_, e)| e.topic.archive.is_some())
+        .map(|(k, _)| *k)
+        .collect();
+    let mut out = HashMap::new();
+    if archived.is_empty() {
+        return out;
+    }
+    let mut backlog = 0;
+    let mut oldest: Option<i64> = None;
+    for p in app.store.keys().all_partitions() {
+        match app.store.archive_backlog_size(&p).await {
+            Ok(size) => {
+                backlog += size.entries;
+                oldest = match (oldest, size.oldest) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            Err(e) => problems.0.push(format!("archive backlog not read ({e})")),
+        }
+    }
+    for key in archived {
+        let last_error = app.store.archive_problem(key).await.unwrap_or_default();
+        let status = super::model::ArchiveStatus {
+            backlog,
+            oldest_waiting_ms: oldest.map(|at| (now.0 - at).max(0)),
+            last_error,
+        };
+        out.insert(key.clone(), status);
+    }
+    out
 }
 
 /// What every subscription's row is read against.

@@ -59,6 +59,19 @@ pub struct TopicStatus {
     /// filtered out, or there was none.
     pub unmatched_last_hour: u64,
     pub subscriptions: Vec<SubscriptionStatus>,
+    /// The topic's archive (archive.md), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archive: Option<ArchiveStatus>,
+}
+
+/// An archived topic's row: the archive backlog (every partition's, which all archived
+/// topics share), how long its oldest entry has waited, and the topic's last write problem.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveStatus {
+    pub backlog: u64,
+    pub oldest_waiting_ms: Option<i64>,
+    pub last_error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

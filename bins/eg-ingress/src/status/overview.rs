@@ -273,6 +273,19 @@ fn topic_rows(topic: &TopicStatus) -> Markup {
                     span data-field="publish-rate" { (rate(topic.publish_rate)) } " " span.muted { "published/s" }
                 }
             }
+            @if let Some(archive) = &topic.archive {
+                tr data-field="archive" {
+                    td.sub colspan="7" {
+                        "Archive: " span data-field="archive-backlog" { (count(archive.backlog)) } " waiting"
+                        @if let Some(ms) = archive.oldest_waiting_ms {
+                            span.muted { " (oldest " (ms / 1000) " s)" }
+                        }
+                        @if let Some(error) = &archive.last_error {
+                            " " span.hot data-field="archive-error" { "last write failed: " (error) }
+                        }
+                    }
+                }
+            }
             @if topic.subscriptions.is_empty() {
                 tr { td.sub.muted colspan="7" { "no subscriptions" } }
             }
@@ -539,6 +552,7 @@ mod tests {
                 namespace_topic: false,
                 publish_rate: 2.5,
                 unmatched_last_hour: 7,
+                archive: None,
                 subscriptions: vec![SubscriptionStatus {
                     name: sub.into(),
                     delivery_mode: "Push",

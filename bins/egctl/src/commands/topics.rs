@@ -19,6 +19,8 @@ pub async fn run(command: TopicCommand, ctx: &Ctx) -> Result<String, Failure> {
             namespace,
             retention_days,
             duplicate_window,
+            archive_container,
+            archive_retention_days,
             file,
         } => {
             let mut body = match &file {
@@ -37,6 +39,12 @@ pub async fn run(command: TopicCommand, ctx: &Ctx) -> Result<String, Failure> {
             }
             if let Some(window) = duplicate_window {
                 body["properties"]["duplicateDetectionHistoryTimeWindow"] = json!(window);
+            }
+            if let (Some(container), Some(days)) = (archive_container, archive_retention_days) {
+                body["properties"]["archive"] = json!({
+                    "destination": {"endpointType": "LocalDirectory", "properties": {"containerName": container}},
+                    "retentionDays": days,
+                });
             }
             let answer = ctx.api.admin(Method::PUT, &["topics", &name], &[], Some(&body)).await?;
             let verb = if answer.status == StatusCode::CREATED {
@@ -121,6 +129,9 @@ fn topic_fields(topic: &Value) -> String {
     if !p["duplicateDetectionHistoryTimeWindow"].is_null() {
         let window = &p["duplicateDetectionHistoryTimeWindow"];
         pairs.push(("duplicateDetectionHistoryTimeWindow", cell(window)));
+    }
+    if !p["archive"].is_null() {
+        pairs.push(("archive", cell(&p["archive"])));
     }
     if !p["inputSchemaMapping"].is_null() {
         pairs.push(("inputSchemaMapping", cell(&p["inputSchemaMapping"])));

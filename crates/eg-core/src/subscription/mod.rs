@@ -25,7 +25,6 @@ use crate::validation::Provisioning;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-mod dead_letter;
 mod fields;
 mod headers;
 mod limits;
@@ -35,8 +34,8 @@ mod resource;
 mod retry_policy;
 mod stored;
 
+pub use crate::dead_letter_destination::{DeadLetterDestination, DeadLetterStore};
 pub use crate::destination::{NamedConnections, S3ConnectionFacts};
-pub use dead_letter::{DeadLetterDestination, DeadLetterStore};
 pub use headers::{DeliveryHeader, MAX_HEADER_VALUE_BYTES, ResolvedHeaders, resolve_headers};
 pub use limits::DeliveryLimits;
 pub(crate) use mode::DEFAULT_RECEIVE_LOCK;

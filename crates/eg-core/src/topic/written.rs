@@ -1,6 +1,7 @@
 //! A topic's `properties` as a `PUT /admin/topics/{topic}` body writes them, read with
 //! serde into one typed shape; the rules that join its fields are its methods.
 
+use super::archive::Archive;
 use super::duplicates::{DuplicateWindow, WrittenWindow};
 use super::namespace::{DEFAULT_RETENTION_DAYS, PublisherType, RetentionDays};
 use crate::api_error::InvalidField;
@@ -25,6 +26,8 @@ pub(super) struct WrittenProperties {
     publisher_type: Option<PublisherType>,
     event_retention_in_days: Option<RetentionDays>,
     duplicate_detection_history_time_window: Option<WrittenWindow>,
+    /// eg's own; read with [`Archive::from_json`] so its errors name the field inside.
+    archive: Option<Value>,
     /// Shown by `GET` and ignored when written, so a resource read can be written back.
     #[serde(default, rename = "endpoint")]
     _endpoint: IgnoredAny,
@@ -110,6 +113,14 @@ impl WrittenProperties {
     /// The duplicate detection window, on any profile; none when left out.
     pub(super) fn duplicate_window(&self) -> Option<DuplicateWindow> {
         self.duplicate_detection_history_time_window.as_ref().map(|w| w.0)
+    }
+
+    /// The archive, on any profile; none when left out.
+    pub(super) fn archive(&self) -> Result<Option<Archive>, InvalidField> {
+        self.archive
+            .as_ref()
+            .map(|v| Archive::from_json(v).map_err(|e| e.within("properties.archive")))
+            .transpose()
     }
 
     /// The mapping, which a custom schema requires and no other schema takes.

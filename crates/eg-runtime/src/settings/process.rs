@@ -28,6 +28,31 @@ impl Default for HistorySection {
     }
 }
 
+/// The topic archive's backlog (archive.md): how many accepted events of archived topics
+/// may wait in Redis per partition for the writer, and what a publish does at the bound.
+/// Read by every tier that publishes (the ingress, and eg-deadletter's notifications).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ArchiveSection {
+    /// Most entries waiting per partition.
+    pub max_backlog: u64,
+    /// `refuse` (503, nothing stored) or `drop-oldest` (stored, oldest waiting dropped, counted).
+    pub when_full: eg_store::queue::WhenFull,
+    /// How often eg-deadletter deletes archive objects past their topic's retention.
+    #[serde(with = "humantime_serde")]
+    pub sweep_interval: Duration,
+}
+
+impl Default for ArchiveSection {
+    fn default() -> Self {
+        Self {
+            max_backlog: 1_000_000,
+            when_full: eg_store::queue::WhenFull::Refuse,
+            sweep_interval: Duration::from_secs(600),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CatalogSection {

@@ -32,6 +32,42 @@ pub struct DuplicateCheck {
     pub now: UnixMillis,
 }
 
+/// A topic's archive in one publish call (archive.md): every event not skipped as a
+/// duplicate is appended to the partition's archive stream, in the same atomic step,
+/// bounded by `max_backlog` entries per partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchiveAppend {
+    /// The topic's key, written in each entry (`t`).
+    pub topic: String,
+    pub max_backlog: u64,
+    pub when_full: WhenFull,
+}
+
+/// What a publish of an archived topic does when its partition's backlog is at the bound
+/// (`EG__ARCHIVE__WHEN_FULL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WhenFull {
+    /// Refused (`503 ArchiveBacklogFull`), nothing stored: never a gap.
+    #[default]
+    Refuse,
+    /// Stored, and the oldest waiting entries trimmed (counted).
+    DropOldest,
+}
+
+impl WhenFull {
+    /// The word `publish.lua` takes (ARGV[7]).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Refuse => "refuse",
+            Self::DropOldest => "drop-oldest",
+        }
+    }
+}
+
+/// `publish.lua`'s number of deliveries for an event that has none and is only archived.
+const ARCHIVE_ONLY_MARKER: &str = "-1";
+
 /// Where `publish.lua` puts a delivery (ARGV's target): the partition's ready stream, for
 /// the senders, the q-th queue stream of the call, for pull receivers, or the l-th
 /// ordering line of the call (numbered after the Q queues in ARGV).
@@ -64,6 +100,7 @@ impl<'a> PublishCall<'a> {
         events: &'a [EventToStore],
         queued: &HashSet<String>,
         check: Option<&'a DuplicateCheck>,
+        archive: Option<&'a ArchiveAppend>,
     ) -> Self {
         // The queue streams and lines written to, each numbered from 1 in the order first met.
         let mut queues: Vec<String> = Vec::new();
@@ -104,6 +141,11 @@ impl<'a> PublishCall<'a> {
                 per_event.push(identities.next().map_or("", String::as_str).into());
             }
             per_event.push(e.body.as_str().into());
+            if e.deliveries.is_empty() {
+                // Matched nothing: stored only because the topic is archived.
+                per_event.push(ARCHIVE_ONLY_MARKER.into());
+                continue;
+            }
             // A fan-out entry lists plain push deliveries only: an ordered one waits in its line.
             let all_push = e
                 .deliveries
@@ -140,6 +182,9 @@ impl<'a> PublishCall<'a> {
         if let Some(check) = check {
             keys.push(partition.seen(&check.topic));
         }
+        if archive.is_some() {
+            keys.push(partition.archive_backlog());
+        }
         // Without a check the window is 0, and the script reads no identities.
         let (window, now) = check.map_or((0, 0), |c| (c.window.as_millis(), c.now.0));
         let mut args: Vec<Cow<'a, str>> = vec![
@@ -148,6 +193,9 @@ impl<'a> PublishCall<'a> {
             queues.len().to_string().into(),
             window.to_string().into(),
             now.to_string().into(),
+            archive.map_or(0, |a| a.max_backlog.max(1)).to_string().into(),
+            archive.map_or(WhenFull::Refuse, |a| a.when_full).as_str().into(),
+            archive.map_or("", |a| a.topic.as_str()).into(),
         ];
         args.extend(per_event);
         args.extend(queues.into_iter().map(Cow::Owned));
@@ -234,7 +282,7 @@ mod tests {
                 vec![delivery("e3-0", "e3", "hook"), delivery("e3-1", "e3", "audit")],
             ),
         ];
-        let call = PublishCall::new(&p, 7, &events, &queued, None);
+        let call = PublishCall::new(&p, 7, &events, &queued, None, None);
 
         assert_eq!(
             call.keys,
@@ -258,6 +306,9 @@ mod tests {
                 "1".to_owned(),
                 "0".to_owned(),
                 "0".to_owned(),
+                "0".to_owned(),
+                "refuse".to_owned(),
+                String::new(),
                 events[0].body.clone(),
                 "1".to_owned(),
                 "0".to_owned(),
@@ -295,7 +346,7 @@ mod tests {
             event("e2", vec![line(delivery("e2", "e2", "hook"), "B")]),
             event("e3", vec![line(delivery("e3", "e3", "hook"), "A")]),
         ];
-        let call = PublishCall::new(&p, 7, &events, &queued, None);
+        let call = PublishCall::new(&p, 7, &events, &queued, None, None);
         assert_eq!(
             call.keys[5..],
             [
@@ -310,7 +361,7 @@ mod tests {
         );
         let d = |e: usize, i: usize| &events[e].deliveries[i];
         assert_eq!(
-            call.args[5..],
+            call.args[8..],
             [
                 events[0].body.clone(),
                 "2".to_owned(),
@@ -341,14 +392,14 @@ mod tests {
             event("e1", vec![delivery("e1-0", "e1", "b"), delivery("e1-1", "e1", "a")]),
             event("e2", vec![delivery("e2-0", "e2", "a")]),
         ];
-        let call = PublishCall::new(&p, 1, &events, &queued, None);
+        let call = PublishCall::new(&p, 1, &events, &queued, None, None);
         // e1: b is queue 1, a is queue 2; e2 (a lone queue delivery, never carried): a is 2.
-        assert_eq!(call.args[7], "1");
-        assert_eq!(call.args[9], "2");
-        assert_eq!(call.args[12], "1", "e2's M");
-        assert_eq!(call.args[13], "2");
-        assert_eq!(call.args[14], encode_delivery(&events[1].deliveries[0]));
-        assert_eq!(call.args[15..], ["orders/b".to_owned(), "orders/a".to_owned()]);
+        assert_eq!(call.args[10], "1");
+        assert_eq!(call.args[12], "2");
+        assert_eq!(call.args[15], "1", "e2's M");
+        assert_eq!(call.args[16], "2");
+        assert_eq!(call.args[17], encode_delivery(&events[1].deliveries[0]));
+        assert_eq!(call.args[18..], ["orders/b".to_owned(), "orders/a".to_owned()]);
         assert_eq!(
             call.keys[call.keys.len() - 2..],
             [p.queue("orders/b"), p.queue("orders/a")]
@@ -370,7 +421,7 @@ mod tests {
             window: Duration::from_secs(600),
             now: UnixMillis(1_000),
         };
-        let call = PublishCall::new(&p, 3, &events, &HashSet::new(), Some(&check));
+        let call = PublishCall::new(&p, 3, &events, &HashSet::new(), Some(&check), None);
         assert_eq!(
             call.keys[4..],
             [
@@ -390,6 +441,9 @@ mod tests {
                 "0".to_owned(),
                 "600000".to_owned(),
                 "1000".to_owned(),
+                "0".to_owned(),
+                "refuse".to_owned(),
+                String::new(),
                 "id-1".to_owned(),
                 events[0].body.clone(),
                 "1".to_owned(),

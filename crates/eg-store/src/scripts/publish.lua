@@ -14,18 +14,23 @@
 --               (list of codec::line_member), then, when L > 0, the partition's
 --               waiting hash (`<topic>/<subscription>` -> deliveries behind a head)
 --               and its line index (hash, line key -> head id the sweep last saw)
--- KEYS[#KEYS]  when W > 0 (ARGV[4]), last: the topic's seen set (sorted set, duplicate
+-- KEYS[#KEYS - A]  when W > 0 (ARGV[4]): the topic's seen set (sorted set, duplicate
 --               identity -> accepted at in ms; codec::DuplicateCheck)
+-- KEYS[#KEYS]  when B > 0 (ARGV[6]), last: the partition's archive stream (archive.md;
+--               entries t = topic, b = body; codec::ArchiveAppend). A is 1 then, else 0.
 -- ARGV[1]  catalog version the caller matched against
 -- ARGV[2]  N, the number of events     ARGV[3]  Q, the number of queue streams
 -- ARGV[4]  W, the topic's duplicate detection window in ms (0: no check)
 -- ARGV[5]  now, the caller's clock in ms (the seen set's scores)
+-- ARGV[6]  B, the archive bound (entries per partition; 0: the topic is not archived)
+-- ARGV[7]  at the bound: "refuse" or "drop-oldest"    ARGV[8]  the topic (archive entries' t)
 -- then, per event in KEYS order: when W > 0 its identity; its body, M (its number of
 -- deliveries), and M pairs of (target, delivery record): target 0 = the ready stream,
 -- q = the q-th queue stream, Q + l = the l-th line (its record is then a line member:
 -- delivery id, newline, record); or body, 0 and one fan-out record: several push deliveries in one ready entry
 -- (`FanOut` layout: v = 3, d = fan-out record, b = body; the first reader expands it, see
 -- expand_fan_out.lua), and no event hash written yet
+-- or body and M = -1: no delivery, the event is only archived (no event hash, nothing queued)
 -- then Q subscription names (`<topic>/<subscription>`), in queue stream order
 -- then L subscription names, in line order
 --
@@ -39,8 +44,14 @@
 -- so a repeat later in the same call is skipped too. Members older than the window are
 -- removed, and the set expires a window after the topic's last publish.
 --
--- Returns {"OK", skipped} (skipped: the numbers i, as in KEYS[2+i], of the events skipped
--- as duplicates, space-separated; empty without a check) or {"STALE", version} when the
+-- With B > 0, every event not skipped is appended to the archive stream. At "refuse", a
+-- call that would take the stream past B entries (counting all N events) writes nothing
+-- and returns {"ARCHIVE_FULL", length}; at "drop-oldest" the stream is trimmed to B after
+-- the appends, and the number trimmed is returned.
+--
+-- Returns {"OK", skipped, dropped} (skipped: the numbers i, as in KEYS[2+i], of the events
+-- skipped as duplicates, space-separated; empty without a check; dropped: archive entries
+-- trimmed, "0" unless drop-oldest) or {"STALE", version} when the
 -- catalog changed after the caller's snapshot (or vanished); nothing is written then, and
 -- the caller re-matches with a fresh catalog.
 local raw = redis.call('GET', KEYS[1])
@@ -58,12 +69,24 @@ local n = tonumber(ARGV[2])
 local q = tonumber(ARGV[3])
 local window = tonumber(ARGV[4])
 local now = tonumber(ARGV[5])
--- The last key of the layout without the seen set: the tail keys are found from it.
+local bound = tonumber(ARGV[6])
+-- The last key of the layout without the seen set and the archive: the tail keys are
+-- found from it.
 local tail = #KEYS
+local archive = false
+if bound > 0 then
+  archive = KEYS[tail]
+  tail = tail - 1
+  -- Checked before anything is written: a refused publish stores nothing.
+  local backlog = redis.call('XLEN', archive)
+  if ARGV[7] == 'refuse' and backlog + n > bound then
+    return {'ARCHIVE_FULL', tostring(backlog)}
+  end
+end
 local seen_set = false
 if window > 0 then
-  seen_set = KEYS[#KEYS]
-  tail = #KEYS - 1
+  seen_set = KEYS[tail]
+  tail = tail - 1
   redis.call('ZREMRANGEBYSCORE', seen_set, '-inf', now - window)
 end
 -- A queue stream is created with its group (from id 0: nothing before it is skipped);
@@ -77,7 +100,7 @@ end
 -- Line number -> deliveries this call put behind a head.
 local behind = {}
 local skipped = {}
-local at = 6
+local at = 9
 for i = 1, n do
   local duplicate = false
   if seen_set then
@@ -92,7 +115,16 @@ for i = 1, n do
   local body = ARGV[at]
   local m = tonumber(ARGV[at + 1])
   at = at + 2
-  if duplicate then
+  if archive and not duplicate then
+    redis.call('XADD', archive, '*', 't', ARGV[8], 'b', body)
+  end
+  if m == -1 then
+    -- Archived only: nothing follows, nothing is queued.
+    m = 0
+    if duplicate then
+      skipped[#skipped + 1] = tostring(i)
+    end
+  elseif duplicate then
     -- Past its fan-out record, or its M (target, record) pairs.
     if m == 0 then
       at = at + 1
@@ -150,4 +182,8 @@ end
 if seen_set then
   redis.call('PEXPIRE', seen_set, window)
 end
-return {'OK', table.concat(skipped, ' ')}
+local dropped = 0
+if archive and ARGV[7] == 'drop-oldest' then
+  dropped = redis.call('XTRIM', archive, 'MAXLEN', bound)
+end
+return {'OK', table.concat(skipped, ' '), tostring(dropped)}

@@ -1,5 +1,5 @@
-//! Where a subscription's dead letters go (behaviour.md#dead-lettering), read from and
-//! shown in Event Grid's JSON:
+//! Where a subscription's dead letters go (behaviour.md#dead-lettering), and where a
+//! topic's archive goes (archive.md), read from and shown in Event Grid's JSON:
 //!
 //! - `LocalDirectory` (eg's): `{"containerName"}`, a folder under the dead-letter
 //!   worker's directory, laid out like a blob container — the embedded default;
@@ -410,7 +410,19 @@ fn check_key_prefix(prefix: &str) -> Result<(), InvalidField> {
 }
 
 fn only_known(map: &Map<String, Value>, known: &[&str], path: &str) -> Result<(), InvalidField> {
-    super::fields::only_known(map, known, path)
+    // The subscription module's rule, repeated: a topic's archive reads this JSON too,
+    // and the topic module may not depend on the subscription module.
+    match map.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(key) => Err(InvalidField::new(
+            if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            },
+            format!("not a known field (expected one of: {})", known.join(", ")),
+        )),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

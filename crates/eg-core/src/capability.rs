@@ -1,8 +1,9 @@
 //! What a tier process can do beyond what every version of eg does. Each process
 //! announces its capabilities in its heartbeat; the management API refuses a
-//! subscription using a feature that some running copy of a tier it needs lacks, so a
-//! rolling upgrade never has an old sender silently ignore a rate limit, a token or a
-//! certificate, or settle an ordered delivery without releasing the next of its key.
+//! subscription or topic using a feature that some running copy of a tier it needs lacks,
+//! so a rolling upgrade never has an old sender silently ignore a rate limit, a token or a
+//! certificate, settle an ordered delivery without releasing the next of its key, or an
+//! old ingress accept an archived topic's events without archiving them.
 
 use std::fmt;
 
@@ -18,15 +19,19 @@ pub enum Capability {
     DeliveryTokens,
     /// Client certificates in the webhook TLS handshake.
     ClientCertificates,
+    /// A topic's `archive`: ingress appends accepted events to the archive backlog,
+    /// eg-deadletter writes it to the store.
+    Archive,
 }
 
 impl Capability {
     /// Everything this build can do: what its processes announce.
-    pub const ALL: [Capability; 4] = [
+    pub const ALL: [Capability; 5] = [
         Capability::RateLimits,
         Capability::OrderedDelivery,
         Capability::DeliveryTokens,
         Capability::ClientCertificates,
+        Capability::Archive,
     ];
 
     /// The word in a heartbeat.
@@ -36,6 +41,7 @@ impl Capability {
             Capability::OrderedDelivery => "ordering",
             Capability::DeliveryTokens => "tokens",
             Capability::ClientCertificates => "certificates",
+            Capability::Archive => "archive",
         }
     }
 
@@ -50,6 +56,7 @@ impl Capability {
             Capability::OrderedDelivery => "ordered delivery (orderedDelivery)",
             Capability::DeliveryTokens => "OAuth tokens on delivery",
             Capability::ClientCertificates => "client certificates (clientCertificate)",
+            Capability::Archive => "a topic archive (properties.archive)",
         }
     }
 
@@ -58,6 +65,7 @@ impl Capability {
         match self {
             Capability::OrderedDelivery => &["eg-ingress", "eg-scheduler", "eg-sender"],
             Capability::RateLimits | Capability::DeliveryTokens | Capability::ClientCertificates => &["eg-sender"],
+            Capability::Archive => &["eg-ingress", "eg-deadletter"],
         }
     }
 }
@@ -87,8 +95,8 @@ pub fn first_lacking<'a>(needed: &[Capability], copies: impl IntoIterator<Item =
             .find(|copy| capability.tiers().contains(&copy.tier) && !copy.capabilities.contains(capability));
         if let Some(copy) = lacking {
             return Some(format!(
-                "{} {} (version {}) cannot do {}: upgrade every {} first, then write this \
-                 subscription again (docs/operations.md#upgrading-one-tier-at-a-time)",
+                "{} {} (version {}) cannot do {}: upgrade every {} first, then write it \
+                 again (docs/operations.md#upgrading-one-tier-at-a-time)",
                 copy.tier,
                 copy.instance,
                 copy.version,
@@ -119,6 +127,23 @@ mod tests {
             assert_eq!(Capability::parse(capability.name()), Some(capability));
         }
         assert_eq!(Capability::parse("teleport"), None);
+    }
+
+    #[test]
+    fn an_archive_is_refused_while_an_older_dead_letter_worker_runs() {
+        let all = Capability::ALL;
+        let older = [Capability::RateLimits];
+        let copies = [
+            copy("eg-ingress", &all),
+            copy("eg-sender", &older),
+            copy("eg-deadletter", &older),
+        ];
+        let refusal = first_lacking(&[Capability::Archive], copies).expect("refused");
+        assert!(refusal.starts_with("eg-deadletter host-1"), "{refusal}");
+        assert!(
+            refusal.contains("upgrade every eg-ingress, eg-deadletter first"),
+            "{refusal}"
+        );
     }
 
     #[test]

@@ -252,3 +252,35 @@ async fn archive_an_s3_bucket_receives_every_event_under_the_key_prefix() {
     let expected: Vec<String> = (0..10).map(|n| format!("s3-{n}")).collect();
     assert_eq!(sorted(ids), sorted(expected), "each once, under the key prefix");
 }
+
+/// During a rolling upgrade an earlier eg-deadletter would never write the backlog (and
+/// an earlier ingress never fill it): an archive is refused while such a copy runs,
+/// naming it, and taken once it is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_is_refused_while_an_older_dead_letter_worker_runs() {
+    let system = System::start(Options::default()).await;
+    let store = system.store();
+    let now = eg_core::UnixMillis(chrono::Utc::now().timestamp_millis());
+    let older = eg_store::heartbeat::LiveCopy {
+        tier: "eg-deadletter".into(),
+        instance: "deadletter-old-1".into(),
+        version: "0.0.9".into(),
+        started_at: now,
+        last_seen: now,
+        capabilities: Vec::new(),
+    };
+    store.beat(&older).await.unwrap();
+    let body = json!({ "properties": archived_topic() });
+    let (status, answer) = system.put_topic("orders", &body).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("eg-deadletter deadletter-old-1 (version 0.0.9) cannot do a topic archive"),
+        "{message}"
+    );
+    // A topic without an archive needs nothing of the older copy.
+    system.create_topic("plain").await;
+    store.leave("eg-deadletter", "deadletter-old-1").await.unwrap();
+    let (status, answer) = system.put_topic("orders", &body).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+}

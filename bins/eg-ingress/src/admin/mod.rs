@@ -16,6 +16,7 @@ use axum::{Json, Router};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use eg_core::api_error::InvalidField;
+use eg_core::capability::Capability;
 use eg_core::destination::Target;
 use eg_core::json::json_type;
 use eg_core::probation::{self, ProbationState};
@@ -176,6 +177,8 @@ async fn put_topic(State(app): State<Arc<App>>, Path(topic): Path<String>, heade
         archive
             .check_configured(&app.connections)
             .map_err(|e| invalid(InvalidField::new(format!("properties.archive.{}", e.field), e.problem)))?;
+        // An older ingress would accept the topic's events without archiving them.
+        capabilities::check(&app, &[Capability::Archive]).await?;
     }
     let created = match app.catalog.put_topic(&topic, [new_key(), new_key()]).await? {
         PutTopic::Created => true,

@@ -7,8 +7,8 @@ use crate::scenario::Scenario;
 use eg_store::keyspace::{self, Keyspace, Partition};
 use serde_json::{Value, json};
 
-/// Deliveries still queued, locked or delayed on the queue subscriptions, over every
-/// partition.
+/// Deliveries still queued, locked or delayed on the queue subscriptions, and archive
+/// entries not yet written to their store, over every partition.
 pub async fn queue_depth(url: &str, scenario: &Scenario) -> anyhow::Result<u64> {
     let client = redis::Client::open(url)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
@@ -26,6 +26,11 @@ pub async fn queue_depth(url: &str, scenario: &Scenario) -> anyhow::Result<u64> 
                 .await?;
             depth += queued + delayed;
         }
+        let archive: u64 = redis::cmd("XLEN")
+            .arg(partition.archive_backlog())
+            .query_async(&mut conn)
+            .await?;
+        depth += archive;
     }
     Ok(depth)
 }

@@ -176,6 +176,19 @@ pub async fn write(run: Run<'_>, mut verdict: Verdict) -> anyhow::Result<bool> {
         ends.join("; "),
         verdict.queue_lost,
     );
+    let archive = &verdict.json["archive"];
+    if !archive.is_null() {
+        println!(
+            "eg-chaos: archive — {} accepted events of {}, {} objects; {} missing from the archive, {} archived more than once, \
+             {} archived without a 200",
+            archive["accepted_events"],
+            archive["topics"],
+            archive["objects"],
+            archive["missing"],
+            archive["archived_more_than_once"],
+            archive["archived_without_a_200"],
+        );
+    }
     let kinds = &verdict.json["by_destination_kind"];
     let outside: Vec<String> = ["webhook_dead_lettering_to_azure_blob", "rabbitmq", "nats"]
         .iter()

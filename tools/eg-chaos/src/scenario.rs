@@ -166,6 +166,8 @@ pub enum DeadLetterTo {
 const AZURITE_RESOURCE_ID: &str = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/eg/providers/Microsoft.Storage/storageAccounts/devstoreaccount1";
 /// The blob container the Azure Blob dead-lettering subscription writes to.
 pub const BLOB_CONTAINER: &str = "dl-blob";
+/// The local-directory container the archived topic is archived to.
+pub const ARCHIVE_CONTAINER: &str = "topic-archive";
 /// The run's RabbitMQ connection name, exchange and routing key.
 pub const RABBITMQ_CONNECTION: &str = "main";
 pub const RABBITMQ_EXCHANGE: &str = "eg-chaos";
@@ -189,6 +191,8 @@ pub struct TopicSpec {
     pub schema: Schema,
     /// An Event Grid namespace topic (CloudEvents): it has only queue subscriptions.
     pub namespace: bool,
+    /// Archived to the local directory's [`ARCHIVE_CONTAINER`] (docs/archive.md).
+    pub archived: bool,
 }
 
 /// A queue-mode (pull delivery) subscription of a namespace topic; every event published
@@ -221,21 +225,25 @@ impl Scenario {
                 name: "chaos-eg-a".into(),
                 schema: Schema::EventGrid,
                 namespace: false,
+                archived: false,
             },
             TopicSpec {
                 name: "chaos-eg-b".into(),
                 schema: Schema::EventGrid,
                 namespace: false,
+                archived: true,
             },
             TopicSpec {
                 name: "chaos-ce-a".into(),
                 schema: Schema::CloudEvents,
                 namespace: false,
+                archived: false,
             },
             TopicSpec {
                 name: "chaos-ce-b".into(),
                 schema: Schema::CloudEvents,
                 namespace: false,
+                archived: false,
             },
         ];
         let mut subscriptions = Vec::new();
@@ -387,6 +395,7 @@ impl Scenario {
             name: "chaos-ns".into(),
             schema: Schema::CloudEvents,
             namespace: true,
+            archived: false,
         });
         let queues = vec![
             QueueSpec {
@@ -480,7 +489,12 @@ impl Scenario {
             return json!({"properties": {"publisherType": "Custom", "inputSchema": "CloudEventSchemaV1_0",
                 "eventRetentionInDays": 1}});
         }
-        json!({"properties": {"inputSchema": schema_name(topic.schema)}})
+        let mut properties = json!({"inputSchema": schema_name(topic.schema)});
+        if topic.archived {
+            properties["archive"] = json!({"retentionDays": 1, "destination":
+                {"endpointType": "LocalDirectory", "properties": {"containerName": ARCHIVE_CONTAINER}}});
+        }
+        json!({ "properties": properties })
     }
 
     /// One published event in its topic's input schema.

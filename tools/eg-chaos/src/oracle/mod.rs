@@ -25,8 +25,10 @@
 //! ([`crate::blob_reader`]); each must be in the store its subscription names.
 //!
 //! Ordered subscriptions are also judged for order ([`ordering`]), rate-limited ones for
-//! their rate ([`rates`]).
+//! their rate ([`rates`]); the archived topic's archive holds every event it accepted
+//! ([`archive`]).
 
+mod archive;
 mod dead_letters;
 mod figures;
 mod ordering;
@@ -461,6 +463,7 @@ impl Oracle {
                 }
             }
         }
+        let archive = archive::judge(&self.scenario, &events, &self.root, &mut violations);
         let json = json!({
             "by_destination_kind": by_kind,
             "queues": queues.json,
@@ -502,6 +505,7 @@ impl Oracle {
             "per_subscription": per_subscription,
             "ordering": ordering,
             "rate_limits": rate_limits,
+            "archive": archive,
             "violations": violations.to_json(),
         });
         Verdict {

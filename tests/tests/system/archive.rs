@@ -115,6 +115,9 @@ async fn archive_the_local_directory_receives_every_accepted_event_once() {
         .unwrap();
     assert!(orders["archive"]["backlog"].is_u64(), "{orders}");
     assert!(orders["archive"]["lastError"].is_null(), "{orders}");
+    assert_eq!(orders["archive"]["store"], "local", "{orders}");
+    assert_eq!(orders["archive"]["container"], CONTAINER, "{orders}");
+    assert_eq!(orders["archive"]["retentionDays"], 7, "{orders}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -121,10 +121,9 @@ async fn archive_statuses(
     now: UnixMillis,
     problems: &mut Problems,
 ) -> HashMap<String, super::model::ArchiveStatus> {
-    let archived: Vec<&String> = entries
+    let archived: Vec<(&String, &eg_core::topic::Archive)> = entries
         .iter()
-        .filter(|(_, e)| e.topic.archive.is_some())
-        .map(|(k, _)| *k)
+        .filter_map(|(k, e)| Some((*k, e.topic.archive.as_ref()?)))
         .collect();
     let mut out = HashMap::new();
     if archived.is_empty() {
@@ -144,9 +143,12 @@ async fn archive_statuses(
             Err(e) => problems.0.push(format!("archive backlog not read ({e})")),
         }
     }
-    for key in archived {
+    for (key, archive) in archived {
         let last_error = app.store.archive_problem(key).await.unwrap_or_default();
         let status = super::model::ArchiveStatus {
+            store: archive.destination.store.label(),
+            container: archive.destination.container_name.clone(),
+            retention_days: archive.retention_days,
             backlog,
             oldest_waiting_ms: oldest.map(|at| (now.0 - at).max(0)),
             last_error,

@@ -69,6 +69,11 @@ pub struct TopicStatus {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ArchiveStatus {
+    /// Where it is written: the store's label (`local`, `azure:<account>`,
+    /// `s3:<connection>`) and the container or bucket.
+    pub store: String,
+    pub container: String,
+    pub retention_days: u16,
     pub backlog: u64,
     pub oldest_waiting_ms: Option<i64>,
     pub last_error: Option<String>,

@@ -276,7 +276,9 @@ fn topic_rows(topic: &TopicStatus) -> Markup {
             @if let Some(archive) = &topic.archive {
                 tr data-field="archive" {
                     td.sub colspan="7" {
-                        "Archive: " span data-field="archive-backlog" { (count(archive.backlog)) } " waiting"
+                        "Archive to " code data-field="archive-store" { (archive.store) "/" (archive.container) }
+                        span.muted { ", kept " (archive.retention_days) " days" } ": "
+                        span data-field="archive-backlog" { (count(archive.backlog)) } " waiting"
                         @if let Some(ms) = archive.oldest_waiting_ms {
                             span.muted { " (oldest " (ms / 1000) " s)" }
                         }

@@ -3,8 +3,8 @@
 //! the same stores — lists each archived topic's objects and deletes those whose minute
 //! is older than the topic's `retentionDays`.
 
+use crate::object_name::{key_prefix, under_key_prefix};
 use crate::stores::{Destination, Stores};
-use eg_core::subscription::DeadLetterStore;
 use eg_core::topic::{ARCHIVE_ROOT, archive_expired, archive_object_minute};
 use eg_runtime::Shutdown;
 use eg_store::{CatalogCache, Clock, Store};
@@ -47,16 +47,7 @@ impl ArchiveSweep {
         for entry in snapshot.topics() {
             let Some(archive) = &entry.topic.archive else { continue };
             let topic = entry.topic.name.key();
-            let destination = Destination {
-                store: archive.destination.store.clone(),
-                container: archive.destination.container_name.clone(),
-            };
-            let prefix = match &archive.destination.store {
-                DeadLetterStore::S3 { key_prefix, .. } if !key_prefix.trim_matches('/').is_empty() => {
-                    format!("{}/", key_prefix.trim_matches('/'))
-                }
-                _ => String::new(),
-            };
+            let destination = Destination::from(&archive.destination);
             let built = match self.stores.get(&destination) {
                 Ok(built) => built,
                 Err(failure) => {
@@ -64,6 +55,8 @@ impl ArchiveSweep {
                     continue;
                 }
             };
+            // `<prefix>/` or nothing: stripped from listed names before they are read.
+            let prefix = under_key_prefix(key_prefix(&destination.store), String::new());
             let folder = ObjectPath::from(format!("{prefix}{ARCHIVE_ROOT}/{topic}"));
             let mut listing = built.store.list(Some(&folder));
             let mut deleted = 0u64;

@@ -8,9 +8,9 @@
 //! `EG__ARCHIVE__MAX_BACKLOG`), shown by the backlog gauge.
 
 use crate::failures::{FailureKind, WriteFailure};
+use crate::object_name::{key_prefix, under_key_prefix};
 use crate::stores::{Destination, Stores};
 use eg_core::UnixMillis;
-use eg_core::subscription::DeadLetterStore;
 use eg_core::topic::archive_object_name;
 use eg_runtime::Shutdown;
 use eg_store::archive_backlog::BacklogEntry;
@@ -158,10 +158,7 @@ impl ArchiveWriter {
                     .map_err(|e| e.to_string())?;
                 continue;
             };
-            let destination = Destination {
-                store: archive.destination.store.clone(),
-                container: archive.destination.container_name.clone(),
-            };
+            let destination = Destination::from(&archive.destination);
             match self.write(partition, topic, &destination, &group).await {
                 Ok(()) => {
                     self.store
@@ -195,13 +192,10 @@ impl ArchiveWriter {
         let Some(first) = group.first() else {
             return Ok(());
         };
-        let mut name = archive_object_name(topic, UnixMillis(first.accepted_at()), partition.index, &first.id);
-        if let DeadLetterStore::S3 { key_prefix, .. } = &destination.store {
-            let prefix = key_prefix.trim_matches('/');
-            if !prefix.is_empty() {
-                name = format!("{prefix}/{name}");
-            }
-        }
+        let name = under_key_prefix(
+            key_prefix(&destination.store),
+            archive_object_name(topic, UnixMillis(first.accepted_at()), partition.index, &first.id),
+        );
         let bytes = gzip_lines(group).map_err(|e| WriteFailure::new(FailureKind::Rejected, e.to_string()))?;
         let built = self.stores.get(destination)?;
         // Overwrite: a retry of the same entries writes the same lines under the same name.

@@ -5,6 +5,7 @@
 //! given (`eg_store::dead_letter_objects`), so every later attempt at a record uses that
 //! one (see `worker`).
 
+use eg_core::subscription::DeadLetterStore;
 use uuid::Uuid;
 
 /// The namespace of dead-letter object names (a fixed, random UUID).
@@ -28,18 +29,29 @@ pub fn object_path(key_prefix: &str, folder: &[String], guid: &str) -> Result<St
     }
     let guid = Uuid::parse_str(guid).map_err(|_| format!("refusing dead-letter object name {guid:?}: not a UUID"))?;
     let mut path = String::new();
-    let prefix = key_prefix.trim_matches('/');
-    if !prefix.is_empty() {
-        path.push_str(prefix);
-        path.push('/');
-    }
     for part in folder {
         path.push_str(part);
         path.push('/');
     }
     path.push_str(&guid.hyphenated().to_string());
     path.push_str(".json");
-    Ok(path)
+    Ok(under_key_prefix(key_prefix, path))
+}
+
+/// The key prefix of an S3 destination; other stores have none.
+pub fn key_prefix(store: &DeadLetterStore) -> &str {
+    match store {
+        DeadLetterStore::S3 { key_prefix, .. } => key_prefix,
+        _ => "",
+    }
+}
+
+/// `path` under `key_prefix` (its slashes at either end ignored; empty: `path` itself).
+pub fn under_key_prefix(key_prefix: &str, path: String) -> String {
+    match key_prefix.trim_matches('/') {
+        "" => path,
+        prefix => format!("{prefix}/{path}"),
+    }
 }
 
 /// The same records, in whatever order they were read, give the same id; any other set

@@ -17,7 +17,7 @@
 //! gets at most the time the worker's write window leaves (see `worker`).
 
 use crate::failures::{FailureKind, WriteFailure};
-use eg_core::subscription::DeadLetterStore;
+use eg_core::subscription::{DeadLetterDestination, DeadLetterStore};
 use eg_runtime::aws_chain::{self, AwsKeys};
 use eg_runtime::settings::{AzureAccount, S3ConnectionSettings};
 use object_store::azure::MicrosoftAzureBuilder;
@@ -33,6 +33,15 @@ use std::time::Duration;
 pub struct Destination {
     pub store: DeadLetterStore,
     pub container: String,
+}
+
+impl From<&DeadLetterDestination> for Destination {
+    fn from(destination: &DeadLetterDestination) -> Self {
+        Self {
+            store: destination.store.clone(),
+            container: destination.container_name.clone(),
+        }
+    }
 }
 
 /// A built store and the URL its objects are reached at.

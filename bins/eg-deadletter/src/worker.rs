@@ -57,7 +57,6 @@ use crate::stores::{Destination, Stores};
 use crate::write_trace;
 use crate::written::WrittenObject;
 use eg_core::fate;
-use eg_core::subscription::DeadLetterStore;
 use eg_runtime::Shutdown;
 use eg_runtime::metrics as m;
 use eg_runtime::settings::DeadLetterSection;
@@ -393,8 +392,12 @@ impl Worker {
     /// order, so every attempt at one name writes the same bytes.
     async fn write_object(&self, object: &Object, deadline: Instant) -> Result<WrittenObject, WriteFailure> {
         let key = &object.key;
-        let path = object_name::object_path(key_prefix(&key.destination.store), &key.folder, &object.name)
-            .map_err(|problem| WriteFailure::new(FailureKind::Rejected, problem))?;
+        let path = object_name::object_path(
+            object_name::key_prefix(&key.destination.store),
+            &key.folder,
+            &object.name,
+        )
+        .map_err(|problem| WriteFailure::new(FailureKind::Rejected, problem))?;
         let records: Vec<serde_json::Value> = object
             .in_stream_order()
             .iter()
@@ -508,14 +511,6 @@ impl Worker {
     }
 }
 
-/// The key prefix of an S3 destination; other stores have none.
-fn key_prefix(store: &DeadLetterStore) -> &str {
-    match store {
-        DeadLetterStore::S3 { key_prefix, .. } => key_prefix,
-        _ => "",
-    }
-}
-
 /// The topic and subscription of a record (an object's records share them, by
 /// construction).
 fn subscription_of(record: Option<&DeadLetterItem>) -> (String, String) {
@@ -558,6 +553,7 @@ mod tests {
     use eg_core::deadletter::{DeadLetterEntry, DeadLetterFormat};
     use eg_core::fate::DeadLetterReason;
     use eg_core::schema::StoredFormat;
+    use eg_core::subscription::DeadLetterStore;
     use std::collections::BTreeSet;
 
     fn item(id: &str, topic: &str, subscription: &str, store: DeadLetterStore, container: &str) -> DeadLetterItem {

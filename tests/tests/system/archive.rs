@@ -33,19 +33,10 @@ fn order(id: &str, subject: &str) -> Value {
 
 /// Every line of every archive object under `root`, in name order.
 fn archived_lines(root: &Path) -> Vec<Value> {
-    let mut files = Vec::new();
-    let mut dirs = vec![root.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.to_string_lossy().ends_with(".jsonl.gz") {
-                files.push(path);
-            }
-        }
-    }
+    let mut files: Vec<_> = eg_testkit::files_under(root)
+        .into_iter()
+        .filter(|path| path.to_string_lossy().ends_with(".jsonl.gz"))
+        .collect();
     files.sort();
     let mut lines = Vec::new();
     for file in files {

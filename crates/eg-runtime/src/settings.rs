@@ -8,6 +8,7 @@ mod brokers;
 pub mod certificates;
 mod delivery;
 mod effective;
+mod event_hubs;
 pub mod identities;
 mod process;
 mod redis;
@@ -20,6 +21,7 @@ pub use brokers::{
 };
 pub use delivery::{DeliverySection, NamespaceSection, ProbationSection, ValidationSection};
 pub use effective::schedule_warnings;
+pub use event_hubs::{CONNECTION_STRING_USER, EventHubsNamespaceSettings};
 pub use process::{ArchiveSection, CatalogSection, HistorySection, LogSection, ShutdownSection};
 pub use redis::RedisSection;
 pub use storage::{AzureAccount, AzureAccountSettings, S3ConnectionSettings, Secret, StorageSection};

@@ -12,7 +12,7 @@
 //! Azurite ([`azurite`]), an S3-compatible server
 //! ([`s3_server`], moto, whose SQS the [`sqs`] helpers create queues in and read),
 //! RabbitMQ ([`rabbitmq`]), NATS with JetStream ([`nats`]) and a Kafka-protocol broker
-//! ([`tansu`]).
+//! ([`tansu`], with a SASL PLAIN front for the Event Hubs tests: [`kafka_sasl_front`]).
 //! What receives eg's traces is in-process: an OTLP/HTTP receiver ([`otlp_receiver`]).
 //! `deploy/local/ensure-test-tools.sh` installs them.
 //!
@@ -23,6 +23,7 @@ pub mod azurite;
 mod cluster;
 pub mod hostile;
 pub mod http;
+pub mod kafka_sasl_front;
 pub mod nats;
 pub mod oauth_server;
 pub mod otlp_receiver;

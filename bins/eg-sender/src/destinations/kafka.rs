@@ -24,7 +24,7 @@ use super::broker_message::{EventMessage, message_content_type, messages};
 use super::connections::{Connect, Connections, Lazy, UnknownConnection};
 use super::told::{Told, refused};
 use crate::destination::{RenderedBatch, Sent};
-use eg_core::destination::{Kafka as KafkaTarget, binary_cloud_event};
+use eg_core::destination::{Kafka as KafkaTarget, RecordKey, binary_cloud_event};
 use eg_core::schema::DeliverySchema;
 use eg_core::{AttemptOutcome, OutcomeName};
 use eg_runtime::settings::{KafkaConnectionSettings, Settings};
@@ -49,6 +49,9 @@ pub struct KafkaProducers {
     clusters: Connections<Lazy<Cluster>>,
     /// Bounds one attempt: producing and the acknowledgement.
     timeout: Duration,
+    /// Whether each record carries `aeg-output-event-id` (the event's id), as Event
+    /// Grid's deliveries to Event Hubs do.
+    output_event_id: bool,
 }
 
 impl KafkaProducers {
@@ -59,7 +62,29 @@ impl KafkaProducers {
             Lazy::new(name, Cluster::new(settings))
         })
         .configured_by("BOOTSTRAP_SERVERS");
-        Self { clusters, timeout }
+        Self {
+            clusters,
+            timeout,
+            output_event_id: false,
+        }
+    }
+
+    /// Produces to Event Hubs namespaces through their Kafka endpoints: `namespaces` are
+    /// their Kafka connections by the names `EventHub` targets give them, and records
+    /// carry the headers Event Grid's deliveries to Event Hubs carry.
+    pub fn for_event_hubs(namespaces: &BTreeMap<String, KafkaConnectionSettings>, timeout: Duration) -> Self {
+        let clusters = Connections::new(
+            "Event Hubs namespace",
+            eg_core::destination::EventHub::CONNECTIONS,
+            namespaces,
+            |name, settings| Lazy::new(name, Cluster::new(settings)),
+        )
+        .configured_by("CONNECTION_STRING");
+        Self {
+            clusters,
+            timeout,
+            output_event_id: true,
+        }
     }
 
     async fn attempt(&self, target: &KafkaTarget, batch: &RenderedBatch<'_>, started: Instant) -> Told {
@@ -67,7 +92,7 @@ impl KafkaProducers {
             Ok(cluster) => cluster,
             Err(UnknownConnection { outcome, error }) => return Told::with_error(outcome, error),
         };
-        let records = match records(target, batch) {
+        let records = match records(target, batch, self.output_event_id) {
             Ok(records) => records,
             Err(e) => {
                 tracing::error!(error = %e, "cannot produce the batch");
@@ -158,13 +183,22 @@ enum NotRecords {
 
 /// The batch's events as records: a CloudEvent in binary mode, any other event as its
 /// JSON with a `content-type` header.
-fn records(target: &KafkaTarget, batch: &RenderedBatch<'_>) -> Result<Vec<Record>, NotRecords> {
+fn records(target: &KafkaTarget, batch: &RenderedBatch<'_>, output_event_id: bool) -> Result<Vec<Record>, NotRecords> {
     let binary = batch.subscription.delivery_schema == DeliverySchema::CloudEventSchemaV1_0;
     messages(batch)?
         .into_iter()
-        .map(|EventMessage { payload, headers, .. }| {
-            let key = target.key.of_event(&payload);
+        .map(|EventMessage { payload, headers, id }| {
+            let key = match &target.key {
+                RecordKey::FromDeliveryProperty(name) => headers
+                    .iter()
+                    .find(|(header, _)| header.eq_ignore_ascii_case(name))
+                    .map(|(_, value)| value.clone()),
+                key => key.of_event(&payload),
+            };
             let mut headers = headers;
+            if output_event_id {
+                headers.push(("aeg-output-event-id".to_owned(), id));
+            }
             let value = if binary {
                 let event = binary_cloud_event(&payload)?;
                 headers.extend(event.headers);
@@ -281,13 +315,21 @@ impl Producer {
     }
 
     /// No report within the attempt that began at `started`: `SocketError` when the
-    /// client's last word since then was that it cannot reach the brokers, else
-    /// `TimedOut`; with that word for the history.
+    /// client's last word since then was that it cannot reach the brokers,
+    /// `Unauthorized` when it was that they refused its sign-in, else `TimedOut`; with
+    /// that word for the history.
     fn timed_out(&self, topic: &str, started: Instant) -> Told {
         let last = self.watch.last_since(started);
         let outcome = match last.as_ref().map(|e| outcome_of(e.code)) {
             Some(AttemptOutcome::SocketError) => AttemptOutcome::SocketError,
             Some(AttemptOutcome::ResolutionError) => AttemptOutcome::ResolutionError,
+            // The brokers turned the client's sign-in away: not retried, as a webhook's 401.
+            Some(
+                refused @ AttemptOutcome::Refused {
+                    outcome: OutcomeName::Unauthorized,
+                    ..
+                },
+            ) => refused,
             _ => {
                 // The brokers were reachable and still took nothing: the producer is stuck
                 // (a broker that lost its producer state answers `UnknownProducerId`,

@@ -1,13 +1,14 @@
 //! Every destination this sender delivers to, behind the one [`Destination`] the steps
 //! use: a batch goes to the kind of its subscription's target — the HTTP webhook, an
-//! Azure storage queue, a RabbitMQ exchange, a NATS JetStream subject, a Kafka topic or
-//! an Amazon SQS queue — and that kind is handed its own typed target (`eg_core::destination`). Each
+//! Azure storage queue, a RabbitMQ exchange, a NATS JetStream subject, a Kafka topic, an
+//! Amazon SQS queue or an Azure event hub (through its Kafka endpoint) — and that kind is handed its own typed target (`eg_core::destination`). Each
 //! kind is a module of its own, built from the settings; the `destinations!` list below
 //! is the one registration.
 
 mod batch_events;
 mod broker_message;
 mod connections;
+mod event_hub;
 mod kafka;
 mod nats;
 mod rabbitmq;
@@ -90,6 +91,7 @@ destinations! {
     NatsJetStream => nats: nats::Nats,
     Kafka => kafka: kafka::KafkaProducers,
     AmazonSqs => sqs: sqs::Sqs,
+    EventHub => event_hubs: event_hub::EventHubs,
 }
 
 impl Destinations {
@@ -123,6 +125,7 @@ mod tests {
             nats: Nats::new(&Default::default(), Duration::from_secs(5)),
             kafka: super::kafka::KafkaProducers::new(&Default::default(), Duration::from_secs(5)),
             sqs: super::sqs::Sqs::new(&Default::default(), Duration::from_secs(5)).unwrap(),
+            event_hubs: super::event_hub::EventHubs::new(&Default::default(), Duration::from_secs(5)),
         }
     }
 
@@ -149,8 +152,10 @@ mod tests {
             "connection": "main", "subject": "events.orders"}}));
         let kafka = subscription_with(json!({"endpointType": "Kafka", "properties": {
             "connection": "main", "topic": "orders"}}));
-        // Each reached its own destination, which has no connection named "main" here.
-        for broker in [rabbitmq, nats, kafka] {
+        let event_hub = subscription_with(json!({"endpointType": "EventHub", "properties": {
+            "resourceId": "/subscriptions/0/resourceGroups/rg/providers/Microsoft.EventHub/namespaces/main-ns/eventhubs/orders"}}));
+        // Each reached its own destination, which has no connection of that name here.
+        for broker in [rabbitmq, nats, kafka, event_hub] {
             assert_eq!(
                 router.send(batch(&broker), None).await.outcome,
                 AttemptOutcome::Refused {

@@ -41,6 +41,12 @@ pub enum RecordKey {
     /// An event field, named as delivery properties name theirs (`subject`, `type`,
     /// `data.region`, …); an event without it gets the empty key.
     FromEvent(String),
+    /// The value of the subscription's delivery property of this name (compared
+    /// ignoring case), as the sender computed it for the record's headers; none when
+    /// the subscription sets no such property or the event lacks its field. An event
+    /// hub's key is its `PartitionKey` property (`super::EventHub`); a `Kafka` target
+    /// never has this key.
+    FromDeliveryProperty(String),
 }
 
 impl RecordKey {
@@ -59,6 +65,8 @@ impl RecordKey {
                     .and_then(raw::scalar_text)
                     .unwrap_or_default(),
             ),
+            // Read from the record's headers, which only the sender has.
+            Self::FromDeliveryProperty(_) => None,
         }
     }
 }
@@ -109,6 +117,7 @@ impl Kind for Kafka {
             RecordKey::FromEvent(field) => {
                 props.insert("keyFrom".to_owned(), json!(field));
             }
+            RecordKey::FromDeliveryProperty(_) => {}
         }
         props
     }

@@ -1,7 +1,8 @@
 //! Where a push subscription delivers, one module per kind: an HTTP webhook (Event
 //! Grid's `WebHook`), an Azure Storage queue (`StorageQueue`), a RabbitMQ exchange (eg's
 //! `RabbitMQ`), a NATS JetStream subject (eg's `NatsJetStream`), a Kafka topic (eg's
-//! `Kafka`) or an Amazon SQS queue (eg's `AmazonSQS`).
+//! `Kafka`), an Amazon SQS queue (eg's `AmazonSQS`) or an Azure event hub (Event Grid's
+//! `EventHub`, delivered through its namespace's Kafka endpoint).
 //!
 //! Each kind's module is the whole of what eg-core knows about it: its typed target,
 //! read from `destination.properties` with field-precise errors, shown back, checked
@@ -15,6 +16,7 @@
 //! credential back.
 
 mod connections;
+mod event_hub;
 mod kafka;
 mod nats;
 mod rabbitmq;
@@ -23,6 +25,7 @@ mod storage_queue;
 mod webhook;
 mod webhook_auth;
 
+pub use event_hub::{EventHub, PARTITION_KEY_PROPERTY, namespace_connection};
 pub use kafka::{BinaryCloudEvent, Kafka, NotBinary, RecordKey, binary_cloud_event};
 pub use nats::NatsJetStream;
 pub use rabbitmq::{RabbitMq, RoutingKey};
@@ -146,6 +149,7 @@ targets! {
     NatsJetStream(NatsJetStream) stored as "natsJetStream",
     Kafka(Kafka) stored as "kafka",
     AmazonSqs(AmazonSqs) stored as "amazonSqs",
+    EventHub(EventHub) stored as "eventHub",
 }
 
 impl Target {
@@ -220,7 +224,8 @@ pub(crate) mod tests {
     use serde_json::json;
 
     /// Configured: the storage account `queues1`, the RabbitMQ connection `main`, the
-    /// NATS connection `events`, the Kafka connection `stream`, the identity `corp` (for
+    /// NATS connection `events`, the Kafka connection `stream`, the Event Hubs namespace
+    /// `contoso-events`, the identity `corp` (for
     /// the tenant `corp-tenant`), the client certificates `partner` and `old` (expired).
     pub(crate) struct Configured;
 
@@ -234,7 +239,7 @@ pub(crate) mod tests {
         fn has_broker_connection(&self, section: &str, name: &str) -> bool {
             matches!(
                 (section, name),
-                ("rabbitmq", "main") | ("nats", "events") | ("kafka", "stream")
+                ("rabbitmq", "main") | ("nats", "events") | ("kafka", "stream") | ("event_hubs", "contoso_events")
             )
         }
         fn identity(&self, name: &str) -> Option<crate::identity::IdentityFacts> {

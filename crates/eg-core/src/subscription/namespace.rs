@@ -819,7 +819,6 @@ mod tests {
     #[test]
     fn destinations_eg_does_not_deliver_to_are_refused_naming_those_it_does() {
         for endpoint_type in [
-            "EventHub",
             "ServiceBusQueue",
             "ServiceBusTopic",
             "HybridConnection",

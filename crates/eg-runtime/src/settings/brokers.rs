@@ -4,12 +4,15 @@
 //! password, token, credentials file and TLS), Kafka connections
 //! (`EG__BROKERS__KAFKA__<NAME>__BOOTSTRAP_SERVERS=host:9092`, with optional SASL and TLS)
 //! and Amazon SQS connections (`EG__BROKERS__SQS__<NAME>__REGION=eu-west-1`, with an
-//! endpoint URL for SQS-compatible servers, keys or AWS's chain). Subscriptions name a
+//! endpoint URL for SQS-compatible servers, keys or AWS's chain), and Azure Event Hubs
+//! namespaces (`EG__BROKERS__EVENT_HUBS__<NAME>__CONNECTION_STRING`, see
+//! [`super::event_hubs`]). Subscriptions name a
 //! connection; only this configuration holds where it is and how to sign in ([`Secret`]:
 //! never printed).
 
+use super::event_hubs::EventHubsNamespaceSettings;
 use super::storage::{Secret, StorageSection};
-use eg_core::destination::{AmazonSqs, Kafka, NatsJetStream, RabbitMq};
+use eg_core::destination::{AmazonSqs, EventHub, Kafka, NatsJetStream, RabbitMq};
 use eg_core::subscription::{NamedConnections, S3ConnectionFacts};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -21,6 +24,8 @@ pub struct BrokersSection {
     pub nats: BTreeMap<String, NatsConnectionSettings>,
     pub kafka: BTreeMap<String, KafkaConnectionSettings>,
     pub sqs: BTreeMap<String, SqsConnectionSettings>,
+    /// Azure Event Hubs namespaces, reached through their Kafka endpoints.
+    pub event_hubs: BTreeMap<String, EventHubsNamespaceSettings>,
 }
 
 /// One RabbitMQ broker (AMQP 0-9-1).
@@ -116,7 +121,7 @@ impl KafkaConnectionSettings {
 }
 
 /// `host:port`, the port a number (`[::1]:9092` for IPv6).
-fn is_host_and_port(server: &str) -> bool {
+pub(super) fn is_host_and_port(server: &str) -> bool {
     server
         .rsplit_once(':')
         .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
@@ -189,6 +194,10 @@ impl BrokersSection {
         for (name, sqs) in &self.sqs {
             check_name("sqs", name)?;
             sqs.validate(name)?;
+        }
+        for (name, namespace) in &self.event_hubs {
+            check_name("event_hubs", name)?;
+            namespace.validate(name)?;
         }
         Ok(())
     }
@@ -265,6 +274,7 @@ impl NamedConnections for Connections {
             NatsJetStream::CONNECTIONS => self.brokers.nats.contains_key(name),
             Kafka::CONNECTIONS => self.brokers.kafka.contains_key(name),
             AmazonSqs::CONNECTIONS => self.brokers.sqs.contains_key(name),
+            EventHub::CONNECTIONS => self.brokers.event_hubs.contains_key(name),
             _ => false,
         }
     }

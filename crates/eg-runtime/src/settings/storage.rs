@@ -207,7 +207,7 @@ fn endpoint_or_default(given: &str, account: &str, service: &str, suffix: &str, 
 
 /// `Key=Value;Key=Value` with keys compared ignoring case (values may hold `=`, as
 /// base64 keys do).
-fn connection_string_fields(raw: &str) -> Result<BTreeMap<String, String>, String> {
+pub(super) fn connection_string_fields(raw: &str) -> Result<BTreeMap<String, String>, String> {
     raw.split(';')
         .map(str::trim)
         .filter(|part| !part.is_empty())

@@ -1,7 +1,8 @@
 //! Delivery destinations beyond webhooks on the command line: `--storage-queue` (a queue
 //! of an Azure storage account, in Event Grid's `StorageQueue` JSON), `--rabbitmq` (an
 //! exchange, eg's `RabbitMQ`), `--nats` (a JetStream subject, eg's `NatsJetStream`),
-//! `--kafka` (a topic, eg's `Kafka`) and `--sqs` (an Amazon SQS queue, eg's `AmazonSQS`),
+//! `--kafka` (a topic, eg's `Kafka`), `--sqs` (an Amazon SQS queue, eg's `AmazonSQS`)
+//! and `--event-hub` (an Azure event hub, in Event Grid's `EventHub` JSON),
 //! and how `subscriptions show` and `list` name a subscription's destination. egctl only
 //! shapes the JSON; eg-ingress checks that the account or connection is configured, and
 //! refuses the subscription saying so when it is not.
@@ -63,12 +64,30 @@ pub struct EndpointFlags {
     /// configured in eg: CONNECTION/QUEUE_URL (the queue's URL as AWS shows it)
     #[arg(long, value_name = "CONNECTION/QUEUE_URL", value_parser = parse_sqs, group = DESTINATION)]
     pub sqs: Option<BrokerTarget>,
+    /// Produce each event as a record to an Azure event hub of a namespace configured in
+    /// eg: NAMESPACE/HUB, or the hub's resource id; keyed by the PartitionKey delivery
+    /// property when the subscription sets one
+    #[arg(long, value_name = "NAMESPACE/HUB", value_parser = parse_event_hub, group = DESTINATION)]
+    pub event_hub: Option<String>,
 }
 
 /// The destination flags that are no webhook, which a webhook's own flags (its bearer
 /// token, `webhook_auth`) conflict with: clap counts any member of the destination group
 /// as `--endpoint`, so "requires endpoint" would not refuse them.
-pub const NOT_WEBHOOKS: [&str; 6] = ["storage_queue", "rabbitmq", "nats", "kafka", "queue", "sqs"];
+pub const NOT_WEBHOOKS: [&str; 7] = [
+    "storage_queue",
+    "rabbitmq",
+    "nats",
+    "kafka",
+    "queue",
+    "sqs",
+    "event_hub",
+];
+
+/// The subscription and resource group of a hub's resource id built from
+/// NAMESPACE/HUB: eg reads only the namespace and hub from it.
+const PLACEHOLDER_NAMESPACES: &str =
+    "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/eg/providers/Microsoft.EventHub/namespaces/";
 
 /// The clap group of the flags that say where a subscription delivers: at most one.
 pub const DESTINATION: &str = "destination";
@@ -132,6 +151,21 @@ pub fn parse_nats(raw: &str) -> Result<BrokerTarget, BadTarget> {
         }),
         _ => Err(BadTarget::new(format!(
             "{raw:?}: give CONNECTION/SUBJECT, a connection configured in eg and a subject (orders.created)"
+        ))),
+    }
+}
+
+/// Reads `NAMESPACE/HUB` into the hub's resource id, or takes a resource id as given.
+pub fn parse_event_hub(raw: &str) -> Result<String, BadTarget> {
+    if raw.starts_with('/') {
+        return Ok(raw.to_owned());
+    }
+    match raw.split_once('/') {
+        Some((namespace, hub)) if !namespace.is_empty() && !hub.is_empty() && !hub.contains('/') => {
+            Ok(format!("{PLACEHOLDER_NAMESPACES}{namespace}/eventhubs/{hub}"))
+        }
+        _ => Err(BadTarget::new(format!(
+            "{raw:?}: give NAMESPACE/HUB, an Event Hubs namespace configured in eg and an event hub (or the hub's resource id)"
         ))),
     }
 }
@@ -200,6 +234,8 @@ pub fn destination(flags: &EndpointFlags, endpoint: Option<&str>, max_events_per
             "AmazonSQS",
             json!({"connection": sqs.connection, "queueUrl": sqs.target}),
         )
+    } else if let Some(resource_id) = &flags.event_hub {
+        ("EventHub", json!({ "resourceId": resource_id }))
     } else {
         ("WebHook", json!({"endpointUrl": endpoint}))
     };
@@ -212,12 +248,19 @@ pub fn destination(flags: &EndpointFlags, endpoint: Option<&str>, max_events_per
 /// How a destination is named in `show` and `list`, from its properties as the API shows
 /// them (each kind has its own): a webhook's base URL, else the destination's identity
 /// as eg names it (`storagequeue://ACCOUNT/QUEUE`, `rabbitmq://CONNECTION/EXCHANGE`,
-/// `nats://CONNECTION/SUBJECT`, `kafka://CONNECTION/TOPIC`) with what else decides where a message goes.
+/// `nats://CONNECTION/SUBJECT`, `kafka://CONNECTION/TOPIC`, `eventhub://NAMESPACE/HUB`)
+/// with what else decides where a message goes.
 pub fn describe(props: &Value) -> String {
     let text = |key: &str| props[key].as_str().unwrap_or_default();
     let Some(props_map) = props.as_object() else {
         return "-".to_owned();
     };
+    if let Some((namespace, hub)) = text("resourceId").split_once("/namespaces/").and_then(|(_, rest)| {
+        rest.split_once("/eventhubs/")
+            .or_else(|| rest.split_once("/EventHubs/"))
+    }) {
+        return format!("eventhub://{namespace}/{hub}");
+    }
     if props_map.contains_key("queueName") {
         let account = text("resourceId").rsplit('/').next().unwrap_or_default();
         let ttl = match &props["queueMessageTimeToLiveInSeconds"] {
@@ -338,6 +381,19 @@ mod tests {
             json!({"endpointType": "AmazonSQS", "properties": {"connection": "aws",
                 "queueUrl": "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo"}})
         );
+        let hub = format!("{PLACEHOLDER_NAMESPACES}contoso-events/eventhubs/orders");
+        assert_eq!(
+            create(&["--event-hub", "contoso-events/orders"]).unwrap(),
+            json!({"endpointType": "EventHub", "properties": {"resourceId": hub}})
+        );
+        assert_eq!(
+            create(&["--event-hub", &hub]).unwrap()["properties"]["resourceId"],
+            hub.as_str()
+        );
+        assert_eq!(
+            describe(&json!({"resourceId": hub})),
+            "eventhub://contoso-events/orders"
+        );
         assert_eq!(
             create(&["--endpoint", "https://h/x"]).unwrap(),
             json!({"endpointType": "WebHook", "properties": {"endpointUrl": "https://h/x"}})
@@ -381,6 +437,8 @@ mod tests {
             &["--queue", "--nats", "main/a"],
             &["--sqs", "aws/orders"],
             &["--sqs", "aws/http://h/1/q", "--nats", "main/a"],
+            &["--event-hub", "contoso-events"],
+            &["--event-hub", "contoso-events/orders", "--kafka", "stream/orders"],
             &["--file", "f.json", "--storage-queue", "queues1/orders"],
             &[],
         ] {

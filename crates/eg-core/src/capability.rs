@@ -22,16 +22,21 @@ pub enum Capability {
     /// A topic's `archive`: ingress appends accepted events to the archive backlog,
     /// eg-deadletter writes it to the store.
     Archive,
+    /// The destination kinds added since heartbeats carry capabilities (those whose
+    /// `destination::Kind::SINCE_CAPABILITIES` is set): a sender of an earlier release
+    /// cannot read such a target.
+    NewerDestinationKinds,
 }
 
 impl Capability {
     /// Everything this build can do: what its processes announce.
-    pub const ALL: [Capability; 5] = [
+    pub const ALL: [Capability; 6] = [
         Capability::RateLimits,
         Capability::OrderedDelivery,
         Capability::DeliveryTokens,
         Capability::ClientCertificates,
         Capability::Archive,
+        Capability::NewerDestinationKinds,
     ];
 
     /// The word in a heartbeat.
@@ -42,6 +47,7 @@ impl Capability {
             Capability::DeliveryTokens => "tokens",
             Capability::ClientCertificates => "certificates",
             Capability::Archive => "archive",
+            Capability::NewerDestinationKinds => "kinds2",
         }
     }
 
@@ -57,6 +63,7 @@ impl Capability {
             Capability::DeliveryTokens => "OAuth tokens on delivery",
             Capability::ClientCertificates => "client certificates (clientCertificate)",
             Capability::Archive => "a topic archive (properties.archive)",
+            Capability::NewerDestinationKinds => "this destination kind (new in this release)",
         }
     }
 
@@ -64,7 +71,10 @@ impl Capability {
     pub fn tiers(self) -> &'static [&'static str] {
         match self {
             Capability::OrderedDelivery => &["eg-ingress", "eg-scheduler", "eg-sender"],
-            Capability::RateLimits | Capability::DeliveryTokens | Capability::ClientCertificates => &["eg-sender"],
+            Capability::RateLimits
+            | Capability::DeliveryTokens
+            | Capability::ClientCertificates
+            | Capability::NewerDestinationKinds => &["eg-sender"],
             Capability::Archive => &["eg-ingress", "eg-deadletter"],
         }
     }

@@ -8,7 +8,6 @@ mod brokers;
 pub mod certificates;
 mod delivery;
 mod effective;
-mod event_hubs;
 pub mod identities;
 mod process;
 mod redis;
@@ -16,12 +15,12 @@ mod storage;
 mod tiers;
 
 pub use brokers::{
-    BrokersSection, Connections, KAFKA_SASL_MECHANISMS, KafkaConnectionSettings, NatsConnectionSettings,
-    RabbitMqConnectionSettings, SQS_MAX_MESSAGE_BYTES, SqsConnectionSettings,
+    BrokersSection, CONNECTION_STRING_USER, Connections, EventHubsNamespaceSettings, KAFKA_SASL_MECHANISMS,
+    KafkaConnectionSettings, NatsConnectionSettings, RabbitMqConnectionSettings, SQS_MAX_MESSAGE_BYTES,
+    SqsConnectionSettings,
 };
 pub use delivery::{DeliverySection, NamespaceSection, ProbationSection, ValidationSection};
 pub use effective::schedule_warnings;
-pub use event_hubs::{CONNECTION_STRING_USER, EventHubsNamespaceSettings};
 pub use process::{ArchiveSection, CatalogSection, HistorySection, LogSection, ShutdownSection};
 pub use redis::RedisSection;
 pub use storage::{AzureAccount, AzureAccountSettings, S3ConnectionSettings, Secret, StorageSection};

@@ -20,6 +20,7 @@ mod dead_letter_status;
 mod dead_letter_stores;
 mod deduplication;
 mod egctl;
+mod event_hubs;
 mod filtering;
 mod hostile;
 mod kafka;

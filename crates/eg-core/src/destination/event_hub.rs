@@ -58,6 +58,7 @@ impl Kind for EventHub {
     const ENDPOINT_TYPE: &'static str = "EventHub";
     const OWN: &'static [&'static str] = &["resourceId"];
     const SHARED: &'static [&'static str] = &["deliveryAttributeMappings"];
+    const SINCE_CAPABILITIES: bool = true;
 
     fn read(props: &Map<String, Value>) -> Result<Self, InvalidField> {
         let resource_id = required_string(props, "resourceId")?;

@@ -60,6 +60,10 @@ pub(crate) trait Kind: Sized {
     fn show(&self) -> Map<String, Value>;
     /// Refuses a target naming an account or connection eg has no configuration for.
     fn check_configured(&self, configured: &impl NamedConnections) -> Result<(), InvalidField>;
+    /// Whether it was added after heartbeats began to carry capabilities: a subscription
+    /// to it is refused while a sender of an earlier release runs
+    /// (`Capability::NewerDestinationKinds`), since such a sender cannot read it.
+    const SINCE_CAPABILITIES: bool = false;
     /// What names it where a webhook's URL would: `storagequeue://<account>/<queue>`,
     /// `rabbitmq://<connection>/<exchange>`, … (no host, no secret, except a webhook's
     /// own URL, which only its hash and its base URL leave eg-core as).
@@ -130,6 +134,13 @@ macro_rules! targets {
             pub(crate) fn check_configured(&self, configured: &impl NamedConnections) -> Result<(), InvalidField> {
                 match self {
                     $(Self::$variant(target) => target.check_configured(configured),)+
+                }
+            }
+
+            /// Whether senders of earlier releases cannot read it (`Kind::SINCE_CAPABILITIES`).
+            pub fn since_capabilities(&self) -> bool {
+                match self {
+                    $(Self::$variant(_) => <$kind as Kind>::SINCE_CAPABILITIES,)+
                 }
             }
 

@@ -120,6 +120,10 @@ impl Subscription {
                 hook.is_some_and(|h| h.client_certificate.is_some()),
                 Capability::ClientCertificates,
             ),
+            (
+                self.target().is_some_and(Target::since_capabilities),
+                Capability::NewerDestinationKinds,
+            ),
         ]
         .into_iter()
         .filter_map(|(used, capability)| used.then_some(capability))

@@ -247,7 +247,8 @@ fn push_settings(settings: &Map<String, Value>, topic: &Topic) -> Result<Deliver
     {
         return Err(InvalidField::new(
             "deliveryWithResourceIdentity",
-            "is not supported: eg has no managed identities; give destination (a WebHook endpoint) instead",
+            "is not supported: eg has no managed identities; give destination instead (queue and broker \
+             destinations sign in with what eg's configuration holds for them)",
         ));
     }
     Ok(Delivery {
@@ -818,6 +819,13 @@ mod tests {
 
     #[test]
     fn destinations_eg_does_not_deliver_to_are_refused_naming_those_it_does() {
+        let hub = "/subscriptions/0/resourceGroups/rg/providers/Microsoft.EventHub/namespaces/contoso-events/eventhubs/orders";
+        let to_hub = with(
+            push_example(),
+            "/properties/deliveryConfiguration/push/destination",
+            json!({"endpointType": "EventHub", "properties": {"resourceId": hub}}),
+        );
+        assert!(parse(&to_hub).is_ok(), "Event Grid's EventHub push destination");
         for endpoint_type in [
             "ServiceBusQueue",
             "ServiceBusTopic",

@@ -55,6 +55,13 @@ pub(super) fn read(
     props: &Map<String, Value>,
     now: UnixMillis,
 ) -> Result<Subscription, InvalidField> {
+    if props.get("deliveryWithResourceIdentity").is_some_and(|v| !v.is_null()) {
+        return Err(InvalidField::new(
+            "properties.deliveryWithResourceIdentity",
+            "is not supported: eg has no managed identities; give destination instead (queue and broker \
+             destinations sign in with what eg's configuration holds for them)",
+        ));
+    }
     let Destination {
         target,
         batching,
@@ -256,6 +263,15 @@ mod tests {
         assert_eq!(s.retry_policy.event_time_to_live(), Duration::from_secs(3600));
         assert_eq!(s.dead_letter.unwrap().container_name, "dead-letters");
         assert_eq!(s.batching, BatchSettings::default());
+    }
+
+    #[test]
+    fn delivery_with_resource_identity_is_refused_saying_what_to_give() {
+        let body = json!({"deliveryWithResourceIdentity": {"identity": {"type": "SystemAssigned"},
+            "destination": {"endpointType": "EventHub", "properties": {"resourceId": "/x"}}}});
+        let e = parse(json!({ "properties": body })).unwrap_err();
+        assert_eq!(e.field, "properties.deliveryWithResourceIdentity");
+        assert!(e.problem.contains("give destination instead"), "{e}");
     }
 
     #[test]

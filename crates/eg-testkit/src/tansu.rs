@@ -9,7 +9,9 @@
 //!   out are right), so [`Tansu::read`] reads until it has the records it expects or a
 //!   deadline passes, never "up to the end offset";
 //! - memory storage dies with the process: after [`Tansu::restart`] the topics are gone
-//!   and a test creates them again ([`Tansu::create_topic`]);
+//!   and a test creates them again ([`Tansu::create_topic`]); a broker started with
+//!   [`Tansu::start_on_s3`] keeps topics, records and producer state in a bucket of an
+//!   [`S3Server`] (moto), so it survives a kill as a real broker's disk does;
 //! - its own TLS options do nothing (0.6.0 never uses its acceptor), so
 //!   [`Tansu::start_tls`] puts `socat` in front: TLS with a certificate of a
 //!   [`TestCa`] on the advertised port, plain TCP to tansu behind it;
@@ -23,6 +25,7 @@
 
 use crate::kafka_sasl_front::SaslPlainFront;
 use crate::ports::start_on_free_ports;
+use crate::s3_server::S3Server;
 use crate::server_process::{ServerProcess, accepts, find_program};
 use crate::tls::TestCa;
 use rdkafka::config::ClientConfig;
@@ -82,7 +85,17 @@ pub struct Tansu {
     port: u16,
     tls: Option<TlsFront>,
     sasl: Option<Sasl>,
+    /// `--storage-engine`, and the environment that reaches it (S3's endpoint and keys).
+    storage: Storage,
     dir: tempfile::TempDir,
+}
+
+/// Where a broker keeps its records.
+#[derive(Clone, Default)]
+struct Storage {
+    /// `memory://tansu/` when empty.
+    engine: String,
+    env: Vec<(String, String)>,
 }
 
 /// The SASL PLAIN front of a broker started with [`Tansu::start_sasl_plain`], and the
@@ -114,9 +127,48 @@ impl Tansu {
             port: 0,
             tls: None,
             sasl: None,
+            storage: Storage::default(),
             dir,
         };
         start_on_free_ports("tansu", 1, |ports| {
+            broker.port = ports[0];
+            broker.spawn()
+        });
+        broker
+    }
+
+    /// Starts a broker on a free loopback port that keeps its topics, records and
+    /// producer state in `bucket` of `s3` (created here), so a restart after
+    /// [`Tansu::kill`] finds them all. `s3` must outlive the broker.
+    pub fn start_on_s3(s3: &S3Server, bucket: &str) -> Self {
+        s3.create_bucket(bucket);
+        let credentials = s3.credentials();
+        let storage = Storage {
+            engine: format!("s3://{bucket}/"),
+            env: [
+                ("AWS_ENDPOINT", s3.endpoint()),
+                ("AWS_ALLOW_HTTP", "true".to_owned()),
+                ("AWS_DEFAULT_REGION", s3.region().to_owned()),
+                ("AWS_REGION", s3.region().to_owned()),
+                ("AWS_ACCESS_KEY_ID", credentials.access_key_id),
+                ("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key),
+            ]
+            .map(|(k, v)| (k.to_owned(), v))
+            .to_vec(),
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("eg-tansu-")
+            .tempdir()
+            .expect("temp dir for tansu");
+        let mut broker = Self {
+            process: None,
+            port: 0,
+            tls: None,
+            sasl: None,
+            storage,
+            dir,
+        };
+        start_on_free_ports("tansu on S3", 1, |ports| {
             broker.port = ports[0];
             broker.spawn()
         });
@@ -142,6 +194,7 @@ impl Tansu {
                 key: ca.server.key.clone(),
             }),
             sasl: None,
+            storage: Storage::default(),
             dir,
         };
         start_on_free_ports("tansu behind a TLS front", 2, |ports| {
@@ -174,6 +227,7 @@ impl Tansu {
                 key: ca.server.key.clone(),
             }),
             sasl: None,
+            storage: Storage::default(),
             dir,
         };
         start_on_free_ports("tansu behind TLS and SASL PLAIN fronts", 3, |ports| {
@@ -247,7 +301,8 @@ impl Tansu {
             .arg("broker")
             .args(["--listener-url", &listener])
             .args(["--advertised-listener-url", &advertised])
-            .args(["--storage-engine", "memory://tansu/"]);
+            .args(["--storage-engine", self.storage_engine()])
+            .envs(self.storage.env.iter().map(|(k, v)| (k, v)));
         let mut process = ServerProcess::spawn("tansu", command, &self.log());
         // "ready in" is printed once the listener is bound: a broker that lost the port
         // to another test panics before it (and tansu says "Address in use", which
@@ -263,6 +318,14 @@ impl Tansu {
             })?;
         self.process = Some(process);
         Ok(())
+    }
+
+    fn storage_engine(&self) -> &str {
+        if self.storage.engine.is_empty() {
+            "memory://tansu/"
+        } else {
+            &self.storage.engine
+        }
     }
 
     /// The broker's output, appended across restarts.
@@ -363,7 +426,8 @@ impl Tansu {
         self.process.as_ref().map(ServerProcess::pid)
     }
 
-    /// SIGKILL: an outage. Memory storage: the topics and records are gone.
+    /// SIGKILL: an outage. Memory storage: the topics and records are gone; S3 storage
+    /// keeps them.
     pub fn kill(&mut self) {
         if let Some(mut process) = self.process.take() {
             process.kill();
@@ -481,6 +545,41 @@ mod tests {
         assert!(
             tansu.read("orders", 1, Duration::from_secs(2)).is_empty(),
             "memory storage starts empty"
+        );
+    }
+
+    #[test]
+    fn records_on_s3_storage_survive_a_kill_and_restart() {
+        let s3 = S3Server::start();
+        let mut tansu = Tansu::start_on_s3(&s3, "tansu");
+        tansu.create_topic("orders", 2);
+        let producer = idempotent_producer(&tansu.bootstrap_servers());
+        let produce = |producer: &ThreadedProducer<DefaultProducerContext>, range: std::ops::Range<u32>| {
+            for n in range {
+                let value = format!("event-{n}");
+                producer
+                    .send(BaseRecord::to("orders").key(&format!("k-{}", n % 2)).payload(&value))
+                    .map_err(|(e, _)| e)
+                    .expect("enqueue a record");
+            }
+            producer
+                .flush(Duration::from_secs(20))
+                .expect("every record acknowledged");
+        };
+        produce(&producer, 0..4);
+        drop(producer);
+
+        tansu.kill();
+        tansu.start_again();
+        let producer = idempotent_producer(&tansu.bootstrap_servers());
+        produce(&producer, 4..6);
+        let records = tansu.read("orders", 6, Duration::from_secs(30));
+        let mut values: Vec<String> = records.iter().map(Record::value_text).collect();
+        values.sort();
+        assert_eq!(
+            values,
+            ["event-0", "event-1", "event-2", "event-3", "event-4", "event-5"],
+            "the topic and its records survived the kill, and took more"
         );
     }
 }

@@ -84,6 +84,38 @@ pub fn message_count(moto: &S3Server, queue_url: &str) -> usize {
     count("ApproximateNumberOfMessages") + count("ApproximateNumberOfMessagesNotVisible")
 }
 
+/// Up to 10 of the queue's messages, each deleted once read: a reader that takes every
+/// message once (its body only). An error is moto's answer when it was not 200; a
+/// message read but not deleted comes back after 30 s, as from SQS.
+pub fn take_messages(moto: &S3Server, queue_url: &str) -> Result<Vec<String>, String> {
+    let answer = try_call(
+        moto,
+        "ReceiveMessage",
+        &json!({"QueueUrl": queue_url, "MaxNumberOfMessages": 10, "VisibilityTimeout": 30}),
+    )?;
+    let messages = answer["Messages"].as_array().cloned().unwrap_or_default();
+    if messages.is_empty() {
+        return Ok(Vec::new());
+    }
+    let entries: Vec<Value> = messages
+        .iter()
+        .enumerate()
+        .map(|(n, m)| json!({"Id": n.to_string(), "ReceiptHandle": m["ReceiptHandle"]}))
+        .collect();
+    let deleted = try_call(
+        moto,
+        "DeleteMessageBatch",
+        &json!({"QueueUrl": queue_url, "Entries": entries}),
+    )?;
+    if let Some(failed) = deleted["Failed"].as_array().filter(|f| !f.is_empty()) {
+        return Err(format!("DeleteMessageBatch: {failed:?}"));
+    }
+    Ok(messages
+        .iter()
+        .map(|m| m["Body"].as_str().unwrap_or_default().to_owned())
+        .collect())
+}
+
 /// Up to 10 of the queue's messages, left on it (visibility timeout 0): a test may read
 /// them again. An error is moto's answer when it was not 200 (a test waiting for
 /// messages asks again).

@@ -217,6 +217,8 @@ async fn exercise(
     let brokers = BrokerLogs {
         rabbitmq: servers.amqp_url.as_ref().map(|_| Arc::default()),
         nats: servers.nats_url.as_ref().map(|_| Arc::default()),
+        kafka: servers.kafka_bootstrap.as_ref().map(|_| Arc::default()),
+        sqs: servers.sqs_queue_url.as_ref().map(|_| Arc::default()),
     };
     let mut readers = Vec::new();
     if let (Some(url), Some(log)) = (&servers.amqp_url, &brokers.rabbitmq) {
@@ -228,6 +230,21 @@ async fn exercise(
     }
     if let (Some(url), Some(log)) = (&servers.nats_url, &brokers.nats) {
         readers.push(tokio::spawn(broker_readers::read_nats(
+            url.clone(),
+            log.clone(),
+            journal.clone(),
+        )));
+    }
+    if let (Some(bootstrap), Some(log)) = (&servers.kafka_bootstrap, &brokers.kafka) {
+        readers.push(tokio::spawn(broker_readers::read_kafka(
+            bootstrap.clone(),
+            log.clone(),
+            journal.clone(),
+        )));
+    }
+    if let (Some(moto), Some(url), Some(log)) = (&servers.moto, &servers.sqs_queue_url, &brokers.sqs) {
+        readers.push(tokio::spawn(broker_readers::read_sqs(
+            moto.clone(),
             url.clone(),
             log.clone(),
             journal.clone(),
@@ -386,16 +403,17 @@ async fn exercise(
     if let Some(reader) = &mut blobs {
         oracle.take_blobs(reader.new_blobs().await);
     }
-    if let Some(log) = &brokers.nats {
-        // A message the server lost in a kill may have left its sequence number to a
-        // later one: the verdict counts what one whole read of the stream finds.
+    for (name, log) in [("NATS stream", &brokers.nats), ("Kafka topic", &brokers.kafka)] {
+        let Some(log) = log else { continue };
+        // A message the server lost in a kill may have left its sequence number (or
+        // offset) to a later one: the verdict counts what one whole read finds.
         log.reread();
         let deadline = Instant::now() + FINAL_STREAM_READ;
         while !log.reread_done.load(Ordering::SeqCst) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         if !log.reread_done.load(Ordering::SeqCst) {
-            journal.phase("the last full read of the NATS stream did not finish in time");
+            journal.phase(&format!("the last full read of the {name} did not finish in time"));
         }
     }
     let absorbed = if brokers.nats.is_some() {

@@ -1,14 +1,17 @@
 //! The servers outside eg that the run delivers to: Azurite (the Azure Blob dead-letter
-//! destination), a RabbitMQ node and a NATS server with JetStream (broker destinations),
+//! destination), a RabbitMQ node, a NATS server with JetStream, a Kafka-protocol broker
+//! (tansu, its storage in a bucket of moto's S3) and moto's SQS (broker destinations),
 //! each eg-testkit's, started before the tiers, prepared (container; durable exchange
-//! and queue bound to it; stream with a duplicate window longer than the run), and
-//! disturbed once each while events flow.
+//! and queue bound to it; stream with a duplicate window longer than the run; topic;
+//! queue), and disturbed once each while events flow (moto is not: it is the Kafka
+//! broker's disk, and SQS's outages are the SQS tests').
 //!
 //! Azurite is stopped with SIGTERM, not killed: it saves its metadata only every 5 s,
 //! so a SIGKILL loses writes it acknowledged, which a real account never does (its port
 //! is closed meanwhile exactly as after a kill). The brokers are SIGKILLed: RabbitMQ
-//! confirms a persistent message to a durable queue once it is on disk, and the NATS
-//! reader re-reads the stream after a restart (see [`crate::broker_readers`]).
+//! confirms a persistent message to a durable queue once it is on disk, the NATS
+//! reader re-reads the stream after a restart (see [`crate::broker_readers`]), and tansu
+//! acknowledges a record once its S3 storage holds it, so a restart finds it.
 //!
 //! eg-testkit's servers are blocking and panic when they cannot start; every call to
 //! them here runs on a blocking thread and a panic becomes an error.
@@ -16,11 +19,11 @@
 use crate::journal::Journal;
 use crate::receiver::lock;
 use crate::scenario::{
-    BLOB_CONTAINER, NATS_CONNECTION, NATS_SUBJECT, Outside, RABBITMQ_CONNECTION, RABBITMQ_EXCHANGE,
-    RABBITMQ_ROUTING_KEY,
+    BLOB_CONTAINER, KAFKA_CONNECTION, KAFKA_TOPIC, NATS_CONNECTION, NATS_SUBJECT, Outside, RABBITMQ_CONNECTION,
+    RABBITMQ_EXCHANGE, RABBITMQ_ROUTING_KEY, SQS_CONNECTION, SQS_QUEUE,
 };
 use anyhow::Context;
-use eg_testkit::{Azurite, Nats, RabbitMq};
+use eg_testkit::{Azurite, Nats, RabbitMq, S3Server, Tansu};
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties, ExchangeKind};
@@ -32,6 +35,10 @@ use std::time::{Duration, Instant};
 pub const RABBITMQ_QUEUE: &str = "eg-chaos-oracle";
 /// The JetStream stream taking the run's subject.
 pub const NATS_STREAM: &str = "EGCHAOS";
+/// The Kafka topic's partitions.
+const KAFKA_PARTITIONS: u32 = 3;
+/// The moto bucket tansu keeps its records in.
+const TANSU_BUCKET: &str = "tansu";
 /// How many times a server that does not come back is started again before the run
 /// gives up on it (the drain then fails, naming it).
 const START_TRIES: usize = 3;
@@ -41,10 +48,16 @@ pub struct Servers {
     pub azurite: Option<Arc<Mutex<Azurite>>>,
     pub rabbitmq: Option<Arc<Mutex<RabbitMq>>>,
     pub nats: Option<Arc<Mutex<Nats>>>,
+    /// moto: tansu's storage and the SQS queue. Never disturbed.
+    pub moto: Option<Arc<S3Server>>,
+    pub tansu: Option<Arc<Mutex<Tansu>>>,
     /// Connection details, fixed for the run (restarts keep ports).
     pub blob_port: Option<u16>,
     pub amqp_url: Option<String>,
     pub nats_url: Option<String>,
+    pub kafka_bootstrap: Option<String>,
+    /// The queue's URL as moto gives it (the reader's; subscriptions name AWS's form).
+    pub sqs_queue_url: Option<String>,
     azurite_connection_string: Option<String>,
     /// Outages injected, by kind (`stop_azurite`, `kill_rabbitmq`, `kill_nats`), and how
     /// long each server took to answer again.
@@ -62,6 +75,10 @@ impl Servers {
             blob_port: None,
             amqp_url: None,
             nats_url: None,
+            kafka_bootstrap: None,
+            sqs_queue_url: None,
+            moto: None,
+            tansu: None,
             azurite_connection_string: None,
             injected: Mutex::default(),
             restart_seconds: Mutex::default(),
@@ -95,7 +112,21 @@ impl Servers {
             create_nats_stream(&nats.url(), duplicate_window).await?;
             Ok(Some(nats))
         };
-        let (azurite, rabbitmq, nats) = tokio::join!(azurite, rabbitmq, nats);
+        let kafka_and_sqs = async {
+            if !outside.brokers {
+                return anyhow::Ok(None);
+            }
+            let started = blocking("start moto and tansu on its S3", || {
+                let moto = S3Server::start();
+                let queue_url = eg_testkit::sqs::create_queue(&moto, SQS_QUEUE);
+                let tansu = Tansu::start_on_s3(&moto, TANSU_BUCKET);
+                tansu.create_topic(KAFKA_TOPIC, KAFKA_PARTITIONS);
+                (moto, tansu, queue_url)
+            })
+            .await?;
+            Ok(Some(started))
+        };
+        let (azurite, rabbitmq, nats, kafka_and_sqs) = tokio::join!(azurite, rabbitmq, nats, kafka_and_sqs);
         if let Some(azurite) = azurite? {
             servers.blob_port = Some(azurite.blob_port());
             servers.azurite_connection_string = Some(azurite.connection_string());
@@ -108,6 +139,12 @@ impl Servers {
         if let Some(nats) = nats? {
             servers.nats_url = Some(nats.url());
             servers.nats = Some(Arc::new(Mutex::new(nats)));
+        }
+        if let Some((moto, tansu, queue_url)) = kafka_and_sqs? {
+            servers.kafka_bootstrap = Some(tansu.bootstrap_servers());
+            servers.sqs_queue_url = Some(queue_url);
+            servers.tansu = Some(Arc::new(Mutex::new(tansu)));
+            servers.moto = Some(Arc::new(moto));
         }
         Ok(servers)
     }
@@ -139,13 +176,38 @@ impl Servers {
                 url.clone(),
             ));
         }
+        if let Some(bootstrap) = &self.kafka_bootstrap {
+            env.push((
+                format!(
+                    "EG__BROKERS__KAFKA__{}__BOOTSTRAP_SERVERS",
+                    KAFKA_CONNECTION.to_ascii_uppercase()
+                ),
+                bootstrap.clone(),
+            ));
+            // tansu writes every produce request to S3 (moto): longer than the run's 1 s
+            // attempt bound under load, and each record that times out costs the
+            // producer its epoch. Still under the 4 s visibility timeout.
+            env.push((
+                format!("EG__BROKERS__KAFKA__{}__TIMEOUT", KAFKA_CONNECTION.to_ascii_uppercase()),
+                "3s".to_owned(),
+            ));
+        }
+        if let Some(moto) = &self.moto {
+            let credentials = moto.credentials();
+            let setting = |key: &str| format!("EG__BROKERS__SQS__{}__{key}", SQS_CONNECTION.to_ascii_uppercase());
+            env.push((setting("ENDPOINT_URL"), moto.endpoint()));
+            env.push((setting("REGION"), moto.region().to_owned()));
+            env.push((setting("ACCESS_KEY_ID"), credentials.access_key_id));
+            env.push((setting("SECRET_ACCESS_KEY"), credentials.secret_access_key));
+        }
         env
     }
 
     /// One outage of each server at a random moment of the run, spread so that they
     /// rarely overlap: Azurite stopped for one to four seconds in the first half,
     /// RabbitMQ killed (its restart takes 3–6 s) around the middle, NATS killed for one
-    /// to three seconds in the second half. Returns once every server runs again.
+    /// to three seconds in the second half, tansu killed for one to three seconds late
+    /// in the run. Returns once every server runs again.
     pub async fn disturb(self: Arc<Self>, journal: Journal, started: Instant, stop_at: Instant) {
         let span = stop_at.saturating_duration_since(started);
         let at = |from: f64, to: f64| started + span.mul_f64(rand::random_range(from..to));
@@ -207,6 +269,30 @@ impl Servers {
                     .await;
                 servers
                     .start_again("nats", &journal, move || lock(&nats).start_again())
+                    .await;
+            });
+        }
+        if let Some(tansu) = self.tansu.clone() {
+            let (servers, journal, moment) = (self.clone(), journal.clone(), at(0.65, 0.9));
+            outages.spawn(async move {
+                tokio::time::sleep_until(moment.into()).await;
+                let down = Duration::from_millis(rand::random_range(1000..3000));
+                let killed = blocking("kill tansu", {
+                    let tansu = tansu.clone();
+                    move || lock(&tansu).kill()
+                })
+                .await;
+                servers
+                    .outage(
+                        "kill_kafka",
+                        "tansu (SIGKILL; its records are in S3)",
+                        killed,
+                        down,
+                        &journal,
+                    )
+                    .await;
+                servers
+                    .start_again("tansu", &journal, move || lock(&tansu).start_again())
                     .await;
             });
         }

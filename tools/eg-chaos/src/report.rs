@@ -190,25 +190,31 @@ pub async fn write(run: Run<'_>, mut verdict: Verdict) -> anyhow::Result<bool> {
         );
     }
     let kinds = &verdict.json["by_destination_kind"];
-    let outside: Vec<String> = ["webhook_dead_lettering_to_azure_blob", "rabbitmq", "nats"]
-        .iter()
-        .filter_map(|kind| {
-            let f = kinds.get(*kind)?;
-            let mut line = format!(
-                "{kind}: {} owed, {} delivered, {} dead-lettered, {} lost, {} duplicates, {} duplicate dead letters",
-                f["owed"],
-                f["delivered"],
-                f["dead_lettered"],
-                f["lost"],
-                f["duplicates"],
-                f["duplicate_dead_letter_records"]
-            );
-            if let Some(absorbed) = f.get("absorbed_by_the_duplicate_window_at_least") {
-                line.push_str(&format!(", ≥{absorbed} absorbed by the duplicate window"));
-            }
-            Some(line)
-        })
-        .collect();
+    let outside: Vec<String> = [
+        "webhook_dead_lettering_to_azure_blob",
+        "rabbitmq",
+        "nats",
+        "kafka",
+        "sqs",
+    ]
+    .iter()
+    .filter_map(|kind| {
+        let f = kinds.get(*kind)?;
+        let mut line = format!(
+            "{kind}: {} owed, {} delivered, {} dead-lettered, {} lost, {} duplicates, {} duplicate dead letters",
+            f["owed"],
+            f["delivered"],
+            f["dead_lettered"],
+            f["lost"],
+            f["duplicates"],
+            f["duplicate_dead_letter_records"]
+        );
+        if let Some(absorbed) = f.get("absorbed_by_the_duplicate_window_at_least") {
+            line.push_str(&format!(", ≥{absorbed} absorbed by the duplicate window"));
+        }
+        Some(line)
+    })
+    .collect();
     if !outside.is_empty() {
         let injected = lock(&servers.injected).clone();
         println!(

@@ -151,6 +151,10 @@ pub enum Destination {
     RabbitMq,
     /// The run's JetStream subject, read back from its stream.
     Nats,
+    /// The run's Kafka topic (tansu on S3 storage), read back from its partitions.
+    Kafka,
+    /// The run's SQS queue (moto), read back and emptied.
+    Sqs,
 }
 
 /// Where a subscription's dead letters go.
@@ -175,6 +179,17 @@ pub const RABBITMQ_ROUTING_KEY: &str = "chaos.events";
 /// The run's NATS connection name and the JetStream subject.
 pub const NATS_CONNECTION: &str = "events";
 pub const NATS_SUBJECT: &str = "eg-chaos.events";
+/// The Kafka connection the tiers are given, and the run's topic.
+pub const KAFKA_CONNECTION: &str = "stream";
+pub const KAFKA_TOPIC: &str = "eg-chaos-events";
+/// The Kafka subscription's attempts in flight at once, over every sender.
+const KAFKA_IN_FLIGHT: u32 = 16;
+/// The SQS connection the tiers are given, and the run's queue.
+pub const SQS_CONNECTION: &str = "jobs";
+pub const SQS_QUEUE: &str = "eg-chaos-events";
+/// The queue's URL in AWS's form, as subscriptions name it: the sender sends to the
+/// connection's endpoint (moto), which finds the queue by its account and name.
+pub const SQS_QUEUE_URL: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/eg-chaos-events";
 
 /// Which destinations outside eg the scenario takes in (each needs its server).
 #[derive(Debug, Clone, Copy)]
@@ -386,6 +401,8 @@ impl Scenario {
             };
             subscriptions.push(broker("ce-b-rabbitmq", 3, Destination::RabbitMq, Schema::CloudEvents));
             subscriptions.push(broker("eg-a-nats", 0, Destination::Nats, Schema::EventGrid));
+            subscriptions.push(broker("eg-b-kafka", 1, Destination::Kafka, Schema::EventGrid));
+            subscriptions.push(broker("eg-a-sqs", 0, Destination::Sqs, Schema::EventGrid));
         }
         // Pull delivery: a short max delivery count with a dead-letter destination (so
         // max-count and reject dead-letters happen), and the default count without one
@@ -458,6 +475,10 @@ impl Scenario {
                 "connection": RABBITMQ_CONNECTION, "exchange": RABBITMQ_EXCHANGE, "routingKey": RABBITMQ_ROUTING_KEY}}),
             Destination::Nats => json!({"endpointType": "NatsJetStream", "properties": {
                 "connection": NATS_CONNECTION, "subject": NATS_SUBJECT}}),
+            Destination::Kafka => json!({"endpointType": "Kafka", "properties": {
+                "connection": KAFKA_CONNECTION, "topic": KAFKA_TOPIC, "keyFrom": "subject"}}),
+            Destination::Sqs => json!({"endpointType": "AmazonSQS", "properties": {
+                "connection": SQS_CONNECTION, "queueUrl": SQS_QUEUE_URL}}),
         };
         let dead_letter = match sub.dead_letter_to {
             DeadLetterTo::LocalDirectory => {
@@ -480,6 +501,12 @@ impl Scenario {
         }
         if let Some(limit) = sub.limit {
             properties["deliveryLimits"] = json!({"requestsPerSecond": limit.per_second, "burst": limit.burst});
+        }
+        if sub.destination == Destination::Kafka {
+            // tansu writes each produce request to S3 (moto): a flood of records in flight
+            // times out under the run's 1 s attempt bound, and every timeout costs the
+            // producer its epoch. A cap every sender shares keeps the broker's pace.
+            properties["deliveryLimits"] = json!({ "maxConcurrentRequests": KAFKA_IN_FLIGHT });
         }
         json!({ "properties": properties })
     }
@@ -574,7 +601,14 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["eg-a-all", "eg-a-orders", "eg-a-eu-orders", "eg-a-big", "eg-a-nats"]
+            [
+                "eg-a-all",
+                "eg-a-orders",
+                "eg-a-eu-orders",
+                "eg-a-big",
+                "eg-a-nats",
+                "eg-a-sqs"
+            ]
         );
         let payment = EventFacts {
             topic: 2,
@@ -621,6 +655,13 @@ mod tests {
         assert_eq!(rabbit["destination"]["properties"]["exchange"], RABBITMQ_EXCHANGE);
         let nats = named("eg-a-nats");
         assert_eq!(nats["destination"]["properties"]["subject"], NATS_SUBJECT);
+        let kafka = named("eg-b-kafka");
+        assert_eq!(kafka["destination"]["endpointType"], "Kafka");
+        assert_eq!(kafka["destination"]["properties"]["topic"], KAFKA_TOPIC);
+        assert_eq!(kafka["deliveryLimits"]["maxConcurrentRequests"], KAFKA_IN_FLIGHT);
+        let sqs = named("eg-a-sqs");
+        assert_eq!(sqs["destination"]["endpointType"], "AmazonSQS");
+        assert_eq!(sqs["destination"]["properties"]["queueUrl"], SQS_QUEUE_URL);
         let ordered = named("ce-a-ordered");
         assert_eq!(ordered["orderedDelivery"]["key"], "partitionKey");
         let limited = named("ce-b-limited");
@@ -635,6 +676,6 @@ mod tests {
             blob: false,
             brokers: false,
         });
-        assert_eq!(without.subscriptions.len() + 3, scenario.subscriptions.len());
+        assert_eq!(without.subscriptions.len() + 5, scenario.subscriptions.len());
     }
 }

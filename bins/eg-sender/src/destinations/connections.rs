@@ -48,6 +48,11 @@ impl<C: Connect> Lazy<C> {
     }
 
     /// The connection's name in eg's configuration.
+    /// What makes its client (its settings).
+    pub fn connector(&self) -> &C {
+        &self.connector
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

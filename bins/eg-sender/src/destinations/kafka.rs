@@ -44,6 +44,11 @@ use tokio::time::timeout_at;
 /// `message.timeout.ms`.
 const REPORT_MARGIN: Duration = Duration::from_millis(500);
 
+/// How long a new producer is kept through timeouts: its first records wait for its
+/// producer id and the cluster's metadata, which a slow broker (tansu on S3: 600 ms)
+/// gives after the attempt's timeout. Replacing it then would only start that again.
+const NEW_PRODUCER_GRACE: Duration = Duration::from_secs(5);
+
 /// Produces to the Kafka connections of eg's configuration.
 pub struct KafkaProducers {
     clusters: Connections<Lazy<Cluster>>,
@@ -99,8 +104,9 @@ impl KafkaProducers {
                 return refused(OutcomeName::BadRequest, 400).into();
             }
         };
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let producer = match cluster.client(self.timeout).await {
+        let timeout = cluster.connector().settings.timeout.unwrap_or(self.timeout);
+        let deadline = tokio::time::Instant::now() + timeout;
+        let producer = match cluster.client(timeout).await {
             Ok(producer) => producer,
             Err(outcome) => return outcome.into(),
         };
@@ -269,6 +275,8 @@ struct Producer {
     /// Set when the brokers no longer take its producer id (see [`breaks_producer`]):
     /// the next attempt makes a new producer.
     broken: Arc<AtomicBool>,
+    /// When it was made ([`NEW_PRODUCER_GRACE`]).
+    made: Instant,
 }
 
 /// Errors that leave an idempotent producer's id or epoch refused by the brokers for
@@ -334,8 +342,10 @@ impl Producer {
                 // The brokers were reachable and still took nothing: the producer is stuck
                 // (a broker that lost its producer state answers `UnknownProducerId`,
                 // which librdkafka retries until the record times out). A new one gets
-                // a new producer id.
-                self.broken.store(true, Ordering::Relaxed);
+                // a new producer id, unless this one is new itself and still getting its own.
+                if self.made.elapsed() >= NEW_PRODUCER_GRACE {
+                    self.broken.store(true, Ordering::Relaxed);
+                }
                 AttemptOutcome::TimedOut
             }
         };
@@ -503,6 +513,7 @@ impl Connect for Cluster {
             inner: Arc::new(Retiring(Some(producer))),
             watch,
             broken: Arc::default(),
+            made: Instant::now(),
         })
     }
 
@@ -840,6 +851,7 @@ mod tests {
             tls: true,
             ca_file: "/ca.pem".into(),
             message_max_bytes: Some(2_000_000),
+            timeout: None,
         };
         let config = Cluster::new(&settings).config(Duration::from_secs(30));
         let get = |key: &str| config.get(key).map(str::to_owned);

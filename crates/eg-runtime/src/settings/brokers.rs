@@ -71,6 +71,12 @@ pub struct KafkaConnectionSettings {
     /// The largest record eg sends, in bytes: the brokers' `message.max.bytes` (a larger
     /// event is `PayloadTooLarge`, not retried). `None`: the client's default, 1000000.
     pub message_max_bytes: Option<u32>,
+    /// Bounds one attempt through this connection (producing and every in-sync
+    /// replica's acknowledgement) when the cluster needs longer than
+    /// `delivery.timeout`; keep it under `delivery.visibility_timeout`. `None`:
+    /// `delivery.timeout`.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// The SASL mechanisms a Kafka connection may use.
@@ -114,6 +120,12 @@ impl KafkaConnectionSettings {
         }
         if self.message_max_bytes == Some(0) {
             return Err(format!("{}: must be at least 1", setting("message_max_bytes")));
+        }
+        if self.timeout.is_some_and(|t| t < std::time::Duration::from_secs(1)) {
+            return Err(format!(
+                "{}: at least 1s (the client needs half a second to report a record)",
+                setting("timeout")
+            ));
         }
         Ok(())
     }
@@ -256,6 +268,7 @@ impl EventHubsNamespaceSettings {
             tls: true,
             ca_file: self.ca_file.clone(),
             message_max_bytes: self.message_max_bytes,
+            timeout: None,
         })
     }
 }
@@ -435,10 +448,12 @@ mod tests {
             ("EG__BROKERS__KAFKA__STREAM__TLS", "true"),
             ("EG__BROKERS__KAFKA__STREAM__CA_FILE", "/etc/eg/ca.pem"),
             ("EG__BROKERS__KAFKA__STREAM__MESSAGE_MAX_BYTES", "2000000"),
+            ("EG__BROKERS__KAFKA__STREAM__TIMEOUT", "5s"),
         ])
         .unwrap();
         let stream = &settings.brokers.kafka["stream"];
         assert!(stream.tls);
+        assert_eq!(stream.timeout, Some(std::time::Duration::from_secs(5)));
         assert_eq!(stream.message_max_bytes, Some(2_000_000));
         let connections = settings.connections();
         assert!(connections.has_broker_connection("kafka", "stream"));
@@ -485,6 +500,13 @@ mod tests {
                     ("EG__BROKERS__KAFKA__S__CA_FILE", "/ca.pem"),
                 ],
                 "brokers.kafka.s.ca_file",
+            ),
+            (
+                vec![
+                    ("EG__BROKERS__KAFKA__S__BOOTSTRAP_SERVERS", "k1:9092"),
+                    ("EG__BROKERS__KAFKA__S__TIMEOUT", "200ms"),
+                ],
+                "brokers.kafka.s.timeout",
             ),
         ] {
             let e = load(&pairs).unwrap_err().to_string();

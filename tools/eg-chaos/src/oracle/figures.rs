@@ -11,6 +11,8 @@ pub(super) fn kind_name(destination: Destination, dead_letter_to: DeadLetterTo) 
         (Destination::WebHook, DeadLetterTo::AzureBlob) => "webhook_dead_lettering_to_azure_blob",
         (Destination::RabbitMq, _) => "rabbitmq",
         (Destination::Nats, _) => "nats",
+        (Destination::Kafka, _) => "kafka",
+        (Destination::Sqs, _) => "sqs",
     }
 }
 

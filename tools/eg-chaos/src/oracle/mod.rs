@@ -58,6 +58,8 @@ const CLOCK_SLACK: Duration = Duration::from_secs(1);
 pub struct BrokerLogs {
     pub rabbitmq: Option<Arc<BrokerLog>>,
     pub nats: Option<Arc<BrokerLog>>,
+    pub kafka: Option<Arc<BrokerLog>>,
+    pub sqs: Option<Arc<BrokerLog>>,
 }
 
 impl BrokerLogs {
@@ -66,7 +68,19 @@ impl BrokerLogs {
             Destination::WebHook => None,
             Destination::RabbitMq => self.rabbitmq.as_ref(),
             Destination::Nats => self.nats.as_ref(),
+            Destination::Kafka => self.kafka.as_ref(),
+            Destination::Sqs => self.sqs.as_ref(),
         }
+    }
+
+    /// Each reader's log, by the name of its kind.
+    fn named(&self) -> [(&'static str, &Option<Arc<BrokerLog>>); 4] {
+        [
+            ("rabbitmq", &self.rabbitmq),
+            ("nats", &self.nats),
+            ("kafka", &self.kafka),
+            ("sqs", &self.sqs),
+        ]
     }
 }
 
@@ -211,7 +225,7 @@ impl Oracle {
         if let Some(problem) = &self.blob_store_problem {
             violations.add("dead_letter_blobs_unreadable", || problem.clone());
         }
-        for (name, log) in [("rabbitmq", &self.brokers.rabbitmq), ("nats", &self.brokers.nats)] {
+        for (name, log) in self.brokers.named() {
             for id in log.iter().flat_map(|log| lock(&log.strangers).clone()) {
                 violations.add("broker_message_of_an_unknown_id", || format!("{id} in {name}"));
             }
@@ -449,7 +463,7 @@ impl Oracle {
             .into_iter()
             .map(|(kind, f)| (kind.to_owned(), f.to_json()))
             .collect();
-        for (kind, log) in [("rabbitmq", &self.brokers.rabbitmq), ("nats", &self.brokers.nats)] {
+        for (kind, log) in self.brokers.named() {
             if let (Some(log), Some(Value::Object(figures))) = (log, by_kind.get_mut(kind)) {
                 figures.insert(
                     "reader_reconnects".into(),

@@ -317,7 +317,8 @@ async fn namespace_resources_are_refused_naming_the_field_and_the_older_spelling
     );
     let event_hub = {
         let mut body = push_subscription(receiver.url(), json!({}), json!(null));
-        body["properties"]["deliveryConfiguration"]["push"]["destination"]["endpointType"] = json!("EventHub");
+        // Event Grid's ServiceBusQueue: a destination eg does not deliver to.
+        body["properties"]["deliveryConfiguration"]["push"]["destination"]["endpointType"] = json!("ServiceBusQueue");
         body
     };
     for (body, field) in [
@@ -350,7 +351,10 @@ async fn namespace_resources_are_refused_naming_the_field_and_the_older_spelling
         let (status, answer) = system.put_subscription(topic, "refused", &body).await;
         let message = assert_refused(status, &answer, field);
         if field.ends_with("endpointType") {
-            assert!(message.contains("WebHook") && message.contains("EventHub"), "{message}");
+            assert!(
+                message.contains("WebHook") && message.contains("EventHub") && message.contains("ServiceBusQueue"),
+                "{message}"
+            );
         }
     }
     let (status, _) = system.get(&format!("/topics/{topic}/eventSubscriptions/refused")).await;

@@ -32,8 +32,11 @@ usage: eg-chaos [options]
                         60 s locks expire)
   --no-azurite          leave out the subscription dead-lettering to Azure Blob on
                         Azurite (stopped and started again once during the run)
-  --no-brokers          leave out the RabbitMQ and NATS JetStream subscriptions (each
-                        broker killed and restarted once during the run)
+  --no-brokers          leave out the RabbitMQ, NATS JetStream and SQS subscriptions
+                        (each broker but moto killed and restarted once during the run)
+  --kafka               add a Kafka subscription on tansu keeping its records in moto's
+                        S3, tansu killed and restarted once (off by default: tansu on
+                        S3 is too slow on a busy 2-core CI machine to drain in time)
   --sentinel            Redis as a primary, a replica and three sentinels (the tiers
                         find the primary through them, EG__REDIS__REPLICA_ACKS=1); a
                         Redis restart is then the primary SIGKILLed, a failover to the
@@ -79,6 +82,8 @@ pub struct Args {
     pub sabotage: usize,
     pub azurite: bool,
     pub brokers: bool,
+    /// A Kafka subscription (tansu on moto's S3); off by default.
+    pub kafka: bool,
     pub sentinel: bool,
 }
 
@@ -106,6 +111,7 @@ impl Default for Args {
             sabotage: 0,
             azurite: true,
             brokers: true,
+            kafka: false,
             sentinel: false,
         }
     }
@@ -123,9 +129,10 @@ pub fn parse(mut raw: impl Iterator<Item = String>) -> anyhow::Result<Option<Arg
             "--no-azurite" => args.azurite = false,
             "--no-brokers" => args.brokers = false,
             "--sentinel" => args.sentinel = true,
+            "--kafka" => args.kafka = true,
             _ => {}
         }
-        if ["--keep", "--no-azurite", "--no-brokers", "--sentinel"].contains(&arg.as_str()) {
+        if ["--keep", "--no-azurite", "--no-brokers", "--sentinel", "--kafka"].contains(&arg.as_str()) {
             continue;
         }
         let (name, inline) = match arg.split_once('=') {

@@ -111,6 +111,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let outside = Outside {
         blob: args.azurite,
         brokers: args.brokers,
+        kafka: args.kafka && args.brokers,
     };
     // The duplicate window outlasts the run and its drain: every repeat is absorbed.
     let duplicate_window = args.duration + args.drain_timeout + Duration::from_secs(600);

@@ -116,11 +116,15 @@ impl Servers {
             if !outside.brokers {
                 return anyhow::Ok(None);
             }
-            let started = blocking("start moto and tansu on its S3", || {
+            let kafka = outside.kafka;
+            let started = blocking("start moto (and tansu on its S3)", move || {
                 let moto = S3Server::start();
                 let queue_url = eg_testkit::sqs::create_queue(&moto, SQS_QUEUE);
-                let tansu = Tansu::start_on_s3(&moto, TANSU_BUCKET);
-                tansu.create_topic(KAFKA_TOPIC, KAFKA_PARTITIONS);
+                let tansu = kafka.then(|| {
+                    let tansu = Tansu::start_on_s3(&moto, TANSU_BUCKET);
+                    tansu.create_topic(KAFKA_TOPIC, KAFKA_PARTITIONS);
+                    tansu
+                });
                 (moto, tansu, queue_url)
             })
             .await?;
@@ -141,9 +145,11 @@ impl Servers {
             servers.nats = Some(Arc::new(Mutex::new(nats)));
         }
         if let Some((moto, tansu, queue_url)) = kafka_and_sqs? {
-            servers.kafka_bootstrap = Some(tansu.bootstrap_servers());
             servers.sqs_queue_url = Some(queue_url);
-            servers.tansu = Some(Arc::new(Mutex::new(tansu)));
+            if let Some(tansu) = tansu {
+                servers.kafka_bootstrap = Some(tansu.bootstrap_servers());
+                servers.tansu = Some(Arc::new(Mutex::new(tansu)));
+            }
             servers.moto = Some(Arc::new(moto));
         }
         Ok(servers)

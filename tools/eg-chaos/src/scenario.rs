@@ -196,8 +196,10 @@ pub const SQS_QUEUE_URL: &str = "https://sqs.us-east-1.amazonaws.com/12345678901
 pub struct Outside {
     /// A subscription dead-lettering to Azure Blob (Azurite).
     pub blob: bool,
-    /// A RabbitMQ and a NATS JetStream subscription.
+    /// A RabbitMQ, a NATS JetStream and an SQS subscription.
     pub brokers: bool,
+    /// A Kafka subscription (with `brokers` only).
+    pub kafka: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -401,7 +403,9 @@ impl Scenario {
             };
             subscriptions.push(broker("ce-b-rabbitmq", 3, Destination::RabbitMq, Schema::CloudEvents));
             subscriptions.push(broker("eg-a-nats", 0, Destination::Nats, Schema::EventGrid));
-            subscriptions.push(broker("eg-b-kafka", 1, Destination::Kafka, Schema::EventGrid));
+            if outside.kafka {
+                subscriptions.push(broker("eg-b-kafka", 1, Destination::Kafka, Schema::EventGrid));
+            }
             subscriptions.push(broker("eg-a-sqs", 0, Destination::Sqs, Schema::EventGrid));
         }
         // Pull delivery: a short max delivery count with a dead-letter destination (so
@@ -583,6 +587,7 @@ mod tests {
     const ALL_OUTSIDE: Outside = Outside {
         blob: true,
         brokers: true,
+        kafka: true,
     };
 
     #[test]
@@ -675,6 +680,7 @@ mod tests {
         let without = Scenario::standard(Outside {
             blob: false,
             brokers: false,
+            kafka: false,
         });
         assert_eq!(without.subscriptions.len() + 5, scenario.subscriptions.len());
     }

@@ -115,21 +115,23 @@ struct TlsFront {
     key: PathBuf,
 }
 
+impl TlsFront {
+    /// A front with `ca`'s server certificate, its port chosen at start.
+    fn of(ca: &TestCa) -> Self {
+        Self {
+            process: None,
+            port: 0,
+            ca: ca.ca.clone(),
+            cert: ca.server.cert.clone(),
+            key: ca.server.key.clone(),
+        }
+    }
+}
+
 impl Tansu {
     /// Starts a broker on a free loopback port and waits until it is ready.
     pub fn start() -> Self {
-        let dir = tempfile::Builder::new()
-            .prefix("eg-tansu-")
-            .tempdir()
-            .expect("temp dir for tansu");
-        let mut broker = Self {
-            process: None,
-            port: 0,
-            tls: None,
-            sasl: None,
-            storage: Storage::default(),
-            dir,
-        };
+        let mut broker = Self::unstarted(None, Storage::default());
         start_on_free_ports("tansu", 1, |ports| {
             broker.port = ports[0];
             broker.spawn()
@@ -156,18 +158,7 @@ impl Tansu {
             .map(|(k, v)| (k.to_owned(), v))
             .to_vec(),
         };
-        let dir = tempfile::Builder::new()
-            .prefix("eg-tansu-")
-            .tempdir()
-            .expect("temp dir for tansu");
-        let mut broker = Self {
-            process: None,
-            port: 0,
-            tls: None,
-            sasl: None,
-            storage,
-            dir,
-        };
+        let mut broker = Self::unstarted(None, storage);
         start_on_free_ports("tansu on S3", 1, |ports| {
             broker.port = ports[0];
             broker.spawn()
@@ -179,24 +170,7 @@ impl Tansu {
     /// for `127.0.0.1`: the port it advertises is a `socat` TLS front (tansu's own TLS
     /// does nothing). Its [`Tansu::bootstrap_servers`] is the TLS port.
     pub fn start_tls(ca: &TestCa) -> Self {
-        let dir = tempfile::Builder::new()
-            .prefix("eg-tansu-")
-            .tempdir()
-            .expect("temp dir for tansu");
-        let mut broker = Self {
-            process: None,
-            port: 0,
-            tls: Some(TlsFront {
-                process: None,
-                port: 0,
-                ca: ca.ca.clone(),
-                cert: ca.server.cert.clone(),
-                key: ca.server.key.clone(),
-            }),
-            sasl: None,
-            storage: Storage::default(),
-            dir,
-        };
+        let mut broker = Self::unstarted(Some(TlsFront::of(ca)), Storage::default());
         start_on_free_ports("tansu behind a TLS front", 2, |ports| {
             broker.port = ports[0];
             if let Some(tls) = &mut broker.tls {
@@ -212,24 +186,7 @@ impl Tansu {
     /// endpoint: TLS with `ca`'s server certificate (a `socat` front), then SASL PLAIN
     /// taking `user` with `password` only (a [`SaslPlainFront`]), then tansu.
     pub fn start_sasl_plain(ca: &TestCa, user: &str, password: &str) -> Self {
-        let dir = tempfile::Builder::new()
-            .prefix("eg-tansu-")
-            .tempdir()
-            .expect("temp dir for tansu");
-        let mut broker = Self {
-            process: None,
-            port: 0,
-            tls: Some(TlsFront {
-                process: None,
-                port: 0,
-                ca: ca.ca.clone(),
-                cert: ca.server.cert.clone(),
-                key: ca.server.key.clone(),
-            }),
-            sasl: None,
-            storage: Storage::default(),
-            dir,
-        };
+        let mut broker = Self::unstarted(Some(TlsFront::of(ca)), Storage::default());
         start_on_free_ports("tansu behind TLS and SASL PLAIN fronts", 3, |ports| {
             broker.port = ports[0];
             if let Some(tls) = &mut broker.tls {
@@ -262,6 +219,22 @@ impl Tansu {
         self.sasl
             .as_ref()
             .map_or((0, 0), |sasl| (sasl.front.accepted(), sasl.front.refused()))
+    }
+
+    /// A broker not started yet, with its own temp dir.
+    fn unstarted(tls: Option<TlsFront>, storage: Storage) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("eg-tansu-")
+            .tempdir()
+            .expect("temp dir for tansu");
+        Self {
+            process: None,
+            port: 0,
+            tls,
+            sasl: None,
+            storage,
+            dir,
+        }
     }
 
     fn spawn_front(&mut self) -> Result<(), String> {

@@ -92,18 +92,29 @@ pub async fn read_rabbitmq(url: String, log: std::sync::Arc<BrokerLog>, journal:
     }
 }
 
+/// How long connecting and starting to consume may take. A broker still starting may
+/// accept the connection and answer nothing, and a reader waiting on it for ever would
+/// miss everything delivered after the restart.
+const RABBITMQ_SETUP: Duration = Duration::from_secs(5);
+
 async fn consume_rabbitmq(url: &str, log: &BrokerLog) -> anyhow::Result<()> {
-    let connection = Connection::connect(url, ConnectionProperties::default()).await?;
-    let channel = connection.create_channel().await?;
-    channel.basic_qos(200, BasicQosOptions::default()).await?;
-    let mut consumer = channel
-        .basic_consume(
-            RABBITMQ_QUEUE.into(),
-            "eg-chaos-oracle".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
+    let setup = async {
+        let connection = Connection::connect(url, ConnectionProperties::default()).await?;
+        let channel = connection.create_channel().await?;
+        channel.basic_qos(200, BasicQosOptions::default()).await?;
+        let consumer = channel
+            .basic_consume(
+                RABBITMQ_QUEUE.into(),
+                "eg-chaos-oracle".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        anyhow::Ok((connection, consumer))
+    };
+    let (_connection, mut consumer) = tokio::time::timeout(RABBITMQ_SETUP, setup)
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer within {RABBITMQ_SETUP:?} while connecting"))??;
     while let Some(delivery) = consumer.next().await {
         let delivery = delivery?;
         let id = delivery.properties.message_id().as_ref().map(|m| m.to_string());

@@ -35,7 +35,7 @@ pub mod s3_server;
 pub mod sentinel;
 pub mod server_process;
 pub mod shared_key;
-mod sigv4;
+pub mod sigv4;
 pub mod sqs;
 pub mod tansu;
 pub mod tier;

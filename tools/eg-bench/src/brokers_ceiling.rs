@@ -4,8 +4,9 @@
 //! persistent, mandatory message per event with a publisher confirm on RabbitMQ; one
 //! JetStream publish per event with its message id, awaiting the stream's
 //! acknowledgement, on NATS; one Shared Key-signed Put Message per event over HTTP on a
-//! storage queue), with `in_flight` publishes outstanding at a time as the sender has
-//! `in_flight` deliveries. eg's deliveries per second against the same broker in the
+//! storage queue; one record per event with `acks=all` and an idempotent producer on
+//! Kafka; `SendMessageBatch` requests of ten on SQS), with `in_flight` publishes
+//! outstanding at a time as the sender has `in_flight` deliveries. eg's deliveries per second against the same broker in the
 //! same run, divided by this, is the row's ratio.
 
 use anyhow::Context;
@@ -189,6 +190,132 @@ pub async fn storage_queue_ceiling(
     })
 }
 
+/// Produces `messages` records with `payload` as the value to `topic` (which must exist:
+/// a missing topic fails the run), one record per event with the sender's producer
+/// settings (`acks=all`, `enable.idempotence`, no topic auto-creation), `in_flight`
+/// records awaiting their delivery reports at a time on one producer, as the sender's
+/// deliveries share one producer per cluster.
+pub async fn kafka_ceiling(
+    bootstrap_servers: &str,
+    topic: &str,
+    payload: &[u8],
+    messages: usize,
+    in_flight: usize,
+) -> anyhow::Result<Ceiling> {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap_servers)
+        .set("client.id", "eg-bench-ceiling")
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("allow.auto.create.topics", "false")
+        .set("partitioner", "murmur2_random")
+        .set("message.timeout.ms", "10000")
+        .set("topic.metadata.propagation.max.ms", "5000")
+        .create()
+        .context("create the Kafka producer")?;
+    let next = Arc::new(AtomicUsize::new(0));
+    let payload: Arc<[u8]> = payload.into();
+    let started = Instant::now();
+    let publishers = (0..in_flight.max(1)).map(|_| {
+        let (next, payload, producer) = (Arc::clone(&next), Arc::clone(&payload), producer.clone());
+        let topic = topic.to_owned();
+        tokio::spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < messages {
+                let record: FutureRecord<'_, (), [u8]> = FutureRecord::to(&topic).payload(&payload);
+                producer
+                    .send(record, Duration::from_secs(0))
+                    .await
+                    .map_err(|(e, _)| anyhow::anyhow!("Kafka did not take a record: {e}"))?;
+            }
+            anyhow::Ok(())
+        })
+    });
+    for publisher in futures_util::future::join_all(publishers).await {
+        publisher??;
+    }
+    Ok(Ceiling {
+        messages,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Most entries of one `SendMessageBatch` request (SQS's limit, and the sender's).
+const SQS_BATCH: usize = 10;
+
+/// Sends `messages` messages with `body` to the queue at `queue_url` of the moto server
+/// `moto`, in `SendMessageBatch` requests of ten over SQS's JSON protocol, each signed
+/// with the server's credentials, with `in_flight` messages outstanding at a time (so
+/// `in_flight / 10` requests at once, as the sender gathers its `in_flight` attempts into
+/// requests of ten); every entry must be answered `Successful`.
+pub async fn sqs_ceiling(
+    moto: &eg_testkit::S3Server,
+    queue_url: &str,
+    body: &str,
+    messages: usize,
+    in_flight: usize,
+) -> anyhow::Result<Ceiling> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()?;
+    let credentials = Arc::new(moto.credentials());
+    let host = format!("127.0.0.1:{}", moto.port());
+    let requests = messages.div_ceil(SQS_BATCH);
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let publishers = (0..in_flight.div_ceil(SQS_BATCH).max(1)).map(|_| {
+        let (next, http, credentials) = (Arc::clone(&next), http.clone(), Arc::clone(&credentials));
+        let (host, queue_url, body) = (host.clone(), queue_url.to_owned(), body.to_owned());
+        tokio::spawn(async move {
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= requests {
+                    break;
+                }
+                let entries = (n * SQS_BATCH..((n + 1) * SQS_BATCH).min(messages))
+                    .map(|i| serde_json::json!({"Id": (i % SQS_BATCH).to_string(), "MessageBody": body}))
+                    .collect::<Vec<_>>();
+                let sent = entries.len();
+                let request = serde_json::json!({"QueueUrl": queue_url, "Entries": entries}).to_string();
+                let signer = eg_testkit::sigv4::Signer {
+                    credentials: &credentials,
+                    region: eg_testkit::s3_server::REGION,
+                    service: "sqs",
+                };
+                let mut call = http
+                    .post(format!("http://{host}/"))
+                    .header("Content-Type", "application/x-amz-json-1.0")
+                    .header("X-Amz-Target", "AmazonSQS.SendMessageBatch");
+                for (name, value) in signer.sign("POST", &host, "/", request.as_bytes(), chrono::Utc::now()) {
+                    call = call.header(name, value);
+                }
+                let response = call.body(request).send().await?;
+                let status = response.status();
+                let text = response.text().await?;
+                let answer: serde_json::Value = serde_json::from_str(&text)
+                    .with_context(|| format!("SendMessageBatch answered {status}: {text}"))?;
+                anyhow::ensure!(status.is_success(), "SendMessageBatch answered {status}: {answer}");
+                let successful = answer["Successful"].as_array().map_or(0, Vec::len);
+                anyhow::ensure!(
+                    successful == sent,
+                    "SendMessageBatch took {successful} of {sent}: {answer}"
+                );
+            }
+            anyhow::Ok(())
+        })
+    });
+    for publisher in futures_util::future::join_all(publishers).await {
+        publisher??;
+    }
+    Ok(Ceiling {
+        messages,
+        elapsed: started.elapsed(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -258,6 +385,38 @@ mod tests {
                 .await
                 .is_err(),
             "a missing queue fails the run"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_sqs_ceiling_sends_every_message_and_a_missing_queue_fails() {
+        let moto = eg_testkit::S3Server::start();
+        let queue_url = eg_testkit::sqs::create_queue(&moto, "ceiling");
+        let ceiling = sqs_ceiling(&moto, &queue_url, r#"{"id":"x"}"#, 25, 20).await.unwrap();
+        assert_eq!(ceiling.messages, 25);
+        assert_eq!(eg_testkit::sqs::message_count(&moto, &queue_url), 25);
+        let missing = queue_url.replace("ceiling", "no-such-queue");
+        assert!(
+            sqs_ceiling(&moto, &missing, "{}", 1, 1).await.is_err(),
+            "a missing queue fails the run"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_kafka_ceiling_produces_every_record_and_a_missing_topic_fails() {
+        let tansu = eg_testkit::Tansu::start();
+        tansu.create_topic("ceiling", 1);
+        let ceiling = kafka_ceiling(&tansu.bootstrap_servers(), "ceiling", br#"{"id":"x"}"#, 200, 8)
+            .await
+            .unwrap();
+        assert_eq!(ceiling.messages, 200);
+        assert!(ceiling.per_second() > 0.0);
+        assert_eq!(tansu.read("ceiling", 200, Duration::from_secs(30)).len(), 200);
+        assert!(
+            kafka_ceiling(&tansu.bootstrap_servers(), "no-such-topic", b"{}", 1, 1)
+                .await
+                .is_err(),
+            "a missing topic fails the run"
         );
     }
 }

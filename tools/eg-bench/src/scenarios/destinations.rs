@@ -1,6 +1,6 @@
-//! `destinations` (scenario 11, issue 17): deliveries per second from eg to each
-//! destination beyond webhooks — RabbitMQ, NATS JetStream, Azure Storage Queue (Azurite)
-//! — against the same broker's own publish ceiling measured in the same run
+//! `destinations` (scenario 11, issues 17 and 29): deliveries per second from eg to each
+//! destination beyond webhooks — RabbitMQ, NATS JetStream, Azure Storage Queue (Azurite),
+//! Kafka (tansu), Amazon SQS (moto) — against the same broker's own publish ceiling measured in the same run
 //! ([`crate::brokers_ceiling`]: the client library the sender uses, publishing directly
 //! the way the sender does, as many at once as the sender's concurrency).
 //!
@@ -21,7 +21,7 @@ use crate::load::{self, Progress, Template};
 use crate::report::{Row, thousands};
 use anyhow::Context;
 use base64::Engine;
-use eg_testkit::{Azurite, Nats, RabbitMq};
+use eg_testkit::{Azurite, Nats, RabbitMq, S3Server, Tansu};
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
@@ -31,26 +31,28 @@ use std::time::Duration;
 
 pub const SCENARIO: Scenario = Scenario {
     name: "destinations",
-    summary: "11: deliveries/s to RabbitMQ, NATS JetStream and a storage queue, against each broker's publish ceiling",
+    summary: "11: deliveries/s to RabbitMQ, NATS JetStream, a storage queue, Kafka and SQS, against each broker's publish ceiling",
     usage: USAGE,
     run,
 };
 
 const USAGE: &str = "\
 eg-bench destinations: deliveries per second from one eg-sender to each destination
-(RabbitMQ, NATS JetStream, Azure Storage Queue on Azurite), one event per message,
-against the same client library publishing 1 KB events straight to the same server, as
-many at once as the sender's concurrency. rabbitmq-server and nats-server from the
-system, Azurite from target/test-tools (deploy/local/ensure-test-tools.sh).
+(RabbitMQ, NATS JetStream, Azure Storage Queue on Azurite, Kafka on tansu, Amazon SQS on
+moto), one event per message, against a client publishing 1 KB events straight to the
+same server, as many at once as the sender's concurrency. rabbitmq-server and
+nats-server from the system; Azurite, tansu and moto from target/test-tools
+(deploy/local/ensure-test-tools.sh).
 
 usage: eg-bench destinations [options]
 
   --events N             events delivered per destination (default: about 10 s of
                          deliveries here — RabbitMQ 60000, NATS 120000, storage queue
-                         10000; quick 2000)
+                         10000, Kafka 30000, SQS 5000; quick 2000)
   --ceiling-messages N   messages in each ceiling (default: RabbitMQ 100000, NATS 200000,
-                         storage queue 6000; quick 2000), after a warm-up of a tenth
-  --destinations LIST    rabbitmq,nats,storage-queue (default all three)
+                         storage queue 6000, Kafka 60000, SQS 5000; quick 2000), after a
+                         warm-up of a tenth
+  --destinations LIST    rabbitmq,nats,storage-queue,kafka,sqs (default all five)
 
 ";
 
@@ -65,6 +67,8 @@ enum Kind {
     RabbitMq,
     Nats,
     StorageQueue,
+    Kafka,
+    Sqs,
 }
 
 impl Kind {
@@ -73,7 +77,11 @@ impl Kind {
             "rabbitmq" => Ok(Self::RabbitMq),
             "nats" => Ok(Self::Nats),
             "storage-queue" => Ok(Self::StorageQueue),
-            other => anyhow::bail!("--destinations: no destination {other:?} (rabbitmq, nats or storage-queue)"),
+            "kafka" => Ok(Self::Kafka),
+            "sqs" => Ok(Self::Sqs),
+            other => {
+                anyhow::bail!("--destinations: no destination {other:?} (rabbitmq, nats, storage-queue, kafka or sqs)")
+            }
         }
     }
 
@@ -82,6 +90,8 @@ impl Kind {
             Self::RabbitMq => "RabbitMQ",
             Self::Nats => "NATS JetStream",
             Self::StorageQueue => "Storage Queue (Azurite)",
+            Self::Kafka => "Kafka (tansu)",
+            Self::Sqs => "Amazon SQS (moto)",
         }
     }
 
@@ -92,6 +102,8 @@ impl Kind {
             Self::RabbitMq => (60_000, 100_000),
             Self::Nats => (120_000, 200_000),
             Self::StorageQueue => (10_000, 6_000),
+            Self::Kafka => (30_000, 60_000),
+            Self::Sqs => (5_000, 5_000),
         }
     }
 
@@ -102,6 +114,13 @@ impl Kind {
             ),
             Self::Nats => format!("async-nats JetStream publish with Nats-Msg-Id + ack, {SENDER_CONCURRENCY} at once"),
             Self::StorageQueue => format!("signed Put Message (base64), {SENDER_CONCURRENCY} at once"),
+            Self::Kafka => format!(
+                "rdkafka produce, acks=all, idempotent, one producer, {SENDER_CONCURRENCY} records awaiting their reports"
+            ),
+            Self::Sqs => format!(
+                "signed SendMessageBatch of 10, {SENDER_CONCURRENCY} messages in flight ({} requests at once)",
+                SENDER_CONCURRENCY.div_ceil(10)
+            ),
         }
     }
 }
@@ -111,6 +130,9 @@ enum Broker {
     RabbitMq(RabbitMq),
     Nats(Nats),
     StorageQueue(Azurite),
+    Kafka(Tansu),
+    /// The server and the ceiling's queue URL.
+    Sqs(S3Server, String),
 }
 
 impl Broker {
@@ -119,6 +141,8 @@ impl Broker {
             Broker::RabbitMq(b) => b.pid(),
             Broker::Nats(b) => b.pid(),
             Broker::StorageQueue(b) => b.pid(),
+            Broker::Kafka(b) => b.pid(),
+            Broker::Sqs(b, _) => b.pid(),
         }
     }
 }
@@ -296,6 +320,47 @@ async fn start_broker(kind: Kind) -> anyhow::Result<(Broker, Value, TierEnv)> {
             )];
             (Broker::StorageQueue(emulator), destination, env)
         }
+        Kind::Kafka => {
+            let broker = crate::servers::start("tansu", || {
+                let broker = Tansu::start();
+                broker.create_topic("bench", 1);
+                broker.create_topic("ceiling", 1);
+                broker
+            })
+            .await?;
+            // No key: as the ceiling's records, each goes to the one partition.
+            let destination = json!({"endpointType": "Kafka", "properties": {
+                "connection": "bench", "topic": "bench",
+            }});
+            let env = vec![(
+                "EG__BROKERS__KAFKA__BENCH__BOOTSTRAP_SERVERS",
+                broker.bootstrap_servers(),
+            )];
+            (Broker::Kafka(broker), destination, env)
+        }
+        Kind::Sqs => {
+            let (moto, bench, ceiling) = crate::servers::start("moto", || {
+                let moto = S3Server::start();
+                let bench = eg_testkit::sqs::create_queue(&moto, "bench");
+                let ceiling = eg_testkit::sqs::create_queue(&moto, "ceiling");
+                (moto, bench, ceiling)
+            })
+            .await?;
+            let destination = json!({"endpointType": "AmazonSQS", "properties": {
+                "connection": "bench", "queueUrl": bench,
+            }});
+            let credentials = moto.credentials();
+            let env = vec![
+                ("EG__BROKERS__SQS__BENCH__REGION", moto.region().to_owned()),
+                ("EG__BROKERS__SQS__BENCH__ENDPOINT_URL", moto.endpoint()),
+                ("EG__BROKERS__SQS__BENCH__ACCESS_KEY_ID", credentials.access_key_id),
+                (
+                    "EG__BROKERS__SQS__BENCH__SECRET_ACCESS_KEY",
+                    credentials.secret_access_key,
+                ),
+            ];
+            (Broker::Sqs(moto, ceiling), destination, env)
+        }
     })
 }
 
@@ -318,6 +383,13 @@ async fn publish_directly(broker: &Broker, event: &[u8], messages: usize) -> any
             // Event Grid puts each event base64-encoded.
             let text = base64::engine::general_purpose::STANDARD.encode(event);
             brokers_ceiling::storage_queue_ceiling(b, "ceiling", &text, messages, SENDER_CONCURRENCY).await
+        }
+        Broker::Kafka(b) => {
+            brokers_ceiling::kafka_ceiling(&b.bootstrap_servers(), "ceiling", event, messages, SENDER_CONCURRENCY).await
+        }
+        Broker::Sqs(b, queue_url) => {
+            let body = String::from_utf8_lossy(event);
+            brokers_ceiling::sqs_ceiling(b, queue_url, &body, messages, SENDER_CONCURRENCY).await
         }
     }
 }

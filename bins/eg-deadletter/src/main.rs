@@ -10,6 +10,7 @@ mod notify;
 mod object_name;
 #[cfg(test)]
 mod one_object_tests;
+mod replayer;
 mod store_said;
 mod stores;
 mod worker;
@@ -63,6 +64,14 @@ async fn main() -> anyhow::Result<()> {
         s.interval,
         s.retry_interval,
     );
+    // Replay jobs read the archive through the same stores (archive.md, "Replay").
+    let replayer = replayer::Replayer {
+        store: process.store.clone(),
+        clock: process.clock.clone(),
+        cache: archive_cache.clone(),
+        stores: archive_stores.clone(),
+        consumer: process.consumer.clone(),
+    };
     let sweep = archive_sweep::ArchiveSweep {
         store: process.store.clone(),
         clock: process.clock.clone(),
@@ -79,6 +88,10 @@ async fn main() -> anyhow::Result<()> {
         let shutdown = process.shutdown.clone();
         tokio::spawn(async move { sweep.run(shutdown).await })
     };
+    let replay_loop = {
+        let shutdown = process.shutdown.clone();
+        tokio::spawn(async move { replayer.run(shutdown).await })
+    };
     let worker = worker::Worker::new(
         process.store.clone(),
         process.clock.clone(),
@@ -90,5 +103,6 @@ async fn main() -> anyhow::Result<()> {
     worker.run(process.shutdown.clone()).await;
     let _ = archive_loop.await;
     let _ = sweep_loop.await;
+    let _ = replay_loop.await;
     process.finish().await
 }

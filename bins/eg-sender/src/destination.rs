@@ -32,6 +32,9 @@ pub struct RenderedBatch<'a> {
     /// The trace context the attempt sends on (`crate::attempt_trace::carry`): the
     /// attempt span's when spans are exported, else the one stored with the first event.
     pub trace: Option<TraceContext>,
+    /// The replay job of the batch's first event, when it is a replayed one: sent as
+    /// `aeg-replay-job` (eg_core::replay::REPLAY_HEADER) beside the delivery properties.
+    pub replay_job: Option<String>,
 }
 
 /// The delivery properties of `subscription` for one event (`event`, its JSON as

@@ -618,6 +618,7 @@ pub fn render<'a>(
         batch_id,
         sent_at: now,
         trace: None,
+        replay_job: h.ready.delivery.replay.clone(),
     });
     drop(events);
     let mut kept = Vec::with_capacity(held.len());

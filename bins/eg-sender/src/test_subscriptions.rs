@@ -42,5 +42,6 @@ pub fn batch_of<'a>(subscription: &'a Subscription, body: &str, data_version: Op
         batch_id: "msg_1".into(),
         sent_at: UnixMillis(0),
         trace: None,
+        replay_job: None,
     }
 }

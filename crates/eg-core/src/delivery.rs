@@ -46,6 +46,9 @@ pub struct Delivery {
     /// publish span when eg records one), so its attempts join that trace. `None` for
     /// events published without one, and in records written before it existed.
     pub trace: Option<TraceContext>,
+    /// The replay job that enqueued it (`replay::REPLAY_HEADER`), for a replayed event;
+    /// `None` for every delivery of a publish, and in records written before it existed.
+    pub replay: Option<String>,
 }
 
 /// The outcome of the latest attempt.
@@ -72,6 +75,7 @@ impl Delivery {
             data_version: None,
             line: None,
             trace: None,
+            replay: None,
         }
     }
 

@@ -32,6 +32,7 @@ pub mod publish;
 pub mod publisher_auth;
 pub mod pull;
 pub mod render;
+pub mod replay;
 pub mod retry;
 pub mod routing;
 pub mod schema;

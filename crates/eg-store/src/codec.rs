@@ -161,6 +161,9 @@ struct DeliveryRecord<'a> {
     /// Its `tracestate`, when there is one.
     #[serde(rename = "ts", default, skip_serializing_if = "Option::is_none", borrow)]
     tracestate: Option<Cow<'a, str>>,
+    /// The replay job that enqueued it; absent for published events (older readers skip it).
+    #[serde(rename = "rp", default, skip_serializing_if = "Option::is_none", borrow)]
+    replay: Option<Cow<'a, str>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -228,6 +231,7 @@ fn encode_record(delivery: &Delivery, brevity: Brevity) -> String {
         line: delivery.line.as_deref().map(Cow::Borrowed),
         traceparent: delivery.trace.as_ref().map(|t| Cow::Owned(t.traceparent())),
         tracestate: delivery.trace.as_ref().and_then(|t| t.tracestate()).map(Cow::Borrowed),
+        replay: delivery.replay.as_deref().map(Cow::Borrowed),
     };
     // Strings and numbers only: serializing cannot fail.
     serde_json::to_string(&record).unwrap_or_default()
@@ -259,6 +263,7 @@ pub fn decode_delivery(raw: &str) -> Result<Delivery, Malformed> {
         data_version: record.data_version.map(Cow::into_owned),
         line: record.line.map(Cow::into_owned),
         trace: stored_trace(record.traceparent.as_deref(), record.tracestate.as_deref()),
+        replay: record.replay.map(Cow::into_owned),
     })
 }
 
@@ -395,6 +400,8 @@ pub fn decode_fan_out(raw: &str) -> Result<Vec<Delivery>, Malformed> {
             // A fan-out lists unordered deliveries only (codec::publish).
             line: None,
             trace: stored_trace(record.traceparent.as_deref(), record.tracestate.as_deref()),
+            // Only a publish writes fan-outs.
+            replay: None,
         })
         .collect())
 }

@@ -189,6 +189,18 @@ impl Partition {
         format!("{}:archive-problems", self.tag)
     }
 
+    /// One replay job (hash: `spec`, `state`, `position`, `read`, `replayed`, `filtered`,
+    /// `problem`, `updated`, `finished`; archive.md, "Replay"), in the partition its events
+    /// are enqueued on, so `replay_chunk.lua` moves it in the step that enqueues them.
+    pub fn replay(&self, id: &str) -> String {
+        format!("{}:replay:{id}", self.tag)
+    }
+
+    /// The lease of the eg-deadletter copy working a replay job (string, PX).
+    pub fn replay_lease(&self, id: &str) -> String {
+        format!("{}:replay:{id}:lease", self.tag)
+    }
+
     /// The partition's hash tag with its braces, which scripts that name keys of their
     /// own partition (the stuck-line sweep) put in front of a key's tail.
     pub fn tag(&self) -> &str {
@@ -350,6 +362,12 @@ impl Keyspace {
     /// eg-deadletter copy sweeps at a time (archive.md).
     pub fn archive_sweep_lease(&self) -> String {
         format!("{{{}:archive-sweep}}", self.prefix)
+    }
+
+    /// Every replay job (hash, job id -> `<partition> <topic>/<subscription>`): where each
+    /// lives, for listing them and for the workers looking for running ones.
+    pub fn replays(&self) -> String {
+        format!("{{{}:replays}}", self.prefix)
     }
 
     pub fn leases(&self, id: &eg_core::throttle::ThrottleId) -> String {

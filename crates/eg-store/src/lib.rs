@@ -44,6 +44,7 @@ pub mod probation;
 pub mod pull;
 pub mod queue;
 pub mod recent;
+pub mod replay;
 mod scripts;
 mod settlement;
 pub mod snapshot;

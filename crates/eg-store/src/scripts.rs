@@ -54,3 +54,5 @@ script!(REDRIVE, "redrive.lua");
 script!(LAYOUT, "layout.lua");
 script!(PURGE, "purge.lua");
 script!(STATS_FLUSH, "stats_flush.lua");
+script!(REPLAY_CHUNK, "replay_chunk.lua");
+script!(REPLAY_FINISH, "replay_finish.lua");

@@ -38,6 +38,7 @@ mod pull_delivery;
 mod queue_ops;
 mod rate_limits;
 mod redis_deployments;
+mod replay;
 mod resilience;
 mod schemas;
 mod signing;

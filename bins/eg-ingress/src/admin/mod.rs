@@ -33,6 +33,7 @@ mod deadletters;
 mod history;
 mod pause;
 mod queues;
+mod replay;
 mod validate;
 
 type Reply = Result<(StatusCode, Json<Value>), Refusal>;
@@ -81,6 +82,16 @@ pub fn router(app: Arc<App>) -> Router {
         .route(
             "/topics/{topic}/eventSubscriptions/{name}/deadLetters/{id}",
             get(deadletters::show),
+        )
+        .route("/topics/{topic}/eventSubscriptions/{name}/replay", post(replay::start))
+        .route("/topics/{topic}/eventSubscriptions/{name}/replays", get(replay::list))
+        .route(
+            "/topics/{topic}/eventSubscriptions/{name}/replays/{id}",
+            get(replay::get),
+        )
+        .route(
+            "/topics/{topic}/eventSubscriptions/{name}/replays/{id}/cancel",
+            post(replay::cancel),
         )
         .route("/topics/{topic}/events/{event_id}/history", get(history::history))
         .route("/queues", get(queues::queues))

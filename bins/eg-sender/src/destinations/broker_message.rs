@@ -93,6 +93,9 @@ fn headers(batch: &RenderedBatch<'_>, event: &str, id: &str, data_version: &str)
         headers.push(("aeg-data-version".to_owned(), sendable_data_version(Some(data_version))));
     }
     headers.extend(delivery_headers(subscription, event, id));
+    if let Some(job) = &batch.replay_job {
+        headers.push((eg_core::replay::REPLAY_HEADER.to_owned(), job.clone()));
+    }
     // Every message of the batch is a child of the one attempt that publishes it.
     attempt_trace::add_headers(&mut headers, batch.trace.as_ref());
     headers

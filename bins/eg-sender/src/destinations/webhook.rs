@@ -122,6 +122,7 @@ impl Webhook {
             sent_at,
             // Already among the delivery headers (`attempt_trace::carry`).
             trace: _,
+            replay_job,
         } = batch;
         let mut builder = client
             .post(&hook.url)
@@ -133,6 +134,9 @@ impl Webhook {
             .header("aeg-metadata-version", "1");
         if let Some(version) = &body.data_version {
             builder = builder.header("aeg-data-version", version.as_str());
+        }
+        if let Some(job) = replay_job {
+            builder = builder.header(eg_core::replay::REPLAY_HEADER, job.as_str());
         }
         for (name, value) in delivery_headers {
             // A dynamic value that cannot be a header value (a line break, say) is left out
@@ -347,6 +351,7 @@ mod tests {
             batch_id: "msg_1".into(),
             sent_at: UnixMillis(0),
             trace: None,
+            replay_job: None,
         }
     }
 

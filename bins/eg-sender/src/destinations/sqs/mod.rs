@@ -213,9 +213,10 @@ const MAX_ATTRIBUTES: usize = 10;
 /// The trace context goes along only where the message's attributes leave room for it:
 /// eg's own and the delivery properties (at most 7, checked when the subscription is
 /// written) fill SQS's 10 first, and a message SQS would refuse for a trace header must
-/// never be the price of tracing. `tracestate` goes first, then `traceparent`.
+/// never be the price of tracing. `tracestate` goes first, then `traceparent`, then a
+/// replayed event's `aeg-replay-job`.
 fn make_room(attributes: &mut Vec<(String, String)>) {
-    for optional in ["tracestate", "traceparent"] {
+    for optional in ["tracestate", "traceparent", eg_core::replay::REPLAY_HEADER] {
         if attributes.len() <= MAX_ATTRIBUTES {
             return;
         }

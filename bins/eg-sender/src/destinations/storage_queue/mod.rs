@@ -381,6 +381,7 @@ pub(crate) mod tests {
             batch_id: "msg_1".into(),
             sent_at: UnixMillis(0),
             trace: None,
+            replay_job: None,
         }
     }
 

@@ -3,11 +3,12 @@
 //! `admin::deadletters`, `admin::validate`) and the status page's actions both call these, so the two
 //! cannot drift apart; each caller shapes its own answer.
 
-use crate::changes::{change_subscription, topic_name};
+use crate::changes::{change_subscription, subscription_name, topic_name};
 use crate::errors::Refusal;
 use crate::state::App;
 use eg_core::deadletter::RedriveTarget;
-use eg_core::{Subscription, SubscriptionName};
+use eg_core::replay::{ReplaySpec, ReplayState, ReplayView};
+use eg_core::{Subscription, SubscriptionName, Topic};
 use eg_runtime::metrics as m;
 use eg_store::Progress;
 use eg_store::{Selection, TimeRange};
@@ -134,4 +135,84 @@ pub async fn revalidate(app: &App, topic: &str, name: &str) -> Result<Subscripti
     let state = sub.provisioning.state_at(app.clock.now());
     tracing::info!(topic = %sub.topic, subscription = %sub.name, changed, %state, "validation handshake run again");
     Ok(sub)
+}
+
+/// Starts a replay of the topic's archive into the subscription from a request body
+/// (`eg_core::replay::ReplaySpec::from_request`); answers the job as stored.
+pub async fn start_replay(app: &App, topic: &str, name: &str, body: &serde_json::Value) -> Result<ReplayView, Refusal> {
+    let (topic, sub) = replay_target(app, topic, name).await?;
+    replayable(&topic, &sub)?;
+    let spec = ReplaySpec::from_request(body, &topic.name.key(), &sub.name.key(), app.clock.now())
+        .map_err(|e| Refusal::bad_request(e.to_string()))?;
+    let id = new_id();
+    let keys = app.store.keys();
+    // Jobs spread over the partitions: each enqueues on its own.
+    let partition = keys.partition(rand::random_range(0..keys.partitions()));
+    app.store.create_replay(&id, &spec, &partition).await?;
+    tracing::info!(job = %id, topic = %spec.topic, subscription = %spec.subscription, from = %spec.from.to_rfc3339(), to = %spec.to.to_rfc3339(), "replay started");
+    replay_of(app, topic.name.as_str(), sub.name.as_str(), &id).await
+}
+
+/// Cancels a running replay; one already ended is answered as it ended.
+pub async fn cancel_replay(app: &App, topic: &str, name: &str, id: &str) -> Result<ReplayView, Refusal> {
+    replay_of(app, topic, name, id).await?;
+    let state = app
+        .store
+        .finish_replay(id, ReplayState::Cancelled, None, app.clock.now())
+        .await?;
+    tracing::info!(job = %id, state = ?state, "replay cancel asked");
+    replay_of(app, topic, name, id).await
+}
+
+/// The subscription's replays, newest first, and whether its topic is archived (so a
+/// replay can be started).
+pub async fn replays(app: &App, topic: &str, name: &str) -> Result<(bool, Vec<ReplayView>), Refusal> {
+    let (topic, sub) = replay_target(app, topic, name).await?;
+    let key = format!("{}/{}", topic.name.key(), sub.name.key());
+    let jobs = app.store.replay_jobs(Some(&key)).await?;
+    Ok((topic.archive.is_some(), jobs.into_iter().map(|j| j.view).collect()))
+}
+
+/// One replay of the subscription; `404` for a job of another (or none).
+pub async fn replay_of(app: &App, topic: &str, name: &str, id: &str) -> Result<ReplayView, Refusal> {
+    let (topic, sub) = replay_target(app, topic, name).await?;
+    let missing = || {
+        Refusal::not_found(format!(
+            "replay {id:?} of subscription {:?} does not exist (finished replays are kept a week)",
+            sub.name.as_str()
+        ))
+    };
+    let job = app.store.replay_job(id).await?.ok_or_else(missing)?;
+    if job.view.spec.topic != topic.name.key() || job.view.spec.subscription != sub.name.key() {
+        return Err(missing());
+    }
+    Ok(job.view)
+}
+
+async fn replay_target(app: &App, topic: &str, name: &str) -> Result<(Topic, Subscription), Refusal> {
+    let (t, n) = (topic_name(topic)?, subscription_name(name)?);
+    let missing = || Refusal::not_found(format!("subscription {name:?} of topic {topic:?} does not exist"));
+    let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(missing)?;
+    let sub = basis.previous.ok_or_else(missing)?;
+    Ok((basis.topic, sub))
+}
+
+/// A replay reads the topic's archive, and cannot keep an ordered subscription's order
+/// (its events would enter no ordering line).
+fn replayable(topic: &Topic, sub: &Subscription) -> Result<(), Refusal> {
+    if topic.archive.is_none() {
+        return Err(Refusal::bad_request(format!(
+            "topic {:?} is not archived, so there is nothing to replay: set properties.archive on the topic \
+             (docs/archive.md); a replay covers what was accepted after that",
+            topic.name.as_str()
+        )));
+    }
+    if sub.ordering.is_some() && sub.is_push() {
+        return Err(Refusal::bad_request(format!(
+            "subscription {:?} delivers in order per key (properties.orderedDelivery); a replay cannot keep that \
+             order, so it is refused: replay into an unordered subscription of the same endpoint",
+            sub.name.as_str()
+        )));
+    }
+    Ok(())
 }

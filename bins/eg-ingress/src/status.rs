@@ -85,6 +85,11 @@ pub fn router(app: Arc<App>, process: &Process) -> Router {
             "/status/topics/{topic}/subscriptions/{name}/validate",
             post(act_validate),
         )
+        .route("/status/topics/{topic}/subscriptions/{name}/replay", post(act_replay))
+        .route(
+            "/status/topics/{topic}/subscriptions/{name}/replays/{id}/cancel",
+            post(act_cancel_replay),
+        )
         .route("/status/topics/{topic}/events", get(find_event))
         .route("/status/topics/{topic}/events/{event_id}", get(event_page))
         .route("/admin/status", get(admin_status))
@@ -439,6 +444,76 @@ async fn act_redrive(
                 noun(progress.done, "it is", "they are")
             )),
             Err(refusal) => Flash::failed(format!("Not redriven: {}", told(refusal).await.1)),
+        }
+    })
+    .await
+}
+
+/// `POST …/subscriptions/{name}/replay`: starts a replay from the page's form (`from`,
+/// `to`, `eventType`, `maxEventsPerSecond`; empty ones left out).
+async fn act_replay(
+    State(state): State<Arc<StatusState>>,
+    Path(path): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let form: HashMap<String, String> = url::form_urlencoded::parse(&body).into_owned().collect();
+    act(state, &headers, &body, path, |state, a| async move {
+        let request = match replay_request(&form) {
+            Ok(request) => request,
+            Err(problem) => return Flash::failed(format!("Not started: {problem}")),
+        };
+        match operations::start_replay(&state.app, &a.topic, &a.name, &request).await {
+            Ok(job) => Flash::ok(format!(
+                "Replay {} of {} started: {} to {}. Its progress shows below; reload to follow it.",
+                job.id,
+                who(&a),
+                job.spec.from.to_rfc3339(),
+                job.spec.to.to_rfc3339()
+            )),
+            Err(refusal) => Flash::failed(format!("Not started: {}", told(refusal).await.1)),
+        }
+    })
+    .await
+}
+
+/// The replay request of the page's form, as the management API takes it.
+fn replay_request(form: &HashMap<String, String>) -> Result<serde_json::Value, String> {
+    let field = |name: &str| form.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let mut request = serde_json::json!({});
+    for name in ["from", "to"] {
+        if let Some(at) = field(name) {
+            request[name] = serde_json::json!(at);
+        }
+    }
+    if let Some(event_type) = field("eventType") {
+        request["filter"] = serde_json::json!({"includedEventTypes": [event_type]});
+    }
+    if let Some(rate) = field("maxEventsPerSecond") {
+        let rate: u64 = rate
+            .parse()
+            .map_err(|_| format!("events/s: {rate:?} is not a whole number"))?;
+        request["maxEventsPerSecond"] = serde_json::json!(rate);
+    }
+    Ok(request)
+}
+
+/// `POST …/subscriptions/{name}/replays/{id}/cancel`
+async fn act_cancel_replay(
+    State(state): State<Arc<StatusState>>,
+    Path((topic, name, id)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    act(state, &headers, &body, (topic, name), |state, a| async move {
+        match operations::cancel_replay(&state.app, &a.topic, &a.name, &id).await {
+            Ok(job) => Flash::ok(format!(
+                "Replay {id} of {} is {} after {}; what it enqueued stays enqueued.",
+                who(&a),
+                job.state.as_str(),
+                counted(job.replayed, "event replayed", "events replayed")
+            )),
+            Err(refusal) => Flash::failed(format!("Not cancelled: {}", told(refusal).await.1)),
         }
     })
     .await

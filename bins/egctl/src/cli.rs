@@ -72,6 +72,53 @@ pub enum Command {
     DeadLetters(DeadLetterCommand),
     /// The delivery attempts of one event
     History(HistoryArgs),
+    /// Replay a window of an archived topic into one subscription; follow and cancel it
+    #[command(subcommand)]
+    Replays(ReplayCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReplayCommand {
+    /// Start a replay of the events the topic accepted in a window (docs/archive.md)
+    Start {
+        topic: String,
+        subscription: String,
+        /// Accepted at or after this time (RFC 3339, or a duration ago: 3h)
+        #[arg(long, value_name = "TIME", value_parser = times::parse)]
+        from: DateTime<Utc>,
+        /// Accepted before this time (RFC 3339, or a duration ago: 30m); default now
+        #[arg(long, value_name = "TIME", value_parser = times::parse)]
+        to: Option<DateTime<Utc>>,
+        /// Only events of this type (repeat for several), besides the subscription's filter
+        #[arg(long = "event-type", value_name = "TYPE")]
+        event_types: Vec<String>,
+        /// Only events whose subject begins with this, besides the subscription's filter
+        #[arg(long, value_name = "PREFIX")]
+        subject_begins_with: Option<String>,
+        /// Most events enqueued per second (1–100000; default 1000)
+        #[arg(long, value_name = "N")]
+        rate: Option<u32>,
+        /// Follow the job until it ends (as `replays show --follow`)
+        #[arg(long)]
+        follow: bool,
+    },
+    /// A subscription's replays, newest first (finished ones are kept a week)
+    List { topic: String, subscription: String },
+    /// One replay and its progress
+    Show {
+        topic: String,
+        subscription: String,
+        id: String,
+        /// Print its progress every second until it ends
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Stop a running replay (what it enqueued stays enqueued)
+    Cancel {
+        topic: String,
+        subscription: String,
+        id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

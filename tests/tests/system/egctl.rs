@@ -518,6 +518,94 @@ async fn a_paused_subscription_holds_its_events_until_resumed() {
     assert_eq!(shown["properties"]["paused"], false, "{shown}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_is_started_followed_listed_and_a_bad_one_refused() {
+    let system = System::start(Options::default()).await;
+    let receiver = Receiver::start(Behaviour::Status(200)).await;
+    let ctl = Egctl::for_system(&system);
+    ctl.run(&[
+        "topics",
+        "create",
+        "orders",
+        "--archive-container",
+        "replays",
+        "--archive-retention-days",
+        "1",
+    ])
+    .await
+    .ok();
+    ctl.run(&[
+        "subscriptions",
+        "create",
+        "orders",
+        "audit",
+        "--endpoint",
+        receiver.url(),
+    ])
+    .await
+    .ok();
+    for (id, event_type) in [("a-1", "A"), ("b-1", "B")] {
+        ctl.run(&["publish", "orders", "--type", event_type, "--subject", "/s", "--id", id])
+            .await
+            .ok();
+    }
+    receiver.wait_for(2, DEADLINE).await;
+
+    let started = ctl
+        .run(&[
+            "replays",
+            "start",
+            "orders",
+            "audit",
+            "--from",
+            "10m",
+            "--event-type",
+            "A",
+            "--follow",
+        ])
+        .await;
+    let shown = started.ok();
+    assert!(shown.contains("Succeeded"), "{started:?}");
+    assert!(
+        started.stderr.contains("replayed of"),
+        "progress on stderr: {started:?}"
+    );
+    receiver.wait_for(3, DEADLINE).await;
+    let replayed: Vec<_> = receiver
+        .received()
+        .into_iter()
+        .filter(|r| r.header("aeg-replay-job").is_some())
+        .flat_map(|r| r.event_ids())
+        .collect();
+    assert_eq!(replayed, ["a-1"], "only the type asked for");
+
+    let list = ctl.run(&["replays", "list", "orders", "audit", "--json"]).await.json();
+    let id = list["value"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(list["value"][0]["progress"]["replayed"], 1, "{list}");
+    let table = ctl.run(&["replays", "list", "orders", "audit"]).await;
+    assert!(table.ok().contains(&id), "{table:?}");
+    let cancelled = ctl.run(&["replays", "cancel", "orders", "audit", &id]).await;
+    assert!(
+        cancelled.ok().contains("Succeeded"),
+        "an ended job keeps its end: {cancelled:?}"
+    );
+
+    let future = ctl
+        .run(&[
+            "replays",
+            "start",
+            "orders",
+            "audit",
+            "--from",
+            "10m",
+            "--to",
+            "2999-01-01T00:00:00Z",
+        ])
+        .await;
+    assert_ne!(future.code, 0, "{future:?}");
+    assert!(future.stderr.contains("to: must not be in the future"), "{future:?}");
+}
+
 /// The line of `egctl history`'s table for `subscription`'s step in `state`.
 fn history_row<'a>(table: &'a str, subscription: &str, state: &str) -> &'a str {
     table

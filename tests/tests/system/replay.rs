@@ -242,3 +242,66 @@ async fn replay_resumes_after_its_worker_is_killed_and_a_cancelled_job_stops() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_into_a_namespace_queue_puts_each_event_in_the_queue_again() {
+    use crate::queue_ops::{publish, queue_subscription};
+    let system = System::start(Options::default()).await;
+    let mut topic = json!({"publisherType": "Custom", "inputSchema": "CloudEventSchemaV1_0",
+        "eventRetentionInDays": 1});
+    topic["archive"] = archived_topic()["archive"].clone();
+    let key = system.create_topic_with("jobs", topic).await;
+    queue_subscription(&system, "jobs", "workers").await;
+    publish(&system, "jobs", &key, 5).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let to = rfc3339(chrono::Utc::now());
+    let from = rfc3339(chrono::Utc::now() - chrono::Duration::minutes(5));
+
+    let (status, job) = system
+        .post(
+            "/topics/jobs/eventSubscriptions/workers/replay",
+            Some(&json!({"from": from, "to": to})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{job}");
+    let id = job["id"].as_str().unwrap().to_owned();
+    let job = finished(
+        &system,
+        &format!("/topics/jobs/eventSubscriptions/workers/replays/{id}"),
+    )
+    .await;
+    assert_eq!(
+        (job["state"].as_str(), job["progress"]["replayed"].as_u64()),
+        (Some("Succeeded"), Some(5)),
+        "{job}"
+    );
+
+    // The queue holds each event twice: as published, and replayed.
+    let mut ids = Vec::new();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while ids.len() < 10 && tokio::time::Instant::now() < deadline {
+        let response = system
+            .http()
+            .post(format!(
+                "{}/topics/jobs/eventsubscriptions/workers:receive?api-version=2024-06-01&maxEvents=10&maxWaitTime=10",
+                system.ingress_url()
+            ))
+            .header("aeg-sas-key", &key)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let answer: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(status, StatusCode::OK, "receive: {answer}");
+        ids.extend(
+            answer["value"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e["event"]["id"].as_str().map(str::to_owned)),
+        );
+    }
+    ids.sort();
+    let expected: Vec<String> = (0..5).flat_map(|i| [format!("q{i}"), format!("q{i}")]).collect();
+    assert_eq!(ids, expected);
+}

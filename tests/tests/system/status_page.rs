@@ -20,7 +20,7 @@
 //! subscription's page to `docs/status-page-subscription.png`.
 
 use eg_system_tests::{
-    ADMIN_TOKEN, Behaviour, DEADLINE, Options, Receiver, System, Validation, dead_letter_to, eventually, metric,
+    ADMIN_TOKEN, Behaviour, DEADLINE, Options, Receiver, System, Validation, dead_letter_to, event, eventually, metric,
     numbered_events, subscription,
 };
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -1146,4 +1146,103 @@ async fn an_identity_without_tokens_shows_on_the_live_page_until_it_clears() {
     })
     .await;
     let _ = browser.close().await;
+}
+
+/// A replay started from a subscription's page shows in its table with its progress, a
+/// slow one can be cancelled there, and a topic without an archive says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_replays_a_window_and_cancels_a_replay_from_the_status_page() {
+    let driver = Driver::start().await;
+    let system = System::start(Options::default()).await;
+    let receiver = Receiver::start(Behaviour::Status(200)).await;
+    system
+        .create_topic_with(
+            "orders",
+            json!({"archive": {
+                "destination": {"endpointType": "LocalDirectory", "properties": {"containerName": "archive"}},
+                "retentionDays": 1
+            }}),
+        )
+        .await;
+    system
+        .create_subscription("orders", "audit", subscription(receiver.url(), json!({})))
+        .await;
+    system.create_topic("plain").await;
+    system
+        .create_subscription("plain", "all", subscription(receiver.url(), json!({})))
+        .await;
+    let events: Vec<Value> = (0..30)
+        .map(|n| event(&format!("r-{n}"), if n == 0 { "A" } else { "B" }, "/r", json!({})))
+        .collect();
+    system.publish_ok("orders", &json!(events)).await;
+    receiver.wait_for(30, DEADLINE).await;
+
+    let browser = driver.browser().await;
+    let ingress = system.ingress_url();
+    browser
+        .goto(&format!(
+            "{ingress}/status/topics/orders/subscriptions/audit?token={ADMIN_TOKEN}"
+        ))
+        .await
+        .unwrap();
+    wait_text(&browser, "#replays h2", "the replays section", |t| t == "Replays").await;
+    // Type A only: one event.
+    browser
+        .find(Locator::Css("#replay-form input[name=\"eventType\"]"))
+        .await
+        .unwrap()
+        .send_keys("A")
+        .await
+        .unwrap();
+    let flash = act(&browser, "#replay-form button", "started").await;
+    assert!(flash.contains("Replay"), "{flash}");
+    let state = wait_reloading(
+        &browser,
+        "#replays tbody tr td:nth-child(2) .badge",
+        "the replay's end",
+        |t| t == "Succeeded",
+    )
+    .await;
+    assert_eq!(state, "Succeeded");
+    let replayed = text(&browser, "#replays tbody tr td:nth-child(4)").await.unwrap();
+    assert_eq!(replayed, "1", "one event of type A");
+    receiver.wait_for(31, DEADLINE).await;
+
+    // A slow one (one event a second), cancelled from its row.
+    browser
+        .find(Locator::Css("#replay-form input[name=\"maxEventsPerSecond\"]"))
+        .await
+        .unwrap()
+        .send_keys("1")
+        .await
+        .unwrap();
+    act(&browser, "#replay-form button", "started").await;
+    let flash = act(
+        &browser,
+        "#replays tbody tr button[data-action=\"Cancel\"]",
+        "Cancelled",
+    )
+    .await;
+    assert!(flash.contains("stays enqueued"), "{flash}");
+    let state = text(&browser, "#replays tbody tr:first-child td:nth-child(2) .badge")
+        .await
+        .unwrap();
+    assert_eq!(state, "Cancelled");
+    // A bad rate is said back; a topic without an archive offers no form.
+    browser
+        .find(Locator::Css("#replay-form input[name=\"maxEventsPerSecond\"]"))
+        .await
+        .unwrap()
+        .send_keys("lots")
+        .await
+        .unwrap();
+    let flash = act(&browser, "#replay-form button", "Not started").await;
+    assert!(flash.contains("not a whole number"), "{flash}");
+    browser
+        .goto(&format!("{ingress}/status/topics/plain/subscriptions/all"))
+        .await
+        .unwrap();
+    let empty = wait_text(&browser, "#replays .empty", "no archive", |t| !t.is_empty()).await;
+    assert!(empty.contains("not archived"), "{empty}");
+    browser.close().await.unwrap();
 }

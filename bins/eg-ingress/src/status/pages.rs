@@ -79,6 +79,7 @@ pub fn subscription(page: &SubscriptionPage, form_token: &str, shown: Option<&Fl
                 @if queue.is_some() { (queue_settings(page)) } @else { (push_settings(page)) }
                 (activity(page))
             }
+            (replays(page, form_token))
             (recent(page))
         }
     };
@@ -225,6 +226,74 @@ fn recent(page: &SubscriptionPage) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// The subscription's replays (archive.md, "Replay"): each job's progress, a cancel
+/// button while it runs, and the form that starts one when the topic is archived.
+fn replays(page: &SubscriptionPage, form_token: &str) -> Markup {
+    let path = subscription_path(&page.topic, &page.status.name);
+    let now = page.generated_at_ms;
+    let hour_ago = UnixMillis(now.0 - 3_600_000).to_rfc3339();
+    html! {
+        section.card #replays {
+            h2 { "Replays" }
+            @if page.archived {
+                p.note {
+                    "Send the events the topic accepted in a window to this subscription again, through its filter \
+                     (and an event type, if given), each marked " code { "aeg-replay-job" } ". Times are RFC 3339, UTC; \
+                     reload for fresh progress."
+                }
+                form method="post" action={ (path) "/replay" } class="lookup" #replay-form {
+                    input type="hidden" name=(FORM_TOKEN_FIELD) value=(form_token);
+                    input type="text" name="from" value=(hour_ago) aria-label="from" required;
+                    input type="text" name="to" value=(now.to_rfc3339()) aria-label="to";
+                    input type="text" name="eventType" placeholder="event type (optional)" aria-label="event type";
+                    input type="text" name="maxEventsPerSecond" placeholder="events/s (1000)" aria-label="events per second";
+                    button type="submit" data-action="Replay" { "Replay" }
+                }
+            } @else {
+                p.empty { "The topic is not archived: there is nothing to replay. Set properties.archive on the topic." }
+            }
+            @if !page.replays.is_empty() {
+                table {
+                    thead { tr {
+                        th { "Job" } th { "State" } th { "Window (UTC)" } th.num { "Replayed" } th.num { "Read" }
+                        th.num { "Filtered" } th.num { "Events/s" } th { "" }
+                    } }
+                    tbody {
+                        @for job in &page.replays {
+                            @let state = job.state.as_str();
+                            tr data-replay=(job.id) {
+                                td { code { (job.id.get(..8).unwrap_or(&job.id)) } }
+                                td {
+                                    span class={ "badge " (replay_class(state)) } { (state) }
+                                    @if let Some(problem) = &job.problem { div.why { (problem) } }
+                                }
+                                td { (clock_time(job.spec.from)) " – " (clock_time(job.spec.to)) }
+                                td.num { (count(job.replayed)) }
+                                td.num { (count(job.read)) }
+                                td.num { (count(job.filtered)) }
+                                td.num { (format!("{:.1}", job.rate(now))) }
+                                td {
+                                    @if state == "Running" {
+                                        (action_form(&format!("{path}/replays/{}/cancel", job.id), form_token, "Cancel", ""))
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn replay_class(state: &str) -> &'static str {
+    match state {
+        "Succeeded" => "ok",
+        "Failed" => "bad",
+        _ => "warn",
     }
 }
 
@@ -594,6 +663,8 @@ mod tests {
             last_minute: Activity::default(),
             last_hour: Activity::default(),
             recent: Vec::new(),
+            archived: false,
+            replays: Vec::new(),
             problems: Vec::new(),
         }
     }
@@ -825,5 +896,42 @@ mod tests {
             steps: vec![json!({"state": HOSTILE, "subscription": HOSTILE, "error": HOSTILE})],
         };
         assert_escaped(&event(&history));
+    }
+
+    #[test]
+    fn a_running_replay_has_a_cancel_button_and_its_problem_is_escaped() {
+        use eg_core::replay::{ReplaySpec, ReplayState, ReplayView};
+        let mut page = page(false, "Succeeded", 0);
+        page.archived = true;
+        let spec = ReplaySpec::from_request(
+            &json!({"from": "1970-01-01T00:00:00Z"}),
+            "orders",
+            "audit",
+            UnixMillis(60_000),
+        )
+        .unwrap();
+        page.replays = vec![ReplayView {
+            id: "0123456789abcdef".into(),
+            spec,
+            state: ReplayState::Running,
+            read: 10,
+            replayed: 7,
+            filtered: 3,
+            problem: Some("waiting for <the store>".into()),
+            updated_at: None,
+            finished_at: None,
+        }];
+        let html = subscription(&page, "form-token", None);
+        assert!(html.contains("id=\"replay-form\""), "{html}");
+        assert!(
+            html.contains("/status/topics/orders/subscriptions/audit/replays/0123456789abcdef/cancel"),
+            "{html}"
+        );
+        assert!(html.contains("waiting for &lt;the store&gt;"), "{html}");
+        assert!(!html.contains("<the store>"), "{html}");
+        page.archived = false;
+        page.replays.clear();
+        let html = subscription(&page, "form-token", None);
+        assert!(!html.contains("replay-form") && html.contains("not archived"), "{html}");
     }
 }

@@ -10,6 +10,7 @@ use crate::errors::Refusal;
 use crate::state::App;
 use eg_core::UnixMillis;
 use eg_core::history::HistoryEntry;
+use eg_core::replay::ReplayView;
 use eg_runtime::stats::{Kind, Stats, Window, subscription_label};
 use eg_store::recent::RecentDelivery;
 use serde_json::Value;
@@ -26,6 +27,10 @@ pub struct SubscriptionPage {
     pub last_minute: Activity,
     pub last_hour: Activity,
     pub recent: Vec<RecentDelivery>,
+    /// Whether its topic is archived, so a replay can be started.
+    pub archived: bool,
+    /// Its replays, newest first.
+    pub replays: Vec<ReplayView>,
     /// Parts that could not be read this time.
     pub problems: Vec<String>,
 }
@@ -113,6 +118,13 @@ pub async fn gather(
         }),
         None => Default::default(),
     };
+    let (archived, replays) = match crate::operations::replays(app, topic, name).await {
+        Ok(found) => found,
+        Err(_) => {
+            problems.push("replays unavailable: Redis did not answer".to_owned());
+            (false, Vec::new())
+        }
+    };
     let label = subscription_label(&topic_key, &subscription_key);
     let mut status = subscription_status(
         &sub,
@@ -140,6 +152,8 @@ pub async fn gather(
         last_minute: Activity::of(&window, &label),
         last_hour: Activity::of(&hour, &label),
         recent,
+        archived,
+        replays,
         problems,
     })
 }

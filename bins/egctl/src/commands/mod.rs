@@ -5,6 +5,7 @@ mod deadletters;
 mod history;
 mod publish;
 mod queues;
+mod replays;
 mod status;
 mod subscriptions;
 mod topics;
@@ -60,6 +61,7 @@ pub async fn run(command: Command, ctx: &Ctx) -> Result<String, Failure> {
         Command::Status => status::run(ctx).await,
         Command::DeadLetters(command) => deadletters::run(command, ctx).await,
         Command::History(args) => history::run(args, ctx).await,
+        Command::Replays(command) => replays::run(command, ctx).await,
     }
 }
 

@@ -43,6 +43,8 @@ pub struct Setup {
     pub webhook_properties: Option<serde_json::Value>,
     /// The topic's `duplicateDetectionHistoryTimeWindow` (none: no duplicate check).
     pub duplicate_window: Option<&'static str>,
+    /// The topic's `archive` (none: not archived).
+    pub archive: Option<serde_json::Value>,
     /// Settings for every tier on top of the production defaults.
     pub env: Vec<(&'static str, String)>,
     /// Settings for the senders only.
@@ -65,6 +67,7 @@ impl Setup {
             ordered_delivery: None,
             webhook_properties: None,
             duplicate_window: None,
+            archive: None,
             env: Vec::new(),
             sender_env: Vec::new(),
         }
@@ -120,7 +123,7 @@ impl Deployment {
                 &ingress,
                 Method::PUT,
                 &format!("/topics/{TOPIC}"),
-                Some(&topic_body(setup.duplicate_window)),
+                Some(&topic_body(setup.duplicate_window, setup.archive.as_ref())),
             )
             .await?;
         let keys = launcher
@@ -227,9 +230,13 @@ impl Deployment {
     }
 }
 
-/// The bench topic's JSON: Event Grid schema, and the duplicate window if the setup has one.
-fn topic_body(duplicate_window: Option<&str>) -> serde_json::Value {
+/// The bench topic's JSON: Event Grid schema, and the duplicate window and archive if the
+/// setup has them.
+fn topic_body(duplicate_window: Option<&str>, archive: Option<&serde_json::Value>) -> serde_json::Value {
     let mut body = json!({"properties": {"inputSchema": "EventGridSchema"}});
+    if let Some(archive) = archive {
+        body["properties"]["archive"] = archive.clone();
+    }
     if let Some(window) = duplicate_window {
         body["properties"]["duplicateDetectionHistoryTimeWindow"] = json!(window);
     }

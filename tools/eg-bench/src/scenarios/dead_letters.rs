@@ -54,14 +54,14 @@ const CONTAINER: &str = "bench-dead-letters";
 const DRAIN_LIMIT: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Store {
+pub(super) enum Store {
     Local,
     Azure,
     S3,
 }
 
 impl Store {
-    fn parse(name: &str) -> anyhow::Result<Self> {
+    pub(super) fn parse(name: &str) -> anyhow::Result<Self> {
         match name.trim() {
             "local" => Ok(Self::Local),
             "azure" => Ok(Self::Azure),
@@ -70,7 +70,7 @@ impl Store {
         }
     }
 
-    fn label(self) -> &'static str {
+    pub(super) fn label(self) -> &'static str {
         match self {
             Self::Local => "local directory",
             Self::Azure => "Azure Blob (Azurite)",
@@ -80,14 +80,14 @@ impl Store {
 }
 
 /// The store's server, while the row runs.
-enum Server {
+pub(super) enum Server {
     Local,
     Azure(Azurite),
     S3(S3Server),
 }
 
 impl Server {
-    fn pid(&self) -> Option<u32> {
+    pub(super) fn pid(&self) -> Option<u32> {
         match self {
             Server::Local => None,
             Server::Azure(a) => a.pid(),
@@ -97,7 +97,7 @@ impl Server {
 }
 
 /// Settings for every tier of the deployment.
-type TierEnv = Vec<(&'static str, String)>;
+pub(super) type TierEnv = Vec<(&'static str, String)>;
 
 fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
     Box::pin(async move {
@@ -239,7 +239,7 @@ async fn one_store(ctx: &Ctx, store: Store, records: u64, interval: Option<&str>
     Ok(row)
 }
 
-fn store_process_label(store: Store) -> &'static str {
+pub(super) fn store_process_label(store: Store) -> &'static str {
     match store {
         Store::Local => "store",
         Store::Azure => "azurite",
@@ -247,8 +247,9 @@ fn store_process_label(store: Store) -> &'static str {
     }
 }
 
-/// Starts the store's server; its dead-letter destination and the tiers' settings for it.
-async fn start_store(store: Store) -> anyhow::Result<(Server, Value, TierEnv)> {
+/// Starts the store's server; its dead-letter destination (the JSON a topic's archive
+/// takes too) and the tiers' settings for it.
+pub(super) async fn start_store(store: Store) -> anyhow::Result<(Server, Value, TierEnv)> {
     Ok(match store {
         Store::Local => (
             Server::Local,

@@ -26,6 +26,7 @@ mod ordering;
 mod pull;
 mod redis_memory;
 mod redis_transport;
+mod replay;
 mod retry_storm;
 mod scheduling;
 mod sender_memory;
@@ -64,6 +65,7 @@ pub const ALL: &[Scenario] = &[
     dead_letters::SCENARIO,
     destinations::SCENARIO,
     redis_transport::SCENARIO,
+    replay::SCENARIO,
     all::SCENARIO,
 ];
 

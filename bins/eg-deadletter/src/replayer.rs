@@ -120,7 +120,7 @@ impl Replayer {
         let spec = &job.view.spec;
         let partition = self.store.keys().partition(job.partition);
         self.wait_for_the_archive_writer(job, shutdown).await?;
-        let (sub, archive) = self.find(spec, &job.view.id)?;
+        let (sub, archive) = self.find(spec, &job.view.id).await?;
         let destination = Destination::from(&archive.destination);
         let built = self
             .stores
@@ -242,15 +242,28 @@ impl Replayer {
                 }
                 ChunkOutcome::StaleCatalog(_) => {
                     self.cache.reload().await?;
-                    sub = Arc::new(self.find(spec, &job.view.id)?.0);
+                    sub = Arc::new(self.find(spec, &job.view.id).await?.0);
                 }
             }
         }
     }
 
-    /// The job's subscription and its topic's archive, as the catalog has them now.
-    fn find(&self, spec: &ReplaySpec, id: &str) -> Result<(Subscription, eg_core::topic::Archive), Stop> {
-        let snapshot = self.cache.snapshot();
+    /// The job's subscription and its topic's archive, as the catalog has them now. A
+    /// subscription or archive this copy's catalog does not show yet (created a moment
+    /// ago through the API) is looked for again in a freshly read catalog before the job
+    /// fails for it.
+    async fn find(&self, spec: &ReplaySpec, id: &str) -> Result<(Subscription, eg_core::topic::Archive), Stop> {
+        match Self::find_in(&self.cache.snapshot(), spec, id) {
+            Err(Stop::Fail(_)) => Self::find_in(&*self.cache.reload().await?, spec, id),
+            found => found,
+        }
+    }
+
+    fn find_in(
+        snapshot: &eg_store::CatalogSnapshot,
+        spec: &ReplaySpec,
+        id: &str,
+    ) -> Result<(Subscription, eg_core::topic::Archive), Stop> {
         let entry = snapshot
             .topic(&spec.topic)
             .ok_or_else(|| Stop::Fail(format!("topic {:?} was deleted", spec.topic)))?;

@@ -62,6 +62,7 @@ pub fn is_tallied(name: &str) -> bool {
             | m::DELIVERY_ATTEMPT_FAIL_COUNT
             | m::DEAD_LETTERED_COUNT
             | m::DROPPED_EVENT_COUNT
+            | m::ARCHIVE_DROPPED_COUNT
     )
 }
 
@@ -71,8 +72,8 @@ pub fn is_tallied(name: &str) -> bool {
 /// topic); `MissedEventCount` is `Missed`, `DeliverySuccessCount` `Delivered`,
 /// `DeliveryAttemptFailCount` `Failed` and `FailedBy`, `DeadLetteredCount` `DeadLettered`
 /// and `DeadLetteredBy`, `DroppedEventCount` `Dropped` and `DroppedBy` (by
-/// topic/subscription, and by outcome or reason). A counter missing a label adds to fewer
-/// counts.
+/// topic/subscription, and by outcome or reason); `ArchiveDroppedCount` is
+/// `ArchiveDropped` (by partition). A counter missing a label adds to fewer counts.
 pub fn counts_of<'a>(name: &str, label: impl Fn(&str) -> Option<&'a str>) -> Vec<(Kind, String)> {
     let topic = label("topic");
     let pair = topic.zip(label("subscription")).map(|(t, s)| subscription_label(t, s));
@@ -86,6 +87,7 @@ pub fn counts_of<'a>(name: &str, label: impl Fn(&str) -> Option<&'a str>) -> Vec
         m::DELIVERY_ATTEMPT_FAIL_COUNT => vec![(Kind::Failed, pair), (Kind::FailedBy, label("outcome"))],
         m::DEAD_LETTERED_COUNT => vec![(Kind::DeadLettered, pair), (Kind::DeadLetteredBy, label("reason"))],
         m::DROPPED_EVENT_COUNT => vec![(Kind::Dropped, pair), (Kind::DroppedBy, label("reason"))],
+        m::ARCHIVE_DROPPED_COUNT => vec![(Kind::ArchiveDropped, label("partition"))],
         _ => Vec::new(),
     };
     parts
@@ -438,6 +440,11 @@ mod tests {
             counts_of(m::MISSED_EVENT_COUNT, labels(&sub)),
             [c(Kind::Missed, "orders/audit")]
         );
+        assert_eq!(
+            counts_of(m::ARCHIVE_DROPPED_COUNT, labels(&[("partition", "3")])),
+            [c(Kind::ArchiveDropped, "3")]
+        );
+        assert!(is_tallied(m::ARCHIVE_DROPPED_COUNT));
         assert_eq!(
             counts_of(m::DELIVERY_SUCCESS_COUNT, labels(&sub)),
             [c(Kind::Delivered, "orders/audit")]

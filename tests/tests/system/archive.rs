@@ -135,6 +135,34 @@ async fn archive_a_publish_past_the_backlog_bound_is_refused_whole() {
     assert_eq!(archived_ids(&root, 1).await, strings(&["k-1"]));
 }
 
+/// `drop-oldest` never refuses, and what it drops shows in red on the status page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_entries_dropped_at_the_bound_are_counted_on_the_status_page() {
+    let system = System::start(
+        Options::default()
+            .env("EG__ARCHIVE__MAX_BACKLOG", "1")
+            .env("EG__ARCHIVE__WHEN_FULL", "drop-oldest"),
+    )
+    .await;
+    system.create_topic_with("orders", archived_topic()).await;
+    // Five in one request: the backlog keeps one, whatever the writer has done.
+    let batch: Vec<Value> = (1..=5).map(|n| order(&format!("d-{n}"), "/a")).collect();
+    let (status, body) = text_reply(system.publish("orders", &json!(batch)).await).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let dropped = eventually(DEADLINE, "the dropped entries on the status answer", || async {
+        let (_, page) = system.get("/status").await;
+        let orders = page["topics"]
+            .as_array()?
+            .iter()
+            .find(|t| t["name"] == "orders")?
+            .clone();
+        let dropped = orders["archive"]["droppedLastHour"].as_u64()?;
+        (dropped > 0).then_some(dropped)
+    })
+    .await;
+    assert_eq!(dropped, 4);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_objects_past_the_retention_are_deleted_and_newer_ones_kept() {
     let system = System::start(Options::default().env("EG__ARCHIVE__SWEEP_INTERVAL", "1s")).await;

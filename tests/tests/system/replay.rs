@@ -120,6 +120,29 @@ async fn replay_a_window_with_a_filter_sends_each_passing_event_once_marked() {
         "each delivered once live: {seen:?}"
     );
 
+    // Into a subscription made a moment ago: the worker's catalog may not show it yet,
+    // and it looks again before failing the job.
+    system
+        .create_subscription("orders", "fresh", subscription(receiver.url(), json!({})))
+        .await;
+    let (status, job) = system
+        .post(
+            "/topics/orders/eventSubscriptions/fresh/replay",
+            Some(&json!({"from": from, "to": rfc3339(window_end)})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{job}");
+    let fresh = format!(
+        "/topics/orders/eventSubscriptions/fresh/replays/{}",
+        job["id"].as_str().unwrap()
+    );
+    let job = finished(&system, &fresh).await;
+    assert_eq!(
+        (job["state"].as_str(), job["progress"]["replayed"].as_u64()),
+        (Some("Succeeded"), Some(4)),
+        "{job}"
+    );
+
     let (status, list) = system.get("/topics/orders/eventSubscriptions/paid/replays").await;
     assert_eq!(status, StatusCode::OK, "{list}");
     assert_eq!(list["value"][0]["id"], id.as_str(), "{list}");

@@ -78,7 +78,8 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
     };
     let mut by_topic = subscription_statuses(app, &subscriptions, &read, &mut problems).await;
     let unmatched = hour.by_label(Kind::Unmatched);
-    let archives = archive_statuses(app, &entries, now, &mut problems).await;
+    let dropped: u64 = hour.by_label(Kind::ArchiveDropped).values().sum();
+    let archives = archive_statuses(app, &entries, now, dropped, &mut problems).await;
     let topics = entries
         .iter()
         .map(|(key, entry)| TopicStatus {
@@ -114,11 +115,13 @@ pub async fn gather(app: &App, stats: &Stats, last_hour: &LastHour) -> Status {
 }
 
 /// The archive row of each archived topic (archive.md): the backlog summed over the
-/// partitions, read once and only when some topic is archived.
+/// partitions, read once and only when some topic is archived, and the entries dropped
+/// at its bound in the last hour.
 async fn archive_statuses(
     app: &App,
     entries: &[(&String, &eg_store::TopicEntry)],
     now: UnixMillis,
+    dropped_last_hour: u64,
     problems: &mut Problems,
 ) -> HashMap<String, super::model::ArchiveStatus> {
     let archived: Vec<(&String, &eg_core::topic::Archive)> = entries
@@ -152,6 +155,7 @@ async fn archive_statuses(
             backlog,
             oldest_waiting_ms: oldest.map(|at| (now.0 - at).max(0)),
             last_error,
+            dropped_last_hour,
         };
         out.insert(key.clone(), status);
     }

@@ -77,6 +77,9 @@ pub struct ArchiveStatus {
     pub backlog: u64,
     pub oldest_waiting_ms: Option<i64>,
     pub last_error: Option<String>,
+    /// Backlog entries dropped at the bound in the last hour (`drop-oldest`; every
+    /// partition's, as the backlog): events that will never be in the archive.
+    pub dropped_last_hour: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -285,6 +285,12 @@ fn topic_rows(topic: &TopicStatus) -> Markup {
                         @if let Some(error) = &archive.last_error {
                             " " span.hot data-field="archive-error" { "last write failed: " (error) }
                         }
+                        @if archive.dropped_last_hour > 0 {
+                            " " span.hot data-field="archive-dropped" {
+                                (count(archive.dropped_last_hour)) " dropped at the backlog's bound in the last hour: \
+                                 never archived (EG__ARCHIVE__WHEN_FULL=drop-oldest)"
+                            }
+                        }
                     }
                 }
             }
@@ -682,6 +688,29 @@ mod tests {
         let html = page(&status, None);
         assert!(
             html.contains("data-field=\"endpoint\">StorageQueue storagequeue://queues1/orders<"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn archive_entries_dropped_at_the_bound_show_in_red_and_none_show_nothing() {
+        let mut status = status_with("orders", "audit", "x");
+        let mut archive = crate::status::model::ArchiveStatus {
+            store: "local".into(),
+            container: "archive".into(),
+            retention_days: 7,
+            backlog: 10,
+            oldest_waiting_ms: None,
+            last_error: None,
+            dropped_last_hour: 0,
+        };
+        status.topics[0].archive = Some(archive.clone());
+        assert!(!page(&status, None).contains("archive-dropped"));
+        archive.dropped_last_hour = 1500;
+        status.topics[0].archive = Some(archive);
+        let html = page(&status, None);
+        assert!(
+            html.contains("class=\"hot\" data-field=\"archive-dropped\">1,500 dropped at the backlog's bound"),
             "{html}"
         );
     }

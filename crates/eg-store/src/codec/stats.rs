@@ -38,10 +38,13 @@ pub enum Kind {
     /// Published events a subscription waiting for validation would have matched, and
     /// so missed, by topic/subscription.
     Missed,
+    /// Archive backlog entries dropped at the bound (`EG__ARCHIVE__WHEN_FULL=drop-oldest`),
+    /// by partition: a partition's backlog mixes topics.
+    ArchiveDropped,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Published,
         Kind::Matched,
         Kind::Unmatched,
@@ -53,6 +56,7 @@ impl Kind {
         Kind::Dropped,
         Kind::DroppedBy,
         Kind::Missed,
+        Kind::ArchiveDropped,
     ];
 
     /// The kind as stored, before the separator of a field.
@@ -69,6 +73,7 @@ impl Kind {
             Kind::Dropped => "dropped",
             Kind::DroppedBy => "dropped-by",
             Kind::Missed => "missed",
+            Kind::ArchiveDropped => "archive-dropped",
         }
     }
 
@@ -83,6 +88,7 @@ impl Kind {
             Kind::Delivered | Kind::Failed | Kind::DeadLettered | Kind::Dropped | Kind::Missed => "topic/subscription",
             Kind::FailedBy => "outcome",
             Kind::DeadLetteredBy | Kind::DroppedBy => "reason",
+            Kind::ArchiveDropped => "partition",
         }
     }
 }
@@ -142,6 +148,7 @@ mod tests {
             (Kind::Dropped, "t/s", "dropped|t/s"),
             (Kind::DroppedBy, "EventMissing", "dropped-by|EventMissing"),
             (Kind::Missed, "signups/welcome", "missed|signups/welcome"),
+            (Kind::ArchiveDropped, "3", "archive-dropped|3"),
         ];
         assert_eq!(stored.len(), Kind::ALL.len());
         for (kind, label, field) in stored {

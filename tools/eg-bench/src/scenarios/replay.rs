@@ -39,7 +39,7 @@ server). Azurite and moto come from target/test-tools (deploy/local/ensure-test-
 
 usage: eg-bench replay [options]
 
-  --events N             events archived and replayed per store (default 20000; quick 3000)
+  --events N             events archived and replayed per store (default 100000; quick 3000)
   --stores LIST          local,azure,s3 (default all three)
 
 ";
@@ -51,7 +51,7 @@ const LIMIT: Duration = Duration::from_secs(300);
 
 fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
     Box::pin(async move {
-        let events: u64 = flags.number("events", ctx.sized(20_000, 3_000))?;
+        let events: u64 = flags.number("events", ctx.sized(100_000, 3_000))?;
         let stores = flags
             .text("stores")?
             .unwrap_or_else(|| "local,azure,s3".into())

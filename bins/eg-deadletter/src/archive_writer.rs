@@ -3,7 +3,10 @@
 //! credentials and failure classification. Per partition it reads the archive backlog
 //! through the `archive` consumer group (so writers scale out like dead letters), groups
 //! the entries by (topic, minute accepted), writes one gzip JSON-lines object per group
-//! and removes the entries only once the store confirmed the object. A store that fails
+//! and removes the entries only once the store confirmed the object. An object is named
+//! once, in Redis, by the dead-letter writer's rules (its module doc): one name per
+//! entry, kept until the entry leaves; every attempt at a name writes all its entries
+//! still waiting; create-only puts, "already exists" counting as written. A store that fails
 //! is retried with backoff; the entries wait in Redis meanwhile (bounded by
 //! `EG__ARCHIVE__MAX_BACKLOG`), shown by the backlog gauge.
 
@@ -11,16 +14,16 @@ use crate::failures::{FailureKind, WriteFailure};
 use crate::object_name::{key_prefix, under_key_prefix};
 use crate::stores::{Destination, Stores};
 use eg_core::UnixMillis;
-use eg_core::topic::archive_object_name;
+use eg_core::topic::{Archive, archive_object_name};
 use eg_runtime::Shutdown;
-use eg_store::archive_backlog::BacklogEntry;
+use eg_store::archive_backlog::{BacklogEntry, NamedArchiveObject};
 use eg_store::keyspace::Partition;
 use eg_store::{CatalogCache, Clock, Store};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use object_store::path::Path as ObjectPath;
 use object_store::{PutMode, PutPayload};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,98 +120,163 @@ impl ArchiveWriter {
         }
     }
 
-    /// One round: reads a batch, writes its objects, finishes what was written. `true`
-    /// when the batch was full (more may wait); an error when an object was not written.
-    async fn pass(&self, partition: &Partition) -> Result<bool, String> {
+    /// One round: reads a batch, names its objects, writes them, finishes what was
+    /// written. `true` when the batch was full (more may wait); an error when an object
+    /// was not written.
+    pub(crate) async fn pass(&self, partition: &Partition) -> Result<bool, String> {
         let entries = self
             .store
             .read_archive_backlog(partition, &self.consumer, BATCH, CLAIM_AFTER)
             .await
             .map_err(|e| e.to_string())?;
         let full = entries.len() == BATCH;
-        let snapshot = self.cache.snapshot();
-        let mut failed = None;
-        for (key, group) in group_entries(&entries) {
-            let ids: Vec<String> = group.iter().map(|e| e.id.clone()).collect();
-            let Some(topic) = key.topic.as_ref() else {
-                // Trimmed by drop-oldest while held (already counted): only finished.
-                self.store
-                    .finish_archived(partition, &ids)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                continue;
-            };
-            let mut archive = snapshot.topic(topic).and_then(|t| t.topic.archive.clone());
-            if archive.is_none() {
-                // This copy of the catalog may predate the topic or its archive: one fresh
-                // read before anything is dropped.
-                let fresh = self.cache.refresh().await.map_err(|e| e.to_string())?;
-                archive = fresh.topic(topic).and_then(|t| t.topic.archive.clone());
-            }
-            let Some(archive) = archive else {
-                // The topic was deleted or stopped archiving: nothing to write it to.
-                tracing::warn!(
-                    topic,
-                    events = ids.len(),
-                    "archive entries of a topic no longer archived; dropped"
+        // Trimmed by drop-oldest while held (already counted): only finished.
+        let (live, trimmed): (Vec<BacklogEntry>, Vec<BacklogEntry>) =
+            entries.into_iter().partition(|e| e.topic.is_some());
+        let trimmed: Vec<String> = trimmed.into_iter().map(|e| e.id).collect();
+        self.store
+            .finish_archived(partition, &trimmed)
+            .await
+            .map_err(|e| e.to_string())?;
+        let proposals: Vec<(String, Vec<String>)> = group_entries(&live)
+            .into_iter()
+            .filter_map(|(key, group)| {
+                let first = group.first()?;
+                let name = archive_object_name(
+                    key.topic.as_deref()?,
+                    UnixMillis(first.accepted_at()),
+                    partition.index,
+                    &first.id,
                 );
-                self.store
-                    .finish_archived(partition, &ids)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                continue;
-            };
-            let destination = Destination::from(&archive.destination);
-            match self.write(partition, topic, &destination, &group).await {
-                Ok(()) => {
-                    self.store
-                        .finish_archived(partition, &ids)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    metrics::counter!(ARCHIVE_WRITTEN_COUNT, "topic" => topic.clone()).increment(ids.len() as u64);
-                    self.store.record_archive_problem(topic, None).await.ok();
-                }
-                Err(failure) => {
-                    metrics::counter!(ARCHIVE_WRITE_FAILURE_COUNT, "topic" => topic.clone(), "kind" => failure.kind.as_str())
-                        .increment(1);
-                    let problem = format!("{}: {}", failure.kind.as_str(), failure.message);
-                    self.store.record_archive_problem(topic, Some(&problem)).await.ok();
-                    failed = Some(problem);
-                }
+                Some((name, group.iter().map(|e| e.id.clone()).collect()))
+            })
+            .collect();
+        let named = self
+            .store
+            .name_archive_objects(partition, &proposals)
+            .await
+            .map_err(|e| e.to_string())?;
+        let read: HashMap<&str, &BacklogEntry> = live.iter().map(|e| (e.id.as_str(), e)).collect();
+        let mut failed = None;
+        for object in named {
+            if let Err(problem) = self.settle_object(partition, object, &read).await {
+                failed = Some(problem);
             }
         }
         failed.map_or(Ok(full), Err)
     }
 
-    /// Writes one object: the group's lines, gzip, under the name of its first entry.
-    /// A retry after a crash reads the same pending entries and writes the same name.
-    async fn write(
+    /// Writes one named object (unless its topic stopped archiving) and finishes its
+    /// entries; an error when the store did not take it.
+    async fn settle_object(
         &self,
         partition: &Partition,
-        topic: &str,
-        destination: &Destination,
-        group: &[&BacklogEntry],
-    ) -> Result<(), WriteFailure> {
-        let Some(first) = group.first() else {
+        object: NamedArchiveObject,
+        read: &HashMap<&str, &BacklogEntry>,
+    ) -> Result<(), String> {
+        let mine: Vec<&BacklogEntry> = object
+            .members
+            .iter()
+            .filter_map(|id| read.get(id.as_str()).copied())
+            .collect();
+        // A name comes back only for entries handed in, so one of them is here.
+        let Some(topic) = mine.first().and_then(|e| e.topic.clone()) else {
             return Ok(());
         };
-        let name = under_key_prefix(
-            key_prefix(&destination.store),
-            archive_object_name(topic, UnixMillis(first.accepted_at()), partition.index, &first.id),
-        );
-        let bytes = gzip_lines(group).map_err(|e| WriteFailure::new(FailureKind::Rejected, e.to_string()))?;
+        let Some(archive) = self.archive_of(&topic).await? else {
+            // The topic was deleted or stopped archiving: nothing to write it to.
+            tracing::warn!(
+                topic,
+                events = object.members.len(),
+                "archive entries of a topic no longer archived; dropped"
+            );
+            return self
+                .store
+                .finish_archived(partition, &object.members)
+                .await
+                .map_err(|e| e.to_string());
+        };
+        let others: Vec<BacklogEntry> = object
+            .others
+            .into_iter()
+            .map(|(id, body)| BacklogEntry {
+                id,
+                topic: Some(topic.clone()),
+                body,
+            })
+            .collect();
+        let mut lines: Vec<&BacklogEntry> = mine.into_iter().chain(&others).collect();
+        lines.sort_by_key(|e| stream_order(&e.id));
+        let destination = Destination::from(&archive.destination);
+        match self.write(&object.name, &destination, &lines).await {
+            Ok(written) => {
+                self.store
+                    .finish_archived(partition, &object.members)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if written == Written::Now {
+                    metrics::counter!(ARCHIVE_WRITTEN_COUNT, "topic" => topic.clone()).increment(lines.len() as u64);
+                }
+                self.store.record_archive_problem(&topic, None).await.ok();
+                Ok(())
+            }
+            Err(failure) => {
+                metrics::counter!(ARCHIVE_WRITE_FAILURE_COUNT, "topic" => topic.clone(), "kind" => failure.kind.as_str())
+                    .increment(1);
+                let problem = format!("{}: {}", failure.kind.as_str(), failure.message);
+                self.store.record_archive_problem(&topic, Some(&problem)).await.ok();
+                Err(problem)
+            }
+        }
+    }
+
+    /// The archive settings of `topic`, read again from Redis before it is taken as not
+    /// archived: this copy of the catalog may predate the topic or its archive.
+    async fn archive_of(&self, topic: &str) -> Result<Option<Archive>, String> {
+        if let Some(archive) = self.cache.snapshot().topic(topic).and_then(|t| t.topic.archive.clone()) {
+            return Ok(Some(archive));
+        }
+        let fresh = self.cache.refresh().await.map_err(|e| e.to_string())?;
+        Ok(fresh.topic(topic).and_then(|t| t.topic.archive.clone()))
+    }
+
+    /// Writes one object, its lines gzip, under its name, create-only: an attempt whose
+    /// object is already there (an earlier attempt landed though its answer was lost)
+    /// wrote nothing new, and every entry of the name still waiting is in that object
+    /// (entries only ever leave the backlog, and each attempt writes all that are there).
+    async fn write(
+        &self,
+        name: &str,
+        destination: &Destination,
+        lines: &[&BacklogEntry],
+    ) -> Result<Written, WriteFailure> {
+        let path = under_key_prefix(key_prefix(&destination.store), name.to_owned());
+        let bytes = gzip_lines(lines).map_err(|e| WriteFailure::new(FailureKind::Rejected, e.to_string()))?;
         let built = self.stores.get(destination)?;
-        // Overwrite: a retry of the same entries writes the same lines under the same name.
-        let location = ObjectPath::from(name.as_str());
+        let location = ObjectPath::from(path.as_str());
         let put = built
             .store
-            .put_opts(&location, PutPayload::from(bytes), PutMode::Overwrite.into());
+            .put_opts(&location, PutPayload::from(bytes), PutMode::Create.into());
         match tokio::time::timeout(Duration::from_secs(30), put).await {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(_)) => Ok(Written::Now),
+            Ok(Err(object_store::Error::AlreadyExists { .. })) => Ok(Written::Before),
             Ok(Err(e)) => Err(WriteFailure::from_store(&e)),
             Err(_) => Err(WriteFailure::new(FailureKind::Unavailable, "no answer within 30s")),
         }
     }
+}
+
+/// Whether an object was written by this attempt or found written by an earlier one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    Now,
+    Before,
+}
+
+/// A stream id's place in stream order: (milliseconds, sequence).
+fn stream_order(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
 }
 
 /// The group an entry is written in: its topic (`None`: trimmed) and minute.

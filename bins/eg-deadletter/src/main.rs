@@ -3,6 +3,8 @@
 //! `object_store` — and finishes them only once the store confirmed the object. Records
 //! whose destination stays unavailable past `give_up_after` are dropped and counted.
 
+#[cfg(test)]
+mod archive_once_tests;
 mod archive_sweep;
 mod archive_writer;
 mod failures;
@@ -13,6 +15,8 @@ mod one_object_tests;
 mod replayer;
 mod store_said;
 mod stores;
+#[cfg(test)]
+mod test_support;
 mod worker;
 mod write_trace;
 mod written;

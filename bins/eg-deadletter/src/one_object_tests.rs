@@ -3,115 +3,29 @@
 //! come back in another grouping: with newer records of the same hour, or a few at a time
 //! (another worker's smaller batch).
 //!
-//! The store is `LocalFileSystem` wrapped so its first puts fail: refused before writing,
-//! or — as a connection reset after the upload — after really writing the object.
+//! The store is `faulty_store::Faulty`: its first puts fail, refused before writing, or —
+//! as a connection reset after the upload — after really writing the object.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::notify::Notifier;
 use crate::stores::{Built, Destination, Stores};
+use crate::test_support::{Faulty, connect};
 use crate::worker::Worker;
-use async_trait::async_trait;
 use eg_core::deadletter::DeadLetterEntry;
 use eg_core::fate::DeadLetterReason;
 use eg_core::subscription::DeadLetterStore;
 use eg_core::{Delivery, UnixMillis};
 use eg_runtime::settings::DeadLetterSection;
 use eg_store::queue::EventToStore;
-use eg_store::{Catalog, Clock, Partition, RedisSettings, Retention, Settlement, Store};
+use eg_store::{Catalog, Clock, Partition, Retention, Settlement, Store};
 use eg_testkit::RedisServer;
-use futures_util::stream::BoxStream;
-use object_store::local::LocalFileSystem;
-use object_store::path::Path as ObjectPath;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
-    PutOptions, PutPayload, PutResult,
-};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 const CONTAINER: &str = "dead-letters";
 /// Every record's dead-letter time: one hour, one folder.
 const DEAD_LETTERED_AT: UnixMillis = UnixMillis(1_772_600_767_000);
-
-/// A store whose first `refused` puts fail without writing, and whose next `lost` puts
-/// write the object and then fail.
-#[derive(Debug)]
-struct Faulty {
-    inner: LocalFileSystem,
-    refused: AtomicUsize,
-    lost: AtomicUsize,
-}
-
-/// Takes one from `count` unless it is zero; whether it did.
-fn take_one(count: &AtomicUsize) -> bool {
-    count
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-        .is_ok()
-}
-
-impl std::fmt::Display for Faulty {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Faulty({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for Faulty {
-    async fn put_opts(
-        &self,
-        location: &ObjectPath,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        if take_one(&self.refused) {
-            return Err(object_store::Error::Generic {
-                store: "Faulty",
-                source: "connection refused".into(),
-            });
-        }
-        let result = self.inner.put_opts(location, payload, opts).await?;
-        if take_one(&self.lost) {
-            return Err(object_store::Error::Generic {
-                store: "Faulty",
-                source: "connection reset after the upload".into(),
-            });
-        }
-        Ok(result)
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &ObjectPath,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(&self, location: &ObjectPath, options: GetOptions) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<ObjectPath>>,
-    ) -> BoxStream<'static, object_store::Result<ObjectPath>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&ObjectPath>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&ObjectPath>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(&self, from: &ObjectPath, to: &ObjectPath, options: CopyOptions) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-}
 
 struct Setup {
     server: RedisServer,
@@ -124,31 +38,9 @@ impl Setup {
     /// Its store refuses the first `refused` puts, then loses the answer of `lost`.
     async fn start(refused: usize, lost: usize) -> Self {
         let server = RedisServer::start();
-        let store = Store::connect(&RedisSettings {
-            url: server.url(),
-            cluster_nodes: Vec::new(),
-            sentinel: None,
-            credentials: Default::default(),
-            tls: Default::default(),
-            prefix: "eg".into(),
-            partitions: 1,
-            pool_size: 4,
-            command_timeout: Duration::from_secs(5),
-            connect_timeout: Duration::from_secs(2),
-            replica_acks: 0,
-            replica_ack_timeout: Duration::from_secs(1),
-        })
-        .unwrap();
-        store.check_layout().await.unwrap();
-        store.ensure_groups().await.unwrap();
+        let store = connect(&server).await;
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join(CONTAINER);
-        std::fs::create_dir_all(&root).unwrap();
-        let objects = Arc::new(Faulty {
-            inner: LocalFileSystem::new_with_prefix(&root).unwrap(),
-            refused: AtomicUsize::new(refused),
-            lost: AtomicUsize::new(lost),
-        });
+        let objects = Arc::new(Faulty::new(&dir.path().join(CONTAINER), refused, lost));
         Self {
             server,
             store,

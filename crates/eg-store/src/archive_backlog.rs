@@ -2,10 +2,18 @@
 //! partition's `archive` stream, which `publish.lua` appends to, read through the
 //! `archive` consumer group so any number of writers share it, and an entry removed
 //! (XACK + XDEL) only once its object store confirmed the object holding it.
+//!
+//! Each entry is named once: before its first write it is given the name of the object
+//! it goes in (`name_objects.lua`, the script the dead-letter writer names its objects
+//! with), and keeps it until it leaves the backlog (`finish_named.lua`). So a retry that
+//! reads the entries in another batch — a copy that took over, or after `drop-oldest`
+//! trimmed some — writes them under the same name, with the same others: the object is
+//! written once, or found already there.
 
 use crate::Store;
 use crate::error::StoreError;
 use crate::keyspace::Partition;
+use crate::scripts;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
 use std::time::Duration;
 
@@ -28,6 +36,17 @@ impl BacklogEntry {
     pub fn accepted_at(&self) -> i64 {
         self.id.split('-').next().and_then(|ms| ms.parse().ok()).unwrap_or(0)
     }
+}
+
+/// One archive object's name and the entries it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedArchiveObject {
+    pub name: String,
+    /// The ids of every entry of the object still in the backlog.
+    pub members: Vec<String>,
+    /// The entries of `members` that were not handed in, read from the backlog: (stream
+    /// id, event body).
+    pub others: Vec<(String, String)>,
 }
 
 /// The backlog of one partition as the status page and metrics show it.
@@ -78,6 +97,11 @@ impl Store {
                     .arg(count)
                     .query_async(&mut conn)
                     .await?;
+                if !reply.deleted_ids.is_empty() {
+                    // Trimmed (drop-oldest) while a writer that died held them: Redis drops
+                    // them from the group; their names go too.
+                    self.finish_archived(partition, &reply.deleted_ids).await?;
+                }
                 if !reply.claimed.is_empty() {
                     return Ok(reply.claimed.into_iter().map(entry).collect());
                 }
@@ -92,25 +116,66 @@ impl Store {
         Ok(Vec::new())
     }
 
-    /// Removes written entries from the backlog (XACK and XDEL, one transaction on one key).
+    /// Names the objects of entries read from `partition`'s backlog: `groups` pairs a
+    /// proposed name with the ids of the entries read for it. An entry without a name
+    /// gets its group's; an entry named before keeps its name. Returns every name the
+    /// entries have, each with all its entries still in the backlog (those not handed in
+    /// read from it). An entry no longer in the backlog is in none.
+    pub async fn name_archive_objects(
+        &self,
+        partition: &Partition,
+        groups: &[(String, Vec<String>)],
+    ) -> Result<Vec<NamedArchiveObject>, StoreError> {
+        if groups.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut invocation = scripts::NAME_OBJECTS.prepare_invoke();
+        invocation
+            .key(partition.archive_backlog())
+            .key(partition.archive_object_of())
+            .key(partition.archive_object_members())
+            .arg("b");
+        for (name, ids) in groups {
+            invocation.arg(name).arg(ids.len()).arg(ids);
+        }
+        let mut conn = self.conn().await?;
+        let reply: Vec<(String, Vec<String>, Vec<String>)> = invocation.invoke_async(&mut conn).await?;
+        reply
+            .into_iter()
+            .map(|(name, members, others)| {
+                let mut pairs = Vec::with_capacity(others.len() / 2);
+                for pair in others.chunks(2) {
+                    let [id, body] = pair else {
+                        return Err(StoreError::corrupt(
+                            partition.archive_backlog(),
+                            format!("naming archive object {name} answered an entry id without its body"),
+                        ));
+                    };
+                    pairs.push((id.clone(), body.clone()));
+                }
+                Ok(NamedArchiveObject {
+                    name,
+                    members,
+                    others: pairs,
+                })
+            })
+            .collect()
+    }
+
+    /// Removes entries from the backlog (written, dropped, or trimmed) and forgets their
+    /// object names, in one step (`finish_named.lua`).
     pub async fn finish_archived(&self, partition: &Partition, ids: &[String]) -> Result<(), StoreError> {
         if ids.is_empty() {
             return Ok(());
         }
-        let stream = partition.archive_backlog();
         let mut conn = self.conn().await?;
-        let () = redis::pipe()
-            .atomic()
-            .cmd("XACK")
-            .arg(&stream)
+        let _pending: u64 = scripts::FINISH_NAMED
+            .key(partition.archive_backlog())
+            .key(partition.archive_object_of())
+            .key(partition.archive_object_members())
             .arg(ARCHIVE_GROUP)
             .arg(ids)
-            .ignore()
-            .cmd("XDEL")
-            .arg(&stream)
-            .arg(ids)
-            .ignore()
-            .query_async(&mut conn)
+            .invoke_async(&mut conn)
             .await?;
         Ok(())
     }

@@ -183,6 +183,18 @@ impl Partition {
         format!("{}:archive", self.tag)
     }
 
+    /// The object each archive backlog entry is written in, once named: hash entry id →
+    /// object name (`name_objects.lua`). Only entries still in the backlog.
+    pub fn archive_object_of(&self) -> String {
+        format!("{}:archive:objects", self.tag)
+    }
+
+    /// The entries of each named archive object still in the backlog: hash object name →
+    /// their entry ids, space-separated.
+    pub fn archive_object_members(&self) -> String {
+        format!("{}:archive:object-members", self.tag)
+    }
+
     /// The archive writers' last problem per topic (hash, topic -> message), on the
     /// topic's home partition; a topic's field is removed when a write succeeds.
     pub fn archive_problems(&self) -> String {
@@ -389,6 +401,8 @@ mod tests {
             p.deadletter_delay(),
             p.deadletter_object_of(),
             p.deadletter_object_members(),
+            p.archive_object_of(),
+            p.archive_object_members(),
             p.catalog_version(),
             p.event("x"),
             p.history("orders", "{e1}"),

@@ -130,3 +130,57 @@ async fn a_topic_without_an_archive_writes_no_backlog() {
         .unwrap();
     assert!(!exists(&mut h.redis(), &h.p0().archive_backlog()));
 }
+
+/// Reads partition 0's archive backlog as writer `w1`: (id, topic) of each entry.
+async fn read_backlog(h: &Harness) -> Vec<(String, Option<String>)> {
+    h.store
+        .read_archive_backlog(&h.p0(), "w1", 100, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.id, e.topic))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_archive_object_keeps_its_name_when_drop_oldest_trims_its_first_entry() {
+    let h = Harness::start().await;
+    let a = archive(3, WhenFull::DropOldest);
+    publish(&h, &[event("e1", 1), event("e2", 1), event("e3", 1)], None, &a).await;
+    let first = read_backlog(&h).await;
+    let ids: Vec<String> = first.iter().map(|(id, _)| id.clone()).collect();
+    let named = h
+        .store
+        .name_archive_objects(&h.p0(), &[("obj-of-e1".into(), ids.clone())])
+        .await
+        .unwrap();
+    assert_eq!(named.len(), 1);
+    assert_eq!(named[0].name, "obj-of-e1");
+    assert_eq!(named[0].members, ids);
+    assert!(named[0].others.is_empty(), "every entry was handed in");
+
+    // The write's answer was lost; meanwhile a publish past the bound trims e1.
+    let (_, dropped) = publish(&h, &[event("e4", 1)], None, &a).await;
+    assert_eq!(dropped, 1);
+    let again = read_backlog(&h).await;
+    assert_eq!(again[0], (ids[0].clone(), None), "e1 comes back trimmed");
+    // The retry proposes a name derived from its own first entry, e2, and reads only e2:
+    // e2 keeps the first name, and e3 (named with it, not handed in) comes with it.
+    let named = h
+        .store
+        .name_archive_objects(&h.p0(), &[("obj-of-e2".into(), vec![ids[1].clone()])])
+        .await
+        .unwrap();
+    assert_eq!(named.len(), 1);
+    assert_eq!(named[0].name, "obj-of-e1", "the name first given");
+    assert_eq!(named[0].members, ids);
+    assert_eq!(named[0].others, [(ids[2].clone(), body("e3"))]);
+
+    // Finishing forgets the names with the entries.
+    h.store.finish_archived(&h.p0(), &ids).await.unwrap();
+    assert!(!exists(&mut h.redis(), &h.p0().archive_object_of()));
+    assert!(!exists(&mut h.redis(), &h.p0().archive_object_members()));
+    let left: Vec<String> = read_backlog(&h).await.into_iter().map(|(id, _)| id).collect();
+    assert_eq!(left.len(), 1, "e4 only, not yet named");
+    assert!(!ids.contains(&left[0]));
+}

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 mod all;
+mod archive_cost;
 mod batched;
 mod bearer;
 mod ceilings;
@@ -57,6 +58,7 @@ pub const ALL: &[Scenario] = &[
     ordering::SCENARIO,
     bearer::SCENARIO,
     dedup::SCENARIO,
+    archive_cost::SCENARIO,
     traces::SCENARIO,
     scheduling::SCENARIO,
     redis_memory::SCENARIO,

@@ -90,7 +90,11 @@ impl Replayer {
         match self.replay(&job, shutdown).await {
             Ok(()) => {
                 let now = self.clock.now();
-                match self.store.finish_replay(&id, ReplayState::Succeeded, None, now).await {
+                match self
+                    .store
+                    .finish_replay(&id, job.partition, ReplayState::Succeeded, None, now)
+                    .await
+                {
                     Ok(state) => tracing::info!(job = %id, state = ?state, "replay job finished"),
                     Err(e) => {
                         tracing::warn!(job = %id, error = %e, "cannot finish a replay job; it will be taken again")
@@ -102,7 +106,13 @@ impl Replayer {
                 tracing::warn!(job = %id, problem, "replay job failed");
                 if let Err(e) = self
                     .store
-                    .finish_replay(&id, ReplayState::Failed, Some(&problem), self.clock.now())
+                    .finish_replay(
+                        &id,
+                        job.partition,
+                        ReplayState::Failed,
+                        Some(&problem),
+                        self.clock.now(),
+                    )
                     .await
                 {
                     tracing::warn!(job = %id, error = %e, "cannot mark a replay job failed");

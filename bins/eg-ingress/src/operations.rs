@@ -11,6 +11,7 @@ use eg_core::replay::{ReplaySpec, ReplayState, ReplayView};
 use eg_core::{Subscription, SubscriptionName, Topic};
 use eg_runtime::metrics as m;
 use eg_store::Progress;
+use eg_store::replay::ReplayJob;
 use eg_store::{Selection, TimeRange};
 
 /// Most set-aside deliveries moved back per script call when resuming.
@@ -140,7 +141,7 @@ pub async fn revalidate(app: &App, topic: &str, name: &str) -> Result<Subscripti
 /// Starts a replay of the topic's archive into the subscription from a request body
 /// (`eg_core::replay::ReplaySpec::from_request`); answers the job as stored.
 pub async fn start_replay(app: &App, topic: &str, name: &str, body: &serde_json::Value) -> Result<ReplayView, Refusal> {
-    let (topic, sub) = replay_target(app, topic, name).await?;
+    let (topic, sub) = topic_and_subscription(app, topic, name).await?;
     replayable(&topic, &sub)?;
     let spec = ReplaySpec::from_request(body, &topic.name.key(), &sub.name.key(), app.clock.now())
         .map_err(|e| Refusal::bad_request(e.to_string()))?;
@@ -150,24 +151,42 @@ pub async fn start_replay(app: &App, topic: &str, name: &str, body: &serde_json:
     let partition = keys.partition(rand::random_range(0..keys.partitions()));
     app.store.create_replay(&id, &spec, &partition).await?;
     tracing::info!(job = %id, topic = %spec.topic, subscription = %spec.subscription, from = %spec.from.to_rfc3339(), to = %spec.to.to_rfc3339(), "replay started");
-    replay_of(app, topic.name.as_str(), sub.name.as_str(), &id).await
+    // Answered as written: nothing has worked the job yet.
+    Ok(ReplayView {
+        id,
+        spec,
+        state: ReplayState::Running,
+        read: 0,
+        replayed: 0,
+        filtered: 0,
+        problem: None,
+        updated_at: None,
+        finished_at: None,
+    })
 }
 
 /// Cancels a running replay; one already ended is answered as it ended.
 pub async fn cancel_replay(app: &App, topic: &str, name: &str, id: &str) -> Result<ReplayView, Refusal> {
-    replay_of(app, topic, name, id).await?;
+    let job = replay_job_of(app, topic, name, id).await?;
     let state = app
         .store
-        .finish_replay(id, ReplayState::Cancelled, None, app.clock.now())
+        .finish_replay(id, job.partition, ReplayState::Cancelled, None, app.clock.now())
         .await?;
     tracing::info!(job = %id, state = ?state, "replay cancel asked");
-    replay_of(app, topic, name, id).await
+    let after = app.store.replay_job_on(id, job.partition).await?;
+    // Gone in between only if it expired: answered as last read.
+    Ok(after.map_or(job.view, |j| j.view))
 }
 
 /// The subscription's replays, newest first, and whether its topic is archived (so a
 /// replay can be started).
 pub async fn replays(app: &App, topic: &str, name: &str) -> Result<(bool, Vec<ReplayView>), Refusal> {
-    let (topic, sub) = replay_target(app, topic, name).await?;
+    let (topic, sub) = topic_and_subscription(app, topic, name).await?;
+    replays_for(app, &topic, &sub).await
+}
+
+/// `replays` of a subscription already read.
+pub async fn replays_for(app: &App, topic: &Topic, sub: &Subscription) -> Result<(bool, Vec<ReplayView>), Refusal> {
     let key = format!("{}/{}", topic.name.key(), sub.name.key());
     let jobs = app.store.replay_jobs(Some(&key)).await?;
     Ok((topic.archive.is_some(), jobs.into_iter().map(|j| j.view).collect()))
@@ -175,7 +194,12 @@ pub async fn replays(app: &App, topic: &str, name: &str) -> Result<(bool, Vec<Re
 
 /// One replay of the subscription; `404` for a job of another (or none).
 pub async fn replay_of(app: &App, topic: &str, name: &str, id: &str) -> Result<ReplayView, Refusal> {
-    let (topic, sub) = replay_target(app, topic, name).await?;
+    Ok(replay_job_of(app, topic, name, id).await?.view)
+}
+
+/// The job behind `replay_of`, with where it lives.
+async fn replay_job_of(app: &App, topic: &str, name: &str, id: &str) -> Result<ReplayJob, Refusal> {
+    let (topic, sub) = topic_and_subscription(app, topic, name).await?;
     let missing = || {
         Refusal::not_found(format!(
             "replay {id:?} of subscription {:?} does not exist (finished replays are kept a week)",
@@ -186,10 +210,15 @@ pub async fn replay_of(app: &App, topic: &str, name: &str, id: &str) -> Result<R
     if job.view.spec.topic != topic.name.key() || job.view.spec.subscription != sub.name.key() {
         return Err(missing());
     }
-    Ok(job.view)
+    Ok(job)
 }
 
-async fn replay_target(app: &App, topic: &str, name: &str) -> Result<(Topic, Subscription), Refusal> {
+/// The subscription and its topic, as the catalog holds them; `404` when either is missing.
+pub(crate) async fn topic_and_subscription(
+    app: &App,
+    topic: &str,
+    name: &str,
+) -> Result<(Topic, Subscription), Refusal> {
     let (t, n) = (topic_name(topic)?, subscription_name(name)?);
     let missing = || Refusal::not_found(format!("subscription {name:?} of topic {topic:?} does not exist"));
     let basis = app.catalog.subscription_basis(&t, &n).await?.ok_or_else(missing)?;

@@ -214,22 +214,7 @@ impl Store {
     /// Takes the archive sweep's lease for `holder` for `ttl` when no copy holds it (or
     /// `holder` itself does: it renews); whether it is `holder`'s now.
     pub async fn take_archive_sweep_lease(&self, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
-        let key = self.keys().archive_sweep_lease();
-        let mut conn = self.conn().await?;
-        let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let taken: Option<String> = redis::cmd("SET")
-            .arg(&key)
-            .arg(holder)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl)
-            .query_async(&mut conn)
-            .await?;
-        if taken.is_some() {
-            return Ok(true);
-        }
-        let current: Option<String> = redis::cmd("GET").arg(&key).query_async(&mut conn).await?;
-        Ok(current.as_deref() == Some(holder))
+        self.take_lease(&self.keys().archive_sweep_lease(), holder, ttl).await
     }
 
     /// How many entries wait on `partition`, and since when the oldest.

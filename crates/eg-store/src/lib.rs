@@ -38,6 +38,7 @@ pub mod heartbeat;
 pub mod history;
 pub mod identity_health;
 pub mod keyspace;
+mod lease;
 pub mod lines;
 pub mod paused;
 pub mod probation;

@@ -11,7 +11,7 @@ use crate::keyspace::Partition;
 use crate::scripts;
 use eg_core::replay::{ReplayPosition, ReplaySpec, ReplayState, ReplayView};
 use eg_core::{Delivery, UnixMillis};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 /// How long a finished job stays readable.
@@ -95,43 +95,15 @@ impl Store {
             return Ok(None);
         };
         drop(conn);
-        self.read_job(id, partition).await
+        self.replay_job_on(id, partition).await
     }
 
-    async fn read_job(&self, id: &str, partition: u16) -> Result<Option<ReplayJob>, StoreError> {
+    /// Job `id` on `partition` (where the index or a listing put it), if still readable.
+    pub async fn replay_job_on(&self, id: &str, partition: u16) -> Result<Option<ReplayJob>, StoreError> {
         let key = self.keys().partition(partition).replay(id);
         let mut conn = self.conn().await?;
         let fields: HashMap<String, String> = redis::cmd("HGETALL").arg(&key).query_async(&mut conn).await?;
-        if fields.is_empty() {
-            return Ok(None);
-        }
-        let spec: ReplaySpec = fields
-            .get("spec")
-            .and_then(|raw| serde_json::from_str(raw).ok())
-            .ok_or_else(|| StoreError::corrupt(&key, "a replay job without a readable spec"))?;
-        let state = fields
-            .get("state")
-            .and_then(|s| ReplayState::parse(s))
-            .ok_or_else(|| StoreError::corrupt(&key, "a replay job without a known state"))?;
-        let position = ReplayPosition::decode(fields.get("position").map_or("", String::as_str))
-            .ok_or_else(|| StoreError::corrupt(&key, "a replay job with an unreadable position"))?;
-        let number = |name: &str| fields.get(name).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
-        let time = |name: &str| fields.get(name).and_then(|n| n.parse::<i64>().ok()).map(UnixMillis);
-        Ok(Some(ReplayJob {
-            view: ReplayView {
-                id: id.to_owned(),
-                spec,
-                state,
-                read: number("read"),
-                replayed: number("replayed"),
-                filtered: number("filtered"),
-                problem: fields.get("problem").cloned(),
-                updated_at: time("updated"),
-                finished_at: time("finished"),
-            },
-            position,
-            partition,
-        }))
+        decode_job(id, partition, &key, &fields)
     }
 
     /// Every job still readable, of one subscription (`<topic>/<subscription>` keys) or of
@@ -143,7 +115,7 @@ impl Store {
             .query_async(&mut conn)
             .await?;
         drop(conn);
-        let mut jobs = Vec::new();
+        let mut by_partition: BTreeMap<u16, Vec<String>> = BTreeMap::new();
         for (id, located) in index {
             let Some((partition, of)) = located.split_once(' ') else {
                 continue;
@@ -151,20 +123,44 @@ impl Store {
             if subscription.is_some_and(|s| s != of) {
                 continue;
             }
-            let Some(partition) = index_partition(partition) else {
-                continue;
-            };
-            match self.read_job(&id, partition).await? {
-                Some(job) => jobs.push(job),
-                None => {
-                    let mut conn = self.conn().await?;
-                    let _: u64 = redis::cmd("HDEL")
-                        .arg(self.keys().replays())
-                        .arg(&id)
-                        .query_async(&mut conn)
-                        .await?;
+            if let Some(partition) = index_partition(partition) {
+                by_partition.entry(partition).or_default().push(id);
+            }
+        }
+        // One pipeline per partition, all at once: their keys are in different slots.
+        let (_held, link) = self.link().await?;
+        let reads = by_partition.into_iter().map(|(partition, ids)| {
+            let mut link = link.clone();
+            let keys: Vec<String> = ids
+                .iter()
+                .map(|id| self.keys().partition(partition).replay(id))
+                .collect();
+            async move {
+                let mut pipe = redis::pipe();
+                for key in &keys {
+                    pipe.cmd("HGETALL").arg(key);
+                }
+                let fields: Vec<HashMap<String, String>> = pipe.query_async(&mut link).await?;
+                Ok::<_, StoreError>((partition, ids, keys, fields))
+            }
+        });
+        let mut jobs = Vec::new();
+        let mut expired = Vec::new();
+        for (partition, ids, keys, fields) in futures_util::future::try_join_all(reads).await? {
+            for ((id, key), fields) in ids.into_iter().zip(keys).zip(fields) {
+                match decode_job(&id, partition, &key, &fields)? {
+                    Some(job) => jobs.push(job),
+                    None => expired.push(id),
                 }
             }
+        }
+        if !expired.is_empty() {
+            let mut conn = self.conn().await?;
+            let _: u64 = redis::cmd("HDEL")
+                .arg(self.keys().replays())
+                .arg(&expired)
+                .query_async(&mut conn)
+                .await?;
         }
         jobs.sort_by_key(|j| std::cmp::Reverse(j.view.spec.created_at));
         Ok(jobs)
@@ -228,14 +224,12 @@ impl Store {
     pub async fn finish_replay(
         &self,
         id: &str,
+        partition: u16,
         state: ReplayState,
         problem: Option<&str>,
         now: UnixMillis,
     ) -> Result<Option<ReplayState>, StoreError> {
-        let Some(job) = self.replay_job(id).await? else {
-            return Ok(None);
-        };
-        let key = self.keys().partition(job.partition).replay(id);
+        let key = self.keys().partition(partition).replay(id);
         let mut conn = self.conn().await?;
         let after: String = scripts::REPLAY_FINISH
             .key(&key)
@@ -290,26 +284,47 @@ impl Store {
         ttl: Duration,
     ) -> Result<bool, StoreError> {
         let key = self.keys().partition(partition).replay_lease(id);
-        let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let mut conn = self.conn().await?;
-        let taken: Option<String> = redis::cmd("SET")
-            .arg(&key)
-            .arg(holder)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl)
-            .query_async(&mut conn)
-            .await?;
-        if taken.is_some() {
-            return Ok(true);
-        }
-        let current: Option<String> = redis::cmd("GET").arg(&key).query_async(&mut conn).await?;
-        if current.as_deref() != Some(holder) {
-            return Ok(false);
-        }
-        let () = redis::cmd("PEXPIRE").arg(&key).arg(ttl).query_async(&mut conn).await?;
-        Ok(true)
+        self.take_lease(&key, holder, ttl).await
     }
+}
+
+/// A job from its hash's fields; `None` when the hash is gone (the job expired).
+fn decode_job(
+    id: &str,
+    partition: u16,
+    key: &str,
+    fields: &HashMap<String, String>,
+) -> Result<Option<ReplayJob>, StoreError> {
+    if fields.is_empty() {
+        return Ok(None);
+    }
+    let spec: ReplaySpec = fields
+        .get("spec")
+        .and_then(|raw| serde_json::from_str(raw).ok())
+        .ok_or_else(|| StoreError::corrupt(key, "a replay job without a readable spec"))?;
+    let state = fields
+        .get("state")
+        .and_then(|s| ReplayState::parse(s))
+        .ok_or_else(|| StoreError::corrupt(key, "a replay job without a known state"))?;
+    let position = ReplayPosition::decode(fields.get("position").map_or("", String::as_str))
+        .ok_or_else(|| StoreError::corrupt(key, "a replay job with an unreadable position"))?;
+    let number = |name: &str| fields.get(name).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+    let time = |name: &str| fields.get(name).and_then(|n| n.parse::<i64>().ok()).map(UnixMillis);
+    Ok(Some(ReplayJob {
+        view: ReplayView {
+            id: id.to_owned(),
+            spec,
+            state,
+            read: number("read"),
+            replayed: number("replayed"),
+            filtered: number("filtered"),
+            problem: fields.get("problem").cloned(),
+            updated_at: time("updated"),
+            finished_at: time("finished"),
+        },
+        position,
+        partition,
+    }))
 }
 
 /// The partition number of an index entry (`<partition> <topic>/<subscription>`).

@@ -56,3 +56,4 @@ script!(PURGE, "purge.lua");
 script!(STATS_FLUSH, "stats_flush.lua");
 script!(REPLAY_CHUNK, "replay_chunk.lua");
 script!(REPLAY_FINISH, "replay_finish.lua");
+script!(TAKE_LEASE, "take_lease.lua");

@@ -5,7 +5,6 @@
 
 use super::hour::LastHour;
 use super::model::{SubscriptionStatus, queue_figures, subscription_status};
-use crate::changes::find_subscription;
 use crate::errors::Refusal;
 use crate::state::App;
 use eg_core::UnixMillis;
@@ -63,7 +62,7 @@ pub async fn gather(
     topic: &str,
     name: &str,
 ) -> Result<SubscriptionPage, Refusal> {
-    let sub = find_subscription(app, topic, name).await?;
+    let (topic_resource, sub) = crate::operations::topic_and_subscription(app, topic, name).await?;
     let now = app.clock.now();
     let mut problems = Vec::new();
     let mut problem = |what: &str, e: &dyn std::fmt::Display| problems.push(format!("{what} unavailable: {e}"));
@@ -118,7 +117,7 @@ pub async fn gather(
         }),
         None => Default::default(),
     };
-    let (archived, replays) = match crate::operations::replays(app, topic, name).await {
+    let (archived, replays) = match crate::operations::replays_for(app, &topic_resource, &sub).await {
         Ok(found) => found,
         Err(_) => {
             problems.push("replays unavailable: Redis did not answer".to_owned());

@@ -44,13 +44,7 @@ impl EndpointId {
             Ok(url) => url.as_str(),
             Err(_) => identity,
         };
-        let digest = Sha256::digest(text.as_bytes());
-        let mut hex = String::with_capacity(32);
-        for byte in &digest[..16] {
-            hex.push(char::from(HEX[usize::from(byte >> 4)]));
-            hex.push(char::from(HEX[usize::from(byte & 0x0f)]));
-        }
-        Self(hex)
+        Self(hex(&Sha256::digest(text.as_bytes())[..16]))
     }
 
     pub fn as_str(&self) -> &str {
@@ -59,6 +53,17 @@ impl EndpointId {
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// `bytes` in lower-case hex, built in one allocation (the ids of endpoints and of
+/// subscriptions' limits are computed for every attempt).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        hex.push(char::from(HEX[usize::from(byte >> 4)]));
+        hex.push(char::from(HEX[usize::from(byte & 0x0f)]));
+    }
+    hex
+}
 
 impl fmt::Display for EndpointId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

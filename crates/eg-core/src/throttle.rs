@@ -40,8 +40,7 @@ pub struct ThrottleId(String);
 impl ThrottleId {
     pub fn of(topic: &str, subscription: &str) -> Self {
         let text = format!("{topic}/{subscription}").to_lowercase();
-        let digest = Sha256::digest(text.as_bytes());
-        Self(digest[..16].iter().map(|b| format!("{b:02x}")).collect())
+        Self(crate::probation::hex(&Sha256::digest(text.as_bytes())[..16]))
     }
 
     pub fn as_str(&self) -> &str {

@@ -12,6 +12,7 @@
 //! The `reqwest::Client` inside never leaves this module, so neither check can be
 //! skipped by a caller.
 
+use crate::checked_urls::CheckedUrls;
 use crate::resolve::{GuardedResolver, refusal_in};
 use crate::response::classify;
 use eg_core::AttemptOutcome;
@@ -144,6 +145,8 @@ pub struct BuildError(#[source] reqwest::Error);
 pub struct Client {
     http: reqwest::Client,
     policy: Arc<AddressPolicy>,
+    /// URLs that passed [`check_url`] under `policy`, as parsed.
+    checked: Arc<CheckedUrls>,
 }
 
 /// HTTP/2 receive windows: how much a server may send before eg has read it. hyper's
@@ -200,7 +203,11 @@ impl Client {
             builder = builder.tls_certs_merge(extra_roots);
         }
         let http = extra(builder).build().map_err(BuildError)?;
-        Ok(Self { http, policy })
+        Ok(Self {
+            http,
+            policy,
+            checked: Arc::default(),
+        })
     }
 
     pub fn policy(&self) -> &AddressPolicy {
@@ -216,13 +223,19 @@ impl Client {
     /// forbidden address, makes `send` fail with [`SendError::Blocked`] without any
     /// network traffic.
     pub fn request(&self, method: Method, url: &str) -> RequestBuilder {
-        let inner = Url::parse(url)
-            .map_err(|_| Blocked::InvalidUrl("is not an absolute URL"))
-            .and_then(|url| {
-                self.check_url(&url)?;
-                Ok(self.http.request(method, url))
-            });
+        let inner = self.checked_url(url).map(|url| self.http.request(method, url));
         RequestBuilder { inner }
+    }
+
+    /// `raw` parsed and checked: once per URL, then remembered ([`CheckedUrls`]).
+    fn checked_url(&self, raw: &str) -> Result<Url, Blocked> {
+        if let Some(url) = self.checked.get(raw) {
+            return Ok(url);
+        }
+        let url = Url::parse(raw).map_err(|_| Blocked::InvalidUrl("is not an absolute URL"))?;
+        self.check_url(&url)?;
+        self.checked.passed(raw, &url);
+        Ok(url)
     }
 
     pub fn post(&self, url: &str) -> RequestBuilder {

@@ -21,6 +21,7 @@
 //! (query strings carry secrets).
 
 mod assertion;
+mod checked_urls;
 mod client;
 mod handshake;
 mod resolve;

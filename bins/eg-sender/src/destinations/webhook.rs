@@ -1,6 +1,6 @@
 //! The HTTP webhook destination: the request of behaviour.md#a-delivery-attempt for a
-//! rendered batch, and its outcome. The request runs in its own task so that, when it times
-//! out, it can go on being listened to for a late success
+//! rendered batch, and its outcome. A request that times out is moved to a task of its
+//! own, so it can go on being listened to for a late success
 //! (behaviour.md#retry-schedule-and-policy) without holding a concurrency slot.
 
 use super::Kind;
@@ -157,7 +157,9 @@ impl Webhook {
     }
 
     /// Sends `request`, waiting `timeout` for its answer (then, with `late_window`, going
-    /// on listening in the background); `started` is when the attempt began.
+    /// on listening in the background); `started` is when the attempt began. The request
+    /// runs in this task: only one that times out while a late answer is wanted is moved
+    /// to a task of its own, so the common attempt pays for no spawn.
     async fn post(
         &self,
         request: RequestBuilder,
@@ -165,44 +167,39 @@ impl Webhook {
         timeout: Duration,
         late_window: Option<Duration>,
     ) -> Sent {
-        let max_response_bytes = self.max_response_bytes;
-        let mut task = tokio::spawn(async move {
-            match request.send().await {
-                Ok(response) => {
-                    let code = response.status().as_u16();
-                    let retry_after = eg_outbound::retry_after(response.headers());
-                    match eg_outbound::drain(response, max_response_bytes).await {
-                        Ok(()) => AttemptOutcome::Status { code, retry_after },
-                        // The status line came, but the body did not in time: the attempt failed.
-                        Err(e) => eg_outbound::classify(&e),
-                    }
-                }
-                Err(e) => e.outcome(),
-            }
-        });
-        match tokio::time::timeout(timeout, &mut task).await {
-            Ok(joined) => Sent {
-                outcome: joined.unwrap_or(AttemptOutcome::SocketError),
+        let mut answer = Box::pin(answer_to(request, self.max_response_bytes));
+        match tokio::time::timeout(timeout, answer.as_mut()).await {
+            Ok(outcome) => Sent {
+                outcome,
                 error: None,
                 took: started.elapsed(),
                 late: None,
             },
-            Err(_) => {
-                let late = match late_window {
-                    Some(_) => Some(task),
-                    None => {
-                        task.abort();
-                        None
-                    }
-                };
-                Sent {
-                    outcome: AttemptOutcome::TimedOut,
-                    error: None,
-                    took: started.elapsed(),
-                    late,
-                }
+            Err(_) => Sent {
+                outcome: AttemptOutcome::TimedOut,
+                error: None,
+                took: started.elapsed(),
+                // Dropping the answer otherwise cancels the request.
+                late: late_window.map(|_| tokio::spawn(answer)),
+            },
+        }
+    }
+}
+
+/// The outcome of sending `request`: its status (with `Retry-After`) once at most
+/// `max_response_bytes` of the body were read, or the transport failure.
+async fn answer_to(request: RequestBuilder, max_response_bytes: usize) -> AttemptOutcome {
+    match request.send().await {
+        Ok(response) => {
+            let code = response.status().as_u16();
+            let retry_after = eg_outbound::retry_after(response.headers());
+            match eg_outbound::drain(response, max_response_bytes).await {
+                Ok(()) => AttemptOutcome::Status { code, retry_after },
+                // The status line came, but the body did not in time: the attempt failed.
+                Err(e) => eg_outbound::classify(&e),
             }
         }
+        Err(e) => e.outcome(),
     }
 }
 

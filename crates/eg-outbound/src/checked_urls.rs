@@ -1,0 +1,57 @@
+//! Endpoint URLs already parsed and checked against the address policy, so that the
+//! thousands of requests a second to the same few endpoints do not parse their URL
+//! (host normalisation, IDNA) again for every one. A client's policy never changes, so
+//! a URL that passed [`check_url`](crate::check_url) once passes it again; a refused
+//! one is not remembered and takes the full check every time.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use url::Url;
+
+/// Most URLs remembered; the memory is cleared when it would grow past this.
+const MOST_REMEMBERED: usize = 10_000;
+
+/// The URLs that passed the pre-flight check, as parsed.
+#[derive(Debug, Default)]
+pub(crate) struct CheckedUrls {
+    passed: Mutex<HashMap<String, Url>>,
+}
+
+impl CheckedUrls {
+    /// `raw` as parsed when it passed before (`None`: never seen, or refused).
+    pub(crate) fn get(&self, raw: &str) -> Option<Url> {
+        self.lock().get(raw).cloned()
+    }
+
+    /// Remembers that `raw`, parsed as `url`, passed the check.
+    pub(crate) fn passed(&self, raw: &str, url: &Url) {
+        let mut passed = self.lock();
+        if passed.len() >= MOST_REMEMBERED && !passed.contains_key(raw) {
+            passed.clear();
+        }
+        passed.insert(raw.to_owned(), url.clone());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Url>> {
+        self.passed.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembers_what_passed_and_stays_bounded() {
+        let checked = CheckedUrls::default();
+        assert_eq!(checked.get("https://example.com/hook"), None);
+        let url = Url::parse("https://EXAMPLE.com/hook").unwrap();
+        checked.passed("https://EXAMPLE.com/hook", &url);
+        assert_eq!(checked.get("https://EXAMPLE.com/hook"), Some(url));
+        for i in 0..MOST_REMEMBERED + 1 {
+            let raw = format!("https://example.com/{i}");
+            checked.passed(&raw, &Url::parse(&raw).unwrap());
+        }
+        assert!(checked.lock().len() <= MOST_REMEMBERED);
+    }
+}

@@ -140,7 +140,6 @@ async fn a_landed_write_retried_after_drop_oldest_trimmed_its_first_entry_is_not
     assert_eq!(store.archive_backlog_size(&p).await.unwrap().entries, 0);
     let mut redis = server.client();
     let names: u64 = redis::cmd("EXISTS")
-        .arg(p.archive_object_of())
         .arg(p.archive_object_members())
         .query(&mut redis)
         .unwrap();

@@ -4,11 +4,11 @@
 //! (XACK + XDEL) only once its object store confirmed the object holding it.
 //!
 //! Each entry is named once: before its first write it is given the name of the object
-//! it goes in (`name_objects.lua`, the script the dead-letter writer names its objects
-//! with), and keeps it until it leaves the backlog (`finish_named.lua`). So a retry that
-//! reads the entries in another batch — a copy that took over, or after `drop-oldest`
-//! trimmed some — writes them under the same name, with the same others: the object is
-//! written once, or found already there.
+//! it goes in (`name_archive_objects.lua`), and keeps it until it leaves the backlog
+//! (`finish_archived.lua`). So a retry that reads the entries in another batch — a copy
+//! that took over, or after `drop-oldest` trimmed some — writes them under the same name,
+//! with the same others: the object is written once, or found already there. Names are
+//! kept per name (its entry ids), not per entry: only a batch's worth is in flight.
 
 use crate::Store;
 use crate::error::StoreError;
@@ -129,12 +129,10 @@ impl Store {
         if groups.is_empty() {
             return Ok(Vec::new());
         }
-        let mut invocation = scripts::NAME_OBJECTS.prepare_invoke();
+        let mut invocation = scripts::NAME_ARCHIVE_OBJECTS.prepare_invoke();
         invocation
             .key(partition.archive_backlog())
-            .key(partition.archive_object_of())
-            .key(partition.archive_object_members())
-            .arg("b");
+            .key(partition.archive_object_members());
         for (name, ids) in groups {
             invocation.arg(name).arg(ids.len()).arg(ids);
         }
@@ -163,15 +161,14 @@ impl Store {
     }
 
     /// Removes entries from the backlog (written, dropped, or trimmed) and forgets their
-    /// object names, in one step (`finish_named.lua`).
+    /// object names, in one step (`finish_archived.lua`).
     pub async fn finish_archived(&self, partition: &Partition, ids: &[String]) -> Result<(), StoreError> {
         if ids.is_empty() {
             return Ok(());
         }
         let mut conn = self.conn().await?;
-        let _pending: u64 = scripts::FINISH_NAMED
+        let _pending: u64 = scripts::FINISH_ARCHIVED
             .key(partition.archive_backlog())
-            .key(partition.archive_object_of())
             .key(partition.archive_object_members())
             .arg(ARCHIVE_GROUP)
             .arg(ids)

@@ -1,8 +1,8 @@
 //! The names of dead-letter objects, kept in Redis beside their records.
 //!
 //! The first time a record is about to be written, it is given the name of the object
-//! it goes in (`name_objects.lua`), and keeps it until it leaves the
-//! dead-letter stream (`finish_named.lua` forgets the name in the same step). Each
+//! it goes in (`name_dead_letter_objects.lua`), and keeps it until it leaves the
+//! dead-letter stream (`finish_dead_letters.lua` forgets the name in the same step). Each
 //! name also keeps the records it was first given to. So however the records come back —
 //! with newer ones of the same hour, or split between workers — a record is only ever
 //! written under its one name, with the same other records: its object is written once,
@@ -46,7 +46,7 @@ impl Store {
         if groups.is_empty() {
             return Ok(Vec::new());
         }
-        let mut invocation = scripts::NAME_OBJECTS.prepare_invoke();
+        let mut invocation = scripts::NAME_DEAD_LETTER_OBJECTS.prepare_invoke();
         invocation
             .key(partition.deadletter())
             .key(partition.deadletter_object_of())
@@ -77,7 +77,7 @@ impl Store {
             return Ok(0);
         }
         let mut conn = self.conn().await?;
-        Ok(scripts::FINISH_NAMED
+        Ok(scripts::FINISH_DEAD_LETTERS
             .key(partition.deadletter())
             .key(partition.deadletter_object_of())
             .key(partition.deadletter_object_members())

@@ -183,14 +183,9 @@ impl Partition {
         format!("{}:archive", self.tag)
     }
 
-    /// The object each archive backlog entry is written in, once named: hash entry id →
-    /// object name (`name_objects.lua`). Only entries still in the backlog.
-    pub fn archive_object_of(&self) -> String {
-        format!("{}:archive:objects", self.tag)
-    }
-
     /// The entries of each named archive object still in the backlog: hash object name →
-    /// their entry ids, space-separated.
+    /// their entry ids, space-separated (`name_archive_objects.lua`). Only objects being
+    /// written: a batch's worth per writer.
     pub fn archive_object_members(&self) -> String {
         format!("{}:archive:object-members", self.tag)
     }
@@ -401,7 +396,6 @@ mod tests {
             p.deadletter_delay(),
             p.deadletter_object_of(),
             p.deadletter_object_members(),
-            p.archive_object_of(),
             p.archive_object_members(),
             p.catalog_version(),
             p.event("x"),

@@ -1,19 +1,18 @@
--- Names the objects a stream's entries are written in — dead-letter records, or the
--- topic archive's backlog — so every attempt at an entry, by any worker, in any grouping,
--- writes it under the one name it was first given, together with the same other entries
--- (see eg-deadletter's worker and archive writer).
+-- Names the objects dead-letter records are written in, so every attempt at a record —
+-- by any worker, in any grouping — writes it under the one name it was first given,
+-- together with the same other records (see eg-deadletter's worker).
 --
--- KEYS[1] the stream (dead-letter stream, or archive backlog)
--- KEYS[2] entry id -> object name (entries still in the stream only)
+-- KEYS[1] dead-letter stream
+-- KEYS[2] entry id -> object name (records still in the stream only)
 -- KEYS[3] object name -> its entry ids still in the stream, space-separated
--- ARGV[1] the field of a stream entry to answer with (the record, or the event body)
+-- ARGV[1] the record field of a stream entry
 -- ARGV[2..] one group after another: proposed name, n, then the n entry ids read for it
 --
--- An entry without a name gets its group's proposed name, unless that name is taken
--- (names derive from their entries, so it never is; the entries then stay unnamed). An
--- entry no longer in the stream (finished or trimmed meanwhile) gets none.
--- Returns one item per name the entries have: {name, {its entry ids}, {id, field, ...}}
--- where the last list holds the entries of the name that were not handed in.
+-- A record without a name gets its group's proposed name, unless that name is taken
+-- (names derive from their records, so it never is; the records then stay unnamed). A
+-- record no longer in the stream (finished meanwhile) gets none.
+-- Returns one item per name the records have: {name, {its entry ids}, {id, record, ...}}
+-- where the last list holds the records of its entries that were not handed in.
 local stream, names, members, field = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local handed, met, order = {}, {}, {}
 local function meet(name)

@@ -1,9 +1,8 @@
--- Finishes entries of a stream written into named objects (`name_objects.lua`): written,
--- given up on, or trimmed. Acknowledges and deletes their stream entries and forgets
--- their object names in one step, so a name is kept exactly as long as an entry of it is
--- in the stream.
+-- Finishes dead-letter records (written, or given up on): acknowledges and deletes their
+-- stream entries and forgets their object names in one step, so a name is kept exactly
+-- as long as a record of it is in the stream.
 --
--- KEYS[1] the stream (dead-letter stream, or archive backlog)
+-- KEYS[1] dead-letter stream
 -- KEYS[2] entry id -> object name
 -- KEYS[3] object name -> its entry ids still in the stream, space-separated
 -- ARGV[1] consumer group      ARGV[2..] entry ids

@@ -30,6 +30,44 @@ impl Ceiling {
     }
 }
 
+/// Runs one task per publisher, each taking numbered units (a message, or an SQS
+/// request) from a shared count until `units` are taken and sending each with its
+/// `publish`, and times them all: `messages` confirmed when every task ended well.
+async fn run_publishers<P, Fut>(
+    publishers: impl IntoIterator<Item = P>,
+    units: usize,
+    messages: usize,
+) -> anyhow::Result<Ceiling>
+where
+    P: FnMut(usize) -> Fut + Send + 'static,
+    Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = publishers
+        .into_iter()
+        .map(|mut publish| {
+            let next = Arc::clone(&next);
+            tokio::spawn(async move {
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= units {
+                        return anyhow::Ok(());
+                    }
+                    publish(n).await?;
+                }
+            })
+        })
+        .collect();
+    for task in futures_util::future::join_all(tasks).await {
+        task??;
+    }
+    Ok(Ceiling {
+        messages,
+        elapsed: started.elapsed(),
+    })
+}
+
 /// Publishes `messages` copies of `payload` to `exchange` with `routing_key` (which must
 /// route to a queue: unroutable messages fail the run), `in_flight` at a time, each
 /// publisher on a confirm-mode channel of its own on one connection, as the sender's
@@ -51,14 +89,14 @@ pub async fn rabbitmq_ceiling(
         channel.confirm_select(ConfirmSelectOptions::default()).await?;
         channels.push(channel);
     }
-    let next = Arc::new(AtomicUsize::new(0));
     let payload: Arc<[u8]> = payload.into();
-    let started = Instant::now();
+    let (exchange, routing_key): (Arc<str>, Arc<str>) = (exchange.into(), routing_key.into());
     let publishers = channels.into_iter().map(|channel| {
-        let (next, payload) = (Arc::clone(&next), Arc::clone(&payload));
-        let (exchange, routing_key) = (exchange.to_owned(), routing_key.to_owned());
-        tokio::spawn(async move {
-            while next.fetch_add(1, Ordering::Relaxed) < messages {
+        let (payload, exchange, routing_key) = (Arc::clone(&payload), Arc::clone(&exchange), Arc::clone(&routing_key));
+        move |_| {
+            let (channel, payload) = (channel.clone(), Arc::clone(&payload));
+            let (exchange, routing_key) = (Arc::clone(&exchange), Arc::clone(&routing_key));
+            async move {
                 let options = BasicPublishOptions {
                     mandatory: true,
                     ..BasicPublishOptions::default()
@@ -68,8 +106,8 @@ pub async fn rabbitmq_ceiling(
                     .with_content_type("application/json".into());
                 let confirmation = channel
                     .basic_publish(
-                        exchange.as_str().into(),
-                        routing_key.as_str().into(),
+                        (&*exchange).into(),
+                        (&*routing_key).into(),
                         options,
                         &payload,
                         properties,
@@ -80,17 +118,11 @@ pub async fn rabbitmq_ceiling(
                     matches!(confirmation, Confirmation::Ack(None)),
                     "RabbitMQ did not confirm a message: {confirmation:?}"
                 );
+                Ok(())
             }
-            anyhow::Ok(())
-        })
+        }
     });
-    for publisher in futures_util::future::join_all(publishers).await {
-        publisher??;
-    }
-    Ok(Ceiling {
-        messages,
-        elapsed: started.elapsed(),
-    })
+    run_publishers(publishers, messages, messages).await
 }
 
 /// Publishes `messages` copies of `payload` to `subject` (which a stream must take),
@@ -105,37 +137,27 @@ pub async fn nats_ceiling(
 ) -> anyhow::Result<Ceiling> {
     let client = async_nats::connect(url).await.context("connect to NATS")?;
     let jetstream = async_nats::jetstream::new(client);
-    let next = Arc::new(AtomicUsize::new(0));
     let payload = bytes::Bytes::copy_from_slice(payload);
     // Ids unique to this call: a second call (after a warm-up) must not be deduplicated.
     static CALLS: AtomicUsize = AtomicUsize::new(0);
     let run = format!("{}-{}", std::process::id(), CALLS.fetch_add(1, Ordering::Relaxed));
-    let started = Instant::now();
+    let subject: Arc<str> = subject.into();
     let publishers = (0..in_flight.max(1)).map(|_| {
-        let (next, payload, jetstream) = (Arc::clone(&next), payload.clone(), jetstream.clone());
-        let (subject, run) = (subject.to_owned(), run.clone());
-        tokio::spawn(async move {
-            loop {
-                let n = next.fetch_add(1, Ordering::Relaxed);
-                if n >= messages {
-                    break;
-                }
-                let message = PublishMessage::build()
-                    .message_id(format!("ceiling-{run}-{n}"))
-                    .payload(payload.clone());
-                let ack = jetstream.send_publish(subject.clone(), message).await?.await?;
+        let (payload, jetstream, subject, run) =
+            (payload.clone(), jetstream.clone(), Arc::clone(&subject), run.clone());
+        move |n| {
+            let message = PublishMessage::build()
+                .message_id(format!("ceiling-{run}-{n}"))
+                .payload(payload.clone());
+            let (jetstream, subject) = (jetstream.clone(), subject.to_string());
+            async move {
+                let ack = jetstream.send_publish(subject, message).await?.await?;
                 anyhow::ensure!(!ack.duplicate, "JetStream took message {n} for a duplicate");
+                Ok(())
             }
-            anyhow::Ok(())
-        })
+        }
     });
-    for publisher in futures_util::future::join_all(publishers).await {
-        publisher??;
-    }
-    Ok(Ceiling {
-        messages,
-        elapsed: started.elapsed(),
-    })
+    run_publishers(publishers, messages, messages).await
 }
 
 /// Puts `messages` messages with `text` (already encoded as the queue stores it: eg puts
@@ -158,18 +180,14 @@ pub async fn storage_queue_ceiling(
     let body: bytes::Bytes = format!("<QueueMessage><MessageText>{text}</MessageText></QueueMessage>").into();
     let path = format!("/{ACCOUNT}/{queue}/messages");
     let url = format!("{}/{queue}/messages", emulator.queue_endpoint());
-    let next = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
     let publishers = (0..in_flight.max(1)).map(|_| {
-        let (next, http, body) = (Arc::clone(&next), http.clone(), body.clone());
-        let (path, url) = (path.clone(), url.clone());
-        tokio::spawn(async move {
-            while next.fetch_add(1, Ordering::Relaxed) < messages {
-                let mut request = http.post(&url).body(body.clone());
-                for (name, value) in eg_testkit::shared_key::sign(ACCOUNT, ACCOUNT_KEY, "POST", &path, &[], body.len())
-                {
-                    request = request.header(name, value);
-                }
+        let (http, body, path, url) = (http.clone(), body.clone(), path.clone(), url.clone());
+        move |_| {
+            let mut request = http.post(&url).body(body.clone());
+            for (name, value) in eg_testkit::shared_key::sign(ACCOUNT, ACCOUNT_KEY, "POST", &path, &[], body.len()) {
+                request = request.header(name, value);
+            }
+            async move {
                 let response = request.send().await?;
                 let status = response.status();
                 anyhow::ensure!(
@@ -177,17 +195,11 @@ pub async fn storage_queue_ceiling(
                     "Put Message answered {status}: {}",
                     response.text().await.unwrap_or_default()
                 );
+                Ok(())
             }
-            anyhow::Ok(())
-        })
+        }
     });
-    for publisher in futures_util::future::join_all(publishers).await {
-        publisher??;
-    }
-    Ok(Ceiling {
-        messages,
-        elapsed: started.elapsed(),
-    })
+    run_publishers(publishers, messages, messages).await
 }
 
 /// Produces `messages` records with `payload` as the value to `topic` (which must exist:
@@ -215,30 +227,23 @@ pub async fn kafka_ceiling(
         .set("topic.metadata.propagation.max.ms", "5000")
         .create()
         .context("create the Kafka producer")?;
-    let next = Arc::new(AtomicUsize::new(0));
     let payload: Arc<[u8]> = payload.into();
-    let started = Instant::now();
+    let topic: Arc<str> = topic.into();
     let publishers = (0..in_flight.max(1)).map(|_| {
-        let (next, payload, producer) = (Arc::clone(&next), Arc::clone(&payload), producer.clone());
-        let topic = topic.to_owned();
-        tokio::spawn(async move {
-            while next.fetch_add(1, Ordering::Relaxed) < messages {
+        let (payload, producer, topic) = (Arc::clone(&payload), producer.clone(), Arc::clone(&topic));
+        move |_| {
+            let (payload, producer, topic) = (Arc::clone(&payload), producer.clone(), Arc::clone(&topic));
+            async move {
                 let record: FutureRecord<'_, (), [u8]> = FutureRecord::to(&topic).payload(&payload);
                 producer
                     .send(record, Duration::from_secs(0))
                     .await
                     .map_err(|(e, _)| anyhow::anyhow!("Kafka did not take a record: {e}"))?;
+                Ok(())
             }
-            anyhow::Ok(())
-        })
+        }
     });
-    for publisher in futures_util::future::join_all(publishers).await {
-        publisher??;
-    }
-    Ok(Ceiling {
-        messages,
-        elapsed: started.elapsed(),
-    })
+    run_publishers(publishers, messages, messages).await
 }
 
 /// Most entries of one `SendMessageBatch` request (SQS's limit, and the sender's).
@@ -264,34 +269,28 @@ pub async fn sqs_ceiling(
     let credentials = Arc::new(moto.credentials());
     let host = format!("127.0.0.1:{}", moto.port());
     let requests = messages.div_ceil(SQS_BATCH);
-    let next = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
     let publishers = (0..in_flight.div_ceil(SQS_BATCH).max(1)).map(|_| {
-        let (next, http, credentials) = (Arc::clone(&next), http.clone(), Arc::clone(&credentials));
+        let (http, credentials) = (http.clone(), Arc::clone(&credentials));
         let (host, queue_url, body) = (host.clone(), queue_url.to_owned(), body.to_owned());
-        tokio::spawn(async move {
-            loop {
-                let n = next.fetch_add(1, Ordering::Relaxed);
-                if n >= requests {
-                    break;
-                }
-                let entries = (n * SQS_BATCH..((n + 1) * SQS_BATCH).min(messages))
-                    .map(|i| serde_json::json!({"Id": (i % SQS_BATCH).to_string(), "MessageBody": body}))
-                    .collect::<Vec<_>>();
-                let sent = entries.len();
-                let request = serde_json::json!({"QueueUrl": queue_url, "Entries": entries}).to_string();
-                let signer = eg_testkit::sigv4::Signer {
-                    credentials: &credentials,
-                    region: eg_testkit::s3_server::REGION,
-                    service: "sqs",
-                };
-                let mut call = http
-                    .post(format!("http://{host}/"))
-                    .header("Content-Type", "application/x-amz-json-1.0")
-                    .header("X-Amz-Target", "AmazonSQS.SendMessageBatch");
-                for (name, value) in signer.sign("POST", &host, "/", request.as_bytes(), chrono::Utc::now()) {
-                    call = call.header(name, value);
-                }
+        move |n: usize| {
+            let entries = (n * SQS_BATCH..((n + 1) * SQS_BATCH).min(messages))
+                .map(|i| serde_json::json!({"Id": (i % SQS_BATCH).to_string(), "MessageBody": body}))
+                .collect::<Vec<_>>();
+            let sent = entries.len();
+            let request = serde_json::json!({"QueueUrl": queue_url, "Entries": entries}).to_string();
+            let signer = eg_testkit::sigv4::Signer {
+                credentials: &credentials,
+                region: eg_testkit::s3_server::REGION,
+                service: "sqs",
+            };
+            let mut call = http
+                .post(format!("http://{host}/"))
+                .header("Content-Type", "application/x-amz-json-1.0")
+                .header("X-Amz-Target", "AmazonSQS.SendMessageBatch");
+            for (name, value) in signer.sign("POST", &host, "/", request.as_bytes(), chrono::Utc::now()) {
+                call = call.header(name, value);
+            }
+            async move {
                 let response = call.body(request).send().await?;
                 let status = response.status();
                 let text = response.text().await?;
@@ -303,17 +302,11 @@ pub async fn sqs_ceiling(
                     successful == sent,
                     "SendMessageBatch took {successful} of {sent}: {answer}"
                 );
+                Ok(())
             }
-            anyhow::Ok(())
-        })
+        }
     });
-    for publisher in futures_util::future::join_all(publishers).await {
-        publisher??;
-    }
-    Ok(Ceiling {
-        messages,
-        elapsed: started.elapsed(),
-    })
+    run_publishers(publishers, requests, messages).await
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::auth::authenticate;
 use crate::errors::Refusal;
 use crate::state::App;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use eg_core::event::AcceptedEvent;
 use eg_core::publish::{PublishError, PublishLimits, PublishedBatch, check_namespace_publish};
@@ -76,15 +76,16 @@ impl Route {
     }
 }
 
-/// `POST /topics/{topic}/api/events`: an empty `200` once the events are stored.
+/// `POST /topics/{topic}/api/events`: an empty `200` once the events are stored. The
+/// request is taken whole, so its headers are borrowed rather than copied.
 pub async fn publish(
     State(app): State<Arc<App>>,
     Path(topic): Path<String>,
     Query(query): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Result<StatusCode, Refusal> {
-    accept_counted(&app, Route::CustomTopic, &topic, &query, &headers, body)
+    let (parts, body) = request.into_parts();
+    accept_counted(&app, Route::CustomTopic, &topic, &query, &parts.headers, body)
         .await
         .map(|_| StatusCode::OK)
 }
@@ -106,7 +107,8 @@ pub async fn accept_counted(
         span: &span,
         publisher: publisher_trace.as_ref(),
     };
-    let result = accept(app, route, topic, query, headers, body, trace)
+    // Boxed: the future is large, and every layer it passes through would copy it whole.
+    let result = Box::pin(accept(app, route, topic, query, headers, body, trace))
         .instrument(span.clone())
         .await;
     match &result {
@@ -183,7 +185,8 @@ async fn accept(
     if let Some(context) = trace.stored() {
         batch.events.iter_mut().for_each(|e| e.inherit_trace(&context));
     }
-    within_bound(app, store(app, &name, snapshot, &batch.events, &publisher)).await?
+    // Boxed, as in `accept_counted`: the timeout would copy the store call whole.
+    within_bound(app, Box::pin(store(app, &name, snapshot, &batch.events, &publisher))).await?
 }
 
 /// The W3C trace context of a publish request's `traceparent` and `tracestate` headers;

@@ -82,8 +82,9 @@ async fn not_found(request: Request) -> Refusal {
 /// that is not UTF-8, a method a route does not take) Event Grid's error body, quoting
 /// axum's text as the message and keeping its headers (`Allow` on a `405`).
 async fn event_grid_errors(request: Request, next: Next) -> Response {
+    // The URI is shared, not copied: only an error answer reads its path.
     let method = request.method().clone();
-    let path = request.uri().path().to_owned();
+    let uri = request.uri().clone();
     let response = next.run(request).await;
     let status = response.status();
     let is_json = response
@@ -98,6 +99,7 @@ async fn event_grid_errors(request: Request, next: Next) -> Response {
         .await
         .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
         .unwrap_or_default();
+    let path = uri.path();
     let message = match status {
         StatusCode::METHOD_NOT_ALLOWED => format!("{method} is not allowed on {path}"),
         StatusCode::NOT_FOUND if text.is_empty() => format!("nothing is served at {method} {path}"),

@@ -9,6 +9,7 @@
 
 use crate::error::StoreError;
 use crate::keyspace::{DEADLETTER_GROUP, DEPLOYMENTS, Keyspace, LAYOUT_VERSION, SENDERS_GROUP};
+use crate::shared_link::SharedLink;
 use deadpool::managed::{self, Metrics, Object, RecycleError, RecycleResult};
 use redis::aio::ConnectionLike;
 use redis::{AsyncCommands, Cmd, Pipeline, RedisError, RedisFuture, Value};
@@ -32,13 +33,27 @@ pub fn breaks_connection(error: &RedisError) -> bool {
 }
 
 /// A pooled [`Link`] that remembers whether a command on it failed in a way that may have
-/// broken it; the pool drops such a connection instead of handing it out again.
+/// broken it; the pool drops such a connection instead of handing it out again. Clones
+/// share the socket and the mark (the shared publish connection hands out clones).
+#[derive(Clone)]
 pub struct Tracked {
     link: Link,
     broken: Arc<AtomicBool>,
 }
 
 impl Tracked {
+    pub(crate) fn new(link: Link) -> Self {
+        Self {
+            link,
+            broken: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Whether a command on it failed in a way that may have broken it.
+    pub(crate) fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::Relaxed)
+    }
+
     fn note(&self, error: &RedisError) {
         if breaks_connection(error) {
             self.broken.store(true, Ordering::Relaxed);
@@ -86,14 +101,11 @@ impl managed::Manager for Manager {
     type Error = RedisError;
 
     async fn create(&self) -> Result<Tracked, RedisError> {
-        Ok(Tracked {
-            link: self.target.open().await?,
-            broken: Arc::new(AtomicBool::new(false)),
-        })
+        Ok(Tracked::new(self.target.open().await?))
     }
 
     async fn recycle(&self, conn: &mut Tracked, _: &Metrics) -> RecycleResult<RedisError> {
-        if conn.broken.load(Ordering::Relaxed) {
+        if conn.is_broken() {
             return Err(RecycleError::message("a command failed on this connection"));
         }
         Ok(())
@@ -170,6 +182,8 @@ impl ConnectionLike for Conn {
 #[derive(Clone)]
 pub struct Store {
     pub(crate) pool: Pool,
+    /// The connection publish calls share (`crate::shared_link`).
+    shared: Arc<SharedLink>,
     pub(crate) keys: Keyspace,
     /// Bounds a readiness check, so `/readyz` answers promptly even when Redis hangs.
     ping_timeout: Duration,
@@ -189,6 +203,7 @@ impl Store {
             create: Some(settings.connect_timeout + Duration::from_millis(500)),
             recycle: Some(settings.connect_timeout),
         };
+        let shared = Arc::new(SharedLink::new(target.clone()));
         let pool = Pool::builder(Manager { target })
             .max_size(settings.pool_size)
             .timeouts(timeouts)
@@ -197,6 +212,7 @@ impl Store {
             .map_err(|e| StoreError::Layout(format!("cannot build the redis pool: {e}")))?;
         Ok(Self {
             pool,
+            shared,
             keys: Keyspace::new(&settings.prefix, settings.partitions),
             ping_timeout: settings.connect_timeout,
             cluster,
@@ -216,6 +232,12 @@ impl Store {
 
     pub(crate) async fn conn(&self) -> Result<Conn, StoreError> {
         Ok(Conn(self.pool.get().await?))
+    }
+
+    /// A handle on the connection that non-blocking calls of the publish path share, so
+    /// concurrent calls travel together (`crate::shared_link`). Never for a blocking command.
+    pub(crate) async fn shared(&self) -> Result<Tracked, StoreError> {
+        Ok(self.shared.get().await?)
     }
 
     /// A pooled connection and a shared handle on it, for running commands concurrently:

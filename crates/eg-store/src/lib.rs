@@ -48,6 +48,7 @@ pub mod recent;
 pub mod replay;
 mod scripts;
 mod settlement;
+mod shared_link;
 pub mod snapshot;
 pub mod stats;
 mod target;

@@ -165,10 +165,10 @@ impl Store {
         archive: Option<&ArchiveAppend>,
     ) -> Result<(PublishOutcome, u64), StoreError> {
         let call = codec::PublishCall::new(partition, catalog_version, events, queued, check, archive);
-        let mut conn = self.conn().await?;
         let reply: Vec<String> = if self.replica_acks == 0 {
-            call.invocation().invoke_async(&mut conn).await?
+            call.invocation().invoke_async(&mut self.shared().await?).await?
         } else {
+            let mut conn = self.conn().await?;
             // The script and WAIT in one pipeline on one connection.
             let mut write = redis::pipe();
             call.eval_into(&mut write);

@@ -85,7 +85,6 @@ pub struct Usage {
 }
 
 impl Usage {
-    #[cfg(test)]
     pub fn get(&self, label: &str) -> Option<f64> {
         self.seconds.iter().find(|(l, _)| l == label).map(|(_, s)| *s)
     }

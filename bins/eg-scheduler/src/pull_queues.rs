@@ -177,6 +177,7 @@ async fn end_unread_past_ttl(
                 settlement,
                 history: None,
                 carries_body: false,
+                shared: None,
             }
         })
         .collect();
@@ -229,6 +230,7 @@ async fn sweep(
                 settlement,
                 history: None,
                 carries_body: false,
+                shared: None,
             });
             counters.push(counter);
             reasons.push(reason);

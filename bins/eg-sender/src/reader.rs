@@ -263,15 +263,20 @@ impl Sender {
         {
             permits.merge(more);
             let largest_batch = self.cache.snapshot().largest_batch;
-            let extra = read_size(permits.num_permits(), largest_batch) - 1;
-            match self
-                .store
-                .read_ready(partition, &self.consumer, extra, Duration::ZERO)
-                .await
-            {
-                Ok(rest) => ready.extend(rest),
-                // What was read stays ours to attempt; the rest waits for the next read.
-                Err(e) => tracing::warn!(error = %e, "cannot read more deliveries"),
+            let wanted = read_size(permits.num_permits(), largest_batch);
+            // A fan-out entry is a delivery per subscription: when the first entry was
+            // one, read as many fewer entries, so what is read still fits the slots.
+            let extra = wanted.saturating_sub(ready.len()) / ready.len();
+            if extra > 0 {
+                match self
+                    .store
+                    .read_ready(partition, &self.consumer, extra, Duration::ZERO)
+                    .await
+                {
+                    Ok(rest) => ready.extend(rest),
+                    // What was read stays ours to attempt; the rest waits for the next read.
+                    Err(e) => tracing::warn!(error = %e, "cannot read more deliveries"),
+                }
             }
             // Slots beyond what was read go back at once, for the other readers.
             if let Some(unused) = permits.num_permits().checked_sub(ready.len())

@@ -157,6 +157,7 @@ mod tests {
                 error: None,
             }),
             carries_body: ready.carries_body,
+            shared: None,
         }
     }
 
@@ -165,6 +166,7 @@ mod tests {
     fn settled_through_the_hash(ready: &eg_store::ReadyDelivery) -> Settle {
         Settle {
             carries_body: false,
+            shared: None,
             ..done(ready)
         }
     }

@@ -838,6 +838,7 @@ mod tests {
                 delivery,
                 carried_body: None,
                 carries_body: false,
+                shared: None,
             },
             body: body.into(),
         }

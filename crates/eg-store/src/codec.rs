@@ -39,7 +39,7 @@ pub use stats::{Kind, bucket_of, decode_stats_field, encode_stats_field, window_
 use crate::error::StoreError;
 use crate::keyspace::{Partition, SENDERS_GROUP};
 use crate::scripts;
-use crate::settlement::{Retention, Settle, Settlement};
+use crate::settlement::{Retention, Settle, Settlement, SharedHold};
 use eg_core::deadletter::DeadLetterEntry;
 use eg_core::schema::StoredFormat;
 use eg_core::{Delivery, LastAttempt, OutcomeName, TraceContext, UnixMillis};
@@ -444,6 +444,12 @@ fn settle_action(settlement: &Settlement) -> &'static str {
     }
 }
 
+/// The settle call's marker of a delivery that shares its fan-out entry: `S`, its index,
+/// a space, how many share the entry (settle.lua).
+fn shared_marker(shared: SharedHold) -> String {
+    format!("S{} {}", shared.index, shared.of)
+}
+
 /// The KEYS and ARGV of one `settle.lua` call, in the order the script's header lists
 /// them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -534,10 +540,11 @@ impl SettleCall {
                 history,
                 archive_id,
                 subscription,
-                match line_marker(partition, delivery) {
-                    Some(marker) => marker,
-                    None if item.carries_body => "1".to_owned(),
-                    None => String::new(),
+                match (line_marker(partition, delivery), item.shared) {
+                    (Some(marker), _) => marker,
+                    (None, Some(shared)) => shared_marker(shared),
+                    (None, None) if item.carries_body => "1".to_owned(),
+                    (None, None) => String::new(),
                 },
             ]);
         }
@@ -773,7 +780,8 @@ mod tests {
         let source = include_str!("scripts/settle.lua");
         let key_base = format!("{SETTLE_FIXED_KEYS} + {SETTLE_KEYS_PER_ITEM} * (i - 1)");
         let arg_base = format!("{SETTLE_FIXED_ARGS} + {SETTLE_ARGS_PER_ITEM} * (i - 1)");
-        assert!(source.contains(&format!("settle({key_base}, {arg_base})")), "loop");
+        assert!(source.contains(&format!("settle({key_base}, {arg_base}, false)")), "loop");
+        assert!(source.contains(&format!("settle({key_base}, {arg_base}, true)")), "shared loop");
         assert!(source.contains(&format!("(base b = {key_base})")), "KEYS header");
         assert!(source.contains(&format!("(base a = {arg_base})")), "ARGV header");
         assert!(source.contains(&format!("KEYS[b+{SETTLE_KEYS_PER_ITEM}]")));
@@ -803,6 +811,7 @@ mod tests {
                 settlement: Settlement::Done,
                 history: None,
                 carries_body: false,
+                shared: None,
             },
             Settle {
                 entry_id: "2-0".into(),
@@ -810,6 +819,7 @@ mod tests {
                 settlement: retry,
                 history: None,
                 carries_body: true,
+                shared: None,
             },
         ];
         let call = SettleCall::new(&p, &items, &Retention::NONE).unwrap();
@@ -834,5 +844,15 @@ mod tests {
         let b = SETTLE_FIXED_KEYS + SETTLE_KEYS_PER_ITEM;
         assert_eq!(call.keys[b], p.event("e1"));
         assert_eq!(call.keys[b + 5], p.paused("orders/billing"));
+
+        // A delivery of a fan-out entry is marked with its index and the entry's count,
+        // in the form the script matches.
+        let shared = Settle {
+            shared: Some(SharedHold { index: 1, of: 3 }),
+            ..items[1].clone()
+        };
+        let call = SettleCall::new(&p, &[shared], &Retention::NONE).unwrap();
+        assert_eq!(call.args[SETTLE_FIXED_ARGS + 7], "S1 3");
+        assert!(source.contains("'^S(%d+) (%d+)$'"));
     }
 }

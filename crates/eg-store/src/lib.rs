@@ -67,6 +67,6 @@ pub use keyspace::{Keyspace, Partition};
 pub use lines::{Census, LineSweep, SweepAction, SweepBounds, SweptLine};
 pub use pull::{LockCheck, QueueDepth, QueueEntry};
 pub use queue::{DeadLetterItem, Depths, Promoted, PublishOutcome, ReadyDelivery};
-pub use settlement::{Retention, Settle, Settled, Settlement};
+pub use settlement::{Retention, Settle, Settled, Settlement, SharedHold};
 pub use snapshot::{CatalogSnapshot, TopicEntry};
 pub use stats::StatsStore;

@@ -42,6 +42,7 @@ impl QueueEntry {
             settlement,
             history: None,
             carries_body: false,
+            shared: None,
         }
     }
 

@@ -7,7 +7,7 @@ use crate::connection::Store;
 use crate::error::StoreError;
 use crate::keyspace::{DEADLETTER_GROUP, Partition, SENDERS_GROUP};
 use crate::scripts;
-pub use crate::settlement::{Retention, Settle, Settled, Settlement};
+pub use crate::settlement::{Retention, Settle, Settled, Settlement, SharedHold};
 use eg_core::Delivery;
 use eg_core::deadletter::DeadLetterEntry;
 use eg_core::history::HistoryEntry;
@@ -51,6 +51,9 @@ pub struct ReadyDelivery {
     /// Whether the entry carries the body: what [`Settle::carries_body`] must say when
     /// this hold is settled (kept when `carried_body` is taken).
     pub carries_body: bool,
+    /// Set when the entry is a fan-out entry this delivery shares with its siblings, one
+    /// per subscription (it also carries the body then).
+    pub shared: Option<SharedHold>,
 }
 
 impl ReadyDelivery {
@@ -62,14 +65,20 @@ impl ReadyDelivery {
             settlement,
             history,
             carries_body: self.carries_body,
+            shared: self.shared,
         }
     }
 }
 
-/// How many entries a read that expanded fan-outs reads on with, and at most how many
-/// times ([`Store::read_ready`]).
-const FAN_OUT_READ_ON: usize = 64;
-const FAN_OUT_READ_ROUNDS: usize = 4;
+/// What a read does with the fan-out entries it meets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FanOuts {
+    /// Hands out their deliveries, each holding the shared entry (a sender's read).
+    Deliver,
+    /// Expands them into an event hash and one entry per delivery (`expand_fan_out.lua`),
+    /// to be read again: what taking back an abandoned entry does.
+    Expand,
+}
 
 /// A held fan-out entry (`FanOut` layout) and the deliveries it stands for.
 struct FanOutEntry {
@@ -211,9 +220,10 @@ impl Store {
         }
     }
 
-    /// Reads up to `count` new deliveries for `consumer`, waiting up to `block` for some
+    /// Reads up to `count` new entries for `consumer`, waiting up to `block` for some
     /// (a zero `block` does not wait: Redis would take `BLOCK 0` as "wait forever").
-    /// When it met only fan-out entries it reads on (see below), and may hand back more.
+    /// A fan-out entry gives one delivery per subscription, each holding the entry
+    /// ([`SharedHold`]), so a read may hand back more deliveries than `count`.
     pub async fn read_ready(
         &self,
         partition: &Partition,
@@ -221,33 +231,6 @@ impl Store {
         count: usize,
         block: Duration,
     ) -> Result<Vec<ReadyDelivery>, StoreError> {
-        let (mut out, mut expanded) = self.read_group(partition, consumer, count, block).await?;
-        // Fan-out entries met by a read were expanded, their deliveries added at the back
-        // of the stream: read on at once, more at a time, so a backlog of fan-outs is
-        // expanded a batch per round trip and the reader is not handed nothing. This may
-        // hand back more than `count` (at most FAN_OUT_READ_ON more per round).
-        for _ in 0..FAN_OUT_READ_ROUNDS {
-            if expanded == 0 || out.len() >= count {
-                break;
-            }
-            let (more, more_expanded) = self
-                .read_group(partition, consumer, FAN_OUT_READ_ON, Duration::ZERO)
-                .await?;
-            out.extend(more);
-            expanded = more_expanded;
-        }
-        Ok(out)
-    }
-
-    /// One `XREADGROUP` of new entries, decoded: the deliveries, and how many fan-out
-    /// entries it expanded.
-    async fn read_group(
-        &self,
-        partition: &Partition,
-        consumer: &str,
-        count: usize,
-        block: Duration,
-    ) -> Result<(Vec<ReadyDelivery>, usize), StoreError> {
         let mut opts = StreamReadOptions::default().group(SENDERS_GROUP, consumer).count(count);
         if block.as_millis() > 0 {
             opts = opts.block(block.as_millis() as usize);
@@ -257,7 +240,7 @@ impl Store {
             redis::AsyncCommands::xread_options(&mut conn, &[partition.ready()], &[">"], &opts).await?;
         drop(conn);
         let ids = reply.into_iter().flat_map(|r| r.keys).flat_map(|k| k.ids).collect();
-        self.decode_entries(partition, ids).await
+        self.decode_entries(partition, ids, FanOuts::Deliver).await
     }
 
     /// Takes over deliveries held longer than `min_idle` by any consumer (a crashed or
@@ -272,7 +255,7 @@ impl Store {
         let ids = self
             .auto_claim(&partition.ready(), SENDERS_GROUP, consumer, min_idle, count)
             .await?;
-        Ok(self.decode_entries(partition, ids).await?.0)
+        self.decode_entries(partition, ids, FanOuts::Expand).await
     }
 
     /// `XAUTOCLAIM`, following its cursor through the whole pending list: one call scans
@@ -312,13 +295,13 @@ impl Store {
     /// and removed, so they do not block the stream forever. An entry of a layout this
     /// release does not know (a newer release wrote it) is left held, not removed: it is
     /// taken back after the visibility timeout, for a sender that reads it.
-    /// Fan-out entries are expanded (`expand_fan_out.lua`); the count of those comes back
-    /// beside the deliveries.
+    /// Fan-out entries are delivered from or expanded, as `fan_outs` says.
     async fn decode_entries(
         &self,
         partition: &Partition,
         ids: Vec<StreamId>,
-    ) -> Result<(Vec<ReadyDelivery>, usize), StoreError> {
+        fan_outs_do: FanOuts,
+    ) -> Result<Vec<ReadyDelivery>, StoreError> {
         let mut out = Vec::with_capacity(ids.len());
         let mut poison = Vec::new();
         let mut fan_outs: Vec<FanOutEntry> = Vec::new();
@@ -333,8 +316,25 @@ impl Store {
             };
             let raw: Option<String> = entry.get(codec::DELIVERY_FIELD);
             if layout == codec::EntryLayout::FanOut {
-                match raw.as_deref().map(codec::decode_fan_out) {
-                    Some(Ok(deliveries)) if !deliveries.is_empty() => fan_outs.push(FanOutEntry {
+                let body = take_string(&mut entry, codec::ENTRY_BODY_FIELD);
+                match (raw.as_deref().map(codec::decode_fan_out), body) {
+                    (Some(Ok(deliveries)), Some(body)) if fan_outs_do == FanOuts::Deliver && !deliveries.is_empty() => {
+                        let of = deliveries.len();
+                        out.extend(
+                            deliveries
+                                .into_iter()
+                                .enumerate()
+                                .map(|(index, delivery)| ReadyDelivery {
+                                    partition: partition.index,
+                                    entry_id: entry.id.clone(),
+                                    delivery,
+                                    carried_body: Some(body.clone()),
+                                    carries_body: true,
+                                    shared: Some(SharedHold { index, of }),
+                                }),
+                        );
+                    }
+                    (Some(Ok(deliveries)), _) if !deliveries.is_empty() => fan_outs.push(FanOutEntry {
                         event_key: deliveries[0].event_key.clone(),
                         entry_id: entry.id,
                         deliveries,
@@ -358,6 +358,7 @@ impl Store {
                     delivery,
                     carried_body,
                     carries_body,
+                    shared: None,
                 }),
                 _ => {
                     tracing::error!(stream = %partition.ready(), entry = %entry.id, record = ?raw, "removing a ready entry that is not a delivery record");
@@ -369,7 +370,7 @@ impl Store {
             self.ack_delete(&partition.ready(), SENDERS_GROUP, &poison).await?;
         }
         self.expand_fan_outs(partition, &fan_outs).await?;
-        Ok((out, fan_outs.len()))
+        Ok(out)
     }
 
     /// Expands held fan-out entries (`FanOut` layout) into an event hash and one ready entry per

@@ -1,17 +1,21 @@
 //! Fan-out entries (`codec::EntryLayout::FanOut`) against a real Redis: an
 //! event published to several push subscriptions is one ready entry listing them, with
-//! no event hash; its first reader expands it into the event hash and one entry per
-//! delivery, exactly once, whoever reads it (a sender, or a scheduler taking back what a
-//! crashed sender held).
+//! no event hash. A sender delivers from the entry itself (one delivery per subscription,
+//! each holding the entry) and the entry goes with the last of them; an event hash is
+//! written only for deliveries that live on. A scheduler taking back an entry whose
+//! holder died expands it into the event hash and one entry per delivery not yet
+//! settled, exactly once.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use common::*;
 use eg_core::Delivery;
-use eg_store::Settlement;
+use eg_core::UnixMillis;
 use eg_store::codec::{self, EntryLayout};
 use eg_store::queue::EventToStore;
+use eg_store::queue::ReadyDelivery;
+use eg_store::{Retention, Settlement, SharedHold};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -42,8 +46,22 @@ fn entries(redis: &mut redis::Connection, stream: &str) -> Vec<(Option<String>, 
         .collect()
 }
 
+/// Settles `held` in one call, each with its settlement; whether each took effect.
+async fn settle_together(h: &Harness, held: &[(&ReadyDelivery, Settlement)]) -> Vec<bool> {
+    let items: Vec<_> = held.iter().map(|(r, s)| r.settle(s.clone(), None)).collect();
+    let settled = h.store.settle_many(&h.p0(), &items, &Retention::NONE).await.unwrap();
+    settled.iter().map(|s| s.took_effect).collect()
+}
+
+fn retry_of(held: &ReadyDelivery) -> Settlement {
+    Settlement::Retry {
+        delivery: held.delivery.after_attempt(failed_attempt()),
+        due: UnixMillis(5_000),
+    }
+}
+
 #[tokio::test]
-async fn an_event_to_several_subscriptions_is_one_entry_until_it_is_read() {
+async fn an_event_to_several_subscriptions_is_delivered_from_its_one_entry() {
     let h = Harness::start().await;
     let event = fanned_out("k1", &["audit", "billing", "ship"]);
     publish(&h.store, &h.p0(), std::slice::from_ref(&event)).await;
@@ -52,23 +70,134 @@ async fn an_event_to_several_subscriptions_is_one_entry_until_it_is_read() {
     let stored = entries(&mut redis, &h.p0().ready());
     assert_eq!(stored.len(), 1, "one entry for three deliveries");
     assert_eq!(stored[0].0.as_deref(), Some(EntryLayout::FanOut.field()));
-    assert!(!exists(&mut redis, &h.p0().event("k1")), "no event hash yet");
 
-    // The first read expands it and reads on: the three deliveries, as published.
+    // One entry read: its three deliveries, as published, each holding the entry.
     let held = read(&h.store, &h.p0(), "sender", 1).await;
-    assert_eq!(hget(&mut redis, &h.p0().event("k1"), "b"), Some(body("k1")));
-    assert_eq!(hget(&mut redis, &h.p0().event("k1"), "r").as_deref(), Some("3"));
     let got: Vec<Delivery> = held.iter().map(|r| r.delivery.clone()).collect();
     assert_eq!(got, event.deliveries, "each delivery as published, ids and all");
-    assert!(held.iter().all(|r| !r.carries_body));
-    assert_eq!(xlen(&mut redis, &h.p0().ready()), 3, "the fan-out entry is gone");
-    assert!(read(&h.store, &h.p0(), "sender", 10).await.is_empty(), "each read once");
-
-    for r in &held {
-        assert!(settle(&h.store, &h.p0(), r, &Settlement::Done).await);
+    for (i, r) in held.iter().enumerate() {
+        assert_eq!(r.shared, Some(SharedHold { index: i, of: 3 }));
+        assert_eq!(r.entry_id, held[0].entry_id);
+        assert_eq!(r.carried_body.as_deref(), Some(body("k1").as_str()));
     }
-    assert!(!exists(&mut redis, &h.p0().event("k1")), "freed with its last delivery");
+    assert!(!exists(&mut redis, &h.p0().event("k1")), "no event hash written");
+    assert!(read(&h.store, &h.p0(), "sender", 10).await.is_empty(), "read once");
+
+    let done: Vec<_> = held.iter().map(|r| (r, Settlement::Done)).collect();
+    assert_eq!(settle_together(&h, &done).await, [true, true, true]);
+    assert_eq!(xlen(&mut redis, &h.p0().ready()), 0, "gone with its deliveries");
+    assert_eq!(pending(&mut redis, &h.p0().ready(), "senders"), 0);
+    assert!(!exists(&mut redis, &h.p0().event("k1")), "still no event hash");
+    assert!(!exists(&mut redis, &shared_marks(&h, &held[0].entry_id)));
+}
+
+fn shared_marks(h: &Harness, entry_id: &str) -> String {
+    format!("{}:shared:{entry_id}", h.p0().ready())
+}
+
+#[tokio::test]
+async fn settled_apart_a_fan_out_entry_goes_with_its_last_delivery() {
+    let h = Harness::start().await;
+    publish(&h.store, &h.p0(), &[fanned_out("k1", &["audit", "billing", "ship"])]).await;
+    let mut redis = h.redis();
+    let held = read(&h.store, &h.p0(), "sender", 1).await;
+    let entry = held[0].entry_id.clone();
+
+    assert!(settle(&h.store, &h.p0(), &held[0], &Settlement::Done).await);
+    assert!(settle(&h.store, &h.p0(), &held[1], &retry_of(&held[1])).await);
+    assert_eq!(xlen(&mut redis, &h.p0().ready()), 1, "held until its last delivery");
+    assert_eq!(pending(&mut redis, &h.p0().ready(), "senders"), 1, "and still pending");
+    assert_eq!(hget(&mut redis, &h.p0().event("k1"), "b"), Some(body("k1")));
+    assert_eq!(
+        hget(&mut redis, &h.p0().event("k1"), "r").as_deref(),
+        Some("1"),
+        "the retry counts"
+    );
+    assert_eq!(zcard(&mut redis, &h.p0().retry()), 1);
+
+    // A delivery settled twice (a second holder, say) is settled once.
+    assert!(!settle(&h.store, &h.p0(), &held[1], &retry_of(&held[1])).await);
+    assert_eq!(zcard(&mut redis, &h.p0().retry()), 1);
+
+    assert!(settle(&h.store, &h.p0(), &held[2], &Settlement::Done).await);
     assert_eq!(xlen(&mut redis, &h.p0().ready()), 0);
+    assert_eq!(pending(&mut redis, &h.p0().ready(), "senders"), 0);
+    assert!(!exists(&mut redis, &shared_marks(&h, &entry)));
+    assert_eq!(hget(&mut redis, &h.p0().event("k1"), "r").as_deref(), Some("1"));
+
+    // The retry is delivered from the event hash, which goes with it.
+    assert_eq!(promote_due(&h.store, &h.p0(), 10).await, 1);
+    let again = read(&h.store, &h.p0(), "sender", 10).await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].delivery.id, "k1-1");
+    assert!(!again[0].carries_body && again[0].shared.is_none());
+    assert!(settle(&h.store, &h.p0(), &again[0], &Settlement::Done).await);
+    assert!(!exists(&mut redis, &h.p0().event("k1")));
+}
+
+#[tokio::test]
+async fn deliveries_of_a_fan_out_that_live_on_share_its_event_hash() {
+    let h = Harness::start().await;
+    publish(&h.store, &h.p0(), &[fanned_out("k1", &["audit", "billing", "ship"])]).await;
+    let mut redis = h.redis();
+    let held = read(&h.store, &h.p0(), "sender", 1).await;
+    let requeued = held[2].delivery.clone();
+    let results = settle_together(
+        &h,
+        &[
+            (&held[0], retry_of(&held[0])),
+            (&held[1], Settlement::Done),
+            (&held[2], Settlement::Requeue { delivery: requeued }),
+        ],
+    )
+    .await;
+    assert_eq!(results, [true, true, true]);
+    assert_eq!(hget(&mut redis, &h.p0().event("k1"), "r").as_deref(), Some("2"));
+    // The requeued one waits in the event-hash layout: a carried entry is its event's
+    // only delivery, and this one is not.
+    let stored = entries(&mut redis, &h.p0().ready());
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].0, None);
+    let again = read(&h.store, &h.p0(), "sender", 10).await;
+    assert_eq!(again[0].delivery.id, "k1-2");
+    assert!(settle(&h.store, &h.p0(), &again[0], &Settlement::Done).await);
+    assert_eq!(
+        hget(&mut redis, &h.p0().event("k1"), "r").as_deref(),
+        Some("1"),
+        "the retry's"
+    );
+}
+
+#[tokio::test]
+async fn a_fan_out_taken_back_from_a_dead_holder_expands_only_what_it_did_not_settle() {
+    let h = Harness::start().await;
+    publish(&h.store, &h.p0(), &[fanned_out("k1", &["audit", "billing", "ship"])]).await;
+    let mut redis = h.redis();
+    let held = read(&h.store, &h.p0(), "sender", 1).await;
+    assert!(settle(&h.store, &h.p0(), &held[0], &Settlement::Done).await);
+    assert!(settle(&h.store, &h.p0(), &held[1], &retry_of(&held[1])).await);
+
+    // The holder dies; the scheduler takes the entry back.
+    let taken = h
+        .store
+        .claim_abandoned(&h.p0(), "scheduler", Duration::ZERO, 10)
+        .await
+        .unwrap();
+    assert!(taken.is_empty(), "expanded, not handed back");
+    assert!(!exists(&mut redis, &shared_marks(&h, &held[0].entry_id)));
+    assert_eq!(
+        hget(&mut redis, &h.p0().event("k1"), "r").as_deref(),
+        Some("2"),
+        "the retry and the one not settled"
+    );
+    let ids: Vec<String> = read(&h.store, &h.p0(), "sender", 10)
+        .await
+        .into_iter()
+        .map(|r| r.delivery.id)
+        .collect();
+    assert_eq!(ids, ["k1-2"], "only the delivery the dead holder did not settle");
+    // The dead holder's late settle changes nothing.
+    assert!(!settle(&h.store, &h.p0(), &held[2], &Settlement::Done).await);
 }
 
 #[tokio::test]
@@ -130,17 +259,10 @@ async fn deliveries_of_another_shape_keep_one_entry_each() {
 }
 
 #[tokio::test]
-async fn a_backlog_of_fan_outs_is_expanded_a_batch_per_read() {
+async fn a_read_of_fan_outs_hands_out_a_delivery_per_subscription_of_each() {
     let h = Harness::start().await;
     let events: Vec<EventToStore> = (0..100).map(|i| fanned_out(&format!("k{i}"), &["a", "b"])).collect();
     publish(&h.store, &h.p0(), &events).await;
-    let mut redis = h.redis();
-    // A reader asking for one delivery gets deliveries in the same call, though the first
-    // hundred entries are fan-outs: it read on, 64 entries at a time.
-    let held = read(&h.store, &h.p0(), "sender", 1).await;
-    assert!(!held.is_empty());
-    let hashes: u64 = (0..100)
-        .filter(|i| exists(&mut redis, &h.p0().event(&format!("k{i}"))))
-        .count() as u64;
-    assert_eq!(hashes, 100, "every fan-out expanded in this call");
+    let held = read(&h.store, &h.p0(), "sender", 5).await;
+    assert_eq!(held.len(), 10, "five entries, two deliveries each");
 }

@@ -162,6 +162,7 @@ pub async fn settle_held(
             settlement,
             history: None,
             carries_body: false,
+            shared: None,
         })
         .collect();
     pull.store

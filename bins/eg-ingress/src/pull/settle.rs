@@ -88,6 +88,7 @@ pub async fn settle(
                 settlement,
                 history: None,
                 carries_body: false,
+                shared: None,
             });
             counters.push(token.count);
         }

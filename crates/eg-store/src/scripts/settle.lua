@@ -42,7 +42,18 @@
 --           no event hash exists; a delivery that lives on takes the body along;
 --           or, for a delivery of an ordered subscription (never carried), its line
 --           marker `L…` (codec::line_marker): done and deadletter advance its line
---           (line_steps.lua); retry, requeue and park keep it at the head
+--           (line_steps.lua); retry, requeue and park keep it at the head;
+--           or, for a delivery of a fan-out entry (`FanOut` layout, which carries the
+--           body), `S<index> <of>`: its index among the entry's `of` deliveries
+--
+-- A fan-out entry is held by all its deliveries at once (one per subscription, read
+-- together) and is acknowledged and deleted with the last of them. When one call
+-- settles every one of them (the usual case: a sender settles them together) nothing
+-- more is written. Otherwise each settled index is remembered in the set
+-- `<ready stream>:shared:<entry id>` until the last: the entry stays pending meanwhile,
+-- so a holder that dies leaves it to be taken back (expand_fan_out.lua then expands
+-- only the indexes not settled), and an index settled twice (by two holders, after a
+-- take-back) is settled once, its second result 0.
 
 --
 -- The steps themselves are in settle_steps.lua, sent in front of this file (after
@@ -51,19 +62,75 @@
 -- History lists and log buckets evicted for room (ZPOPMIN of their index) are deleted by
 -- the names the index holds, and a new log bucket is named after the log's key: keys of
 -- this partition's hash tag, so the same slot on a cluster.
-local ids = {}
+-- Items on their own entries (ids, positions), and items sharing fan-out entries
+-- (entry id -> { of = deliveries in the entry, items = { {position, index}, … } }).
+local ids, own, shared, shared_ids = {}, {}, {}, {}
 for i = 1, n do
-  ids[i] = ARGV[6 + 8 * (i - 1) + 1]
+  local a = 6 + 8 * (i - 1)
+  local index, of = string.match(ARGV[a + 8], '^S(%d+) (%d+)$')
+  if index then
+    local id = ARGV[a + 1]
+    if not shared[id] then
+      shared[id] = { of = tonumber(of), items = {} }
+      shared_ids[#shared_ids + 1] = id
+    end
+    local items = shared[id].items
+    items[#items + 1] = { i, index }
+  else
+    ids[#ids + 1] = ARGV[a + 1]
+    own[#own + 1] = i
+  end
 end
-local held = held_now(ids)
 local results = {}
-for i = 1, n do
-  if held[ids[i]] then
-    held[ids[i]] = nil
-    results[i] = settle(6 + 6 * (i - 1), 6 + 8 * (i - 1))
+local held = held_now(ids)
+for _, i in ipairs(own) do
+  local id = ARGV[6 + 8 * (i - 1) + 1]
+  if held[id] then
+    held[id] = nil
+    results[i] = settle(6 + 6 * (i - 1), 6 + 8 * (i - 1), false)
   else
     results[i] = 0
   end
+end
+
+-- Settles the items holding fan-out entry `id` (see the header).
+local function settle_shared(id, entry)
+  for _, item in ipairs(entry.items) do
+    results[item[1]] = 0
+  end
+  -- Still in the stream: still held (it goes only with its last delivery, or when
+  -- taken back and expanded).
+  if not redis.call('XRANGE', KEYS[1], id, id)[1] then
+    return
+  end
+  local marks = KEYS[1] .. ':shared:' .. id
+  local named, count = {}, 0
+  for _, item in ipairs(entry.items) do
+    if not named[item[2]] then
+      named[item[2]] = true
+      count = count + 1
+    end
+  end
+  local whole = count >= entry.of and redis.call('EXISTS', marks) == 0
+  local done = {}
+  for _, item in ipairs(entry.items) do
+    local i, index = item[1], item[2]
+    if not done[index] and (whole or redis.call('SADD', marks, index) == 1) then
+      done[index] = true
+      results[i] = settle(6 + 6 * (i - 1), 6 + 8 * (i - 1), true)
+    end
+  end
+  if whole or redis.call('SCARD', marks) >= entry.of then
+    redis.call('XACK', KEYS[1], group, id)
+    settled_ids[#settled_ids + 1] = id
+    redis.call('DEL', marks)
+  else
+    -- Outlives any hold: a take-back expands the entry and deletes the set sooner.
+    redis.call('PEXPIRE', marks, 86400000)
+  end
+end
+for _, id in ipairs(shared_ids) do
+  settle_shared(id, shared[id])
 end
 finish()
 return results

@@ -80,20 +80,25 @@ local function append_step(list, step)
   wrote_history = true
 end
 
-local function settle(k, a)
+-- `shared`: the entry is a fan-out entry the delivery shares with its siblings (marker
+-- `S<index> <of>`, settle.lua): it carries the body and no event hash counts it, and it
+-- is deleted by the caller once the last sibling is settled, not here.
+local function settle(k, a, shared)
   local action = ARGV[a + 2]
   -- An entry carrying its event's body is the event's only delivery: no event hash to
   -- count down. A delivery that lives on (retry, requeue, park) or is dead-lettered takes
   -- the body along before the entry goes: for those the entry itself says whether it
   -- carries one, so a caller's mistake can never lose a body. Only a finished delivery
   -- (done, the hot path) trusts the caller's word and reads nothing more.
-  local carried = ARGV[a + 8] == '1'
+  local carried = ARGV[a + 8] == '1' or shared
   local body = nil
   if action ~= 'done' then
     body = entry_field(KEYS[1], ARGV[a + 1], 'b')
-    carried = body ~= nil
+    carried = body ~= nil or shared
   end
-  settled_ids[#settled_ids + 1] = ARGV[a + 1]
+  if not shared then
+    settled_ids[#settled_ids + 1] = ARGV[a + 1]
+  end
 
   if ARGV[a + 5] ~= '' and action == 'done' and carried then
     -- The list key is `<history index>:<topic>/<event id>`: the log field is its tail.
@@ -102,7 +107,14 @@ local function settle(k, a)
     append_step(KEYS[k + 2], ARGV[a + 5])
   end
 
-  if body and (action == 'retry' or action == 'park') then
+  if body and shared and action ~= 'done' and action ~= 'deadletter' then
+    -- Siblings of a fan-out entry that live on share the event hash their records name,
+    -- one count each, and wait or are requeued in the `EventHash` layout: an entry
+    -- carrying a body is its event's only delivery, and these are not.
+    redis.call('HSET', KEYS[k + 1], 'b', body)
+    redis.call('HINCRBY', KEYS[k + 1], 'r', 1)
+    body = nil
+  elseif body and (action == 'retry' or action == 'park') then
     -- Waiting in a sorted set, the record names its event by key: the body moves into
     -- the event hash the record names (`EventHash` layout from here on).
     redis.call('HSET', KEYS[k + 1], 'b', body, 'r', 1)

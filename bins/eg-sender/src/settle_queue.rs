@@ -3,12 +3,24 @@
 //! `settle.lua` call (up to [`MOST_PER_CALL`]). While a call is in flight the next ones gather, so under
 //! load a call settles many attempts for one round trip and one script start; when idle
 //! a settle goes out at once, alone (no timer, no added wait).
+//!
+//! The one exception: the deliveries of a fan-out entry (one per subscription, read
+//! together) wait up to [`SIBLING_WAIT`] for each other and go out together, so their
+//! entry is settled by one call (`settle.lua` then writes nothing to track which of them
+//! are settled, and their history steps share one field).
 
 use eg_store::{Partition, Retention, Settle, Settled, Store, StoreError};
-use tokio::sync::{mpsc, oneshot};
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::{Notify, mpsc, oneshot};
 
 /// Most settles in one script call (bounds the script's run, which blocks Redis).
 const MOST_PER_CALL: usize = 256;
+
+/// Longest the first settled delivery of a fan-out entry waits for its siblings.
+const SIBLING_WAIT: Duration = Duration::from_millis(10);
 
 /// Why a settle failed. A failed call fails every settle it carried, so the store's
 /// error is kept as its message (shared by all of them).
@@ -34,6 +46,55 @@ struct Queued {
 /// The per-partition settle queues of one sender process.
 pub struct SettleQueue {
     queues: Vec<mpsc::UnboundedSender<Queued>>,
+    siblings: Arc<Siblings>,
+}
+
+/// Settles of fan-out entries' deliveries gathering, by partition and entry id.
+#[derive(Default)]
+struct Siblings(Mutex<HashMap<(u16, String), Gathering>>);
+
+struct Gathering {
+    settles: Vec<Queued>,
+    /// Told when the last sibling arrives.
+    complete: Arc<Notify>,
+}
+
+impl Siblings {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(u16, String), Gathering>> {
+        // A panic elsewhere while holding it leaves the map usable.
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Adds `queued` to its entry's gathering. The first to arrive leads: it is given
+    /// the signal that all have arrived, waits for it (or [`SIBLING_WAIT`]) and sends
+    /// the gathering (see [`Siblings::take`]).
+    fn join(&self, key: &(u16, String), of: usize, queued: Queued) -> Option<Arc<Notify>> {
+        let mut gathering = self.lock();
+        match gathering.entry(key.clone()) {
+            Entry::Occupied(mut waiting) => {
+                let waiting = waiting.get_mut();
+                waiting.settles.push(queued);
+                if waiting.settles.len() >= of {
+                    waiting.complete.notify_one();
+                }
+                None
+            }
+            Entry::Vacant(first) => {
+                let complete = Arc::new(Notify::new());
+                first.insert(Gathering {
+                    settles: vec![queued],
+                    complete: complete.clone(),
+                });
+                Some(complete)
+            }
+        }
+    }
+
+    /// What gathered for `key`, now gone from here (a sibling arriving later starts a
+    /// new gathering).
+    fn take(&self, key: &(u16, String)) -> Vec<Queued> {
+        self.lock().remove(key).map(|g| g.settles).unwrap_or_default()
+    }
 }
 
 impl SettleQueue {
@@ -48,7 +109,10 @@ impl SettleQueue {
                 queue
             })
             .collect();
-        Self { queues }
+        Self {
+            queues,
+            siblings: Arc::default(),
+        }
     }
 
     /// Settles `settle` in `partition`, together with whatever else is waiting there.
@@ -58,7 +122,26 @@ impl SettleQueue {
             .queues
             .get(usize::from(partition.index))
             .ok_or(SettleError::NoQueue(partition.index))?;
-        queue.send(Queued { settle, reply }).map_err(|_| SettleError::Stopped)?;
+        let queued = Queued { settle, reply };
+        match queued.settle.shared {
+            Some(shared) if shared.of > 1 => {
+                let key = (partition.index, queued.settle.entry_id.clone());
+                if let Some(complete) = self.siblings.join(&key, shared.of, queued) {
+                    // In a task of its own, so the gathering is sent even if this
+                    // caller stops waiting.
+                    let (siblings, queue) = (self.siblings.clone(), queue.clone());
+                    tokio::spawn(async move {
+                        let _ = tokio::time::timeout(SIBLING_WAIT, complete.notified()).await;
+                        // Sent in one go, so the queue's task takes them into one call. A
+                        // stopped queue drops them: each caller's answer says so.
+                        for queued in siblings.take(&key) {
+                            let _ = queue.send(queued);
+                        }
+                    });
+                }
+            }
+            _ => queue.send(queued).map_err(|_| SettleError::Stopped)?,
+        }
         answer.await.map_err(|_| SettleError::Dropped)?
     }
 }
@@ -135,6 +218,18 @@ mod tests {
             .lines()
             .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
             .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    fn command_calls(server: &RedisServer, command: &str) -> u64 {
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut server.client())
+            .unwrap();
+        let prefix = format!("cmdstat_{command}:calls=");
+        stats
+            .lines()
+            .filter_map(|l| l.strip_prefix(&prefix)?.split(',').next()?.parse::<u64>().ok())
             .sum()
     }
 
@@ -302,5 +397,91 @@ mod tests {
         let took: Vec<Option<bool>> = answers.iter().map(|a| a.as_ref().ok().map(|s| s.took_effect)).collect();
         assert_eq!(took, [Some(true), Some(true), None], "{answers:?}");
         assert_eq!(store.depths(&p0).await.unwrap().in_flight, 0, "every hold ended");
+    }
+
+    /// Publishes one event to `subscriptions` push subscriptions (one fan-out entry) and
+    /// reads its deliveries.
+    async fn publish_fan_out(store: &Store, subscriptions: usize) -> Vec<eg_store::ReadyDelivery> {
+        let p0 = store.keys().partition(0);
+        let version = Catalog::new(store.clone()).version().await.unwrap();
+        let event = EventToStore {
+            event_key: "e0".into(),
+            body: "{}".into(),
+            deliveries: (0..subscriptions)
+                .map(|i| {
+                    Delivery::new(
+                        eg_store::codec::fan_out_delivery_id("e0", i),
+                        "e0".into(),
+                        "orders".into(),
+                        format!("s{i}"),
+                        UnixMillis(1),
+                    )
+                })
+                .collect(),
+        };
+        store.publish(&p0, version, &[event]).await.unwrap();
+        let held = store.read_ready(&p0, "c", 10, Duration::from_millis(50)).await.unwrap();
+        assert_eq!(held.len(), subscriptions);
+        held
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_deliveries_of_a_fan_out_entry_settle_in_one_call() {
+        let server = RedisServer::start();
+        let store = connect(&server).await;
+        let p0 = store.keys().partition(0);
+        let held = publish_fan_out(&store, 3).await;
+        let queue = std::sync::Arc::new(SettleQueue::start(&store, Retention::NONE));
+        let before = script_calls(&server);
+        // They finish a moment apart, as attempts to different endpoints do.
+        let settles: Vec<_> = held
+            .iter()
+            .enumerate()
+            .map(|(i, ready)| {
+                let (queue, p0, item) = (
+                    queue.clone(),
+                    p0.clone(),
+                    Settle {
+                        shared: ready.shared,
+                        ..done(ready)
+                    },
+                );
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(2 * i as u64)).await;
+                    queue.settle(&p0, item).await
+                })
+            })
+            .collect();
+        for settle in settles {
+            assert!(settle.await.unwrap().unwrap().took_effect);
+        }
+        // The first call of a script is answered NOSCRIPT and sent again: up to two.
+        assert!(script_calls(&server) - before <= 2, "one call for the three");
+        assert_eq!(command_calls(&server, "sadd"), 0, "none was settled alone");
+        assert_eq!(store.depths(&p0).await.unwrap().in_flight, 0);
+        let marks: u64 = redis::cmd("EXISTS")
+            .arg(format!("{}:shared:{}", p0.ready(), held[0].entry_id))
+            .query(&mut server.client())
+            .unwrap();
+        assert_eq!(marks, 0, "settled together: nothing tracked");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fan_out_delivery_does_not_wait_long_for_a_sibling_that_never_settles() {
+        let server = RedisServer::start();
+        let store = connect(&server).await;
+        let p0 = store.keys().partition(0);
+        let held = publish_fan_out(&store, 3).await;
+        let queue = SettleQueue::start(&store, Retention::NONE);
+        let first = Settle {
+            shared: held[0].shared,
+            ..done(&held[0])
+        };
+        let answer = tokio::time::timeout(Duration::from_secs(5), queue.settle(&p0, first))
+            .await
+            .expect("answered after the sibling wait");
+        assert!(answer.unwrap().took_effect);
+        // The entry stays held for the two not settled.
+        assert_eq!(store.depths(&p0).await.unwrap().in_flight, 1);
     }
 }

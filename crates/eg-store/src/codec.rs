@@ -780,8 +780,14 @@ mod tests {
         let source = include_str!("scripts/settle.lua");
         let key_base = format!("{SETTLE_FIXED_KEYS} + {SETTLE_KEYS_PER_ITEM} * (i - 1)");
         let arg_base = format!("{SETTLE_FIXED_ARGS} + {SETTLE_ARGS_PER_ITEM} * (i - 1)");
-        assert!(source.contains(&format!("settle({key_base}, {arg_base}, false)")), "loop");
-        assert!(source.contains(&format!("settle({key_base}, {arg_base}, true)")), "shared loop");
+        assert!(
+            source.contains(&format!("settle({key_base}, {arg_base}, false)")),
+            "loop"
+        );
+        assert!(
+            source.contains(&format!("settle({key_base}, {arg_base}, true)")),
+            "shared loop"
+        );
         assert!(source.contains(&format!("(base b = {key_base})")), "KEYS header");
         assert!(source.contains(&format!("(base a = {arg_base})")), "ARGV header");
         assert!(source.contains(&format!("KEYS[b+{SETTLE_KEYS_PER_ITEM}]")));

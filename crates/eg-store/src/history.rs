@@ -69,7 +69,8 @@ async fn steps_in(
                 records.hget(bucket, record);
                 named += 1;
             }
-            None => steps.push(value),
+            // The steps of a fan-out's deliveries settled together: one per line.
+            None => steps.extend(value.split('\n').map(str::to_owned)),
         }
     }
     if named > 0 {

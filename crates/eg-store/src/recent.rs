@@ -110,11 +110,11 @@ async fn histories_in(
         .into_iter()
         .map(|name| name[prefix.len()..].to_owned())
         .zip(lists)
-        .chain(
-            logged
-                .into_iter()
-                .filter_map(|(field, step)| Some((field.strip_prefix(&field_prefix)?.to_owned(), vec![step]))),
-        )
+        .chain(logged.into_iter().filter_map(|(field, value)| {
+            // A fan-out's deliveries settled together share a field, a step a line.
+            let steps = value.split('\n').map(str::to_owned).collect();
+            Some((field.strip_prefix(&field_prefix)?.to_owned(), steps))
+        }))
         .collect())
 }
 

@@ -12,6 +12,7 @@ mod common;
 use common::*;
 use eg_core::Delivery;
 use eg_core::UnixMillis;
+use eg_core::history::{DeliveryState, HistoryEntry};
 use eg_store::codec::{self, EntryLayout};
 use eg_store::queue::EventToStore;
 use eg_store::queue::ReadyDelivery;
@@ -265,4 +266,51 @@ async fn a_read_of_fan_outs_hands_out_a_delivery_per_subscription_of_each() {
     publish(&h.store, &h.p0(), &events).await;
     let held = read(&h.store, &h.p0(), "sender", 5).await;
     assert_eq!(held.len(), 10, "five entries, two deliveries each");
+}
+
+#[tokio::test]
+async fn the_steps_of_a_fan_out_settled_together_are_one_field_of_the_delivered_log() {
+    let h = Harness::start().await;
+    publish(&h.store, &h.p0(), &[fanned_out("k1", &["audit", "billing", "ship"])]).await;
+    let held = read(&h.store, &h.p0(), "sender", 1).await;
+    let items: Vec<_> = held
+        .iter()
+        .map(|r| {
+            let step = HistoryEntry {
+                subscription: r.delivery.subscription.clone(),
+                attempt: 1,
+                at: UnixMillis(1_000),
+                outcome: None,
+                http_status: None,
+                duration_ms: None,
+                next: None,
+                state: DeliveryState::Delivered,
+                reason: None,
+                hold: None,
+                error: None,
+            };
+            r.settle(Settlement::Done, Some(step))
+        })
+        .collect();
+    let retention = Retention {
+        history_for: Duration::from_secs(3600),
+        histories_per_partition: 100,
+        steps_per_history: 10,
+        archived_per_partition: 0,
+    };
+    h.store.settle_many(&h.p0(), &items, &retention).await.unwrap();
+
+    let mut redis = h.redis();
+    assert_eq!(zcard(&mut redis, &h.p0().history_index()), 0, "no history list");
+    // The event id is the body's `id`, which `body` sets to the event key.
+    let steps = h
+        .store
+        .event_history("orders", &held[0].delivery.event_id)
+        .await
+        .unwrap();
+    let mut subscriptions: Vec<String> = steps.into_iter().map(|s| s.subscription).collect();
+    subscriptions.sort();
+    assert_eq!(subscriptions, ["audit", "billing", "ship"]);
+    let recent = h.store.recent_deliveries("orders", "billing", 10).await.unwrap();
+    assert_eq!(recent.len(), 1);
 }

@@ -18,7 +18,8 @@
 -- `<log>:<first entry id logged>` of `<topic>/<event id>` -> step. Steps of one call that
 -- are the same step (a delivered batch: one attempt, one outcome, for every event of it)
 -- are written once, as a record field `#<entry id>` (the first such entry's id) that
--- each event's field names instead of repeating the step. One HMGET and one HSET write
+-- each event's field names instead of repeating the step; steps of one call for the
+-- same event (a fan-out entry's deliveries) share its field, one step per line. One HMGET and one HSET write
 -- a call's steps. Buckets rotate every retention/24 or when full, expire a retention
 -- after their last write, and at most min(24, most histories) are kept of ~most
 -- histories/that many fields each, so the log is bounded like the lists; a record and
@@ -205,34 +206,47 @@ local function log_bucket(span, per_bucket, first_entry)
 end
 
 -- The HSET arguments (field, value, …) that log `logged` into the bucket, taken[i] saying whether
--- step i's field is already there: a step that several free fields share is written once
--- as a record that they name. Steps whose field is taken (or named twice in this call)
--- go to their lists.
+-- step i's field is already there. Steps of one free field (the deliveries of a fan-out
+-- entry: one event, several subscriptions) are written as one value, one step per line
+-- (a step is JSON, which has no raw newline), up to the bound of a list; a step that
+-- several free fields share alone is written once as a record that they name. Steps
+-- whose field is taken, or past the bound, go to their lists.
 local function log_writes(taken)
-  local free, sharing = {}, {}
+  local per_field, fields = {}, {}
   for i, step in ipairs(logged) do
-    if taken[i] or free[step[1]] then
+    local f = per_field[step[1]]
+    if taken[i] or (f and #f.steps >= most_steps) then
       append_step(step[3], step[2])
     else
-      free[step[1]] = i
-      sharing[step[2]] = (sharing[step[2]] or 0) + 1
+      if not f then
+        f = { first = i, steps = {} }
+        per_field[step[1]] = f
+        fields[#fields + 1] = step[1]
+      end
+      f.steps[#f.steps + 1] = step[2]
+    end
+  end
+  local sharing = {}
+  for _, field in ipairs(fields) do
+    local steps = per_field[field].steps
+    if #steps == 1 then
+      sharing[steps[1]] = (sharing[steps[1]] or 0) + 1
     end
   end
   local writes, records = {}, {}
-  for i, step in ipairs(logged) do
-    if free[step[1]] == i then
-      local value = step[2]
-      if sharing[value] > 1 then
-        if not records[value] then
-          records[value] = '#' .. step[4]
-          writes[#writes + 1] = records[value]
-          writes[#writes + 1] = value
-        end
-        value = records[value]
+  for _, field in ipairs(fields) do
+    local f = per_field[field]
+    local value = table.concat(f.steps, '\n')
+    if #f.steps == 1 and sharing[value] > 1 then
+      if not records[value] then
+        records[value] = '#' .. logged[f.first][4]
+        writes[#writes + 1] = records[value]
+        writes[#writes + 1] = value
       end
-      writes[#writes + 1] = step[1]
-      writes[#writes + 1] = value
+      value = records[value]
     end
+    writes[#writes + 1] = field
+    writes[#writes + 1] = value
   end
   return writes
 end

@@ -327,7 +327,15 @@ impl Store {
                                 .map(|(index, delivery)| ReadyDelivery {
                                     partition: partition.index,
                                     entry_id: entry.id.clone(),
-                                    delivery,
+                                    // Named as the only delivery of an event of its own:
+                                    // one that lives on (retry, park, requeue) takes the
+                                    // body into a hash of its own, which nothing else of
+                                    // the fan-out counts or writes (an expansion of the
+                                    // entry, by any release, included).
+                                    delivery: Delivery {
+                                        event_key: delivery.id.clone(),
+                                        ..delivery
+                                    },
                                     carried_body: Some(body.clone()),
                                     carries_body: true,
                                     shared: Some(SharedHold { index, of }),

@@ -72,10 +72,19 @@ async fn an_event_to_several_subscriptions_is_delivered_from_its_one_entry() {
     assert_eq!(stored.len(), 1, "one entry for three deliveries");
     assert_eq!(stored[0].0.as_deref(), Some(EntryLayout::FanOut.field()));
 
-    // One entry read: its three deliveries, as published, each holding the entry.
+    // One entry read: its three deliveries, as published, each holding the entry and
+    // named as the only delivery of an event of its own (its id).
     let held = read(&h.store, &h.p0(), "sender", 1).await;
     let got: Vec<Delivery> = held.iter().map(|r| r.delivery.clone()).collect();
-    assert_eq!(got, event.deliveries, "each delivery as published, ids and all");
+    let published: Vec<Delivery> = event
+        .deliveries
+        .iter()
+        .map(|d| Delivery {
+            event_key: d.id.clone(),
+            ..d.clone()
+        })
+        .collect();
+    assert_eq!(got, published, "each delivery as published, ids and all");
     for (i, r) in held.iter().enumerate() {
         assert_eq!(r.shared, Some(SharedHold { index: i, of: 3 }));
         assert_eq!(r.entry_id, held[0].entry_id);
@@ -108,12 +117,10 @@ async fn settled_apart_a_fan_out_entry_goes_with_its_last_delivery() {
     assert!(settle(&h.store, &h.p0(), &held[1], &retry_of(&held[1])).await);
     assert_eq!(xlen(&mut redis, &h.p0().ready()), 1, "held until its last delivery");
     assert_eq!(pending(&mut redis, &h.p0().ready(), "senders"), 1, "and still pending");
-    assert_eq!(hget(&mut redis, &h.p0().event("k1"), "b"), Some(body("k1")));
-    assert_eq!(
-        hget(&mut redis, &h.p0().event("k1"), "r").as_deref(),
-        Some("1"),
-        "the retry counts"
-    );
+    // The retry took the body into a hash of its own.
+    assert_eq!(hget(&mut redis, &h.p0().event("k1-1"), "b"), Some(body("k1")));
+    assert_eq!(hget(&mut redis, &h.p0().event("k1-1"), "r").as_deref(), Some("1"));
+    assert!(!exists(&mut redis, &h.p0().event("k1")));
     assert_eq!(zcard(&mut redis, &h.p0().retry()), 1);
 
     // A delivery settled twice (a second holder, say) is settled once.
@@ -124,7 +131,7 @@ async fn settled_apart_a_fan_out_entry_goes_with_its_last_delivery() {
     assert_eq!(xlen(&mut redis, &h.p0().ready()), 0);
     assert_eq!(pending(&mut redis, &h.p0().ready(), "senders"), 0);
     assert!(!exists(&mut redis, &shared_marks(&h, &entry)));
-    assert_eq!(hget(&mut redis, &h.p0().event("k1"), "r").as_deref(), Some("1"));
+    assert!(exists(&mut redis, &h.p0().event("k1-1")), "the retry's body is kept");
 
     // The retry is delivered from the event hash, which goes with it.
     assert_eq!(promote_due(&h.store, &h.p0(), 10).await, 1);
@@ -133,11 +140,11 @@ async fn settled_apart_a_fan_out_entry_goes_with_its_last_delivery() {
     assert_eq!(again[0].delivery.id, "k1-1");
     assert!(!again[0].carries_body && again[0].shared.is_none());
     assert!(settle(&h.store, &h.p0(), &again[0], &Settlement::Done).await);
-    assert!(!exists(&mut redis, &h.p0().event("k1")));
+    assert!(!exists(&mut redis, &h.p0().event("k1-1")));
 }
 
 #[tokio::test]
-async fn deliveries_of_a_fan_out_that_live_on_share_its_event_hash() {
+async fn deliveries_of_a_fan_out_that_live_on_take_the_body_along_alone() {
     let h = Harness::start().await;
     publish(&h.store, &h.p0(), &[fanned_out("k1", &["audit", "billing", "ship"])]).await;
     let mut redis = h.redis();
@@ -153,20 +160,17 @@ async fn deliveries_of_a_fan_out_that_live_on_share_its_event_hash() {
     )
     .await;
     assert_eq!(results, [true, true, true]);
-    assert_eq!(hget(&mut redis, &h.p0().event("k1"), "r").as_deref(), Some("2"));
-    // The requeued one waits in the event-hash layout: a carried entry is its event's
-    // only delivery, and this one is not.
+    // The retry's body in a hash of its own, counted once; the requeued one carries it.
+    assert_eq!(hget(&mut redis, &h.p0().event("k1-0"), "r").as_deref(), Some("1"));
+    assert!(!exists(&mut redis, &h.p0().event("k1")));
     let stored = entries(&mut redis, &h.p0().ready());
     assert_eq!(stored.len(), 1);
-    assert_eq!(stored[0].0, None);
+    assert_eq!(stored[0].0.as_deref(), Some(EntryLayout::Carried.field()));
     let again = read(&h.store, &h.p0(), "sender", 10).await;
     assert_eq!(again[0].delivery.id, "k1-2");
+    assert_eq!(again[0].carried_body.as_deref(), Some(body("k1").as_str()));
     assert!(settle(&h.store, &h.p0(), &again[0], &Settlement::Done).await);
-    assert_eq!(
-        hget(&mut redis, &h.p0().event("k1"), "r").as_deref(),
-        Some("1"),
-        "the retry's"
-    );
+    assert_eq!(hget(&mut redis, &h.p0().event("k1-0"), "r").as_deref(), Some("1"), "the retry's");
 }
 
 #[tokio::test]
@@ -188,9 +192,10 @@ async fn a_fan_out_taken_back_from_a_dead_holder_expands_only_what_it_did_not_se
     assert!(!exists(&mut redis, &shared_marks(&h, &held[0].entry_id)));
     assert_eq!(
         hget(&mut redis, &h.p0().event("k1"), "r").as_deref(),
-        Some("2"),
-        "the retry and the one not settled"
+        Some("1"),
+        "the one not settled"
     );
+    assert_eq!(hget(&mut redis, &h.p0().event("k1-1"), "r").as_deref(), Some("1"), "the retry's own");
     let ids: Vec<String> = read(&h.store, &h.p0(), "sender", 10)
         .await
         .into_iter()
@@ -313,4 +318,54 @@ async fn the_steps_of_a_fan_out_settled_together_are_one_field_of_the_delivered_
     assert_eq!(subscriptions, ["audit", "billing", "ship"]);
     let recent = h.store.recent_deliveries("orders", "billing", 10).await.unwrap();
     assert_eq!(recent.len(), 1);
+}
+
+/// What a scheduler of the release before fan-outs were delivered from their entries did
+/// with a fan-out entry it took back: every delivery expanded, the event hash's count set.
+const EARLIER_EXPANSION: &str = r#"
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
+  local body = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])[1][2][4]
+  redis.call('XDEL', KEYS[1], ARGV[2])
+  redis.call('HSET', KEYS[2], 'b', body, 'r', #ARGV - 2)
+  for j = 3, #ARGV do
+    redis.call('XADD', KEYS[1], '*', 'd', ARGV[j])
+  end
+end
+"#;
+
+#[tokio::test]
+async fn an_earlier_schedulers_expansion_cannot_take_a_retried_deliverys_body() {
+    let h = Harness::start().await;
+    let event = fanned_out("k1", &["audit", "billing"]);
+    publish(&h.store, &h.p0(), std::slice::from_ref(&event)).await;
+    let mut redis = h.redis();
+    let held = read(&h.store, &h.p0(), "sender", 1).await;
+    assert!(settle(&h.store, &h.p0(), &held[0], &retry_of(&held[0])).await);
+
+    // A scheduler not yet upgraded takes the entry back and expands both deliveries.
+    let script = redis::Script::new(EARLIER_EXPANSION);
+    let mut expansion = script.prepare_invoke();
+    expansion
+        .key(h.p0().ready())
+        .key(h.p0().event("k1"))
+        .arg("senders")
+        .arg(&held[0].entry_id);
+    for delivery in &event.deliveries {
+        expansion.arg(codec::encode_delivery(delivery));
+    }
+    let _: () = expansion.invoke(&mut redis).unwrap();
+
+    // Its two deliveries count down its hash; the retry keeps its own.
+    for expanded in read(&h.store, &h.p0(), "sender", 10).await {
+        assert!(settle(&h.store, &h.p0(), &expanded, &Settlement::Done).await);
+    }
+    assert!(!exists(&mut redis, &h.p0().event("k1")));
+    assert_eq!(promote_due(&h.store, &h.p0(), 10).await, 1);
+    let retried = read(&h.store, &h.p0(), "sender", 10).await;
+    assert_eq!(retried.len(), 1);
+    assert_eq!(
+        h.store.event_bodies(&h.p0(), &[retried[0].delivery.event_key.as_str()]).await.unwrap(),
+        [Some(body("k1"))],
+        "the retried delivery still finds its body"
+    );
 }

@@ -83,7 +83,11 @@ end
 
 -- `shared`: the entry is a fan-out entry the delivery shares with its siblings (marker
 -- `S<index> <of>`, settle.lua): it carries the body and no event hash counts it, and it
--- is deleted by the caller once the last sibling is settled, not here.
+-- is deleted by the caller once the last sibling is settled, not here. Otherwise such
+-- a delivery is settled as a carried one: its record and KEYS name an event hash of its
+-- own (`codec::SettleCall`), so one that lives on takes the body along as the only
+-- delivery of that hash, and nothing it writes is shared with its siblings or with an
+-- expansion of the entry (expand_fan_out.lua, of this release or an earlier one).
 local function settle(k, a, shared)
   local action = ARGV[a + 2]
   -- An entry carrying its event's body is the event's only delivery: no event hash to
@@ -108,14 +112,7 @@ local function settle(k, a, shared)
     append_step(KEYS[k + 2], ARGV[a + 5])
   end
 
-  if body and shared and action ~= 'done' and action ~= 'deadletter' then
-    -- Siblings of a fan-out entry that live on share the event hash their records name,
-    -- one count each, and wait or are requeued in the `EventHash` layout: an entry
-    -- carrying a body is its event's only delivery, and these are not.
-    redis.call('HSET', KEYS[k + 1], 'b', body)
-    redis.call('HINCRBY', KEYS[k + 1], 'r', 1)
-    body = nil
-  elseif body and (action == 'retry' or action == 'park') then
+  if body and (action == 'retry' or action == 'park') then
     -- Waiting in a sorted set, the record names its event by key: the body moves into
     -- the event hash the record names (`EventHash` layout from here on).
     redis.call('HSET', KEYS[k + 1], 'b', body, 'r', 1)

@@ -5,7 +5,8 @@ use redis::Script;
 use std::sync::LazyLock;
 
 /// A script sent as the text of its files joined, in order: the helpers it uses first
-/// (`stream_steps.lua`, `settle_steps.lua`, `next_catalog_version.lua`), then its own.
+/// (`stream_steps.lua`, `settle_steps.lua`, `next_catalog_version.lua`,
+/// `object_naming.lua`), then its own.
 macro_rules! script {
     ($name:ident, $($file:literal),+) => {
         pub static $name: LazyLock<Script> =
@@ -29,9 +30,13 @@ script!(QUEUE_DROP, "queue_drop.lua");
 script!(PROMOTE, "promote.lua");
 script!(ACK_DELETE, "ack_delete.lua");
 script!(EXPAND_FAN_OUT, "stream_steps.lua", "expand_fan_out.lua");
-script!(NAME_DEAD_LETTER_OBJECTS, "name_dead_letter_objects.lua");
+script!(
+    NAME_DEAD_LETTER_OBJECTS,
+    "object_naming.lua",
+    "name_dead_letter_objects.lua"
+);
 script!(FINISH_DEAD_LETTERS, "finish_dead_letters.lua");
-script!(NAME_ARCHIVE_OBJECTS, "name_archive_objects.lua");
+script!(NAME_ARCHIVE_OBJECTS, "object_naming.lua", "name_archive_objects.lua");
 script!(FINISH_ARCHIVED, "finish_archived.lua");
 script!(RAISE_VERSION, "raise_version.lua");
 script!(PUT_TOPIC, "next_catalog_version.lua", "put_topic.lua");

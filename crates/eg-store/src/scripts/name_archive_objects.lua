@@ -14,6 +14,7 @@
 -- is; the entries then stay unnamed). An entry no longer in the backlog gets none.
 -- Returns one item per name the entries have: {name, {its entry ids}, {id, body, ...}}
 -- where the last list holds the entries of the name that were not handed in.
+-- object_naming.lua is sent in front of this file.
 local stream, members = KEYS[1], KEYS[2]
 local name_of, ids_of = {}, {}
 local kept = redis.call('HGETALL', members)
@@ -26,53 +27,20 @@ for i = 1, #kept, 2 do
   ids_of[kept[i]] = ids
 end
 
-local handed, met, order = {}, {}, {}
-local function meet(name)
-  if not met[name] then
-    met[name] = true
-    order[#order + 1] = name
-  end
-end
-
-local i = 1
-while i <= #ARGV do
-  local proposed, n = ARGV[i], tonumber(ARGV[i + 1])
-  local fresh = {}
-  for j = i + 2, i + 1 + n do
-    local id = ARGV[j]
-    handed[id] = true
-    local name = name_of[id]
-    if name then
-      meet(name)
-    elseif #redis.call('XRANGE', stream, id, id) > 0 then
-      fresh[#fresh + 1] = id
-    end
-  end
-  if #fresh > 0 and not ids_of[proposed] then
+local handed, order = name_groups(
+  stream,
+  1,
+  function(id)
+    return name_of[id]
+  end,
+  function(proposed)
+    return ids_of[proposed] ~= nil
+  end,
+  function(proposed, fresh)
     redis.call('HSET', members, proposed, table.concat(fresh, ' '))
     ids_of[proposed] = fresh
-    meet(proposed)
   end
-  i = i + 2 + n
-end
-
-local out = {}
-for _, name in ipairs(order) do
-  local others = {}
-  for _, id in ipairs(ids_of[name]) do
-    if not handed[id] then
-      local entry = redis.call('XRANGE', stream, id, id)[1]
-      if entry then
-        local fields = entry[2]
-        for k = 1, #fields, 2 do
-          if fields[k] == 'b' then
-            others[#others + 1] = id
-            others[#others + 1] = fields[k + 1]
-          end
-        end
-      end
-    end
-  end
-  out[#out + 1] = {name, ids_of[name], others}
-end
-return out
+)
+return named_objects(stream, order, function(name)
+  return ids_of[name]
+end, handed, 'b')

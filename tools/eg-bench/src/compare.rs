@@ -4,7 +4,7 @@
 //! CPU per delivery.
 
 use crate::measure::Measured;
-use crate::report::thousands;
+use crate::report::{Row, thousands};
 use std::future::Future;
 
 /// Each setup's runs, in setup order: `rounds` rounds of `setups` runs, `measure(i)`
@@ -56,6 +56,49 @@ pub fn summarise(runs: &[Measured]) -> anyhow::Result<Summary<'_>> {
         typical,
         each,
     })
+}
+
+/// The row of a publish-only comparison of two setups, `off` and `on` (each with its
+/// label), by their median published rates: `on`'s rate, request latency and CPU (of
+/// its run nearest the median), `off`'s rate and every run's, and `on`'s share of `off`.
+/// Returns the row and the two medians.
+pub fn publish_row(
+    scenario: &'static str,
+    title: String,
+    (off_label, off): (&str, &[&Measured]),
+    (on_label, on): (&str, &[&Measured]),
+) -> anyhow::Result<(Row, f64, f64)> {
+    let rate = |runs: &[&Measured]| median(runs.iter().map(|m| m.published_per_second()));
+    let each = |runs: &[&Measured]| {
+        runs.iter()
+            .map(|m| thousands(m.published_per_second()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (off_rate, on_rate) = (rate(off), rate(on));
+    let typical = on
+        .iter()
+        .min_by(|a, b| {
+            let off = |m: &Measured| (m.published_per_second() - on_rate).abs();
+            off(a).total_cmp(&off(b))
+        })
+        .ok_or_else(|| anyhow::anyhow!("no run {on_label}"))?;
+    let mut row = Row::new(scenario, title);
+    row.rate = Some((on_rate, "events/s"));
+    row.latency_label = Some("publish request (100 events) → 200, round trip");
+    row.latency = Some(typical.request_latency);
+    row.cpu = Some((typical.cpu.clone(), typical.seconds));
+    row.figures.push((
+        off_label.to_owned(),
+        format!("{} events/s (median; runs {})", thousands(off_rate), each(off)),
+    ));
+    row.figures
+        .push((format!("{on_label}, runs"), format!("{} events/s", each(on))));
+    row.figures.push((
+        format!("share of {off_label}"),
+        format!("{:.1} %", on_rate / off_rate.max(1.0) * 100.0),
+    ));
+    Ok((row, off_rate, on_rate))
 }
 
 /// The sender processes' CPU time per delivery received in the window.

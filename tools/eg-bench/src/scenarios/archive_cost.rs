@@ -14,7 +14,7 @@ use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
 use crate::launcher::{PARTITIONS, PREFIX};
 use crate::measure::{self, Load, Measured};
-use crate::report::{Row, thousands};
+use crate::report::thousands;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -128,44 +128,19 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
             measure_with(ctx, i == 1, connections, duration)
         })
         .await?;
-        let [off, on]: [Vec<(Measured, Option<Backlog>)>; 2] = measured
+        let [off, on]: [Vec<&Measured>; 2] = measured
+            .iter()
+            .map(|runs| runs.iter().map(|(m, _)| m).collect())
+            .collect::<Vec<_>>()
             .try_into()
             .map_err(|_| anyhow::anyhow!("two setups measured"))?;
-        let rate =
-            |runs: &[(Measured, Option<Backlog>)]| compare::median(runs.iter().map(|(m, _)| m.published_per_second()));
-        let each = |runs: &[(Measured, Option<Backlog>)]| {
-            runs.iter()
-                .map(|(m, _)| thousands(m.published_per_second()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let (off_rate, on_rate) = (rate(&off), rate(&on));
-        let (typical, _) = on
-            .iter()
-            .min_by(|(a, _), (b, _)| {
-                let off = |m: &Measured| (m.published_per_second() - on_rate).abs();
-                off(a).total_cmp(&off(b))
-            })
-            .ok_or_else(|| anyhow::anyhow!("no archived run"))?;
-        let backlogs: Vec<Backlog> = on.iter().filter_map(|(_, b)| *b).collect();
-        let mut row = Row::new(
+        let backlogs: Vec<Backlog> = measured[1].iter().filter_map(|(_, b)| *b).collect();
+        let (mut row, off_rate, on_rate) = compare::publish_row(
             "archive",
             format!("topic archived to the local directory, median of {rounds}"),
-        );
-        row.rate = Some((on_rate, "events/s"));
-        row.latency_label = Some("publish request (100 events) → 200, round trip");
-        row.latency = Some(typical.request_latency);
-        row.cpu = Some((typical.cpu.clone(), typical.seconds));
-        row.figures.push((
-            "not archived".into(),
-            format!("{} events/s (median; runs {})", thousands(off_rate), each(&off)),
-        ));
-        row.figures
-            .push(("archived, runs".into(), format!("{} events/s", each(&on))));
-        row.figures.push((
-            "share of not archived".into(),
-            format!("{:.1} %", on_rate / off_rate.max(1.0) * 100.0),
-        ));
+            ("not archived", &off),
+            ("archived", &on),
+        )?;
         row.figures.push((
             "waiting at the window's end, then written in".into(),
             backlogs

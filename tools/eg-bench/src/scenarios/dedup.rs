@@ -12,7 +12,7 @@ use crate::compare;
 use crate::ctx::Ctx;
 use crate::deployment::{Deployment, Setup};
 use crate::measure::{self, Load, Measured};
-use crate::report::{Row, thousands};
+use crate::report::thousands;
 use std::time::Duration;
 
 pub const SCENARIO: Scenario = Scenario {
@@ -91,42 +91,18 @@ fn run(ctx: &mut Ctx, mut flags: Flags) -> Rows<'_> {
         })
         .await?;
         let per_id = compare::median(measured[1].iter().filter_map(|(_, b)| *b));
-        let [off, on]: [Vec<Measured>; 2] = measured
-            .into_iter()
-            .map(|runs| runs.into_iter().map(|(m, _)| m).collect())
+        let [off, on]: [Vec<&Measured>; 2] = measured
+            .iter()
+            .map(|runs| runs.iter().map(|(m, _)| m).collect())
             .collect::<Vec<_>>()
             .try_into()
             .map_err(|_| anyhow::anyhow!("two setups measured"))?;
-        let rate = |runs: &[Measured]| compare::median(runs.iter().map(Measured::published_per_second));
-        let (off_rate, on_rate) = (rate(&off), rate(&on));
-        let each = |runs: &[Measured]| {
-            runs.iter()
-                .map(|m| thousands(m.published_per_second()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let typical = on
-            .iter()
-            .min_by(|a, b| {
-                let off = |m: &Measured| (m.published_per_second() - on_rate).abs();
-                off(a).total_cmp(&off(b))
-            })
-            .ok_or_else(|| anyhow::anyhow!("no run with the window"))?;
-        let mut row = Row::new("dedup", format!("duplicate window {WINDOW}, median of {rounds}"));
-        row.rate = Some((on_rate, "events/s"));
-        row.latency_label = Some("publish request (100 events) → 200, round trip");
-        row.latency = Some(typical.request_latency);
-        row.cpu = Some((typical.cpu.clone(), typical.seconds));
-        row.figures.push((
-            "no window".into(),
-            format!("{} events/s (median; runs {})", thousands(off_rate), each(&off)),
-        ));
-        row.figures
-            .push(("with the window, runs".into(), format!("{} events/s", each(&on))));
-        row.figures.push((
-            "share of no window".into(),
-            format!("{:.1} %", on_rate / off_rate.max(1.0) * 100.0),
-        ));
+        let (mut row, off_rate, on_rate) = compare::publish_row(
+            "dedup",
+            format!("duplicate window {WINDOW}, median of {rounds}"),
+            ("no window", &off),
+            ("with the window", &on),
+        )?;
         row.figures.push((
             "Redis per remembered id".into(),
             format!("{per_id:.0} bytes (a 16-character id, MEMORY USAGE over ZCARD)"),

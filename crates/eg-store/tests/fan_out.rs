@@ -170,7 +170,11 @@ async fn deliveries_of_a_fan_out_that_live_on_take_the_body_along_alone() {
     assert_eq!(again[0].delivery.id, "k1-2");
     assert_eq!(again[0].carried_body.as_deref(), Some(body("k1").as_str()));
     assert!(settle(&h.store, &h.p0(), &again[0], &Settlement::Done).await);
-    assert_eq!(hget(&mut redis, &h.p0().event("k1-0"), "r").as_deref(), Some("1"), "the retry's");
+    assert_eq!(
+        hget(&mut redis, &h.p0().event("k1-0"), "r").as_deref(),
+        Some("1"),
+        "the retry's"
+    );
 }
 
 #[tokio::test]
@@ -195,7 +199,11 @@ async fn a_fan_out_taken_back_from_a_dead_holder_expands_only_what_it_did_not_se
         Some("1"),
         "the one not settled"
     );
-    assert_eq!(hget(&mut redis, &h.p0().event("k1-1"), "r").as_deref(), Some("1"), "the retry's own");
+    assert_eq!(
+        hget(&mut redis, &h.p0().event("k1-1"), "r").as_deref(),
+        Some("1"),
+        "the retry's own"
+    );
     let ids: Vec<String> = read(&h.store, &h.p0(), "sender", 10)
         .await
         .into_iter()
@@ -364,7 +372,10 @@ async fn an_earlier_schedulers_expansion_cannot_take_a_retried_deliverys_body() 
     let retried = read(&h.store, &h.p0(), "sender", 10).await;
     assert_eq!(retried.len(), 1);
     assert_eq!(
-        h.store.event_bodies(&h.p0(), &[retried[0].delivery.event_key.as_str()]).await.unwrap(),
+        h.store
+            .event_bodies(&h.p0(), &[retried[0].delivery.event_key.as_str()])
+            .await
+            .unwrap(),
         [Some(body("k1"))],
         "the retried delivery still finds its body"
     );

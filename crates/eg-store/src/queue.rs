@@ -70,6 +70,12 @@ impl ReadyDelivery {
     }
 }
 
+/// Publish calls of events up to this many bytes in all share one connection
+/// (`crate::shared_link`): many small calls then travel together. Larger ones take a
+/// pooled connection each: measured (issue 31), requests of 100 events of 1 KB cost the
+/// ingress ~3 µs more per event on the shared one, and published ~12 % fewer.
+const SHARED_LINK_MOST_BYTES: usize = 16 * 1024;
+
 /// What a read does with the fan-out entries it meets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FanOuts {
@@ -174,8 +180,11 @@ impl Store {
         archive: Option<&ArchiveAppend>,
     ) -> Result<(PublishOutcome, u64), StoreError> {
         let call = codec::PublishCall::new(partition, catalog_version, events, queued, check, archive);
-        let reply: Vec<String> = if self.replica_acks == 0 {
+        let bytes: usize = events.iter().map(|e| e.body.len()).sum();
+        let reply: Vec<String> = if self.replica_acks == 0 && bytes <= SHARED_LINK_MOST_BYTES {
             call.invocation().invoke_async(&mut self.shared().await?).await?
+        } else if self.replica_acks == 0 {
+            call.invocation().invoke_async(&mut self.conn().await?).await?
         } else {
             let mut conn = self.conn().await?;
             // The script and WAIT in one pipeline on one connection.

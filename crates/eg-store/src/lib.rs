@@ -53,6 +53,7 @@ pub mod snapshot;
 pub mod stats;
 mod target;
 pub mod throttle;
+mod tracked;
 
 pub use archive::{ArchivedRecord, Cursor, DeadLetterCounts, Progress, Selection, TimeRange};
 pub use cache::CatalogCache;

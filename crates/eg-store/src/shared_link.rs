@@ -10,8 +10,8 @@
 //! A command that fails in a way that may have broken the connection marks it (as the
 //! pool's do), and the next caller opens a new one.
 
-use crate::connection::Tracked;
 use crate::target::Target;
+use crate::tracked::Tracked;
 use redis::RedisError;
 use tokio::sync::Mutex;
 

@@ -307,8 +307,17 @@ mod tests {
         eprintln!("rabbitmq restarted in {:?}", started.elapsed());
         assert_eq!(broker.port(), port);
         speaks_amqp(port).unwrap();
-        let queues = broker.ctl(&["list_queues", "name", "durable"]);
-        assert!(queues.contains("eg-durable\ttrue"), "{queues}");
+        // The node answers AMQP before it has recovered its durable queues: a listing
+        // right after the restart may still be empty.
+        let listed = std::time::Instant::now();
+        let queues = loop {
+            let queues = broker.ctl(&["list_queues", "name", "durable"]);
+            if queues.contains("eg-durable\ttrue") || listed.elapsed() > Duration::from_secs(30) {
+                break queues;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        assert!(queues.contains("eg-durable\ttrue"), "{queues:?}");
         broker.ctl(&["authenticate_user", "eg-publisher", "right-password"]);
 
         broker.kill();

@@ -4,9 +4,9 @@
 //! a URL that passed [`check_url`](crate::check_url) once passes it again; a refused
 //! one is not remembered and takes the full check every time.
 
+use http::Uri;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use url::Url;
 
 /// Most URLs remembered; the memory is cleared when it would grow past this.
 const MOST_REMEMBERED: usize = 10_000;
@@ -14,25 +14,25 @@ const MOST_REMEMBERED: usize = 10_000;
 /// The URLs that passed the pre-flight check, as parsed.
 #[derive(Debug, Default)]
 pub(crate) struct CheckedUrls {
-    passed: Mutex<HashMap<String, Url>>,
+    passed: Mutex<HashMap<String, Uri>>,
 }
 
 impl CheckedUrls {
     /// `raw` as parsed when it passed before (`None`: never seen, or refused).
-    pub(crate) fn get(&self, raw: &str) -> Option<Url> {
+    pub(crate) fn get(&self, raw: &str) -> Option<Uri> {
         self.lock().get(raw).cloned()
     }
 
     /// Remembers that `raw`, parsed as `url`, passed the check.
-    pub(crate) fn passed(&self, raw: &str, url: &Url) {
+    pub(crate) fn passed(&self, raw: &str, uri: &Uri) {
         let mut passed = self.lock();
         if passed.len() >= MOST_REMEMBERED && !passed.contains_key(raw) {
             passed.clear();
         }
-        passed.insert(raw.to_owned(), url.clone());
+        passed.insert(raw.to_owned(), uri.clone());
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Url>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Uri>> {
         self.passed.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
@@ -45,12 +45,12 @@ mod tests {
     fn remembers_what_passed_and_stays_bounded() {
         let checked = CheckedUrls::default();
         assert_eq!(checked.get("https://example.com/hook"), None);
-        let url = Url::parse("https://EXAMPLE.com/hook").unwrap();
-        checked.passed("https://EXAMPLE.com/hook", &url);
-        assert_eq!(checked.get("https://EXAMPLE.com/hook"), Some(url));
+        let uri = Uri::from_static("https://example.com/hook");
+        checked.passed("https://EXAMPLE.com/hook", &uri);
+        assert_eq!(checked.get("https://EXAMPLE.com/hook"), Some(uri));
         for i in 0..MOST_REMEMBERED + 1 {
             let raw = format!("https://example.com/{i}");
-            checked.passed(&raw, &Url::parse(&raw).unwrap());
+            checked.passed(&raw, &raw.parse().unwrap());
         }
         assert!(checked.lock().len() <= MOST_REMEMBERED);
     }

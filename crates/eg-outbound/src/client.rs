@@ -1,6 +1,6 @@
 //! The guarded client: the only way eg sends a request to a user's endpoint.
 //!
-//! Two checks, because reqwest resolves names through our resolver but connects to an
+//! Two checks, because hyper resolves names through our resolver but connects to an
 //! IP-literal host (`http://127.0.0.1/`, `http://[::1]/`, and what the `url` crate
 //! makes of `http://2130706433/` or `http://0x7f.1/`: `127.0.0.1`) without asking it:
 //!
@@ -9,83 +9,22 @@
 //! 2. The resolver ([`crate::resolve`]) drops every resolved address the policy
 //!    forbids, at every new connection; a name with none left fails to connect.
 //!
-//! The `reqwest::Client` inside never leaves this module, so neither check can be
-//! skipped by a caller.
+//! The HTTP client inside ([`crate::transport`]) never leaves this module, so neither
+//! check can be skipped by a caller.
 
 use crate::checked_urls::CheckedUrls;
-use crate::resolve::{GuardedResolver, refusal_in};
-use crate::response::classify;
+use crate::settings::{BuildError, ClientCertificate, OutboundSettings};
+use crate::transport::{self, ForTests, Http, Response, TransportError};
+use bytes::Bytes;
 use eg_core::AttemptOutcome;
 use eg_core::address::{AddressPolicy, AddressRefusal};
-use reqwest::Method;
-use reqwest::header::{HeaderName, HeaderValue};
+use http::header::{ACCEPT, HeaderName, HeaderValue, USER_AGENT};
+use http::{Method, Uri};
+use http_body_util::Full;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use url::{Host, Url};
-
-/// How the outbound client behaves. `Default` is the delivery profile of
-/// behaviour.md#a-delivery-attempt: 30 s for the whole request, 10 s to connect, no
-/// allow-list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutboundSettings {
-    /// The whole request: connect, send, and the response head. Reading the body with
-    /// [`drain`](crate::drain) is also bounded by it.
-    pub timeout: Duration,
-    /// Establishing one TCP connection.
-    pub connect_timeout: Duration,
-    /// Which addresses may be connected to.
-    pub policy: AddressPolicy,
-    pub user_agent: String,
-    /// PEM certificates trusted besides the system's roots (a private CA's), as
-    /// `EG__DELIVERY__TLS_CA_FILE` names them.
-    pub extra_roots_pem: Option<Arc<[u8]>>,
-}
-
-impl Default for OutboundSettings {
-    fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(30),
-            connect_timeout: Duration::from_secs(10),
-            policy: AddressPolicy::default(),
-            user_agent: concat!("eg/", env!("CARGO_PKG_VERSION")).to_owned(),
-            extra_roots_pem: None,
-        }
-    }
-}
-
-/// A client certificate chain and its private key, presented in the TLS handshakes of
-/// the endpoints that ask for one (docs/client-certificates.md). `Debug` shows its name
-/// only: the key never reaches a log.
-#[derive(Clone)]
-pub struct ClientCertificate {
-    name: String,
-    identity: reqwest::Identity,
-}
-
-impl ClientCertificate {
-    /// From PEM holding the certificate chain (leaf first) and the private key (PKCS#8,
-    /// PKCS#1 or SEC1).
-    pub fn from_pem(name: &str, pem: &[u8]) -> Result<Self, BuildError> {
-        let identity = reqwest::Identity::from_pem(pem).map_err(BuildError)?;
-        Ok(Self {
-            name: name.to_owned(),
-            identity,
-        })
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-}
-
-impl std::fmt::Debug for ClientCertificate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientCertificate")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
 
 /// A destination eg will not send to. Never retried: the URL or the address policy has
 /// to change first. `Display` never contains the URL or the resolved address.
@@ -112,10 +51,10 @@ pub enum SendError {
     /// Refused before or while connecting; the endpoint saw nothing.
     #[error(transparent)]
     Blocked(#[from] Blocked),
-    /// The request failed on the way (timeout, DNS, connection, TLS …). The error's
-    /// URL has been removed.
+    /// The request failed on the way (timeout, DNS, connection, TLS …). Never names the
+    /// URL.
     #[error(transparent)]
-    Transport(reqwest::Error),
+    Transport(TransportError),
 }
 
 impl SendError {
@@ -123,119 +62,113 @@ impl SendError {
     pub fn outcome(&self) -> AttemptOutcome {
         match self {
             Self::Blocked(blocked) => blocked.outcome(),
-            Self::Transport(error) => classify(error),
+            Self::Transport(error) => error.outcome(),
         }
     }
 
-    fn from_transport(error: reqwest::Error) -> Self {
-        match refusal_in(&error) {
+    fn from_transport(error: TransportError) -> Self {
+        match crate::resolve::refusal_in(&error) {
             Some(refusal) => Self::Blocked(Blocked::Address(refusal)),
-            None => Self::Transport(error.without_url()),
+            None => Self::Transport(error),
         }
     }
 }
-
-/// The client could not be built (the TLS backend failed to initialise).
-#[derive(Debug, thiserror::Error)]
-#[error("could not build the outbound HTTP client: {0}")]
-pub struct BuildError(#[source] reqwest::Error);
 
 /// The guarded HTTP client. Cheap to clone; clones share one connection pool.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Client {
-    http: reqwest::Client,
-    policy: Arc<AddressPolicy>,
-    /// URLs that passed [`check_url`] under `policy`, as parsed.
-    checked: Arc<CheckedUrls>,
+    shared: Arc<Shared>,
 }
 
-/// HTTP/2 receive windows: how much a server may send before eg has read it. hyper's
-/// defaults (2 MiB per stream, 5 MiB per connection) would let an endpoint that speaks
-/// HTTP/2 push 2 MiB into eg's memory per attempt, however little of the response eg
-/// reads ([`drain`](crate::drain) stops at `sender.max_response_bytes`, 64 KiB by
-/// default). With the protocol's own default stream window (64 KiB) an attempt holds at
-/// most that much unread; webhook answers are small, so nothing is slower.
-pub(crate) const H2_STREAM_WINDOW: u32 = 64 * 1024;
-pub(crate) const H2_CONNECTION_WINDOW: u32 = 1024 * 1024;
+struct Shared {
+    http: Http,
+    policy: Arc<AddressPolicy>,
+    /// URLs that passed [`check_url`] under `policy`, as hyper takes them.
+    checked: CheckedUrls,
+    /// A request's whole time unless it sets its own.
+    timeout: Duration,
+    user_agent: HeaderValue,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("policy", &self.shared.policy)
+            .field("timeout", &self.shared.timeout)
+            .finish_non_exhaustive()
+    }
+}
 
 impl Client {
     pub fn new(settings: OutboundSettings) -> Result<Self, BuildError> {
-        Self::build(settings, |builder| builder)
+        Self::build(settings, None, &ForTests::default())
     }
 
     /// [`Client::new`], presenting `certificate` to every server that asks for one.
     /// Its own connection pool: a connection made with a certificate is never reused
     /// for a request that names none (or another).
     pub fn with_certificate(settings: OutboundSettings, certificate: &ClientCertificate) -> Result<Self, BuildError> {
-        let identity = certificate.identity.clone();
-        Self::build(settings, move |builder| builder.identity(identity))
+        Self::build(settings, Some(certificate), &ForTests::default())
     }
 
-    /// [`Client::new`], with `extra` applied to the reqwest builder last (tests: trust a
-    /// local TLS endpoint's certificate).
+    /// The client of `settings` (presenting `certificate`), with what `tests` change.
     pub(crate) fn build(
         settings: OutboundSettings,
-        extra: impl FnOnce(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
+        certificate: Option<&ClientCertificate>,
+        tests: &ForTests,
     ) -> Result<Self, BuildError> {
-        // reqwest is built without a default crypto provider; use ring. An error only
-        // means a provider is installed already, which reqwest then uses.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let policy = Arc::new(settings.policy);
-        let extra_roots = match &settings.extra_roots_pem {
-            Some(pem) => reqwest::Certificate::from_pem_bundle(pem).map_err(BuildError)?,
-            None => Vec::new(),
-        };
-        let mut builder = reqwest::Client::builder()
-            .timeout(settings.timeout)
-            .connect_timeout(settings.connect_timeout)
-            // A 3xx is the attempt's outcome (behaviour.md#a-delivery-attempt); following
-            // it would also let an endpoint point eg at an address the first check never
-            // saw.
-            .redirect(reqwest::redirect::Policy::none())
-            // A proxy would connect on our behalf to addresses we never checked.
-            .no_proxy()
-            .pool_idle_timeout(Duration::from_secs(60))
-            .http2_initial_stream_window_size(H2_STREAM_WINDOW)
-            .http2_initial_connection_window_size(H2_CONNECTION_WINDOW)
-            .user_agent(settings.user_agent)
-            .dns_resolver(GuardedResolver::new(Arc::clone(&policy)));
-        if !extra_roots.is_empty() {
-            builder = builder.tls_certs_merge(extra_roots);
-        }
-        let http = extra(builder).build().map_err(BuildError)?;
+        let policy = Arc::new(settings.policy.clone());
+        let http = transport::http(&settings, &policy, certificate, tests)?;
+        let user_agent =
+            HeaderValue::try_from(settings.user_agent).map_err(|e| BuildError::new("the user agent", e))?;
         Ok(Self {
-            http,
-            policy,
-            checked: Arc::default(),
+            shared: Arc::new(Shared {
+                http,
+                policy,
+                checked: CheckedUrls::default(),
+                timeout: settings.timeout,
+                user_agent,
+            }),
         })
     }
 
     pub fn policy(&self) -> &AddressPolicy {
-        &self.policy
+        &self.shared.policy
     }
 
     /// The pre-flight check of an endpoint URL (also run by [`Client::request`]).
     pub fn check_url(&self, url: &Url) -> Result<(), Blocked> {
-        check_url(&self.policy, url)
+        check_url(&self.shared.policy, url)
     }
 
     /// Starts a request to `url`. A URL that is not http(s), or whose host is a
     /// forbidden address, makes `send` fail with [`SendError::Blocked`] without any
     /// network traffic.
     pub fn request(&self, method: Method, url: &str) -> RequestBuilder {
-        let inner = self.checked_url(url).map(|url| self.http.request(method, url));
-        RequestBuilder { inner }
+        let request = self.checked_url(url).map_err(SendError::Blocked).map(|uri| {
+            let mut request = http::Request::new(Full::default());
+            *request.method_mut() = method;
+            *request.uri_mut() = uri;
+            request
+        });
+        RequestBuilder {
+            client: self.clone(),
+            request,
+            timeout: self.shared.timeout,
+        }
     }
 
     /// `raw` parsed and checked: once per URL, then remembered ([`CheckedUrls`]).
-    fn checked_url(&self, raw: &str) -> Result<Url, Blocked> {
-        if let Some(url) = self.checked.get(raw) {
-            return Ok(url);
+    fn checked_url(&self, raw: &str) -> Result<Uri, Blocked> {
+        if let Some(uri) = self.shared.checked.get(raw) {
+            return Ok(uri);
         }
         let url = Url::parse(raw).map_err(|_| Blocked::InvalidUrl("is not an absolute URL"))?;
         self.check_url(&url)?;
-        self.checked.passed(raw, &url);
-        Ok(url)
+        // What `url` makes of it (its IPv4 spellings normalised) is what is connected to.
+        let uri = Uri::try_from(url.as_str()).map_err(|_| Blocked::InvalidUrl("is not a URL HTTP can send to"))?;
+        self.shared.checked.passed(raw, &uri);
+        Ok(uri)
     }
 
     pub fn post(&self, url: &str) -> RequestBuilder {
@@ -302,41 +235,77 @@ pub fn check_url(policy: &AddressPolicy, url: &Url) -> Result<(), Blocked> {
 }
 
 /// A request being built by [`Client::request`]. Carries a refusal from the pre-flight
-/// check through to [`RequestBuilder::send`].
+/// check (or a header that cannot be sent) through to [`RequestBuilder::send`].
 #[must_use = "a request does nothing until it is sent"]
-#[derive(Debug)]
 pub struct RequestBuilder {
-    inner: Result<reqwest::RequestBuilder, Blocked>,
+    client: Client,
+    request: Result<http::Request<transport::Body>, SendError>,
+    /// The whole request: connecting, sending, the answer's head and reading its body.
+    timeout: Duration,
 }
 
 impl RequestBuilder {
-    pub fn header<K, V>(self, key: K, value: V) -> Self
+    /// Adds a header (a name may appear more than once).
+    pub fn header<K, V>(mut self, key: K, value: V) -> Self
     where
         HeaderName: TryFrom<K>,
         <HeaderName as TryFrom<K>>::Error: Into<http::Error>,
         HeaderValue: TryFrom<V>,
         <HeaderValue as TryFrom<V>>::Error: Into<http::Error>,
     {
-        self.map(|b| b.header(key, value))
+        if let Ok(request) = &mut self.request {
+            let header = HeaderName::try_from(key)
+                .map_err(Into::into)
+                .and_then(|name| Ok((name, HeaderValue::try_from(value).map_err(Into::into)?)));
+            match header {
+                Ok((name, value)) => {
+                    request.headers_mut().append(name, value);
+                }
+                Err(e) => self.request = Err(SendError::Transport(TransportError::request(e))),
+            }
+        }
+        self
     }
 
-    pub fn body(self, body: impl Into<reqwest::Body>) -> Self {
-        self.map(|b| b.body(body))
+    pub fn body(mut self, body: impl Into<Bytes>) -> Self {
+        if let Ok(request) = &mut self.request {
+            *request.body_mut() = Full::new(body.into());
+        }
+        self
     }
 
     /// Overrides the client's whole-request timeout for this request.
-    pub fn timeout(self, timeout: Duration) -> Self {
-        self.map(|b| b.timeout(timeout))
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 
-    pub async fn send(self) -> Result<reqwest::Response, SendError> {
-        self.inner?.send().await.map_err(SendError::from_transport)
-    }
-
-    fn map(self, f: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder) -> Self {
-        Self {
-            inner: self.inner.map(f),
+    /// Sends the request and waits for the answer's head; its body is read by the same
+    /// deadline ([`Response::chunk`]).
+    pub async fn send(self) -> Result<Response, SendError> {
+        let mut request = self.request?;
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let headers = request.headers_mut();
+        if !headers.contains_key(USER_AGENT) {
+            headers.insert(USER_AGENT, self.client.shared.user_agent.clone());
         }
+        if !headers.contains_key(ACCEPT) {
+            headers.insert(ACCEPT, HeaderValue::from_static("*/*"));
+        }
+        match tokio::time::timeout_at(deadline, self.client.shared.http.request(request)).await {
+            Ok(Ok(response)) => Ok(Response::new(response, deadline)),
+            Ok(Err(e)) => Err(SendError::from_transport(TransportError::from_client(e))),
+            Err(_) => Err(SendError::Transport(TransportError::timed_out())),
+        }
+    }
+}
+
+impl std::fmt::Debug for RequestBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestBuilder")
+            .field("method", &self.request.as_ref().map(|r| r.method()))
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
     }
 }
 
@@ -417,16 +386,17 @@ mod tests {
         assert_eq!(category(&allow, "http://127.0.0.2/"), Some(AddressCategory::Loopback));
     }
 
-    /// The resolver's refusal survives reqwest's and hyper's wrapping, so the raw
-    /// `reqwest::Error` classifies as a refusal, not as a DNS failure.
+    /// The resolver's refusal survives hyper's wrapping, so the raw client error
+    /// classifies as a refusal, not as a DNS failure.
     #[tokio::test]
     async fn a_raw_resolver_refusal_classifies_as_address_not_allowed() {
         let client = Client::new(OutboundSettings::default()).unwrap();
-        let error = client.http.get("http://localhost:9/").send().await.unwrap_err();
-        assert!(error.is_dns(), "reqwest reports it as a resolver failure: {error:?}");
-        assert_eq!(classify(&error), AttemptOutcome::AddressNotAllowed);
+        let request = http::Request::get("http://localhost:9/").body(Full::default()).unwrap();
+        let error = TransportError::from_client(client.shared.http.request(request).await.unwrap_err());
+        assert!(error.is_connect(), "hyper reports it as a connect failure: {error:?}");
+        assert_eq!(error.outcome(), AttemptOutcome::AddressNotAllowed);
         assert_eq!(
-            refusal_in(&error).map(|r| r.category()),
+            crate::resolve::refusal_in(&error).map(|r| r.category()),
             Some(AddressCategory::Loopback)
         );
     }

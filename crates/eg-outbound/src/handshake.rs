@@ -42,11 +42,12 @@
 //!   validationUrl) have reached the endpoint.
 
 use crate::client::{Blocked, Client, RequestBuilder, SendError};
-use crate::response::{Bounded, classify, read_bounded};
+use crate::response::{Bounded, read_bounded};
+use crate::transport::{Response, TransportError};
 use eg_core::AttemptOutcome;
 use eg_core::identity::AccessToken;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
-use reqwest::{Method, StatusCode};
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use http::{Method, StatusCode};
 use serde_json::Value;
 use std::fmt;
 use std::num::NonZeroU32;
@@ -111,12 +112,12 @@ fn failed(error: SendError) -> Handshake {
 }
 
 /// A transport failure, with why in words. A connect error means nothing was sent.
-fn unreachable(error: &reqwest::Error) -> Handshake {
-    let outcome = classify(error);
+fn unreachable(error: &TransportError) -> Handshake {
+    let outcome = error.outcome();
     let connected = !error.is_connect() && outcome != AttemptOutcome::ResolutionError;
     let cause = if outcome == AttemptOutcome::ResolutionError {
         "its host name did not resolve"
-    } else if error.is_connect() && refused_connection(error) {
+    } else if error.is_connect() && error.is_connection_refused() {
         "the connection was refused (nothing listens at that address and port)"
     } else if error.is_connect() && outcome == AttemptOutcome::TimedOut {
         "no connection could be made in time"
@@ -132,20 +133,6 @@ fn unreachable(error: &reqwest::Error) -> Handshake {
         cause,
         connected,
     }
-}
-
-/// Whether an I/O "connection refused" is somewhere in the error's causes.
-fn refused_connection(error: &reqwest::Error) -> bool {
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::ConnectionRefused
-        {
-            return true;
-        }
-        source = cause.source();
-    }
-    false
 }
 
 /// Most characters of an endpoint's answer quoted in a refusal reason.
@@ -252,7 +239,7 @@ fn body_words(body: &Bounded, limit: usize, secrets: &Secrets<'_>) -> String {
 
 /// What the endpoint answered, for a reason: its status, and what it said when it can
 /// be read (a body that cannot be read in time is left out: the status says enough).
-async fn answer_words(response: reqwest::Response, secrets: &Secrets<'_>) -> String {
+async fn answer_words(response: Response, secrets: &Secrets<'_>) -> String {
     let status = describe(response.status());
     match read_bounded(response, EXCERPT_READ_BYTES).await {
         Ok(body) => format!("{status} with {}", body_words(&body, EXCERPT_READ_BYTES, secrets)),

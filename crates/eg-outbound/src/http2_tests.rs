@@ -6,9 +6,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-use crate::client::{Client, H2_STREAM_WINDOW, OutboundSettings};
+use crate::client::Client;
 use crate::drain;
+use crate::settings::OutboundSettings;
+use crate::transport::{ForTests, H2_STREAM_WINDOW};
 use eg_core::address::AddressPolicy;
+use rustls::pki_types::CertificateDer;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,7 +27,7 @@ const FRAME: u64 = 16 * 1024;
 /// flow control lets it; `sent` counts the body bytes sent before the stream was reset.
 struct Endless {
     addr: SocketAddr,
-    root: reqwest::Certificate,
+    root: CertificateDer<'static>,
     sent: Arc<AtomicU64>,
     finished: tokio::sync::oneshot::Receiver<()>,
 }
@@ -32,7 +35,7 @@ struct Endless {
 async fn endless_h2_endpoint() -> Endless {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let root = reqwest::Certificate::from_der(cert.cert.der()).unwrap();
+    let root = cert.cert.der().clone();
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
     let mut config = rustls::ServerConfig::builder()
         .with_no_client_auth()
@@ -89,13 +92,13 @@ fn settings() -> OutboundSettings {
 
 /// The body bytes the endpoint managed to send while eg read `LIMIT` bytes with the
 /// client `build` makes.
-async fn sent_while_draining(build: impl FnOnce(reqwest::Certificate) -> Client) -> u64 {
+async fn sent_while_draining(build: impl FnOnce(CertificateDer<'static>) -> Client) -> u64 {
     let endpoint = endless_h2_endpoint().await;
     let client = build(endpoint.root.clone());
     let url = format!("https://localhost:{}/hook", endpoint.addr.port());
     let response = client.post(&url).body("[]").send().await.unwrap();
-    assert_eq!(response.version(), reqwest::Version::HTTP_2);
-    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    assert_eq!(response.version(), http::Version::HTTP_2);
+    assert_eq!(response.status(), http::StatusCode::OK);
     drain(response, LIMIT).await.unwrap();
     tokio::time::timeout(Duration::from_secs(5), endpoint.finished)
         .await
@@ -106,7 +109,14 @@ async fn sent_while_draining(build: impl FnOnce(reqwest::Certificate) -> Client)
 
 #[tokio::test]
 async fn an_endless_http2_body_is_buffered_at_most_one_small_window_past_the_limit() {
-    let sent = sent_while_draining(|root| Client::build(settings(), |b| b.tls_certs_only([root])).unwrap()).await;
+    let sent = sent_while_draining(|root| {
+        let tests = ForTests {
+            roots: vec![root],
+            hypers_h2_windows: false,
+        };
+        Client::build(settings(), None, &tests).unwrap()
+    })
+    .await;
     let bound = LIMIT as u64 + FRAME + u64::from(H2_STREAM_WINDOW) + FRAME;
     eprintln!("HTTP/2, eg's windows: the endpoint sent {sent} bytes (bound {bound})");
     assert!(sent >= LIMIT as u64, "only {sent} bytes were sent");
@@ -115,12 +125,11 @@ async fn an_endless_http2_body_is_buffered_at_most_one_small_window_past_the_lim
     // The control: with hyper's default windows the same endpoint gets about 2 MiB into
     // memory, which is what the window settings prevent (and shows this test can fail).
     let sent = sent_while_draining(|root| {
-        Client::build(settings(), |b| {
-            b.tls_certs_only([root])
-                .http2_initial_stream_window_size(None)
-                .http2_initial_connection_window_size(None)
-        })
-        .unwrap()
+        let tests = ForTests {
+            roots: vec![root],
+            hypers_h2_windows: true,
+        };
+        Client::build(settings(), None, &tests).unwrap()
     })
     .await;
     eprintln!("HTTP/2, hyper's default windows: the endpoint sent {sent} bytes");

@@ -26,18 +26,20 @@ mod client;
 mod handshake;
 mod resolve;
 mod response;
+mod settings;
 mod tokens;
+mod transport;
 
 #[cfg(test)]
 mod http2_tests;
 
 pub use assertion::CertificateCredential;
-pub use client::{
-    Blocked, BuildError, Client, ClientCertificate, Clients, OutboundSettings, RequestBuilder, SendError, check_url,
-};
+pub use client::{Blocked, Client, Clients, RequestBuilder, SendError, check_url};
 pub use handshake::{
     Handshake, Rate, cloudevents_handshake, cloudevents_handshake_with_token, event_grid_handshake,
     event_grid_handshake_with_token,
 };
 pub use response::{classify, drain, retry_after};
+pub use settings::{BuildError, ClientCertificate, OutboundSettings};
 pub use tokens::{Credential, IdentityProblem, RequestObserver, RequestResult, TokenError, TokenSource, Tokens};
+pub use transport::{Response, TransportError};

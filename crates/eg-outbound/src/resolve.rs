@@ -5,17 +5,23 @@
 //! current addresses: a name that resolved to a public address yesterday and to
 //! 127.0.0.1 now (DNS rebinding) is refused now. When no address is left the
 //! connection fails with [`ResolvedAddressRefused`], which [`refusal_in`] finds again
-//! in the `reqwest::Error` so the failure is reported as a refusal, not a DNS error.
+//! in hyper's error so the failure is reported as a refusal; any other failure is
+//! wrapped in [`ResolutionFailed`], so it is reported as a name that did not resolve.
 
 use eg_core::address::{AddressPolicy, AddressRefusal};
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use hyper_util::client::legacy::connect::dns::Name;
 use std::error::Error;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
+/// hyper-util's `HttpConnector` resolver: a `Service` from a host name to addresses.
+#[derive(Clone)]
 pub(crate) struct GuardedResolver {
     policy: Arc<AddressPolicy>,
 }
@@ -26,20 +32,48 @@ impl GuardedResolver {
     }
 }
 
-impl Resolve for GuardedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
+impl tower_service::Service<Name> for GuardedResolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
         let policy = Arc::clone(&self.policy);
-        let host = name.as_str().to_owned();
         Box::pin(async move {
-            // Port 0: reqwest puts in the URL's port (or the scheme's default).
-            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let allowed = allowed_addresses(&policy, resolved)?;
-            Ok(Box::new(allowed.into_iter()) as Addrs)
+            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), 0))
+                .await
+                .map_err(|e| Box::new(ResolutionFailed(e)) as BoxError)?
+                .collect();
+            Ok(allowed_addresses(&policy, resolved)?.into_iter())
         })
     }
 }
 
-/// Every resolved address was refused; carries the first refusal.
+/// The host name did not resolve (or resolved to nothing).
+#[derive(Debug, thiserror::Error)]
+#[error("the host name did not resolve: {0}")]
+pub(crate) struct ResolutionFailed(io::Error);
+
+/// Whether a [`ResolutionFailed`] is among `error`'s causes.
+pub(crate) fn resolution_failed_in(error: &(dyn Error + 'static)) -> bool {
+    causes(error).any(|e| e.is::<ResolutionFailed>())
+}
+
+/// `error` and its causes. An `io::Error` wrapping an error reports that error's
+/// source, not the error itself, so this looks inside it explicitly.
+pub(crate) fn causes<'a>(error: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Error + 'static)> {
+    std::iter::successors(Some(error), |&e: &&'a (dyn Error + 'static)| {
+        match e.downcast_ref::<io::Error>().and_then(io::Error::get_ref) {
+            Some(inner) => Some(inner as &(dyn Error + 'static)),
+            None => e.source(),
+        }
+    })
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
 pub(crate) struct ResolvedAddressRefused(AddressRefusal);
@@ -63,28 +97,16 @@ pub(crate) fn allowed_addresses(
     match (allowed.is_empty(), first_refusal) {
         (false, _) => Ok(allowed),
         (true, Some(refusal)) => Err(Box::new(ResolvedAddressRefused(refusal))),
-        (true, None) => Err(Box::new(io::Error::new(
+        (true, None) => Err(Box::new(ResolutionFailed(io::Error::new(
             io::ErrorKind::NotFound,
-            "the host name resolved to no addresses",
-        ))),
+            "it resolved to no addresses",
+        )))),
     }
 }
 
 /// The refusal a failed request carries, if the resolver refused its addresses.
 pub(crate) fn refusal_in(error: &(dyn Error + 'static)) -> Option<AddressRefusal> {
-    let mut source = Some(error);
-    while let Some(e) = source {
-        if let Some(refused) = e.downcast_ref::<ResolvedAddressRefused>() {
-            return Some(refused.0);
-        }
-        // An `io::Error` wrapping an error reports that error's source, not the error
-        // itself, so look inside it explicitly.
-        source = match e.downcast_ref::<io::Error>().and_then(io::Error::get_ref) {
-            Some(inner) => Some(inner as &(dyn Error + 'static)),
-            None => e.source(),
-        };
-    }
-    None
+    causes(error).find_map(|e| e.downcast_ref::<ResolvedAddressRefused>().map(|refused| refused.0))
 }
 
 #[cfg(test)]
@@ -131,6 +153,7 @@ mod tests {
     fn no_addresses_at_all_is_a_resolution_failure_not_a_refusal() {
         let err = allowed_addresses(&AddressPolicy::default(), Vec::new()).unwrap_err();
         assert!(refusal_in(err.as_ref()).is_none());
+        assert!(resolution_failed_in(err.as_ref()));
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! What a response (or a failure to get one) means, and reading bodies within a bound.
 
 use crate::resolve::refusal_in;
+use crate::transport::{Response, TransportError};
 use eg_core::AttemptOutcome;
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use http::header::{HeaderMap, RETRY_AFTER};
 use std::time::Duration;
 
-/// Classifies a transport failure: a refused address, a timeout, a name that did not
+/// Classifies a failure of a reqwest client (the destinations that reach a service
+/// through one: storage queues, SQS): a refused address, a timeout, a name that did not
 /// resolve, and everything else (refused or reset connection, TLS, broken stream) as
 /// `SocketError`.
 pub fn classify(error: &reqwest::Error) -> AttemptOutcome {
@@ -32,7 +34,7 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 
 /// Reads at most `limit` bytes of a response body and discards them, so a hostile
 /// endpoint cannot make eg hold an endless body.
-pub async fn drain(mut response: reqwest::Response, limit: usize) -> Result<(), reqwest::Error> {
+pub async fn drain(mut response: Response, limit: usize) -> Result<(), TransportError> {
     let mut read = 0usize;
     while let Some(chunk) = response.chunk().await? {
         read += chunk.len();
@@ -50,7 +52,7 @@ pub(crate) struct Bounded {
     pub complete: bool,
 }
 
-pub(crate) async fn read_bounded(mut response: reqwest::Response, limit: usize) -> Result<Bounded, reqwest::Error> {
+pub(crate) async fn read_bounded(mut response: Response, limit: usize) -> Result<Bounded, TransportError> {
     let mut bytes = Vec::new();
     while let Some(chunk) = response.chunk().await? {
         if bytes.len() + chunk.len() > limit {
@@ -64,7 +66,7 @@ pub(crate) async fn read_bounded(mut response: reqwest::Response, limit: usize) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqwest::header::HeaderValue;
+    use http::header::HeaderValue;
 
     #[test]
     fn reads_retry_after_seconds_and_dates() {

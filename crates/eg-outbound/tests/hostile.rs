@@ -15,7 +15,7 @@ mod common;
 use common::client;
 use eg_core::AttemptOutcome;
 use eg_core::address::AddressPolicy;
-use eg_outbound::{Client, Handshake, classify, drain, event_grid_handshake};
+use eg_outbound::{Client, Handshake, drain, event_grid_handshake};
 use eg_testkit::hostile::{Act, Hostile};
 use reqwest::StatusCode;
 use std::sync::{Arc, Mutex};
@@ -48,7 +48,7 @@ fn hostile_client() -> Client {
 }
 
 /// A POST like a delivery's.
-async fn post(client: &Client, url: &str) -> Result<reqwest::Response, eg_outbound::SendError> {
+async fn post(client: &Client, url: &str) -> Result<eg_outbound::Response, eg_outbound::SendError> {
     client
         .post(url)
         .header("content-type", "application/json; charset=utf-8")
@@ -68,7 +68,7 @@ async fn attempt(client: &Client, url: &str) -> AttemptOutcome {
                     code,
                     retry_after: None,
                 },
-                Err(e) => classify(&e),
+                Err(e) => e.outcome(),
             }
         }
         Err(e) => e.outcome(),
@@ -151,7 +151,7 @@ async fn a_trickled_body_times_out_within_the_timeout() {
     assert_eq!(response.status(), StatusCode::OK, "the head came at once");
     let error = drain(response, LIMIT).await.unwrap_err();
     let ended = Instant::now();
-    assert_eq!(classify(&error), AttemptOutcome::TimedOut, "{error:?}");
+    assert_eq!(error.outcome(), AttemptOutcome::TimedOut, "{error:?}");
     assert_within_timeout("trickled body", ended - started);
     assert_closed_early("trickled body", &server, ended).await;
 }

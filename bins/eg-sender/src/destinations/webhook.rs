@@ -141,7 +141,7 @@ impl Webhook {
         for (name, value) in delivery_headers {
             // A dynamic value that cannot be a header value (a line break, say) is left out
             // rather than failing the whole request.
-            if reqwest::header::HeaderValue::from_str(value).is_ok() {
+            if http::HeaderValue::from_str(value).is_ok() {
                 builder = builder.header(name, value);
             }
         }
@@ -196,7 +196,7 @@ async fn answer_to(request: RequestBuilder, max_response_bytes: usize) -> Attemp
             match eg_outbound::drain(response, max_response_bytes).await {
                 Ok(()) => AttemptOutcome::Status { code, retry_after },
                 // The status line came, but the body did not in time: the attempt failed.
-                Err(e) => eg_outbound::classify(&e),
+                Err(e) => e.outcome(),
             }
         }
         Err(e) => e.outcome(),
@@ -205,10 +205,10 @@ async fn answer_to(request: RequestBuilder, max_response_bytes: usize) -> Attemp
 
 /// `Authorization: Bearer <token>` (marked sensitive: never printed by the client).
 fn bearer(request: RequestBuilder, granted: &Granted) -> RequestBuilder {
-    match reqwest::header::HeaderValue::from_str(&format!("Bearer {}", granted.token.expose())) {
+    match http::HeaderValue::from_str(&format!("Bearer {}", granted.token.expose())) {
         Ok(mut value) => {
             value.set_sensitive(true);
-            request.header(reqwest::header::AUTHORIZATION, value)
+            request.header(http::header::AUTHORIZATION, value)
         }
         // A token no header can carry is sent without: the endpoint's 401 says so.
         Err(_) => request,

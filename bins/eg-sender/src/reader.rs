@@ -208,9 +208,11 @@ impl Sender {
                 subscription = %batch.subscription.name,
                 events = batch.held.len(),
             );
+            // Boxed: the delivery's future is large, and a task's future is copied as it
+            // is spawned and polled (those copies were 4 % of the sender's CPU).
             tokio::spawn(
                 async move {
-                    sender.steps.deliver(batch).await;
+                    Box::pin(sender.steps.deliver(batch)).await;
                     drop(permit);
                 }
                 .instrument(span),

@@ -17,7 +17,7 @@ use crate::limits::{Admission, Limits};
 use crate::probation::RecentlyClear;
 use crate::store::DeliveryStore;
 use crate::verdict::Verdict;
-use eg_core::destination::Target;
+use eg_core::destination::{EndpointIds, Target};
 use eg_core::fate::{self, Consent, DropReason};
 use eg_core::history::{Hold, HoldReason};
 use eg_core::policy::{DeliveryPolicy, ProfilePolicies};
@@ -57,6 +57,7 @@ pub struct Steps<S, D> {
     attempt_timeout: Duration,
     late: LateListeners,
     recently_clear: RecentlyClear,
+    endpoint_ids: EndpointIds,
     limits: Limits,
 }
 
@@ -110,6 +111,7 @@ impl<S, D> Steps<S, D> {
             attempt_timeout,
             late,
             recently_clear: RecentlyClear::default(),
+            endpoint_ids: EndpointIds::default(),
             limits,
         }
     }
@@ -220,7 +222,7 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
             });
             return self.settle_all(verdicts).await;
         };
-        let endpoint = target.endpoint_id();
+        let endpoint = self.endpoint_ids.of(target);
         match self.gate(&subscription, &endpoint, now).await {
             Gated::Open => {}
             Gated::Paused => return self.set_aside(&subscription, &live, now).await,

@@ -16,6 +16,7 @@
 //! credential back.
 
 mod connections;
+mod endpoint_ids;
 mod event_hub;
 mod kafka;
 mod nats;
@@ -25,6 +26,7 @@ mod storage_queue;
 mod webhook;
 mod webhook_auth;
 
+pub use endpoint_ids::EndpointIds;
 pub use event_hub::{EventHub, PARTITION_KEY_PROPERTY, namespace_connection};
 pub use kafka::{BinaryCloudEvent, Kafka, NotBinary, RecordKey, binary_cloud_event};
 pub use nats::NatsJetStream;

@@ -22,6 +22,7 @@ pub(crate) mod header_value;
 pub mod history;
 pub mod identity;
 pub mod json;
+pub mod memo;
 pub mod names;
 pub mod ordering;
 pub mod outcome;

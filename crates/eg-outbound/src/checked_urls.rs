@@ -4,36 +4,35 @@
 //! a URL that passed [`check_url`](crate::check_url) once passes it again; a refused
 //! one is not remembered and takes the full check every time.
 
+use eg_core::memo::BoundedMemo;
 use http::Uri;
-use std::collections::HashMap;
-use std::sync::Mutex;
 
 /// Most URLs remembered; the memory is cleared when it would grow past this.
 const MOST_REMEMBERED: usize = 10_000;
 
 /// The URLs that passed the pre-flight check, as parsed.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct CheckedUrls {
-    passed: Mutex<HashMap<String, Uri>>,
+    passed: BoundedMemo<String, Uri>,
+}
+
+impl Default for CheckedUrls {
+    fn default() -> Self {
+        Self {
+            passed: BoundedMemo::new(MOST_REMEMBERED),
+        }
+    }
 }
 
 impl CheckedUrls {
     /// `raw` as parsed when it passed before (`None`: never seen, or refused).
     pub(crate) fn get(&self, raw: &str) -> Option<Uri> {
-        self.lock().get(raw).cloned()
+        self.passed.get(raw)
     }
 
     /// Remembers that `raw`, parsed as `url`, passed the check.
     pub(crate) fn passed(&self, raw: &str, uri: &Uri) {
-        let mut passed = self.lock();
-        if passed.len() >= MOST_REMEMBERED && !passed.contains_key(raw) {
-            passed.clear();
-        }
-        passed.insert(raw.to_owned(), uri.clone());
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Uri>> {
-        self.passed.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.passed.insert(raw.to_owned(), uri.clone());
     }
 }
 
@@ -52,6 +51,6 @@ mod tests {
             let raw = format!("https://example.com/{i}");
             checked.passed(&raw, &raw.parse().unwrap());
         }
-        assert!(checked.lock().len() <= MOST_REMEMBERED);
+        assert!(checked.passed.len() <= MOST_REMEMBERED);
     }
 }

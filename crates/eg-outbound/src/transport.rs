@@ -198,10 +198,7 @@ impl TransportError {
 
     /// Whether the endpoint refused the TCP connection (nothing listens there).
     pub fn is_connection_refused(&self) -> bool {
-        causes(self).any(|e| {
-            e.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
-        })
+        self.has_io_cause(std::io::ErrorKind::ConnectionRefused)
     }
 
     /// The attempt outcome this failure stands for.
@@ -219,11 +216,12 @@ impl TransportError {
 
     /// hyper-util reports its connect timeout as an `io::Error` of kind `TimedOut`.
     fn connect_timed_out(&self) -> bool {
-        self.kind == Failure::Connect
-            && causes(self).any(|e| {
-                e.downcast_ref::<std::io::Error>()
-                    .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
-            })
+        self.kind == Failure::Connect && self.has_io_cause(std::io::ErrorKind::TimedOut)
+    }
+
+    /// Whether an I/O error of `kind` is among the causes.
+    fn has_io_cause(&self, kind: std::io::ErrorKind) -> bool {
+        causes(self).any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == kind))
     }
 }
 

@@ -3,34 +3,32 @@
 //! parse alone was ~3 % of the sender's CPU per delivery (docs/performance.md).
 
 use super::Target;
+use crate::memo::BoundedMemo;
 use crate::probation::EndpointId;
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 
 /// Most destinations remembered; past it the memory starts again (the ids are
 /// computed again as attempts need them).
 const MOST_REMEMBERED: usize = 10_000;
 
 /// The endpoint ids of the destinations seen, by their identity.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct EndpointIds {
-    known: Mutex<HashMap<String, EndpointId>>,
+    known: BoundedMemo<String, EndpointId>,
+}
+
+impl Default for EndpointIds {
+    fn default() -> Self {
+        Self {
+            known: BoundedMemo::new(MOST_REMEMBERED),
+        }
+    }
 }
 
 impl EndpointIds {
     /// `target.endpoint_id()`, computed once per destination.
     pub fn of(&self, target: &Target) -> EndpointId {
-        let identity = target.identity();
-        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(id) = known.get(&identity) {
-            return id.clone();
-        }
-        let id = EndpointId::of(&identity);
-        if known.len() >= MOST_REMEMBERED {
-            known.clear();
-        }
-        known.insert(identity, id.clone());
-        id
+        self.known
+            .get_or_insert_with(target.identity(), |identity| EndpointId::of(identity))
     }
 }
 
@@ -60,6 +58,6 @@ mod tests {
         for i in 0..=MOST_REMEMBERED {
             ids.of(&hook(&format!("https://h{i}.example/")));
         }
-        assert!(ids.known.lock().unwrap().len() <= MOST_REMEMBERED);
+        assert!(ids.known.len() <= MOST_REMEMBERED);
     }
 }

@@ -67,7 +67,10 @@
 local ids, own, shared, shared_ids = {}, {}, {}, {}
 for i = 1, n do
   local a = 6 + 8 * (i - 1)
-  local index, of = string.match(ARGV[a + 8], '^S(%d+) (%d+)$')
+  local index, of
+  if string.byte(ARGV[a + 8]) == 83 then -- 'S': only a fan-out marker is matched
+    index, of = string.match(ARGV[a + 8], '^S(%d+) (%d+)$')
+  end
   if index then
     local id = ARGV[a + 1]
     if not shared[id] then

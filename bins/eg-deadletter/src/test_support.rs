@@ -111,18 +111,11 @@ impl ObjectStore for Faulty {
 /// eg's store on `server`, one partition, its layout and consumer groups in place.
 pub(crate) async fn connect(server: &RedisServer) -> Store {
     let store = Store::connect(&RedisSettings {
-        url: server.url(),
-        cluster_nodes: Vec::new(),
-        sentinel: None,
-        credentials: Default::default(),
-        tls: Default::default(),
-        prefix: "eg".into(),
         partitions: 1,
         pool_size: 4,
         command_timeout: Duration::from_secs(5),
         connect_timeout: Duration::from_secs(2),
-        replica_acks: 0,
-        replica_ack_timeout: Duration::from_secs(1),
+        ..RedisSettings::for_url(server.url())
     })
     .unwrap();
     store.check_layout().await.unwrap();

@@ -32,18 +32,11 @@ impl Harness {
     async fn start() -> Self {
         let server = RedisServer::start();
         let store = Store::connect(&RedisSettings {
-            url: server.url(),
-            cluster_nodes: Vec::new(),
-            sentinel: None,
-            credentials: Default::default(),
-            tls: Default::default(),
-            prefix: "eg".into(),
             partitions: PARTITIONS,
             pool_size: 4,
             command_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(2),
-            replica_acks: 0,
-            replica_ack_timeout: Duration::from_secs(1),
+            ..RedisSettings::for_url(server.url())
         })
         .unwrap();
         store.check_layout().await.unwrap();

@@ -14,18 +14,11 @@ use std::time::Duration;
 
 fn stats_for(server: &RedisServer, prefix: &str) -> Stats {
     Stats::new(&RedisSettings {
-        url: server.url(),
-        cluster_nodes: Vec::new(),
-        sentinel: None,
-        credentials: Default::default(),
-        tls: Default::default(),
         prefix: prefix.into(),
         partitions: 2,
         pool_size: 2,
         command_timeout: Duration::from_secs(2),
-        connect_timeout: Duration::from_secs(1),
-        replica_acks: 0,
-        replica_ack_timeout: Duration::from_secs(1),
+        ..RedisSettings::for_url(server.url())
     })
     .unwrap()
 }

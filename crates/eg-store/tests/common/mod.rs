@@ -17,18 +17,10 @@ pub const PARTITIONS: u16 = 2;
 
 pub fn settings(url: String, partitions: u16) -> RedisSettings {
     RedisSettings {
-        url,
-        cluster_nodes: Vec::new(),
-        sentinel: None,
-        credentials: Default::default(),
-        tls: Default::default(),
-        prefix: "eg".into(),
         partitions,
-        pool_size: 8,
         command_timeout: Duration::from_secs(5),
         connect_timeout: Duration::from_secs(2),
-        replica_acks: 0,
-        replica_ack_timeout: Duration::from_secs(1),
+        ..RedisSettings::for_url(url)
     }
 }
 

@@ -14,6 +14,16 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
 
+/// A retry an attempt queued, which a late success of that attempt cancels.
+pub struct QueuedRetry {
+    pub partition: Partition,
+    /// The retry's record, as settled.
+    pub delivery: Delivery,
+    /// The body the attempt sent, when its entry carried it: the retry then waits beside
+    /// it (a carried retry), and is named by both.
+    pub carried_body: Option<String>,
+}
+
 pub struct LateListeners {
     window: Duration,
     slots: Arc<Semaphore>,
@@ -38,7 +48,7 @@ impl LateListeners {
         store: impl DeliveryStore,
         subscription: Arc<Subscription>,
         mut pending: LateAnswer,
-        retries: Vec<(Partition, Delivery)>,
+        retries: Vec<QueuedRetry>,
     ) {
         let Ok(permit) = self.slots.clone().try_acquire_owned() else {
             pending.abort();
@@ -59,8 +69,13 @@ impl LateListeners {
                 return;
             }
             let (topic, sub) = (subscription.topic.key(), subscription.name.key());
-            for (partition, delivery) in retries {
-                let result = match store.cancel_retry(&partition, &delivery).await {
+            for QueuedRetry {
+                partition,
+                delivery,
+                carried_body,
+            } in retries
+            {
+                let result = match store.cancel_retry(&partition, &delivery, carried_body.as_deref()).await {
                     Ok(true) => {
                         metrics::counter!(m::DELIVERY_SUCCESS_COUNT, "topic" => topic.clone(), "subscription" => sub.clone())
                             .increment(1);

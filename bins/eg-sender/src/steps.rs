@@ -12,7 +12,7 @@
 
 use crate::attempt_trace;
 use crate::destination::{Destination, RenderedBatch, Sent, delivery_headers};
-use crate::late::LateListeners;
+use crate::late::{LateListeners, QueuedRetry};
 use crate::limits::{Admission, Limits};
 use crate::probation::RecentlyClear;
 use crate::store::DeliveryStore;
@@ -277,7 +277,7 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
 
         let verdicts = decide(policy, &subscription, &kept, &sent, finished_at, rand::random::<f64>);
         attempt_trace::record_verdicts(&span, &verdicts);
-        let retries = self.settle_attempted(&kept, verdicts).await;
+        let retries = self.settle_attempted(&kept, verdicts, sent.late.is_some()).await;
         if let Some(late) = sent.late {
             self.late
                 .listen(self.store.clone(), subscription.clone(), late, retries);
@@ -472,19 +472,24 @@ impl<S: DeliveryStore, D: Destination> Steps<S, D> {
     }
 
     /// Settles the verdicts of an attempt together; returns the retries that took
-    /// effect (a late success cancels them).
-    async fn settle_attempted(&self, kept: &[Held], verdicts: Vec<Verdict>) -> Vec<(Partition, eg_core::Delivery)> {
+    /// effect when a late answer is `listening` (a late success cancels them).
+    async fn settle_attempted(&self, kept: &[Held], verdicts: Vec<Verdict>, listening: bool) -> Vec<QueuedRetry> {
         let settles = kept.iter().zip(verdicts).map(|(h, verdict)| {
             let retry = match &verdict.settlement {
-                Settlement::Retry { delivery, .. } => Some(delivery.clone()),
+                Settlement::Retry { delivery, .. } if listening => Some(delivery.clone()),
                 _ => None,
             };
             async move { (self.settle(&h.partition, &h.ready, verdict).await, h, retry) }
         });
         let mut retries = Vec::new();
         for (took_effect, h, retry) in futures_util::future::join_all(settles).await {
-            if took_effect && let Some(retry) = retry {
-                retries.push((h.partition.clone(), retry));
+            if took_effect && let Some(delivery) = retry {
+                retries.push(QueuedRetry {
+                    partition: h.partition.clone(),
+                    delivery,
+                    // The retry of a delivery whose entry carried its body waits beside it.
+                    carried_body: h.ready.carries_body.then(|| h.body.clone()),
+                });
             }
         }
         retries
@@ -766,7 +771,12 @@ mod tests {
             Ok(self.0.current.lock().unwrap().clone())
         }
 
-        async fn cancel_retry(&self, _: &Partition, _: &Delivery) -> Result<bool, eg_store::StoreError> {
+        async fn cancel_retry(
+            &self,
+            _: &Partition,
+            _: &Delivery,
+            _: Option<&str>,
+        ) -> Result<bool, eg_store::StoreError> {
             Ok(false)
         }
     }

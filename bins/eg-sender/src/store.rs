@@ -58,11 +58,13 @@ pub trait DeliveryStore: Clone + Send + Sync + 'static {
         subscription: &Subscription,
     ) -> impl Future<Output = Result<Option<Arc<Subscription>>, StoreError>> + Send;
 
-    /// Removes a queued retry of `delivery` (`false`: it is no longer queued).
+    /// Removes a queued retry of `delivery` (`false`: it is no longer queued);
+    /// `carried_body`, the body the attempt sent when its entry carried it.
     fn cancel_retry(
         &self,
         partition: &Partition,
         delivery: &Delivery,
+        carried_body: Option<&str>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// The subscription's shared delivery limits gate (`limits` `None`: only whether it is
@@ -162,8 +164,13 @@ impl DeliveryStore for RedisStore {
             .cloned())
     }
 
-    async fn cancel_retry(&self, partition: &Partition, delivery: &Delivery) -> Result<bool, StoreError> {
-        self.store.cancel_retry(partition, delivery).await
+    async fn cancel_retry(
+        &self,
+        partition: &Partition,
+        delivery: &Delivery,
+        carried_body: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        self.store.cancel_retry(partition, delivery, carried_body).await
     }
 
     async fn delivery_gate(

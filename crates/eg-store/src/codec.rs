@@ -63,6 +63,14 @@ pub const EVENT_OUTSTANDING_FIELD: &str = "r";
 /// holds a raw newline, so the first one is always the separator.
 pub const DEAD_LETTER_SEPARATOR: char = '\n';
 
+/// A carried retry as a retry-set member holds it (`record\nbody`, `settle_steps.lua`),
+/// split into its record and body; `None` for a record alone. `promote.lua` splits it
+/// into a `Carried` entry; a scheduler of an earlier release writes it whole into the
+/// entry's record field, which a reader splits with this. Records are JSON on one line.
+pub fn split_carried_retry(member: &str) -> Option<(&str, &str)> {
+    member.split_once('\n')
+}
+
 /// What starts a delivered-log value that names a shared step's record instead of
 /// holding a step (a step is JSON, so it starts with `{`).
 pub const SHARED_STEP_MARK: char = '#';

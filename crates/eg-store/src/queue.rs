@@ -363,11 +363,16 @@ impl Store {
                 }
                 continue;
             }
-            let carried_body = match layout {
-                codec::EntryLayout::Carried => take_string(&mut entry, codec::ENTRY_BODY_FIELD),
-                codec::EntryLayout::EventHash | codec::EntryLayout::FanOut => None,
+            let (raw, carried_body) = match layout {
+                codec::EntryLayout::Carried => (raw, take_string(&mut entry, codec::ENTRY_BODY_FIELD)),
+                // A carried retry that a scheduler of an earlier release promoted whole.
+                codec::EntryLayout::EventHash => match raw.as_deref().and_then(codec::split_carried_retry) {
+                    Some((record, body)) => (Some(record.to_owned()), Some(body.to_owned())),
+                    None => (raw, None),
+                },
+                codec::EntryLayout::FanOut => (raw, None),
             };
-            let carries_body = layout == codec::EntryLayout::Carried;
+            let carries_body = carried_body.is_some() || layout == codec::EntryLayout::Carried;
             match raw.as_deref().map(codec::decode_delivery) {
                 Some(Ok(delivery)) if carried_body.is_some() || !carries_body => out.push(ReadyDelivery {
                     partition: partition.index,
@@ -461,8 +466,15 @@ impl Store {
     }
 
     /// Cancels the queued retry `delivery` (the record exactly as settled with
-    /// `Settlement::Retry`) after a late success. `false` when it is no longer queued.
-    pub async fn cancel_retry(&self, partition: &Partition, delivery: &Delivery) -> Result<bool, StoreError> {
+    /// `Settlement::Retry`) after a late success. `carried_body`: the body the attempt
+    /// sent, when its entry carried it (the retry then waits beside its body). `false`
+    /// when it is no longer queued.
+    pub async fn cancel_retry(
+        &self,
+        partition: &Partition,
+        delivery: &Delivery,
+        carried_body: Option<&str>,
+    ) -> Result<bool, StoreError> {
         let mut conn = self.conn().await?;
         let cancelled: i64 = scripts::CANCEL_RETRY
             .key(partition.retry())
@@ -471,6 +483,7 @@ impl Store {
             .arg(codec::encode_delivery(delivery))
             .arg(codec::line_marker(partition, delivery).unwrap_or_default())
             .arg(format!("{}/{}", delivery.topic, delivery.subscription))
+            .arg(carried_body.unwrap_or_default())
             .invoke_async(&mut conn)
             .await?;
         Ok(cancelled == 1)
@@ -485,6 +498,7 @@ impl Store {
             codec::DELIVERY_FIELD,
             max,
             Duration::ZERO,
+            Members::MayCarryBodies,
         )
         .await
     }
@@ -503,6 +517,7 @@ impl Store {
                 codec::DEAD_LETTER_FIELD,
                 max,
                 delay,
+                Members::Whole,
             )
             .await?
             .moved)
@@ -515,6 +530,7 @@ impl Store {
         field: &str,
         max: usize,
         delay: Duration,
+        members: Members,
     ) -> Result<Promoted, StoreError> {
         let mut conn = self.conn().await?;
         let (moved, wait_ms): (usize, i64) = scripts::PROMOTE
@@ -523,6 +539,10 @@ impl Store {
             .arg(field)
             .arg(max)
             .arg(delay.as_millis() as u64)
+            .arg(match members {
+                Members::MayCarryBodies => "1",
+                Members::Whole => "0",
+            })
             .invoke_async(&mut conn)
             .await?;
         Ok(Promoted {
@@ -638,6 +658,16 @@ impl Store {
 }
 
 /// Takes a string field out of a stream entry without copying it.
+/// What the members of a set `promote.lua` moves are.
+#[derive(Debug, Clone, Copy)]
+enum Members {
+    /// Retries: a member may be a carried retry (`record\nbody`, `settle_steps.lua`),
+    /// which becomes a `Carried` entry.
+    MayCarryBodies,
+    /// Written to the stream's field as they are (dead-letter records, `entry\nbody`).
+    Whole,
+}
+
 fn take_string(entry: &mut StreamId, field: &str) -> Option<String> {
     match entry.map.remove(field)? {
         redis::Value::BulkString(bytes) => String::from_utf8(bytes).ok(),

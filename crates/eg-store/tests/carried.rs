@@ -1,6 +1,7 @@
 //! Ready entries that carry their event's body (`codec::EntryLayout::Carried`) against
 //! a real Redis: an event with one push delivery has no event hash; the body goes
-//! wherever the delivery goes (retry, park, requeue, dead-letter); and entries of the
+//! wherever the delivery goes (retry, park, requeue, dead-letter: a retry waits beside
+//! it in the retry set); and entries of the
 //! previous layout, as a Redis upgraded in place still holds them, are delivered as
 //! before.
 #![allow(clippy::unwrap_used)]
@@ -9,6 +10,7 @@ mod common;
 
 use common::*;
 use eg_core::UnixMillis;
+use eg_core::history::{DeliveryState, HistoryEntry};
 use eg_store::codec::{self, EntryLayout};
 use eg_store::{Retention, Settlement};
 use std::time::Duration;
@@ -40,8 +42,82 @@ async fn an_event_with_one_push_delivery_travels_in_its_entry_and_leaves_nothing
     assert!(!exists(&mut redis, &h.p0().event("e1")), "done makes no hash either");
 }
 
+/// A step of `delivery`'s history at `at`, in `state`.
+fn step(delivery: &eg_core::Delivery, attempt: u32, at: i64, state: DeliveryState) -> HistoryEntry {
+    HistoryEntry {
+        subscription: delivery.subscription.clone(),
+        attempt,
+        at: UnixMillis(at),
+        outcome: None,
+        http_status: None,
+        duration_ms: None,
+        next: None,
+        state,
+        reason: None,
+        hold: None,
+        error: None,
+    }
+}
+
+const WITH_HISTORY: Retention = Retention {
+    history_for: Duration::from_secs(3600),
+    histories_per_partition: 100,
+    steps_per_history: 10,
+    archived_per_partition: 0,
+};
+
+/// Settles `held` as `settlement` with its history step kept.
+async fn settle_with_step(h: &Harness, held: &eg_store::ReadyDelivery, settlement: Settlement, step: HistoryEntry) {
+    let item = held.settle(settlement, Some(step));
+    let settled = h.store.settle_many(&h.p0(), &[item], &WITH_HISTORY).await.unwrap();
+    assert!(settled[0].took_effect);
+}
+
 #[tokio::test]
-async fn a_retry_moves_the_body_into_the_event_hash_its_record_names() {
+async fn a_retry_waits_beside_its_body_and_comes_back_carrying_it() {
+    let h = Harness::start().await;
+    let held = publish_one(&h, "e1").await;
+    let retry = held.delivery.after_attempt(failed_attempt());
+    let settlement = Settlement::Retry {
+        delivery: retry.clone(),
+        due: UnixMillis(0),
+    };
+    settle_with_step(
+        &h,
+        &held,
+        settlement,
+        step(&held.delivery, 1, 1_000, DeliveryState::Retrying),
+    )
+    .await;
+    let mut redis = h.redis();
+    assert!(!exists(&mut redis, &h.p0().event("e1")), "no event hash");
+    let members: Vec<String> = query(&mut redis, &["ZRANGE", &h.p0().retry(), "0", "-1"]);
+    assert_eq!(members, [format!("{}\n{}", codec::encode_delivery(&retry), body("e1"))]);
+
+    // Promoted, it is a `Carried` entry again: no body to fetch.
+    assert_eq!(promote_due(&h.store, &h.p0(), 10).await, 1);
+    let again = read(&h.store, &h.p0(), "sender", 10).await.remove(0);
+    assert!(again.carries_body);
+    assert_eq!(again.carried_body, Some(body("e1")));
+    assert_eq!(again.delivery, retry);
+    settle_with_step(
+        &h,
+        &again,
+        Settlement::Done,
+        step(&retry, 2, 2_000, DeliveryState::Delivered),
+    )
+    .await;
+    assert_eq!(xlen(&mut redis, &h.p0().ready()), 0);
+    assert!(!exists(&mut redis, &h.p0().event("e1")), "done makes no hash either");
+
+    // Both steps are kept: the failure in the event's list, the last in the delivered log.
+    let steps = h.store.event_history(&retry.topic, &retry.event_id).await.unwrap();
+    let states: Vec<(u32, DeliveryState)> = steps.iter().map(|s| (s.attempt, s.state)).collect();
+    assert_eq!(states, [(1, DeliveryState::Retrying), (2, DeliveryState::Delivered)]);
+}
+
+#[tokio::test]
+async fn a_carried_retry_an_earlier_scheduler_promoted_whole_keeps_its_body() {
     let h = Harness::start().await;
     let held = publish_one(&h, "e1").await;
     let retry = held.delivery.after_attempt(failed_attempt());
@@ -50,21 +126,52 @@ async fn a_retry_moves_the_body_into_the_event_hash_its_record_names() {
         due: UnixMillis(0),
     };
     assert!(settle(&h.store, &h.p0(), &held, &settlement).await);
+    // What promote.lua of an earlier release does: the member, whole, as the record.
     let mut redis = h.redis();
-    assert_eq!(hget(&mut redis, &h.p0().event("e1"), "b"), Some(body("e1")));
-    assert_eq!(hget(&mut redis, &h.p0().event("e1"), "r").as_deref(), Some("1"));
+    let members: Vec<String> = query(&mut redis, &["ZRANGE", &h.p0().retry(), "0", "-1"]);
+    let _: i64 = query(&mut redis, &["ZREM", &h.p0().retry(), &members[0]]);
+    let _: String = query(&mut redis, &["XADD", &h.p0().ready(), "*", "d", &members[0]]);
 
-    // Promoted, it is an `EventHash` entry, read through the event hash.
-    assert_eq!(promote_due(&h.store, &h.p0(), 10).await, 1);
     let again = read(&h.store, &h.p0(), "sender", 10).await.remove(0);
-    assert!(!again.carries_body);
+    assert!(again.carries_body);
+    assert_eq!(again.carried_body, Some(body("e1")));
     assert_eq!(again.delivery, retry);
-    assert_eq!(
-        h.store.event_bodies(&h.p0(), &["e1"]).await.unwrap(),
-        [Some(body("e1"))]
+
+    // Retried once more, the body still goes along (read from the record field).
+    let third = retry.after_attempt(failed_attempt());
+    let settlement = Settlement::Retry {
+        delivery: third.clone(),
+        due: UnixMillis(0),
+    };
+    assert!(settle(&h.store, &h.p0(), &again, &settlement).await);
+    assert_eq!(promote_due(&h.store, &h.p0(), 10).await, 1);
+    let last = read(&h.store, &h.p0(), "sender", 10).await.remove(0);
+    assert_eq!(last.carried_body, Some(body("e1")));
+    assert_eq!(last.delivery, third);
+    assert!(!exists(&mut redis, &h.p0().event("e1")));
+}
+
+#[tokio::test]
+async fn a_late_success_cancels_a_carried_retry_named_with_its_body() {
+    let h = Harness::start().await;
+    let held = publish_one(&h, "e1").await;
+    let retry = held.delivery.after_attempt(failed_attempt());
+    let due = UnixMillis(eg_store::Clock::default().now().0 + 60_000);
+    let settlement = Settlement::Retry {
+        delivery: retry.clone(),
+        due,
+    };
+    assert!(settle(&h.store, &h.p0(), &held, &settlement).await);
+    let mut redis = h.redis();
+
+    assert!(
+        !h.store.cancel_retry(&h.p0(), &retry, None).await.unwrap(),
+        "the record alone is not the member"
     );
-    assert!(settle(&h.store, &h.p0(), &again, &Settlement::Done).await);
-    assert!(!exists(&mut redis, &h.p0().event("e1")), "freed with its last delivery");
+    assert!(h.store.cancel_retry(&h.p0(), &retry, Some(&body("e1"))).await.unwrap());
+    assert_eq!(zcard(&mut redis, &h.p0().retry()), 0);
+    assert!(!exists(&mut redis, &h.p0().event("e1")), "no count left behind");
+    assert!(!h.store.cancel_retry(&h.p0(), &retry, Some(&body("e1"))).await.unwrap());
 }
 
 #[tokio::test]

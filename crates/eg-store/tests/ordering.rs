@@ -161,12 +161,12 @@ async fn a_settle_of_a_delivery_no_longer_at_the_head_moves_nothing() {
     assert!(settle(&h.store, &h.p0(), &a1, &retried).await);
 
     // The attempt succeeded after all: cancelling its retry is terminal and advances.
-    assert!(h.store.cancel_retry(&h.p0(), &retry).await.unwrap());
+    assert!(h.store.cancel_retry(&h.p0(), &retry, None).await.unwrap());
     assert_eq!(event_keys(&read_all(&h).await), ["a2"]);
     assert_eq!(line_ids(&h, "A"), ["a2-d", "a3-d"]);
 
     // A second cancel, or a stale settle naming a1 again, changes nothing.
-    assert!(!h.store.cancel_retry(&h.p0(), &retry).await.unwrap());
+    assert!(!h.store.cancel_retry(&h.p0(), &retry, None).await.unwrap());
     assert!(!settle(&h.store, &h.p0(), &a1, &Settlement::Done).await);
     assert_eq!(line_ids(&h, "A"), ["a2-d", "a3-d"]);
     assert!(read_all(&h).await.is_empty());

@@ -227,15 +227,14 @@ async fn settle_retry_schedules_the_record_at_its_due_time() {
     let mut redis = h.redis();
     let members: Vec<(String, i64)> = query(&mut redis, &["ZRANGE", &retry_key(), "0", "-1", "WITHSCORES"]);
     assert_eq!(members.len(), 1);
-    assert_eq!(codec::decode_delivery(&members[0].0).unwrap(), next);
+    // The event's only delivery carried its body: the retry waits beside it.
+    let (record, body) = codec::split_carried_retry(&members[0].0).unwrap();
+    assert_eq!(codec::decode_delivery(record).unwrap(), next);
+    assert_eq!(body, common::body("e1"));
     assert_eq!(members[0].1, due.0);
     assert_eq!(xlen(&mut redis, &ready_key()), 0);
     assert_eq!(pending(&mut redis, &ready_key(), "senders"), 0);
-    assert_eq!(
-        hget(&mut redis, &event_hash("e1"), "r").as_deref(),
-        Some("1"),
-        "a retry still needs the event"
-    );
+    assert!(!exists(&mut redis, &event_hash("e1")), "no event hash to keep");
     assert_eq!(promote_due(&h.store, &p0, 100).await, 0, "not due yet");
     // The scheduler learns when it falls due, by Redis's clock.
     let next_in = h.store.promote_retries(&p0, 100).await.unwrap().next_in.unwrap();
@@ -330,11 +329,11 @@ async fn a_late_success_cancels_the_queued_retry_only_while_it_is_queued() {
     }
     let mut redis = h.redis();
 
-    assert!(h.store.cancel_retry(&p0, &retries[0]).await.unwrap());
+    assert!(h.store.cancel_retry(&p0, &retries[0], None).await.unwrap());
     assert_eq!(zcard(&mut redis, &retry_key()), 1, "only that retry is gone");
     assert_eq!(hget(&mut redis, &event_hash("e1"), "r").as_deref(), Some("1"));
     assert!(
-        !h.store.cancel_retry(&p0, &retries[0]).await.unwrap(),
+        !h.store.cancel_retry(&p0, &retries[0], None).await.unwrap(),
         "cancelled once only"
     );
 
@@ -344,7 +343,7 @@ async fn a_late_success_cancels_the_queued_retry_only_while_it_is_queued() {
         &["ZADD", &retry_key(), "0", &codec::encode_delivery(&retries[1])],
     );
     assert_eq!(promote_due(&h.store, &p0, 100).await, 1);
-    assert!(!h.store.cancel_retry(&p0, &retries[1]).await.unwrap());
+    assert!(!h.store.cancel_retry(&p0, &retries[1], None).await.unwrap());
     assert_eq!(
         hget(&mut redis, &event_hash("e1"), "r").as_deref(),
         Some("1"),
@@ -359,7 +358,7 @@ async fn a_late_success_cancels_the_queued_retry_only_while_it_is_queued() {
         due,
     };
     assert!(settle(&h.store, &p0, &last, &settlement).await);
-    assert!(h.store.cancel_retry(&p0, &next).await.unwrap());
+    assert!(h.store.cancel_retry(&p0, &next, None).await.unwrap());
     assert_eq!(hget(&mut redis, &event_hash("e1"), "r"), None, "event freed");
 }
 

@@ -98,7 +98,7 @@ local function settle(k, a, shared)
   local carried = ARGV[a + 8] == '1' or shared
   local body = nil
   if action ~= 'done' then
-    body = entry_field(KEYS[1], ARGV[a + 1], 'b')
+    body = entry_body(KEYS[1], ARGV[a + 1])
     carried = body ~= nil or shared
   end
   if not shared then
@@ -112,7 +112,15 @@ local function settle(k, a, shared)
     append_step(KEYS[k + 2], ARGV[a + 5])
   end
 
-  if body and (action == 'retry' or action == 'park') then
+  if action == 'retry' and body then
+    -- A carried retry: the body waits beside the record, one member `record\nbody`
+    -- (records are JSON on one line), and promote.lua hands it back as a `Carried`
+    -- entry. No event hash is written, read back or counted down, and its last step
+    -- can go to the delivered log.
+    redis.call('ZADD', KEYS[2], ARGV[a + 4], ARGV[a + 3] .. '\n' .. body)
+    return 1
+  end
+  if body and action == 'park' then
     -- Waiting in a sorted set, the record names its event by key: the body moves into
     -- the event hash the record names (`EventHash` layout from here on).
     redis.call('HSET', KEYS[k + 1], 'b', body, 'r', 1)

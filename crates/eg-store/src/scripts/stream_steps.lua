@@ -15,6 +15,31 @@ local function entry_field(stream, id, name)
   return nil
 end
 
+-- The event body stream entry `id` carries, or nil: field b (the `Carried` and `FanOut`
+-- layouts), or else what follows the first newline of its record d: a carried retry
+-- (a retry-set member `record\nbody`, settle_steps.lua) that a scheduler of an earlier
+-- release promoted whole into d. Records are JSON on one line, so the first newline
+-- ends the record.
+local function entry_body(stream, id)
+  local entry = redis.call('XRANGE', stream, id, id)[1]
+  if not entry then
+    return nil
+  end
+  local fields, record = entry[2], nil
+  for j = 1, #fields, 2 do
+    if fields[j] == 'b' then
+      return fields[j + 1]
+    elseif fields[j] == 'd' then
+      record = fields[j + 1]
+    end
+  end
+  local cut = record and string.find(record, '\n', 1, true)
+  if cut then
+    return string.sub(record, cut + 1)
+  end
+  return nil
+end
+
 -- Calls `cmd` with `head` (a table of its leading arguments), then `items`, then `tail`
 -- (its trailing arguments, or nil), in chunks:
 -- Lua's unpack() has a limit of a few thousand values, and a settle call may carry a

@@ -6,6 +6,7 @@
 mod attempt_trace;
 mod destination;
 mod destinations;
+mod endpoint_records;
 mod identities;
 mod late;
 mod limits;

@@ -1,8 +1,9 @@
 //! Endpoints this sender saw with a clear probation record a moment ago (no failures
 //! counted, not on probation). Probation state lives in Redis
-//! (`endpoint_gate.lua`, `endpoint_record.lua`), and asking it costs two script calls per
-//! attempt. After a success that left an endpoint with a clear record, this sender skips
-//! both for that endpoint for [`FRESH_FOR`]: the gate would answer "open" and recording
+//! (`endpoint_gate.lua`, `endpoint_record.lua`), and asking it costs a script call before
+//! each attempt and a share of one after it (`endpoint_records`). After a success that
+//! left an endpoint with a clear record, this sender skips both for that endpoint for
+//! [`FRESH_FOR`]: the gate would answer "open" and recording
 //! another success would change nothing. A failure is always recorded (and forgets the
 //! endpoint here), so probation starts exactly as before; other senders' failures are
 //! noticed within [`FRESH_FOR`] (probation is advisory: a few more attempts reach an

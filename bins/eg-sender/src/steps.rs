@@ -759,7 +759,7 @@ mod tests {
             _: &EndpointId,
             attempt: &EndpointAttempt,
             _: &ProbationPolicy,
-        ) -> Result<ProbationChange, eg_store::StoreError> {
+        ) -> Result<ProbationChange, crate::endpoint_records::RecordError> {
             self.0.endpoint_results.lock().unwrap().push(*attempt);
             Ok(ProbationChange::Ignored)
         }

@@ -3,6 +3,7 @@
 //! Redis implementation ([`RedisStore`]) is eg-store itself plus this process's settle
 //! queue and catalog cache.
 
+use crate::endpoint_records::{EndpointRecords, RecordError};
 use crate::settle_queue::{SettleError, SettleQueue};
 use eg_core::probation::{EndpointAttempt, EndpointId, Gate, ProbationChange, ProbationPolicy};
 use eg_core::subscription::{DeliveryLimits, Subscription};
@@ -44,13 +45,14 @@ pub trait DeliveryStore: Clone + Send + Sync + 'static {
         probe_lease: Duration,
     ) -> impl Future<Output = Result<Gate, StoreError>> + Send;
 
-    /// Records a finished attempt against the endpoint's probation record.
+    /// Records a finished attempt against the endpoint's probation record (with whatever
+    /// else of that endpoint is being recorded now).
     fn record_endpoint_result(
         &self,
         endpoint: &EndpointId,
         attempt: &EndpointAttempt,
         policy: &ProbationPolicy,
-    ) -> impl Future<Output = Result<ProbationChange, StoreError>> + Send;
+    ) -> impl Future<Output = Result<ProbationChange, RecordError>> + Send;
 
     /// The subscription as the catalog has it now (`None`: it is gone).
     fn current_subscription(
@@ -99,12 +101,14 @@ pub trait DeliveryStore: Clone + Send + Sync + 'static {
 pub struct RedisStore {
     store: Store,
     queue: Arc<SettleQueue>,
+    records: EndpointRecords,
     catalog: Arc<CatalogCache>,
 }
 
 impl RedisStore {
     pub fn new(store: Store, queue: SettleQueue, catalog: Arc<CatalogCache>) -> Self {
         Self {
+            records: EndpointRecords::new(store.clone()),
             store,
             queue: Arc::new(queue),
             catalog,
@@ -153,8 +157,8 @@ impl DeliveryStore for RedisStore {
         endpoint: &EndpointId,
         attempt: &EndpointAttempt,
         policy: &ProbationPolicy,
-    ) -> Result<ProbationChange, StoreError> {
-        self.store.record_endpoint_result(endpoint, attempt, policy).await
+    ) -> Result<ProbationChange, RecordError> {
+        self.records.record(endpoint, attempt, policy).await
     }
 
     async fn current_subscription(&self, subscription: &Subscription) -> Result<Option<Arc<Subscription>>, StoreError> {

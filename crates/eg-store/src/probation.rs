@@ -4,7 +4,8 @@
 //!
 //! - `endpoint_gate` before each attempt: go ahead, probe, or wait until a time.
 //! - `record_endpoint_result` after each attempt: count the failure, start or lengthen
-//!   probation, or reset on success.
+//!   probation, or reset on success; `record_endpoint_results` records several of one
+//!   endpoint in one call, each as if alone.
 //! - `probation_record` / `probation_records` read the state for display and gauges.
 //!
 //! The record's hash fields and its decoding are `codec::probation`'s.
@@ -76,30 +77,76 @@ impl Store {
         attempt: &EndpointAttempt,
         policy: &ProbationPolicy,
     ) -> Result<ProbationChange, StoreError> {
-        let success = match Signal::of(attempt.outcome) {
-            Signal::Ignored => return Ok(ProbationChange::Ignored),
-            Signal::Success => true,
-            Signal::Failure => false,
-        };
+        let mut changes = self
+            .record_endpoint_results(id, std::slice::from_ref(attempt), policy)
+            .await?;
+        changes
+            .pop()
+            .ok_or_else(|| StoreError::corrupt(self.keys.endpoint(id), "endpoint_record answered nothing"))
+    }
+
+    /// Records finished attempts of one endpoint in its probation record, in order, in
+    /// one script call: each changes the record exactly as if recorded alone
+    /// ([`Store::record_endpoint_result`]). One change per attempt, in order.
+    pub async fn record_endpoint_results(
+        &self,
+        id: &EndpointId,
+        attempts: &[EndpointAttempt],
+        policy: &ProbationPolicy,
+    ) -> Result<Vec<ProbationChange>, StoreError> {
+        let signals: Vec<Signal> = attempts.iter().map(|a| Signal::of(a.outcome)).collect();
+        let sent = signals.iter().filter(|s| **s != Signal::Ignored).count();
+        if sent == 0 {
+            return Ok(vec![ProbationChange::Ignored; attempts.len()]);
+        }
         let key = self.keys.endpoint(id);
         let mut invocation = scripts::ENDPOINT_RECORD.prepare_invoke();
         invocation
             .key(&key)
-            .arg(attempt.finished_at.0)
-            .arg(attempt.started_at.0)
-            .arg(if success { "success" } else { "failure" })
-            .arg(attempt.outcome.as_str())
             .arg(policy.failure_threshold())
-            .arg(key_ttl(policy.max()));
-        if !success {
-            for step in policy.ladder(attempt.outcome) {
-                invocation.arg(millis(step));
+            .arg(key_ttl(policy.max()))
+            .arg(sent);
+        for (attempt, signal) in attempts.iter().zip(&signals) {
+            let success = match signal {
+                Signal::Ignored => continue,
+                Signal::Success => true,
+                Signal::Failure => false,
+            };
+            invocation
+                .arg(attempt.finished_at.0)
+                .arg(attempt.started_at.0)
+                .arg(if success { "success" } else { "failure" })
+                .arg(attempt.outcome.as_str());
+            if success {
+                invocation.arg(0);
+            } else {
+                let ladder = policy.ladder(attempt.outcome);
+                invocation.arg(ladder.len());
+                for step in ladder {
+                    invocation.arg(millis(step));
+                }
             }
         }
         let mut conn = self.conn().await?;
-        let reply: Vec<String> = invocation.invoke_async(&mut conn).await?;
-        decode_change(&reply)
-            .ok_or_else(|| StoreError::corrupt(&key, format!("unexpected endpoint_record reply {reply:?}")))
+        let replies: Vec<Vec<String>> = invocation.invoke_async(&mut conn).await?;
+        let bad = |why: String| StoreError::corrupt(&key, why);
+        if replies.len() != sent {
+            return Err(bad(format!(
+                "endpoint_record answered {} of {sent} results",
+                replies.len()
+            )));
+        }
+        let mut replies = replies.iter();
+        signals
+            .iter()
+            .map(|signal| match signal {
+                Signal::Ignored => Ok(ProbationChange::Ignored),
+                _ => {
+                    let reply = replies.next().map(Vec::as_slice).unwrap_or_default();
+                    decode_change(reply).ok_or_else(|| bad(format!("unexpected endpoint_record reply {reply:?}")))
+                }
+            })
+            .collect()
     }
 
     /// One endpoint's probation record; `None` when it has none (clear: no recent failure).

@@ -426,3 +426,56 @@ fn webhook_endpoint(url: &str) -> eg_core::probation::EndpointId {
     })
     .endpoint_id()
 }
+
+/// Results recorded together in one call change the record exactly as recorded one by
+/// one: random runs of results (ignored ones among them), each run one call, against
+/// eg-core's machine applied to each in turn.
+#[tokio::test]
+async fn results_recorded_together_run_the_machine_one_by_one() {
+    let h = Harness::start().await;
+    let policy = ProbationPolicy::parse(3, "Busy=100ms,*=250ms", 2, Duration::from_secs(1)).unwrap();
+    let outcomes = [
+        OutcomeName::Succeeded,
+        OutcomeName::Busy,
+        OutcomeName::TimedOut,
+        OutcomeName::TimedOut,
+        OutcomeName::GenericError,
+        OutcomeName::Aborted,
+    ];
+    let id = webhook_endpoint("https://together.example/");
+    let mut model: Option<ProbationRecord> = None;
+    let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
+    let mut now = T0;
+    let (mut probations, mut stale) = (0, 0);
+    for call in 0..400 {
+        let mut reports = Vec::new();
+        for _ in 0..=rng.next(6) {
+            now += rng.next(150) as i64;
+            reports.push(EndpointAttempt {
+                outcome: outcomes[rng.next(outcomes.len() as u64) as usize],
+                started_at: UnixMillis(now - rng.next(600) as i64),
+                finished_at: UnixMillis(now),
+            });
+        }
+        let expected: Vec<ProbationChange> = reports.iter().map(|r| policy.record(&mut model, r)).collect();
+        let got = h.store.record_endpoint_results(&id, &reports, &policy).await.unwrap();
+        assert_eq!(got, expected, "call {call}: {reports:?}");
+        probations += got
+            .iter()
+            .filter(|c| matches!(c, ProbationChange::ProbationStarted { .. }))
+            .count();
+        stale += got
+            .iter()
+            .filter(|c| matches!(c, ProbationChange::FailedOnProbation { .. }))
+            .count();
+        assert_eq!(
+            h.store.probation_record(&id).await.unwrap(),
+            model,
+            "call {call}: stored"
+        );
+    }
+    assert!(
+        probations > 20 && stale > 20,
+        "{probations} probations, {stale} stale failures"
+    );
+}

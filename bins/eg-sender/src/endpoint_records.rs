@@ -168,23 +168,12 @@ impl Drop for Unstuck<'_> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::test_redis::script_calls;
     use eg_core::UnixMillis;
     use eg_core::destination::{Target, WebHook};
     use eg_core::outcome::OutcomeName;
     use eg_store::RedisSettings;
     use eg_testkit::RedisServer;
-
-    fn script_calls(server: &RedisServer) -> u64 {
-        let stats: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut server.client())
-            .unwrap();
-        stats
-            .lines()
-            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-            .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
-            .sum()
-    }
 
     fn failure(at: i64) -> EndpointAttempt {
         EndpointAttempt {

@@ -16,6 +16,8 @@ mod settle_queue;
 mod steps;
 mod store;
 #[cfg(test)]
+mod test_redis;
+#[cfg(test)]
 mod test_subscriptions;
 mod verdict;
 

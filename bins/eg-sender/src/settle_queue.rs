@@ -201,6 +201,7 @@ fn is_transport(error: &StoreError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_redis::{command_calls, script_calls};
     use eg_core::history::{DeliveryState, HistoryEntry};
     use eg_core::{Delivery, UnixMillis};
     use eg_store::Settlement;
@@ -208,30 +209,6 @@ mod tests {
     use eg_store::{Catalog, RedisSettings};
     use eg_testkit::RedisServer;
     use std::time::Duration;
-
-    fn script_calls(server: &RedisServer) -> u64 {
-        let stats: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut server.client())
-            .unwrap();
-        stats
-            .lines()
-            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-            .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
-            .sum()
-    }
-
-    fn command_calls(server: &RedisServer, command: &str) -> u64 {
-        let stats: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut server.client())
-            .unwrap();
-        let prefix = format!("cmdstat_{command}:calls=");
-        stats
-            .lines()
-            .filter_map(|l| l.strip_prefix(&prefix)?.split(',').next()?.parse::<u64>().ok())
-            .sum()
-    }
 
     fn done(ready: &eg_store::ReadyDelivery) -> Settle {
         Settle {

@@ -88,7 +88,8 @@ pub enum EntryLayout {
     /// delivery of the event, counted down as they finish).
     EventHash = 1,
     /// The record and the event's body: the event's only delivery carries it, from the
-    /// publish to its end or its first retry (which moves the body into an event hash).
+    /// publish to its end, through its retries (the retry-set member carries it too), until
+    /// a pause moves it into an event hash.
     Carried = 2,
     /// An event with several push deliveries, as published: the body and one fan-out
     /// record ([`encode_fan_out`]) naming the matched subscriptions. The first reader

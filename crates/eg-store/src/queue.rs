@@ -338,9 +338,10 @@ impl Store {
                                     entry_id: entry.id.clone(),
                                     // Named as the only delivery of an event of its own:
                                     // one that lives on (retry, park, requeue) takes the
-                                    // body into a hash of its own, which nothing else of
-                                    // the fan-out counts or writes (an expansion of the
-                                    // entry, by any release, included).
+                                    // body along (its retry-set member, a hash of its own,
+                                    // a new entry), which nothing else of the fan-out
+                                    // counts or writes (an expansion of the entry, by any
+                                    // release, included).
                                     delivery: Delivery {
                                         event_key: delivery.id.clone(),
                                         ..delivery
@@ -476,16 +477,17 @@ impl Store {
         carried_body: Option<&str>,
     ) -> Result<bool, StoreError> {
         let mut conn = self.conn().await?;
-        let cancelled: i64 = scripts::CANCEL_RETRY
-            .key(partition.retry())
+        let mut call = scripts::CANCEL_RETRY.prepare_invoke();
+        call.key(partition.retry())
             .key(partition.event(&delivery.event_key))
             .key(partition.ready())
             .arg(codec::encode_delivery(delivery))
             .arg(codec::line_marker(partition, delivery).unwrap_or_default())
-            .arg(format!("{}/{}", delivery.topic, delivery.subscription))
-            .arg(carried_body.unwrap_or_default())
-            .invoke_async(&mut conn)
-            .await?;
+            .arg(format!("{}/{}", delivery.topic, delivery.subscription));
+        if let Some(body) = carried_body {
+            call.arg(body);
+        }
+        let cancelled: i64 = call.invoke_async(&mut conn).await?;
         Ok(cancelled == 1)
     }
 
@@ -657,7 +659,6 @@ impl Store {
     }
 }
 
-/// Takes a string field out of a stream entry without copying it.
 /// What the members of a set `promote.lua` moves are.
 #[derive(Debug, Clone, Copy)]
 enum Members {
@@ -668,6 +669,7 @@ enum Members {
     Whole,
 }
 
+/// Takes a string field out of a stream entry without copying it.
 fn take_string(entry: &mut StreamId, field: &str) -> Option<String> {
     match entry.map.remove(field)? {
         redis::Value::BulkString(bytes) => String::from_utf8(bytes).ok(),

@@ -42,21 +42,14 @@ async fn an_event_with_one_push_delivery_travels_in_its_entry_and_leaves_nothing
     assert!(!exists(&mut redis, &h.p0().event("e1")), "done makes no hash either");
 }
 
-/// A step of `delivery`'s history at `at`, in `state`.
-fn step(delivery: &eg_core::Delivery, attempt: u32, at: i64, state: DeliveryState) -> HistoryEntry {
-    HistoryEntry {
-        subscription: delivery.subscription.clone(),
-        attempt,
-        at: UnixMillis(at),
-        outcome: None,
-        http_status: None,
-        duration_ms: None,
-        next: None,
-        state,
-        reason: None,
-        hold: None,
-        error: None,
-    }
+/// `delivery` after a failed attempt, and its retry, due at once.
+fn retried_now(delivery: &eg_core::Delivery) -> (eg_core::Delivery, Settlement) {
+    let retry = delivery.after_attempt(failed_attempt());
+    let settlement = Settlement::Retry {
+        delivery: retry.clone(),
+        due: UnixMillis(0),
+    };
+    (retry, settlement)
 }
 
 const WITH_HISTORY: Retention = Retention {
@@ -77,18 +70,8 @@ async fn settle_with_step(h: &Harness, held: &eg_store::ReadyDelivery, settlemen
 async fn a_retry_waits_beside_its_body_and_comes_back_carrying_it() {
     let h = Harness::start().await;
     let held = publish_one(&h, "e1").await;
-    let retry = held.delivery.after_attempt(failed_attempt());
-    let settlement = Settlement::Retry {
-        delivery: retry.clone(),
-        due: UnixMillis(0),
-    };
-    settle_with_step(
-        &h,
-        &held,
-        settlement,
-        step(&held.delivery, 1, 1_000, DeliveryState::Retrying),
-    )
-    .await;
+    let (retry, settlement) = retried_now(&held.delivery);
+    settle_with_step(&h, &held, settlement, step("billing", 1, DeliveryState::Retrying)).await;
     let mut redis = h.redis();
     assert!(!exists(&mut redis, &h.p0().event("e1")), "no event hash");
     let members: Vec<String> = query(&mut redis, &["ZRANGE", &h.p0().retry(), "0", "-1"]);
@@ -104,7 +87,7 @@ async fn a_retry_waits_beside_its_body_and_comes_back_carrying_it() {
         &h,
         &again,
         Settlement::Done,
-        step(&retry, 2, 2_000, DeliveryState::Delivered),
+        step("billing", 2, DeliveryState::Delivered),
     )
     .await;
     assert_eq!(xlen(&mut redis, &h.p0().ready()), 0);
@@ -120,11 +103,7 @@ async fn a_retry_waits_beside_its_body_and_comes_back_carrying_it() {
 async fn a_carried_retry_an_earlier_scheduler_promoted_whole_keeps_its_body() {
     let h = Harness::start().await;
     let held = publish_one(&h, "e1").await;
-    let retry = held.delivery.after_attempt(failed_attempt());
-    let settlement = Settlement::Retry {
-        delivery: retry.clone(),
-        due: UnixMillis(0),
-    };
+    let (retry, settlement) = retried_now(&held.delivery);
     assert!(settle(&h.store, &h.p0(), &held, &settlement).await);
     // What promote.lua of an earlier release does: the member, whole, as the record.
     let mut redis = h.redis();
@@ -138,11 +117,7 @@ async fn a_carried_retry_an_earlier_scheduler_promoted_whole_keeps_its_body() {
     assert_eq!(again.delivery, retry);
 
     // Retried once more, the body still goes along (read from the record field).
-    let third = retry.after_attempt(failed_attempt());
-    let settlement = Settlement::Retry {
-        delivery: third.clone(),
-        due: UnixMillis(0),
-    };
+    let (third, settlement) = retried_now(&retry);
     assert!(settle(&h.store, &h.p0(), &again, &settlement).await);
     assert_eq!(promote_due(&h.store, &h.p0(), 10).await, 1);
     let last = read(&h.store, &h.p0(), "sender", 10).await.remove(0);

@@ -1,8 +1,8 @@
 //! Fan-out entries (`codec::EntryLayout::FanOut`) against a real Redis: an
 //! event published to several push subscriptions is one ready entry listing them, with
 //! no event hash. A sender delivers from the entry itself (one delivery per subscription,
-//! each holding the entry) and the entry goes with the last of them; an event hash is
-//! written only for deliveries that live on. A scheduler taking back an entry whose
+//! each holding the entry) and the entry goes with the last of them; deliveries that
+//! live on take the body along (beside a retry, or in a hash of their own when parked). A scheduler taking back an entry whose
 //! holder died expands it into the event hash and one entry per delivery not yet
 //! settled, exactly once.
 #![allow(clippy::unwrap_used)]
@@ -12,7 +12,7 @@ mod common;
 use common::*;
 use eg_core::Delivery;
 use eg_core::UnixMillis;
-use eg_core::history::{DeliveryState, HistoryEntry};
+use eg_core::history::DeliveryState;
 use eg_store::codec::{self, EntryLayout};
 use eg_store::queue::EventToStore;
 use eg_store::queue::ReadyDelivery;
@@ -105,6 +105,15 @@ fn shared_marks(h: &Harness, entry_id: &str) -> String {
     format!("{}:shared:{entry_id}", h.p0().ready())
 }
 
+/// The bodies the retry set's members carry (carried retries, `record\nbody`).
+fn retried_bodies(redis: &mut redis::Connection, h: &Harness) -> Vec<String> {
+    let members: Vec<String> = query(redis, &["ZRANGE", &h.p0().retry(), "0", "-1"]);
+    members
+        .iter()
+        .filter_map(|m| codec::split_carried_retry(m).map(|(_, body)| body.to_owned()))
+        .collect()
+}
+
 #[tokio::test]
 async fn settled_apart_a_fan_out_entry_goes_with_its_last_delivery() {
     let h = Harness::start().await;
@@ -117,11 +126,10 @@ async fn settled_apart_a_fan_out_entry_goes_with_its_last_delivery() {
     assert!(settle(&h.store, &h.p0(), &held[1], &retry_of(&held[1])).await);
     assert_eq!(xlen(&mut redis, &h.p0().ready()), 1, "held until its last delivery");
     assert_eq!(pending(&mut redis, &h.p0().ready(), "senders"), 1, "and still pending");
-    // The retry took the body into a hash of its own.
-    assert_eq!(hget(&mut redis, &h.p0().event("k1-1"), "b"), Some(body("k1")));
-    assert_eq!(hget(&mut redis, &h.p0().event("k1-1"), "r").as_deref(), Some("1"));
+    // The retry took the body along, beside it in the retry set: no event hash.
+    assert_eq!(retried_bodies(&mut redis, &h), [body("k1")]);
+    assert!(!exists(&mut redis, &h.p0().event("k1-1")));
     assert!(!exists(&mut redis, &h.p0().event("k1")));
-    assert_eq!(zcard(&mut redis, &h.p0().retry()), 1);
 
     // A delivery settled twice (a second holder, say) is settled once.
     assert!(!settle(&h.store, &h.p0(), &held[1], &retry_of(&held[1])).await);
@@ -131,16 +139,18 @@ async fn settled_apart_a_fan_out_entry_goes_with_its_last_delivery() {
     assert_eq!(xlen(&mut redis, &h.p0().ready()), 0);
     assert_eq!(pending(&mut redis, &h.p0().ready(), "senders"), 0);
     assert!(!exists(&mut redis, &shared_marks(&h, &entry)));
-    assert!(exists(&mut redis, &h.p0().event("k1-1")), "the retry's body is kept");
+    assert_eq!(retried_bodies(&mut redis, &h), [body("k1")], "the retry's body is kept");
 
-    // The retry is delivered from the event hash, which goes with it.
+    // The retry comes back carrying its body, as the only delivery of its own event.
     assert_eq!(promote_due(&h.store, &h.p0(), 10).await, 1);
     let again = read(&h.store, &h.p0(), "sender", 10).await;
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].delivery.id, "k1-1");
-    assert!(!again[0].carries_body && again[0].shared.is_none());
+    assert!(again[0].carries_body && again[0].shared.is_none());
+    assert_eq!(again[0].carried_body, Some(body("k1")));
     assert!(settle(&h.store, &h.p0(), &again[0], &Settlement::Done).await);
-    assert!(!exists(&mut redis, &h.p0().event("k1-1")));
+    assert_eq!(xlen(&mut redis, &h.p0().ready()), 0);
+    assert!(!exists(&mut redis, &h.p0().event("k1-1")), "nothing left behind");
 }
 
 #[tokio::test]
@@ -160,8 +170,9 @@ async fn deliveries_of_a_fan_out_that_live_on_take_the_body_along_alone() {
     )
     .await;
     assert_eq!(results, [true, true, true]);
-    // The retry's body in a hash of its own, counted once; the requeued one carries it.
-    assert_eq!(hget(&mut redis, &h.p0().event("k1-0"), "r").as_deref(), Some("1"));
+    // The retry's body beside it in the retry set; the requeued one carries it.
+    assert_eq!(retried_bodies(&mut redis, &h), [body("k1")]);
+    assert!(!exists(&mut redis, &h.p0().event("k1-0")));
     assert!(!exists(&mut redis, &h.p0().event("k1")));
     let stored = entries(&mut redis, &h.p0().ready());
     assert_eq!(stored.len(), 1);
@@ -170,11 +181,7 @@ async fn deliveries_of_a_fan_out_that_live_on_take_the_body_along_alone() {
     assert_eq!(again[0].delivery.id, "k1-2");
     assert_eq!(again[0].carried_body.as_deref(), Some(body("k1").as_str()));
     assert!(settle(&h.store, &h.p0(), &again[0], &Settlement::Done).await);
-    assert_eq!(
-        hget(&mut redis, &h.p0().event("k1-0"), "r").as_deref(),
-        Some("1"),
-        "the retry's"
-    );
+    assert_eq!(retried_bodies(&mut redis, &h), [body("k1")], "the retry's own");
 }
 
 #[tokio::test]
@@ -199,11 +206,7 @@ async fn a_fan_out_taken_back_from_a_dead_holder_expands_only_what_it_did_not_se
         Some("1"),
         "the one not settled"
     );
-    assert_eq!(
-        hget(&mut redis, &h.p0().event("k1-1"), "r").as_deref(),
-        Some("1"),
-        "the retry's own"
-    );
+    assert_eq!(retried_bodies(&mut redis, &h), [body("k1")], "the retry's own");
     let ids: Vec<String> = read(&h.store, &h.p0(), "sender", 10)
         .await
         .into_iter()
@@ -289,19 +292,7 @@ async fn the_steps_of_a_fan_out_settled_together_are_one_field_of_the_delivered_
     let items: Vec<_> = held
         .iter()
         .map(|r| {
-            let step = HistoryEntry {
-                subscription: r.delivery.subscription.clone(),
-                attempt: 1,
-                at: UnixMillis(1_000),
-                outcome: None,
-                http_status: None,
-                duration_ms: None,
-                next: None,
-                state: DeliveryState::Delivered,
-                reason: None,
-                hold: None,
-                error: None,
-            };
+            let step = step(&r.delivery.subscription, 1, DeliveryState::Delivered);
             r.settle(Settlement::Done, Some(step))
         })
         .collect();
@@ -372,11 +363,8 @@ async fn an_earlier_schedulers_expansion_cannot_take_a_retried_deliverys_body() 
     let retried = read(&h.store, &h.p0(), "sender", 10).await;
     assert_eq!(retried.len(), 1);
     assert_eq!(
-        h.store
-            .event_bodies(&h.p0(), &[retried[0].delivery.event_key.as_str()])
-            .await
-            .unwrap(),
-        [Some(body("k1"))],
-        "the retried delivery still finds its body"
+        retried[0].carried_body,
+        Some(body("k1")),
+        "the retried delivery still has its body"
     );
 }

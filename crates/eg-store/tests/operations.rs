@@ -26,22 +26,6 @@ const GENEROUS: Retention = Retention {
     ..RETENTION
 };
 
-fn step(subscription: &str, attempt: u32, state: DeliveryState) -> HistoryEntry {
-    HistoryEntry {
-        subscription: subscription.into(),
-        attempt,
-        at: UnixMillis(attempt as i64 * 1_000),
-        outcome: None,
-        http_status: None,
-        duration_ms: None,
-        next: None,
-        state,
-        reason: None,
-        hold: None,
-        error: None,
-    }
-}
-
 /// One event `key` (its own id too) with one delivery, read and held by a sender.
 async fn held(store: &Store, p: &Partition, key: &str) -> ReadyDelivery {
     held_of(store, p, key, 1).await

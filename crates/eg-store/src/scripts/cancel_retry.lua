@@ -11,11 +11,11 @@
 -- ARGV[1]  the retry record, byte for byte as it was queued
 -- ARGV[2]  the delivery's line marker (codec::line_marker), '' when unordered
 -- ARGV[3]  its subscription (`<topic>/<subscription>`)
--- ARGV[4]  the body the attempt sent, when its entry carried it ('' otherwise): the retry
---          may then be a carried one, member `record\nbody` (settle_steps.lua), which
---          holds no event hash to release
+-- ARGV[4]  given only when the attempt's entry carried the body: the body it sent; the
+--          retry may then be a carried one, member `record\nbody` (settle_steps.lua),
+--          which holds no event hash to release
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
-  if not ARGV[4] or ARGV[4] == '' or redis.call('ZREM', KEYS[1], ARGV[1] .. '\n' .. ARGV[4]) == 0 then
+  if #ARGV < 4 or redis.call('ZREM', KEYS[1], ARGV[1] .. '\n' .. ARGV[4]) == 0 then
     return 0
   end
 elseif redis.call('HINCRBY', KEYS[2], 'r', -1) <= 0 then

@@ -8,7 +8,9 @@
 -- ARGV[3]  delay, ms: members with score <= now - delay are due
 -- ARGV[4]  '1' for the retry set: a carried retry (member `record\nbody`, settle_steps.lua)
 --          becomes a `Carried` entry (v = 2, d = record, b = body), which every release
---          since the `Carried` layout reads; any other member is written whole to ARGV[1]
+--          since the `Carried` layout reads; any other member is written whole to ARGV[1],
+--          as every member is when ARGV[4] is absent or anything else (dead-letter
+--          records, pull delivery's delayed releases)
 -- Returns {the number moved, ms until the earliest member left falls due (0 if it is
 -- due already, -1 if none is left)}: by the server's clock, so the caller can sleep
 -- for it whatever its own clock says.

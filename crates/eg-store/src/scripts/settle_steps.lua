@@ -117,6 +117,7 @@ local function settle(k, a, shared)
     -- (records are JSON on one line), and promote.lua hands it back as a `Carried`
     -- entry. No event hash is written, read back or counted down, and its last step
     -- can go to the delivered log.
+    -- (Never for queue_settle.lua: a queue entry carries no body, so body is nil.)
     redis.call('ZADD', KEYS[2], ARGV[a + 4], ARGV[a + 3] .. '\n' .. body)
     return 1
   end

@@ -4,6 +4,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use eg_core::deadletter::DeadLetterEntry;
+use eg_core::history::{DeliveryState, HistoryEntry};
 use eg_core::{
     DeadLetterReason, Delivery, LastAttempt, OutcomeName, Subscription, SubscriptionName, Topic, TopicName, UnixMillis,
 };
@@ -110,6 +111,23 @@ pub fn event(event_key: &str, n: usize) -> EventToStore {
 
 pub fn body(event_key: &str) -> String {
     json!({"id": event_key, "eventType": "A", "subject": "s", "data": {"line": "a\nb"}}).to_string()
+}
+
+/// A history step of attempt `attempt` for `subscription`, at `attempt` seconds.
+pub fn step(subscription: &str, attempt: u32, state: DeliveryState) -> HistoryEntry {
+    HistoryEntry {
+        subscription: subscription.into(),
+        attempt,
+        at: UnixMillis(attempt as i64 * 1_000),
+        outcome: None,
+        http_status: None,
+        duration_ms: None,
+        next: None,
+        state,
+        reason: None,
+        hold: None,
+        error: None,
+    }
 }
 
 pub fn failed_attempt() -> LastAttempt {

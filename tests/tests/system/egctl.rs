@@ -116,10 +116,17 @@ impl Egctl {
     }
 }
 
-/// Polls an egctl command (with `--json`) until `check` accepts its output.
+/// Polls an egctl command (with `--json`) until `check` accepts its output. A `404`
+/// (what it asks about does not exist yet: no step of a delivery not yet attempted) is
+/// polled again like an output `check` refuses; any other failure fails the test.
 async fn until_json(ctl: &Egctl, args: &[&str], what: &str, check: impl Fn(&Value) -> bool) -> Value {
     eventually(DEADLINE, what, || async {
-        let value = ctl.run(args).await.json();
+        let run = ctl.run(args).await;
+        if run.code != 0 && run.stderr.contains("404 Not Found") {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            return None;
+        }
+        let value = run.json();
         if check(&value) {
             return Some(value);
         }

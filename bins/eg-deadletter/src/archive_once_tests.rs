@@ -11,12 +11,12 @@ use crate::test_support::{Faulty, connect};
 use eg_core::TopicName;
 use eg_core::subscription::DeadLetterStore;
 use eg_core::topic::Topic;
-use eg_store::queue::{ArchiveAppend, EventToStore, WhenFull};
+use eg_store::queue::{ArchiveAppend, EventToStore, Routes, WhenFull};
 use eg_store::{Catalog, CatalogCache, Clock, Store};
 use eg_testkit::RedisServer;
 use flate2::read::GzDecoder;
 use serde_json::json;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
@@ -56,7 +56,7 @@ async fn publish(store: &Store, ids: &[&str]) -> u64 {
     let version = Catalog::new(store.clone()).version().await.unwrap();
     let p = store.keys().partition(0);
     let (_, dropped) = store
-        .publish_archived(&p, version, &events, &HashSet::new(), None, Some(&archive))
+        .publish_archived(&p, version, &events, &Routes::default(), None, Some(&archive))
         .await
         .unwrap();
     dropped

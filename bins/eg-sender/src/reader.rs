@@ -266,8 +266,9 @@ impl Sender {
             permits.merge(more);
             let largest_batch = self.cache.snapshot().largest_batch;
             let wanted = read_size(permits.num_permits(), largest_batch);
-            // A fan-out entry is a delivery per subscription: when the first entry was
-            // one, read as many fewer entries, so what is read still fits the slots.
+            // A fan-out entry is a delivery per subscription, a batch entry one per event:
+            // when the first entry was one, read as many fewer entries, so what is read
+            // still fits the slots.
             let extra = wanted.saturating_sub(ready.len()) / ready.len();
             if extra > 0 {
                 match self

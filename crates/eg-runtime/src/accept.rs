@@ -11,9 +11,8 @@ use eg_core::event::AcceptedEvent;
 use eg_core::topic::duplicate_identity;
 use eg_core::{Delivery, TopicName, UnixMillis};
 use eg_store::codec;
-use eg_store::queue::{ArchiveAppend, DuplicateCheck, EventToStore};
+use eg_store::queue::{ArchiveAppend, DuplicateCheck, EventToStore, Routes};
 use eg_store::{CatalogCache, CatalogSnapshot, Clock, PublishOutcome, Store, StoreError, TopicEntry};
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::metrics as m;
@@ -132,13 +131,13 @@ pub async fn store_events<E>(
                 duplicates: 0,
             });
         }
-        let queued = queue_subscriptions(entry);
+        let routes = routes(entry);
         let (outcome, dropped) = store
             .publish_archived(
                 &partition,
                 snapshot.version,
                 &to_store,
-                &queued,
+                &routes,
                 check.as_ref(),
                 archive.as_ref(),
             )
@@ -214,15 +213,25 @@ fn ordered(sub: &eg_core::Subscription) -> bool {
     sub.ordering.is_some() && sub.is_push()
 }
 
-/// The `<topic>/<subscription>` keys of the topic's queue-mode subscriptions: their
-/// deliveries go into their queue for pull receivers, not to the senders.
-fn queue_subscriptions(entry: &TopicEntry) -> HashSet<String> {
-    entry
-        .subscriptions
-        .iter()
-        .filter(|s| !s.is_push())
-        .map(|s| format!("{}/{}", entry.topic.name.key(), s.name.key()))
-        .collect()
+/// Where the topic's deliveries go besides one ready entry each, by `<topic>/<subscription>`
+/// key: the queue-mode subscriptions' into their queue for pull receivers, not to the
+/// senders; the unordered push subscriptions that batch, into batch entries sent as one.
+fn routes(entry: &TopicEntry) -> Routes {
+    let key = |s: &eg_core::Subscription| format!("{}/{}", entry.topic.name.key(), s.name.key());
+    Routes {
+        queued: entry
+            .subscriptions
+            .iter()
+            .filter(|s| !s.is_push())
+            .map(|s| key(s))
+            .collect(),
+        batched: entry
+            .subscriptions
+            .iter()
+            .filter(|s| s.is_push() && !ordered(s) && s.batching.batches())
+            .map(|s| (key(s), s.batching))
+            .collect(),
+    }
 }
 
 /// The id of delivery `index` of `matched` deliveries of the event `event_key`: a lone

@@ -33,7 +33,7 @@ pub mod stats;
 
 pub use probation::decode_probation_record;
 pub(crate) use publish::PublishCall;
-pub use publish::{ArchiveAppend, DuplicateCheck, EventToStore, WhenFull};
+pub use publish::{ArchiveAppend, DuplicateCheck, EventToStore, Routes, WhenFull};
 pub use stats::{Kind, bucket_of, decode_stats_field, encode_stats_field, window_span};
 
 use crate::error::StoreError;
@@ -96,6 +96,15 @@ pub enum EntryLayout {
     /// expands it (`expand_fan_out.lua`) into an event hash and one `EventHash` entry per
     /// delivery, so a pending fan-out costs one body and a few bytes per subscription.
     FanOut = 3,
+    /// Several events of one publish request, each with exactly one push delivery, all to
+    /// one subscription that batches (`maxEventsPerBatch` > 1): delivery `i`'s record in
+    /// field `d<i>` ([`batch_record_field`]) and its event's body in `b<i>`
+    /// ([`batch_body_field`]), as many as the subscription sends in one request. A sender
+    /// hands out the deliveries from the entry, each holding it like a fan-out's
+    /// ([`crate::settlement::SharedHold`]), so one publish, one read and one settle call
+    /// serve the whole batch; a take-back splits it into `Carried` entries
+    /// (`expand_fan_out.lua`).
+    Batch = 4,
 }
 
 impl EntryLayout {
@@ -106,6 +115,7 @@ impl EntryLayout {
             None | Some("1") => Ok(Self::EventHash),
             Some("2") => Ok(Self::Carried),
             Some("3") => Ok(Self::FanOut),
+            Some("4") => Ok(Self::Batch),
             Some(other) => Err(other.to_owned()),
         }
     }
@@ -116,8 +126,19 @@ impl EntryLayout {
             Self::EventHash => "1",
             Self::Carried => "2",
             Self::FanOut => "3",
+            Self::Batch => "4",
         }
     }
+}
+
+/// The field of a `Batch` entry holding delivery `index`'s record.
+pub fn batch_record_field(index: usize) -> String {
+    format!("d{index}")
+}
+
+/// The field of a `Batch` entry holding delivery `index`'s event body.
+pub fn batch_body_field(index: usize) -> String {
+    format!("b{index}")
 }
 
 /// A stored record that does not have the form this version reads.
@@ -789,12 +810,9 @@ mod tests {
         let source = include_str!("scripts/settle.lua");
         let key_base = format!("{SETTLE_FIXED_KEYS} + {SETTLE_KEYS_PER_ITEM} * (i - 1)");
         let arg_base = format!("{SETTLE_FIXED_ARGS} + {SETTLE_ARGS_PER_ITEM} * (i - 1)");
+        assert!(source.contains(&format!("settle({key_base}, {arg_base}, nil)")), "loop");
         assert!(
-            source.contains(&format!("settle({key_base}, {arg_base}, false)")),
-            "loop"
-        );
-        assert!(
-            source.contains(&format!("settle({key_base}, {arg_base}, true)")),
+            source.contains(&format!("settle({key_base}, {arg_base}, index)")),
             "shared loop"
         );
         assert!(source.contains(&format!("(base b = {key_base})")), "KEYS header");

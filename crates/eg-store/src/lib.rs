@@ -67,7 +67,7 @@ pub use identity_health::{FailingIdentity, IDENTITY_PROBLEM_TTL, IdentityProblem
 pub use keyspace::{Keyspace, Partition};
 pub use lines::{Census, LineSweep, SweepAction, SweepBounds, SweptLine};
 pub use pull::{LockCheck, QueueDepth, QueueEntry};
-pub use queue::{DeadLetterItem, Depths, Promoted, PublishOutcome, ReadyDelivery};
+pub use queue::{DeadLetterItem, Depths, Promoted, PublishOutcome, ReadyDelivery, Routes};
 pub use settlement::{Retention, Settle, Settled, Settlement, SharedHold};
 pub use snapshot::{CatalogSnapshot, TopicEntry};
 pub use stats::StatsStore;

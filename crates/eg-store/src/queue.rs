@@ -12,10 +12,9 @@ use eg_core::Delivery;
 use eg_core::deadletter::DeadLetterEntry;
 use eg_core::history::HistoryEntry;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadOptions, StreamReadReply};
-use std::collections::HashSet;
 use std::time::Duration;
 
-pub use crate::codec::{ArchiveAppend, DuplicateCheck, EventToStore, WhenFull};
+pub use crate::codec::{ArchiveAppend, DuplicateCheck, EventToStore, Routes, WhenFull};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PublishOutcome {
@@ -51,8 +50,8 @@ pub struct ReadyDelivery {
     /// Whether the entry carries the body: what [`Settle::carries_body`] must say when
     /// this hold is settled (kept when `carried_body` is taken).
     pub carries_body: bool,
-    /// Set when the entry is a fan-out entry this delivery shares with its siblings, one
-    /// per subscription (it also carries the body then).
+    /// Set when the entry is a fan-out or batch entry this delivery shares with its
+    /// siblings, one per subscription or per event (it also carries the body then).
     pub shared: Option<SharedHold>,
 }
 
@@ -76,21 +75,40 @@ impl ReadyDelivery {
 /// ingress ~3 µs more per event on the shared one, and published ~12 % fewer.
 const SHARED_LINK_MOST_BYTES: usize = 16 * 1024;
 
-/// What a read does with the fan-out entries it meets.
+/// What a read does with the shared entries (`FanOut` and `Batch` layouts) it meets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FanOuts {
     /// Hands out their deliveries, each holding the shared entry (a sender's read).
     Deliver,
-    /// Expands them into an event hash and one entry per delivery (`expand_fan_out.lua`),
-    /// to be read again: what taking back an abandoned entry does.
+    /// Expands them into an entry per delivery (`expand_fan_out.lua`), to be read again:
+    /// what taking back an abandoned entry does.
     Expand,
 }
 
-/// A held fan-out entry (`FanOut` layout) and the deliveries it stands for.
-struct FanOutEntry {
+/// A held shared entry to expand (`expand_fan_out.lua`).
+struct Expansion {
     entry_id: String,
-    event_key: String,
-    deliveries: Vec<Delivery>,
+    /// A fan-out's event hash; for a batch entry, which has none, the ready stream.
+    event_hash: String,
+    /// A fan-out's delivery records, in index order; empty for a batch entry, whose
+    /// records and bodies the script takes from the entry itself.
+    records: Vec<String>,
+}
+
+/// A batch entry's deliveries and their bodies (`Batch` layout: `d<i>` and `b<i>` from
+/// 0), or `None` when a field is missing or a record does not decode.
+fn take_batch(entry: &mut StreamId) -> Option<Vec<(Delivery, String)>> {
+    let mut taken = Vec::new();
+    loop {
+        let index = taken.len();
+        let record = take_string(entry, &codec::batch_record_field(index));
+        let body = take_string(entry, &codec::batch_body_field(index));
+        match (record, body) {
+            (Some(record), Some(body)) => taken.push((codec::decode_delivery(&record).ok()?, body)),
+            (None, None) if index > 0 => return Some(taken),
+            _ => return None,
+        }
+    }
 }
 
 /// What one promote call did.
@@ -133,21 +151,21 @@ impl Store {
         catalog_version: u64,
         events: &[EventToStore],
     ) -> Result<PublishOutcome, StoreError> {
-        self.publish_routed(partition, catalog_version, events, &HashSet::new())
+        self.publish_routed(partition, catalog_version, events, &Routes::default())
             .await
     }
 
-    /// [`Store::publish`], with the deliveries of the subscriptions in `queued`
-    /// (`<topic>/<subscription>` keys of queue-mode subscriptions) put into their
-    /// subscription's queue stream for pull receivers instead of the ready stream.
+    /// [`Store::publish`], with deliveries routed as `routes` says: those of queue-mode
+    /// subscriptions into their queue stream for pull receivers instead of the ready
+    /// stream, those of batching subscriptions together into `Batch` entries.
     pub async fn publish_routed(
         &self,
         partition: &Partition,
         catalog_version: u64,
         events: &[EventToStore],
-        queued: &HashSet<String>,
+        routes: &Routes,
     ) -> Result<PublishOutcome, StoreError> {
-        self.publish_checked(partition, catalog_version, events, queued, None)
+        self.publish_checked(partition, catalog_version, events, routes, None)
             .await
     }
 
@@ -159,10 +177,10 @@ impl Store {
         partition: &Partition,
         catalog_version: u64,
         events: &[EventToStore],
-        queued: &HashSet<String>,
+        routes: &Routes,
         check: Option<&DuplicateCheck>,
     ) -> Result<PublishOutcome, StoreError> {
-        self.publish_archived(partition, catalog_version, events, queued, check, None)
+        self.publish_archived(partition, catalog_version, events, routes, check, None)
             .await
             .map(|(outcome, _)| outcome)
     }
@@ -175,11 +193,11 @@ impl Store {
         partition: &Partition,
         catalog_version: u64,
         events: &[EventToStore],
-        queued: &HashSet<String>,
+        routes: &Routes,
         check: Option<&DuplicateCheck>,
         archive: Option<&ArchiveAppend>,
     ) -> Result<(PublishOutcome, u64), StoreError> {
-        let call = codec::PublishCall::new(partition, catalog_version, events, queued, check, archive);
+        let call = codec::PublishCall::new(partition, catalog_version, events, routes, check, archive);
         let bytes: usize = events.iter().map(|e| e.body.len()).sum();
         let reply: Vec<String> = if self.replica_acks == 0 && bytes <= SHARED_LINK_MOST_BYTES {
             call.invocation().invoke_async(&mut self.shared().await?).await?
@@ -231,8 +249,9 @@ impl Store {
 
     /// Reads up to `count` new entries for `consumer`, waiting up to `block` for some
     /// (a zero `block` does not wait: Redis would take `BLOCK 0` as "wait forever").
-    /// A fan-out entry gives one delivery per subscription, each holding the entry
-    /// ([`SharedHold`]), so a read may hand back more deliveries than `count`.
+    /// A fan-out entry gives one delivery per subscription and a batch entry one per
+    /// event, each holding the entry ([`SharedHold`]), so a read may hand back more
+    /// deliveries than `count`.
     pub async fn read_ready(
         &self,
         partition: &Partition,
@@ -304,7 +323,7 @@ impl Store {
     /// and removed, so they do not block the stream forever. An entry of a layout this
     /// release does not know (a newer release wrote it) is left held, not removed: it is
     /// taken back after the visibility timeout, for a sender that reads it.
-    /// Fan-out entries are delivered from or expanded, as `fan_outs` says.
+    /// Fan-out and batch entries are delivered from or expanded, as `fan_outs` says.
     async fn decode_entries(
         &self,
         partition: &Partition,
@@ -313,7 +332,7 @@ impl Store {
     ) -> Result<Vec<ReadyDelivery>, StoreError> {
         let mut out = Vec::with_capacity(ids.len());
         let mut poison = Vec::new();
-        let mut fan_outs: Vec<FanOutEntry> = Vec::new();
+        let mut expansions: Vec<Expansion> = Vec::new();
         for mut entry in ids {
             let layout: Option<String> = entry.get(codec::ENTRY_LAYOUT_FIELD);
             let layout = match codec::EntryLayout::of(layout.as_deref()) {
@@ -323,6 +342,36 @@ impl Store {
                     continue;
                 }
             };
+            if layout == codec::EntryLayout::Batch {
+                let held = Some(&mut entry)
+                    .filter(|_| fan_outs_do == FanOuts::Deliver)
+                    .and_then(take_batch);
+                match held {
+                    Some(held) => {
+                        let of = held.len();
+                        out.extend(
+                            held.into_iter()
+                                .enumerate()
+                                .map(|(index, (delivery, body))| ReadyDelivery {
+                                    partition: partition.index,
+                                    entry_id: entry.id.clone(),
+                                    delivery,
+                                    carried_body: Some(body),
+                                    carries_body: true,
+                                    shared: Some(SharedHold { index, of }),
+                                }),
+                        );
+                    }
+                    // Taken back, or a record this release cannot read: split into one
+                    // `Carried` entry per delivery, each then read (or removed) alone.
+                    None => expansions.push(Expansion {
+                        event_hash: partition.ready(),
+                        entry_id: entry.id,
+                        records: Vec::new(),
+                    }),
+                }
+                continue;
+            }
             let raw: Option<String> = entry.get(codec::DELIVERY_FIELD);
             if layout == codec::EntryLayout::FanOut {
                 let body = take_string(&mut entry, codec::ENTRY_BODY_FIELD);
@@ -352,10 +401,10 @@ impl Store {
                                 }),
                         );
                     }
-                    (Some(Ok(deliveries)), _) if !deliveries.is_empty() => fan_outs.push(FanOutEntry {
-                        event_key: deliveries[0].event_key.clone(),
+                    (Some(Ok(deliveries)), _) if !deliveries.is_empty() => expansions.push(Expansion {
+                        event_hash: partition.event(&deliveries[0].event_key),
                         entry_id: entry.id,
-                        deliveries,
+                        records: deliveries.iter().map(codec::encode_delivery).collect(),
                     }),
                     _ => {
                         tracing::error!(stream = %partition.ready(), entry = %entry.id, record = ?raw, "removing a ready entry that is not a fan-out record");
@@ -371,7 +420,7 @@ impl Store {
                     Some((record, body)) => (Some(record.to_owned()), Some(body.to_owned())),
                     None => (raw, None),
                 },
-                codec::EntryLayout::FanOut => (raw, None),
+                codec::EntryLayout::FanOut | codec::EntryLayout::Batch => (raw, None),
             };
             let carries_body = carried_body.is_some() || layout == codec::EntryLayout::Carried;
             match raw.as_deref().map(codec::decode_delivery) {
@@ -392,24 +441,25 @@ impl Store {
         if !poison.is_empty() {
             self.ack_delete(&partition.ready(), SENDERS_GROUP, &poison).await?;
         }
-        self.expand_fan_outs(partition, &fan_outs).await?;
+        self.expand(partition, &expansions).await?;
         Ok(out)
     }
 
-    /// Expands held fan-out entries (`FanOut` layout) into an event hash and one ready entry per
-    /// delivery (`expand_fan_out.lua`). Their deliveries are read next, like any others.
-    async fn expand_fan_outs(&self, partition: &Partition, fan_outs: &[FanOutEntry]) -> Result<(), StoreError> {
-        if fan_outs.is_empty() {
+    /// Expands held shared entries (`expand_fan_out.lua`): a fan-out entry into an event
+    /// hash and one ready entry per delivery, a batch entry into one `Carried` entry per
+    /// delivery. Their deliveries are read next, like any others.
+    async fn expand(&self, partition: &Partition, expansions: &[Expansion]) -> Result<(), StoreError> {
+        if expansions.is_empty() {
             return Ok(());
         }
         let mut call = scripts::EXPAND_FAN_OUT.prepare_invoke();
         call.key(partition.ready());
-        call.arg(SENDERS_GROUP).arg(fan_outs.len());
-        for fan_out in fan_outs {
-            call.key(partition.event(&fan_out.event_key));
-            call.arg(&fan_out.entry_id).arg(fan_out.deliveries.len());
-            for delivery in &fan_out.deliveries {
-                call.arg(codec::encode_delivery(delivery));
+        call.arg(SENDERS_GROUP).arg(expansions.len());
+        for expansion in expansions {
+            call.key(&expansion.event_hash);
+            call.arg(&expansion.entry_id).arg(expansion.records.len());
+            for record in &expansion.records {
+                call.arg(record);
             }
         }
         let mut conn = self.conn().await?;

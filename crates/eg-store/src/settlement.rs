@@ -68,14 +68,15 @@ pub struct Settle {
     /// The held entry carries the event's body (`ReadyDelivery::carries_body`): there is
     /// no event hash to count down, and a delivery that lives on takes the body along.
     pub carries_body: bool,
-    /// The held entry is a fan-out entry this delivery shares with its siblings
+    /// The held entry is a fan-out or batch entry this delivery shares with its siblings
     /// (`ReadyDelivery::shared`): it goes when the last of them is settled.
     pub shared: Option<SharedHold>,
 }
 
-/// Which of a fan-out entry's deliveries a hold is: its index in the entry (from 0) and
+/// Which of a shared entry's deliveries a hold is: its index in the entry (from 0) and
 /// how many the entry has. A fan-out entry is delivered from itself, one delivery per
-/// subscription, and stays held until every one of them is settled (`settle.lua`).
+/// subscription, and a batch entry one per event; each stays held until every one of
+/// them is settled (`settle.lua`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SharedHold {
     pub index: usize,

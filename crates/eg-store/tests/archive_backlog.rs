@@ -8,9 +8,8 @@ mod common;
 
 use common::*;
 use eg_core::UnixMillis;
-use eg_store::queue::{ArchiveAppend, DuplicateCheck, EventToStore, WhenFull};
+use eg_store::queue::{ArchiveAppend, DuplicateCheck, EventToStore, Routes, WhenFull};
 use eg_store::{Catalog, PublishOutcome};
-use std::collections::HashSet;
 use std::time::Duration;
 
 fn archive(max_backlog: u64, when_full: WhenFull) -> ArchiveAppend {
@@ -31,7 +30,7 @@ async fn publish(
 ) -> (PublishOutcome, u64) {
     let version = Catalog::new(h.store.clone()).version().await.unwrap();
     h.store
-        .publish_archived(&h.p0(), version, events, &HashSet::new(), check, Some(archive))
+        .publish_archived(&h.p0(), version, events, &Routes::default(), check, Some(archive))
         .await
         .unwrap()
 }
@@ -125,7 +124,7 @@ async fn a_topic_without_an_archive_writes_no_backlog() {
     let h = Harness::start().await;
     let version = Catalog::new(h.store.clone()).version().await.unwrap();
     h.store
-        .publish_archived(&h.p0(), version, &[event("e1", 1)], &HashSet::new(), None, None)
+        .publish_archived(&h.p0(), version, &[event("e1", 1)], &Routes::default(), None, None)
         .await
         .unwrap();
     assert!(!exists(&mut h.redis(), &h.p0().archive_backlog()));

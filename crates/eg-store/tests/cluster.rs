@@ -115,7 +115,10 @@ async fn pull_delivery_scripts_run_on_a_three_primary_cluster() {
     assert!(!store.lock_secret(b"secret").await.unwrap().is_empty());
     for p in store.keys().all_partitions() {
         let events = [event(&format!("e{}", p.index), 1), event(&format!("f{}", p.index), 1)];
-        let outcome = store.publish_routed(&p, version, &events, &queued).await.unwrap();
+        let outcome = store
+            .publish_routed(&p, version, &events, &eg_store::Routes::queued(queued.clone()))
+            .await
+            .unwrap();
         assert_eq!(outcome, PublishOutcome::Stored { duplicates: vec![] });
         let got = store.receive_queue(&p, "orders/billing", lock, 10).await.unwrap();
         assert_eq!(got.len(), 2, "partition {}", p.index);

@@ -9,9 +9,8 @@ mod common;
 
 use common::*;
 use eg_core::UnixMillis;
-use eg_store::queue::{DuplicateCheck, EventToStore};
+use eg_store::queue::{DuplicateCheck, EventToStore, Routes};
 use eg_store::{Catalog, PublishOutcome};
-use std::collections::HashSet;
 use std::time::Duration;
 
 const WINDOW: Duration = Duration::from_secs(20);
@@ -30,7 +29,7 @@ async fn publish_checked(h: &Harness, events: &[EventToStore], check: Option<&Du
     let version = Catalog::new(h.store.clone()).version().await.unwrap();
     match h
         .store
-        .publish_checked(&h.p0(), version, events, &HashSet::new(), check)
+        .publish_checked(&h.p0(), version, events, &Routes::default(), check)
         .await
         .unwrap()
     {
@@ -136,7 +135,7 @@ async fn deleting_the_topic_forgets_what_it_remembered() {
             &home,
             version,
             &[event("e1", 1)],
-            &HashSet::new(),
+            &Routes::default(),
             Some(&check(&["a"], 1_000)),
         )
         .await

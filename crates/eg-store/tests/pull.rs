@@ -25,7 +25,7 @@ async fn publish_queued(h: &Harness, events: &[eg_store::queue::EventToStore]) {
     let version = h.catalog().version().await.unwrap();
     let outcome = h
         .store
-        .publish_routed(&h.p0(), version, events, &queued())
+        .publish_routed(&h.p0(), version, events, &eg_store::Routes::queued(queued()))
         .await
         .unwrap();
     assert_eq!(outcome, eg_store::PublishOutcome::Stored { duplicates: vec![] });

@@ -229,6 +229,21 @@ pub struct BatchSettings {
     pub(crate) preferred_batch_size_in_kilobytes: u32,
 }
 
+impl BatchSettings {
+    /// These settings, with at most `events` events per batch.
+    pub fn at_most(self, events: u32) -> Self {
+        Self {
+            max_events_per_batch: self.max_events_per_batch.min(events),
+            ..self
+        }
+    }
+
+    /// Whether deliveries are sent more than one per request.
+    pub fn batches(&self) -> bool {
+        self.max_events_per_batch > 1
+    }
+}
+
 impl Default for BatchSettings {
     fn default() -> Self {
         Self {

@@ -6,9 +6,10 @@
 use super::{encode_carried_delivery, encode_delivery, encode_fan_out, line_member};
 use crate::keyspace::Partition;
 use crate::scripts;
+use eg_core::subscription::BatchSettings;
 use eg_core::{Delivery, UnixMillis};
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 /// One event of a publish request, ready to store: its body and its deliveries.
@@ -17,6 +18,34 @@ pub struct EventToStore {
     pub body: String,
     pub deliveries: Vec<Delivery>,
 }
+
+/// Where a publish puts deliveries other than one push entry each, by subscription
+/// (`<topic>/<subscription>`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Routes {
+    /// Queue-mode subscriptions: their deliveries go to their queue stream, for pull
+    /// receivers.
+    pub queued: HashSet<String>,
+    /// Push subscriptions that batch (`maxEventsPerBatch` > 1): the lone push deliveries
+    /// of one request to such a subscription are stored together, one `Batch` entry per
+    /// request the sender will make of them (`eg_core::batch::plan`), so they are read,
+    /// sent and settled as one.
+    pub batched: HashMap<String, BatchSettings>,
+}
+
+impl Routes {
+    /// Routes with `queued` queue-mode subscriptions and no batching one.
+    pub fn queued(queued: HashSet<String>) -> Self {
+        Self {
+            queued,
+            batched: HashMap::new(),
+        }
+    }
+}
+
+/// Most events in one `Batch` entry, whatever a subscription's batch size: what one
+/// `XADD` in `publish.lua` may carry (Lua's `unpack` takes a few thousand values).
+const MOST_PER_BATCH_ENTRY: usize = 1000;
 
 /// The duplicate check of one publish call (deduplication.md): the topic's window and
 /// each event's identity, in event order. The script skips an event whose identity the
@@ -82,6 +111,52 @@ enum Destination {
 /// event's number of deliveries stands (the `FanOut` layout).
 const FAN_OUT_MARKER: &str = "0";
 
+/// `publish.lua`'s marker for "no event hash: a batch number and one carried record
+/// follow" where an event's number of deliveries stands (the `Batch` layout).
+const BATCH_MARKER: &str = "-2";
+
+/// The batch entry (numbered from 1 in the call) each event joins, if any: the events
+/// whose only delivery is a push one to a subscription in `batched`, cut per
+/// subscription as its sender will cut requests (`eg_core::batch::plan`), at most
+/// [`MOST_PER_BATCH_ENTRY`] each.
+fn batch_numbers(events: &[EventToStore], routes: &Routes) -> Vec<Option<usize>> {
+    let mut numbers = vec![None; events.len()];
+    let batched = &routes.batched;
+    if batched.is_empty() {
+        return numbers;
+    }
+    // Per subscription, in the order first met: its settings and its events.
+    let mut members: Vec<(&String, BatchSettings, Vec<usize>)> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let [d] = e.deliveries.as_slice() else {
+            continue;
+        };
+        if d.line.is_some() {
+            continue;
+        }
+        let key = subscription_key(d);
+        let Some((name, settings)) = batched.get_key_value(&key).filter(|_| !routes.queued.contains(&key)) else {
+            continue;
+        };
+        match members.iter_mut().find(|(n, _, _)| *n == name) {
+            Some((_, _, list)) => list.push(i),
+            None => members.push((name, *settings, vec![i])),
+        }
+    }
+    let mut next = 1;
+    for (_, settings, list) in members {
+        let settings = settings.at_most(MOST_PER_BATCH_ENTRY as u32);
+        let sizes: Vec<usize> = list.iter().map(|&i| events[i].body.len()).collect();
+        for range in eg_core::batch::plan(&sizes, settings) {
+            for &i in &list[range] {
+                numbers[i] = Some(next);
+            }
+            next += 1;
+        }
+    }
+    numbers
+}
+
 /// The KEYS and ARGV of one `publish.lua` call. The bodies are borrowed from the events:
 /// they are copied once, into the command sent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -91,17 +166,18 @@ pub(crate) struct PublishCall<'a> {
 }
 
 impl<'a> PublishCall<'a> {
-    /// Stores `events` on `partition`, matched against `catalog_version`; deliveries of
-    /// the subscriptions in `queued` (`<topic>/<subscription>`) go to their queue stream.
-    /// With `check`, an event already seen within the topic's window is skipped.
+    /// Stores `events` on `partition`, matched against `catalog_version`; deliveries go
+    /// where `routes` says. With `check`, an event already seen within the topic's
+    /// window is skipped.
     pub fn new(
         partition: &Partition,
         catalog_version: u64,
         events: &'a [EventToStore],
-        queued: &HashSet<String>,
+        routes: &Routes,
         check: Option<&'a DuplicateCheck>,
         archive: Option<&'a ArchiveAppend>,
     ) -> Self {
+        let queued = &routes.queued;
         // The queue streams and lines written to, each numbered from 1 in the order first met.
         let mut queues: Vec<String> = Vec::new();
         // (line key, its subscription)
@@ -134,9 +210,10 @@ impl<'a> PublishCall<'a> {
             .iter()
             .map(|e| e.deliveries.iter().map(&mut destination_of).collect())
             .collect();
+        let batch_numbers = batch_numbers(events, routes);
         let mut per_event: Vec<Cow<'a, str>> = Vec::new();
         let mut identities = check.map(|c| c.identities.iter());
-        for (e, destinations) in events.iter().zip(&destinations) {
+        for ((e, destinations), batch) in events.iter().zip(&destinations).zip(batch_numbers) {
             if let Some(identities) = identities.as_mut() {
                 per_event.push(identities.next().map_or("", String::as_str).into());
             }
@@ -144,6 +221,14 @@ impl<'a> PublishCall<'a> {
             if e.deliveries.is_empty() {
                 // Matched nothing: stored only because the topic is archived.
                 per_event.push(ARCHIVE_ONLY_MARKER.into());
+                continue;
+            }
+            if let (Some(number), [d]) = (batch, e.deliveries.as_slice()) {
+                per_event.extend([
+                    BATCH_MARKER.into(),
+                    number.to_string().into(),
+                    encode_carried_delivery(d).into(),
+                ]);
                 continue;
             }
             // A fan-out entry lists plain push deliveries only: an ordered one waits in its line.
@@ -282,7 +367,7 @@ mod tests {
                 vec![delivery("e3-0", "e3", "hook"), delivery("e3-1", "e3", "audit")],
             ),
         ];
-        let call = PublishCall::new(&p, 7, &events, &queued, None, None);
+        let call = PublishCall::new(&p, 7, &events, &Routes::queued(queued), None, None);
 
         assert_eq!(
             call.keys,
@@ -327,6 +412,63 @@ mod tests {
         );
     }
 
+    /// The lone push deliveries to a batching subscription carry a batch number (from 1,
+    /// cut per subscription as its requests are) and a carried record after the marker;
+    /// every other event is stored as before.
+    #[test]
+    fn lone_deliveries_to_a_batching_subscription_are_numbered_into_batches() {
+        let p = Keyspace::new("eg", 4).partition(0);
+        let settings: BatchSettings =
+            serde_json::from_value(serde_json::json!({"maxEventsPerBatch": 2, "preferredBatchSizeInKilobytes": 64}))
+                .unwrap();
+        let routes = Routes {
+            batched: [
+                ("orders/hook".to_owned(), settings),
+                ("orders/audit".to_owned(), settings),
+            ]
+            .into(),
+            ..Routes::default()
+        };
+        let events = [
+            event("e1", vec![delivery("e1", "e1", "hook")]),
+            event("e2", vec![delivery("e2", "e2", "audit")]),
+            event("e3", vec![delivery("e3", "e3", "hook")]),
+            // Ordered: in its line, never batched.
+            event("e4", vec![delivery("e4", "e4", "hook").in_line(Some("A".into()))]),
+            event("e5", vec![delivery("e5", "e5", "hook")]),
+            // Not a batching subscription: carried alone.
+            event("e6", vec![delivery("e6", "e6", "other")]),
+        ];
+        let call = PublishCall::new(&p, 7, &events, &routes, None, None);
+        let batched = |e: usize, number: &str| {
+            vec![
+                events[e].body.clone(),
+                BATCH_MARKER.to_owned(),
+                number.to_owned(),
+                encode_carried_delivery(&events[e].deliveries[0]),
+            ]
+        };
+        let mut expected = Vec::new();
+        expected.extend(batched(0, "1"));
+        expected.extend(batched(1, "3"));
+        expected.extend(batched(2, "1"));
+        expected.extend([
+            events[3].body.clone(),
+            "1".to_owned(),
+            "1".to_owned(),
+            super::super::line_member(&events[3].deliveries[0]),
+        ]);
+        expected.extend(batched(4, "2"));
+        expected.extend([
+            events[5].body.clone(),
+            "1".to_owned(),
+            "0".to_owned(),
+            encode_carried_delivery(&events[5].deliveries[0]),
+        ]);
+        expected.push("orders/hook".to_owned());
+        assert_eq!(call.args[8..], expected);
+    }
+
     /// Lines follow the queue streams in KEYS (then the waiting hash), are numbered
     /// Q + l in targets, carry line members, and their subscriptions follow the queues'.
     #[test]
@@ -346,7 +488,7 @@ mod tests {
             event("e2", vec![line(delivery("e2", "e2", "hook"), "B")]),
             event("e3", vec![line(delivery("e3", "e3", "hook"), "A")]),
         ];
-        let call = PublishCall::new(&p, 7, &events, &queued, None, None);
+        let call = PublishCall::new(&p, 7, &events, &Routes::queued(queued), None, None);
         assert_eq!(
             call.keys[5..],
             [
@@ -392,7 +534,7 @@ mod tests {
             event("e1", vec![delivery("e1-0", "e1", "b"), delivery("e1-1", "e1", "a")]),
             event("e2", vec![delivery("e2-0", "e2", "a")]),
         ];
-        let call = PublishCall::new(&p, 1, &events, &queued, None, None);
+        let call = PublishCall::new(&p, 1, &events, &Routes::queued(queued), None, None);
         // e1: b is queue 1, a is queue 2; e2 (a lone queue delivery, never carried): a is 2.
         assert_eq!(call.args[10], "1");
         assert_eq!(call.args[12], "2");
@@ -421,7 +563,7 @@ mod tests {
             window: Duration::from_secs(600),
             now: UnixMillis(1_000),
         };
-        let call = PublishCall::new(&p, 3, &events, &HashSet::new(), Some(&check), None);
+        let call = PublishCall::new(&p, 3, &events, &Routes::default(), Some(&check), None);
         assert_eq!(
             call.keys[4..],
             [

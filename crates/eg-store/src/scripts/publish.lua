@@ -31,6 +31,11 @@
 -- (`FanOut` layout: v = 3, d = fan-out record, b = body; the first reader expands it, see
 -- expand_fan_out.lua), and no event hash written yet
 -- or body and M = -1: no delivery, the event is only archived (no event hash, nothing queued)
+-- or body, M = -2, a batch number g and one carried record: the event's only delivery,
+-- a push one to a subscription that batches, joins batch entry g of this call (`Batch`
+-- layout: v = 4, then d<i> = record and b<i> = body of its i-th event, from 0, in event
+-- order; codec::Routes), written after every event; a batch left with one event is
+-- written as a `Carried` entry instead. No event hash is written.
 -- then Q subscription names (`<topic>/<subscription>`), in queue stream order
 -- then L subscription names, in line order
 --
@@ -100,6 +105,8 @@ end
 -- Line number -> deliveries this call put behind a head.
 local behind = {}
 local skipped = {}
+-- Batch number -> record, body, record, body, … of its events; the numbers in order met.
+local batches, batch_order = {}, {}
 local at = 9
 for i = 1, n do
   local duplicate = false
@@ -125,9 +132,11 @@ for i = 1, n do
       skipped[#skipped + 1] = tostring(i)
     end
   elseif duplicate then
-    -- Past its fan-out record, or its M (target, record) pairs.
+    -- Past its fan-out record, its batch number and record, or its M (target, record) pairs.
     if m == 0 then
       at = at + 1
+    elseif m == -2 then
+      at = at + 2
     else
       at = at + 2 * m
     end
@@ -136,6 +145,18 @@ for i = 1, n do
   elseif m == 0 then
     redis.call('XADD', KEYS[2], '*', 'v', '3', 'd', ARGV[at], 'b', body)
     at = at + 1
+  elseif m == -2 then
+    local g = ARGV[at]
+    local batch = batches[g]
+    if not batch then
+      batch = {}
+      batches[g] = batch
+      batch_order[#batch_order + 1] = g
+    end
+    batch[#batch + 1] = ARGV[at + 1]
+    batch[#batch + 1] = body
+    at = at + 2
+    m = 0
   elseif m == 1 and tonumber(ARGV[at]) == 0 then
     -- One push delivery: the body travels in its entry, and no event hash is written,
     -- read or freed (codec::EntryLayout::Carried).
@@ -162,6 +183,22 @@ for i = 1, n do
       end
     end
     at = at + 2
+  end
+end
+for _, g in ipairs(batch_order) do
+  local batch = batches[g]
+  if #batch == 2 then
+    redis.call('XADD', KEYS[2], '*', 'v', '2', 'd', batch[1], 'b', batch[2])
+  else
+    local fields = { KEYS[2], '*', 'v', '4' }
+    for j = 1, #batch, 2 do
+      local i = tostring((j - 1) / 2)
+      fields[#fields + 1] = 'd' .. i
+      fields[#fields + 1] = batch[j]
+      fields[#fields + 1] = 'b' .. i
+      fields[#fields + 1] = batch[j + 1]
+    end
+    redis.call('XADD', unpack(fields))
   end
 end
 if q > 0 then

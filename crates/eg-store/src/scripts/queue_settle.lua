@@ -51,7 +51,7 @@ for i = 1, n do
     redis.call('XCLAIM', KEYS[1], group, 'locks', 0, id, 'IDLE', 0, 'JUSTID')
     results[i] = 1
   else
-    results[i] = settle(k, a, false)
+    results[i] = settle(k, a, nil)
     to_acknowledge[#to_acknowledge + 1] = id
     settled_here[id] = true
   end

@@ -43,11 +43,12 @@
 --           or, for a delivery of an ordered subscription (never carried), its line
 --           marker `L…` (codec::line_marker): done and deadletter advance its line
 --           (line_steps.lua); retry, requeue and park keep it at the head;
---           or, for a delivery of a fan-out entry (`FanOut` layout, which carries the
---           body), `S<index> <of>`: its index among the entry's `of` deliveries
+--           or, for a delivery of a fan-out or batch entry (`FanOut` and `Batch`
+--           layouts, which carry the body: a batch entry's delivery i in field b<i>),
+--           `S<index> <of>`: its index among the entry's `of` deliveries
 --
--- A fan-out entry is held by all its deliveries at once (one per subscription, read
--- together) and is acknowledged and deleted with the last of them. When one call
+-- A fan-out or batch entry is held by all its deliveries at once (one per subscription
+-- or per event, read together) and is acknowledged and deleted with the last of them. When one call
 -- settles every one of them (the usual case: a sender settles them together) nothing
 -- more is written. Otherwise each settled index is remembered in the set
 -- `<ready stream>:shared:<entry id>` until the last: the entry stays pending meanwhile,
@@ -90,7 +91,7 @@ for _, i in ipairs(own) do
   local id = ARGV[6 + 8 * (i - 1) + 1]
   if held[id] then
     held[id] = nil
-    results[i] = settle(6 + 6 * (i - 1), 6 + 8 * (i - 1), false)
+    results[i] = settle(6 + 6 * (i - 1), 6 + 8 * (i - 1), nil)
   else
     results[i] = 0
   end
@@ -101,9 +102,10 @@ local function settle_shared(id, entry)
   for _, item in ipairs(entry.items) do
     results[item[1]] = 0
   end
-  -- Still in the stream: still held (it goes only with its last delivery, or when
-  -- taken back and expanded).
-  if not redis.call('XRANGE', KEYS[1], id, id)[1] then
+  -- Still pending: still held (it is acknowledged only with its last delivery, or when
+  -- taken back and expanded, and deleted at once then). Asked of the group, not the
+  -- stream: a batch entry holds every body of its batch.
+  if not redis.call('XPENDING', KEYS[1], group, id, id, 1)[1] then
     return
   end
   local marks = KEYS[1] .. ':shared:' .. id
@@ -120,7 +122,7 @@ local function settle_shared(id, entry)
     local i, index = item[1], item[2]
     if not done[index] and (whole or redis.call('SADD', marks, index) == 1) then
       done[index] = true
-      results[i] = settle(6 + 6 * (i - 1), 6 + 8 * (i - 1), true)
+      results[i] = settle(6 + 6 * (i - 1), 6 + 8 * (i - 1), index)
     end
   end
   if whole or redis.call('SCARD', marks) >= entry.of then

@@ -81,8 +81,9 @@ local function append_step(list, step)
   wrote_history = true
 end
 
--- `shared`: the entry is a fan-out entry the delivery shares with its siblings (marker
--- `S<index> <of>`, settle.lua): it carries the body and no event hash counts it, and it
+-- `shared`: the delivery's index (a string) when the entry is a fan-out or batch entry
+-- it shares with its siblings (marker `S<index> <of>`, settle.lua), else nil: it
+-- carries the body (a batch entry's is field b<index>) and no event hash counts it, and it
 -- is deleted by the caller once the last sibling is settled, not here. Otherwise such
 -- a delivery is settled as a carried one: its record and KEYS name an event hash of its
 -- own (`codec::SettleCall`), so one that lives on takes the body along as the only
@@ -95,11 +96,11 @@ local function settle(k, a, shared)
   -- the body along before the entry goes: for those the entry itself says whether it
   -- carries one, so a caller's mistake can never lose a body. Only a finished delivery
   -- (done, the hot path) trusts the caller's word and reads nothing more.
-  local carried = ARGV[a + 8] == '1' or shared
+  local carried = ARGV[a + 8] == '1' or shared ~= nil
   local body = nil
   if action ~= 'done' then
-    body = entry_body(KEYS[1], ARGV[a + 1])
-    carried = body ~= nil or shared
+    body = entry_body(KEYS[1], ARGV[a + 1], shared)
+    carried = body ~= nil or shared ~= nil
   end
   if not shared then
     settled_ids[#settled_ids + 1] = ARGV[a + 1]
@@ -107,7 +108,14 @@ local function settle(k, a, shared)
 
   if ARGV[a + 5] ~= '' and action == 'done' and carried then
     -- The list key is `<history index>:<topic>/<event id>`: the log field is its tail.
-    logged[#logged + 1] = { string.sub(KEYS[k + 2], #KEYS[4] + 2), ARGV[a + 5], KEYS[k + 2], ARGV[a + 1] }
+    -- The last element names what the log may call a record or bucket after: the entry,
+    -- and a shared one's delivery index (its deliveries may be settled in several
+    -- calls, and each is settled once).
+    local settled_as = ARGV[a + 1]
+    if shared then
+      settled_as = settled_as .. ':' .. shared
+    end
+    logged[#logged + 1] = { string.sub(KEYS[k + 2], #KEYS[4] + 2), ARGV[a + 5], KEYS[k + 2], settled_as }
   elseif ARGV[a + 5] ~= '' then
     append_step(KEYS[k + 2], ARGV[a + 5])
   end

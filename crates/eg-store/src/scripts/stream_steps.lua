@@ -1,37 +1,48 @@
 -- Helpers for scripts that work on stream entries, sent in front of them
 -- (settle_steps.lua and expand_fan_out.lua; see scripts.rs).
 
--- Field `name` of stream entry `id`, or nil when the entry is gone or has no such field.
-local function entry_field(stream, id, name)
-  local entry = redis.call('XRANGE', stream, id, id)[1]
-  if entry then
-    local fields = entry[2]
-    for j = 1, #fields, 2 do
-      if fields[j] == name then
-        return fields[j + 1]
-      end
-    end
+-- Field lists of stream entries read in this call, by stream and id (false: gone).
+local read_entries = {}
+
+-- The field list of stream entry `id` (name, value, name, value, …), or nil when it is
+-- gone. Read once per call: the deliveries of one batch entry settled together read its
+-- bodies once, not once each. (No script here changes an entry it has read: settles
+-- delete theirs at the end, with finish().)
+local function entry_fields(stream, id)
+  local key = stream .. ' ' .. id
+  local fields = read_entries[key]
+  if fields == nil then
+    local entry = redis.call('XRANGE', stream, id, id)[1]
+    fields = entry and entry[2] or false
+    read_entries[key] = fields
   end
-  return nil
+  return fields or nil
 end
 
--- The event body stream entry `id` carries, or nil: field b (the `Carried` and `FanOut`
--- layouts), or else what follows the first newline of its record d: a carried retry
--- (a retry-set member `record\nbody`, settle_steps.lua) that a scheduler of an earlier
--- release promoted whole into d. Records are JSON on one line, so the first newline
--- ends the record.
-local function entry_body(stream, id)
-  local entry = redis.call('XRANGE', stream, id, id)[1]
-  if not entry then
+-- The event body stream entry `id` carries, or nil: for delivery `index` of a batch
+-- entry (`Batch` layout) field b<index>; field b (the `Carried` and `FanOut` layouts);
+-- or else what follows the first newline of its record d: a carried retry (a retry-set
+-- member `record\nbody`, settle_steps.lua) that a scheduler of an earlier release
+-- promoted whole into d. Records are JSON on one line, so the first newline ends the
+-- record.
+local function entry_body(stream, id, index)
+  local fields = entry_fields(stream, id)
+  if not fields then
     return nil
   end
-  local fields, record = entry[2], nil
+  local own = index and ('b' .. index)
+  local body, record = nil, nil
   for j = 1, #fields, 2 do
-    if fields[j] == 'b' then
+    if fields[j] == own then
       return fields[j + 1]
+    elseif fields[j] == 'b' then
+      body = fields[j + 1]
     elseif fields[j] == 'd' then
       record = fields[j + 1]
     end
+  end
+  if body then
+    return body
   end
   local cut = record and string.find(record, '\n', 1, true)
   if cut then

@@ -4,10 +4,11 @@
 //! load a call settles many attempts for one round trip and one script start; when idle
 //! a settle goes out at once, alone (no timer, no added wait).
 //!
-//! The one exception: the deliveries of a fan-out entry (one per subscription, read
-//! together) wait up to [`SIBLING_WAIT`] for each other and go out together, so their
-//! entry is settled by one call (`settle.lua` then writes nothing to track which of them
-//! are settled, and their history steps share one field).
+//! The one exception: the deliveries of a shared entry (a fan-out's, one per
+//! subscription, or a batch's, one per event; read together) wait up to
+//! [`SIBLING_WAIT`] for each other and go out together, as one parcel that no call
+//! splits, so their entry is settled by one call (`settle.lua` then writes nothing to
+//! track which of them are settled, and their history steps share one record).
 
 use eg_store::{Partition, Retention, Settle, Settled, Store, StoreError};
 use std::collections::HashMap;
@@ -16,10 +17,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-/// Most settles in one script call (bounds the script's run, which blocks Redis).
+/// Most settles in one script call (bounds the script's run, which blocks Redis), unless
+/// one parcel of siblings alone holds more.
 const MOST_PER_CALL: usize = 256;
 
-/// Longest the first settled delivery of a fan-out entry waits for its siblings.
+/// Longest the first settled delivery of a shared entry waits for its siblings.
 const SIBLING_WAIT: Duration = Duration::from_millis(10);
 
 /// Why a settle failed. A failed call fails every settle it carried, so the store's
@@ -43,9 +45,13 @@ struct Queued {
     reply: oneshot::Sender<Result<Settled, SettleError>>,
 }
 
+/// What a partition's queue carries: one settle, or a shared entry's siblings, which go
+/// into one call together.
+type Parcel = Vec<Queued>;
+
 /// The per-partition settle queues of one sender process.
 pub struct SettleQueue {
-    queues: Vec<mpsc::UnboundedSender<Queued>>,
+    queues: Vec<mpsc::UnboundedSender<Parcel>>,
     siblings: Arc<Siblings>,
 }
 
@@ -132,15 +138,13 @@ impl SettleQueue {
                     let (siblings, queue) = (self.siblings.clone(), queue.clone());
                     tokio::spawn(async move {
                         let _ = tokio::time::timeout(SIBLING_WAIT, complete.notified()).await;
-                        // Sent in one go, so the queue's task takes them into one call. A
+                        // One parcel, so the queue's task takes them into one call. A
                         // stopped queue drops them: each caller's answer says so.
-                        for queued in siblings.take(&key) {
-                            let _ = queue.send(queued);
-                        }
+                        let _ = queue.send(siblings.take(&key));
                     });
                 }
             }
-            _ => queue.send(queued).map_err(|_| SettleError::Stopped)?,
+            _ => queue.send(vec![queued]).map_err(|_| SettleError::Stopped)?,
         }
         answer.await.map_err(|_| SettleError::Dropped)?
     }
@@ -151,11 +155,29 @@ async fn send_gathered(
     store: Store,
     partition: Partition,
     retention: Retention,
-    mut gathered: mpsc::UnboundedReceiver<Queued>,
+    mut gathered: mpsc::UnboundedReceiver<Parcel>,
 ) {
-    let mut call = Vec::with_capacity(MOST_PER_CALL);
-    while gathered.recv_many(&mut call, MOST_PER_CALL).await > 0 {
-        let (settles, replies): (Vec<Settle>, Vec<_>) = call.drain(..).map(|q| (q.settle, q.reply)).unzip();
+    // A parcel that did not fit the previous call: the next one starts with it.
+    let mut next: Option<Parcel> = None;
+    loop {
+        let mut call = match next.take() {
+            Some(parcel) => parcel,
+            None => match gathered.recv().await {
+                Some(parcel) => parcel,
+                None => return,
+            },
+        };
+        while call.len() < MOST_PER_CALL {
+            match gathered.try_recv() {
+                Ok(parcel) if call.len() + parcel.len() <= MOST_PER_CALL => call.extend(parcel),
+                Ok(parcel) => {
+                    next = Some(parcel);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let (settles, replies): (Vec<Settle>, Vec<_>) = call.into_iter().map(|q| (q.settle, q.reply)).unzip();
         match store.settle_many(&partition, &settles, &retention).await {
             Ok(settled) => {
                 for (reply, settled) in replies.into_iter().zip(settled) {

@@ -45,6 +45,7 @@ use eg_core::schema::StoredFormat;
 use eg_core::{Delivery, LastAttempt, OutcomeName, TraceContext, UnixMillis};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 /// The stream entry field holding a delivery record (ready streams).
 pub const DELIVERY_FIELD: &str = "d";
@@ -486,6 +487,117 @@ fn shared_marker(shared: SharedHold) -> String {
 pub(crate) struct SettleCall {
     pub keys: Vec<String>,
     pub args: Vec<String>,
+    /// For each settle given, the call item whose result is its own (several settles of
+    /// a whole shared entry share one item, [`whole_entries`]).
+    pub answers: Vec<usize>,
+}
+
+/// How the settles of one call become the script's items.
+enum CallItem<'a> {
+    /// One settle, one item.
+    One(&'a Settle),
+    /// Every delivery of one shared entry (a fan-out's or a batch's), all done with one
+    /// history step (JSON, or empty to keep none): one item (marker `S* <of>`) whose
+    /// record lists the deliveries' delivered-log fields in index order, so a delivered
+    /// batch costs the script one item, not one per event.
+    Whole {
+        first: &'a Settle,
+        fields: Vec<String>,
+        step: String,
+    },
+}
+
+/// Whether a call joins the settles of a whole shared entry into one item: `settle.lua`
+/// does; `queue_settle.lua`, whose entries are never shared, does not.
+#[derive(Clone, Copy)]
+enum Wholes {
+    Join,
+    Apart,
+}
+
+/// The settle call's marker of an item settling a whole shared entry of `of` deliveries.
+fn whole_marker(of: usize) -> String {
+    format!("S* {of}")
+}
+
+/// `items` as the script's items, in order (a whole entry where its first settle is), and
+/// for each settle the item that answers it. A shared entry's settles make one item when
+/// the call holds every one of its deliveries, each once, all done, with one step.
+fn whole_entries<'a>(
+    partition: &Partition,
+    items: &'a [Settle],
+    step_of: impl Fn(&Settle) -> String,
+) -> (Vec<CallItem<'a>>, Vec<usize>) {
+    let mut by_entry: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        if item.shared.is_some() {
+            by_entry.entry(item.entry_id.as_str()).or_default().push(i);
+        }
+    }
+    let log_prefix = format!("{}:", partition.history_index());
+    let mut whole: HashMap<usize, (usize, Vec<String>, String)> = HashMap::new();
+    for positions in by_entry.values() {
+        let first = &items[positions[0]];
+        let Some(of) = first.shared.map(|s| s.of) else {
+            continue;
+        };
+        let mut by_index: Vec<Option<&Settle>> = vec![None; of];
+        let mut complete = positions.len() == of;
+        for &i in positions {
+            let item = &items[i];
+            match item.shared {
+                Some(shared) if complete && shared.of == of && matches!(item.settlement, Settlement::Done) => {
+                    match by_index.get_mut(shared.index) {
+                        Some(slot @ None) => *slot = Some(item),
+                        _ => complete = false,
+                    }
+                }
+                _ => complete = false,
+            }
+        }
+        if !complete {
+            continue;
+        }
+        let step = step_of(first);
+        let mut fields = Vec::with_capacity(of);
+        for item in by_index.into_iter().flatten() {
+            let list = partition.history(&item.delivery.topic, &item.delivery.event_id);
+            match list.strip_prefix(&log_prefix) {
+                Some(field) if !field.contains('\n') && step_of(item) == step => fields.push(field.to_owned()),
+                _ => break,
+            }
+        }
+        if fields.len() == of {
+            for &i in positions {
+                whole.insert(i, (positions[0], Vec::new(), String::new()));
+            }
+            whole.insert(positions[0], (positions[0], fields, step));
+        }
+    }
+    let mut call_items = Vec::with_capacity(items.len());
+    let mut answers = Vec::with_capacity(items.len());
+    let mut item_of_first: HashMap<usize, usize> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        match whole.remove(&i) {
+            Some((first, fields, step)) if first == i => {
+                item_of_first.insert(i, call_items.len());
+                answers.push(call_items.len());
+                call_items.push(CallItem::Whole {
+                    first: item,
+                    fields,
+                    step,
+                });
+            }
+            // A later settle of a whole entry: answered by the entry's item, placed at its
+            // first settle (which comes earlier).
+            Some((first, _, _)) => answers.push(item_of_first.get(&first).copied().unwrap_or_default()),
+            None => {
+                answers.push(call_items.len());
+                call_items.push(CallItem::One(item));
+            }
+        }
+    }
+    (call_items, answers)
 }
 
 impl SettleCall {
@@ -506,7 +618,7 @@ impl SettleCall {
             partition.paused_index(),
             partition.delivered_log(),
         ];
-        Self::on_stream(partition, fixed, SENDERS_GROUP, items, retention)
+        Self::build(partition, fixed, SENDERS_GROUP, items, retention, Wholes::Join)
     }
 
     /// The same layout for holds on another stream: `fixed` are KEYS[1..6] (the stream,
@@ -519,9 +631,28 @@ impl SettleCall {
         items: &[Settle],
         retention: &Retention,
     ) -> Result<Self, StoreError> {
+        Self::build(partition, fixed, group, items, retention, Wholes::Apart)
+    }
+
+    fn build(
+        partition: &Partition,
+        fixed: [String; SETTLE_FIXED_KEYS],
+        group: &str,
+        items: &[Settle],
+        retention: &Retention,
+        wholes: Wholes,
+    ) -> Result<Self, StoreError> {
         let keep_history = !retention.history_for.is_zero() && retention.histories_per_partition > 0;
-        let mut keys = Vec::with_capacity(SETTLE_FIXED_KEYS + SETTLE_KEYS_PER_ITEM * items.len());
-        let mut args = Vec::with_capacity(SETTLE_FIXED_ARGS + SETTLE_ARGS_PER_ITEM * items.len());
+        let step_of = |item: &Settle| match &item.history {
+            Some(entry) if keep_history => entry.to_json(),
+            _ => String::new(),
+        };
+        let (call_items, answers) = match wholes {
+            Wholes::Join => whole_entries(partition, items, step_of),
+            Wholes::Apart => (items.iter().map(CallItem::One).collect(), (0..items.len()).collect()),
+        };
+        let mut keys = Vec::with_capacity(SETTLE_FIXED_KEYS + SETTLE_KEYS_PER_ITEM * call_items.len());
+        let mut args = Vec::with_capacity(SETTLE_FIXED_ARGS + SETTLE_ARGS_PER_ITEM * call_items.len());
         keys.extend(fixed);
         args.extend([
             group.to_owned(),
@@ -529,9 +660,38 @@ impl SettleCall {
             retention.histories_per_partition.to_string(),
             retention.steps_per_history.max(1).to_string(),
             retention.archived_per_partition.to_string(),
-            items.len().to_string(),
+            call_items.len().to_string(),
         ]);
-        for item in items {
+        for call_item in call_items {
+            let item = match call_item {
+                CallItem::One(item) => item,
+                CallItem::Whole { first, fields, step } => {
+                    // The item's keys are its first delivery's; the script names each
+                    // event's history list from the history index and its field.
+                    let delivery = &first.delivery;
+                    let subscription = format!("{}/{}", delivery.topic, delivery.subscription);
+                    let archive = partition.archive(&subscription);
+                    keys.extend([
+                        partition.event(&delivery.event_key),
+                        partition.history(&delivery.topic, &delivery.event_id),
+                        archive.all,
+                        archive.waiting,
+                        archive.records,
+                        partition.paused(&subscription),
+                    ]);
+                    args.extend([
+                        first.entry_id.clone(),
+                        settle_action(&Settlement::Done).to_owned(),
+                        fields.join("\n"),
+                        "0".to_owned(),
+                        step,
+                        String::new(),
+                        subscription,
+                        whole_marker(fields.len()),
+                    ]);
+                    continue;
+                }
+            };
             let delivery = &item.delivery;
             let subscription = format!("{}/{}", delivery.topic, delivery.subscription);
             let (record, time) = match &item.settlement {
@@ -545,10 +705,7 @@ impl SettleCall {
                     entry.dead_lettered_at.0,
                 ),
             };
-            let history = match &item.history {
-                Some(entry) if keep_history => entry.to_json(),
-                _ => String::new(),
-            };
+            let history = step_of(item);
             let archive_id = match &item.settlement {
                 Settlement::DeadLetter { .. } if retention.archived_per_partition > 0 => delivery.id.clone(),
                 _ => String::new(),
@@ -578,7 +735,12 @@ impl SettleCall {
                 },
             ]);
         }
-        Ok(Self { keys, args })
+        Ok(Self { keys, args, answers })
+    }
+
+    /// How many items the script is given (and answers).
+    pub fn items(&self) -> usize {
+        self.args.len().saturating_sub(SETTLE_FIXED_ARGS) / SETTLE_ARGS_PER_ITEM
     }
 
     /// The script call, ready to send.
@@ -887,5 +1049,95 @@ mod tests {
         let call = SettleCall::new(&p, &[shared], &Retention::NONE).unwrap();
         assert_eq!(call.args[SETTLE_FIXED_ARGS + 7], "S1 3");
         assert!(source.contains("'^S(%d+) (%d+)$'"));
+    }
+
+    /// Every delivery of a shared entry, all done with one step, is one item: its record
+    /// lists the events' delivered-log fields in index order; each settle is answered by it.
+    #[test]
+    fn a_whole_shared_entry_settled_done_is_one_item() {
+        let source = include_str!("scripts/settle.lua");
+        let p = crate::Keyspace::new("eg", 1).partition(0);
+        let retention = Retention {
+            history_for: std::time::Duration::from_secs(60),
+            histories_per_partition: 10,
+            steps_per_history: 10,
+            archived_per_partition: 0,
+        };
+        let step = eg_core::history::HistoryEntry {
+            subscription: "billing".into(),
+            attempt: 1,
+            at: UnixMillis(7),
+            outcome: None,
+            http_status: Some(200),
+            duration_ms: Some(3),
+            next: None,
+            state: eg_core::history::DeliveryState::Delivered,
+            reason: None,
+            hold: None,
+            error: None,
+        };
+        let settle = |index: usize, event: &str, settlement: Settlement| Settle {
+            entry_id: "9-0".into(),
+            delivery: full_delivery().for_event(event),
+            settlement,
+            history: Some(step.clone()),
+            carries_body: true,
+            shared: Some(SharedHold { index, of: 3 }),
+        };
+        let alone = Settle {
+            entry_id: "8-0".into(),
+            shared: None,
+            ..settle(0, "x", Settlement::Done)
+        };
+        // Given out of order, with another settle between them.
+        let items = [
+            settle(1, "b", Settlement::Done),
+            alone,
+            settle(0, "a", Settlement::Done),
+            settle(2, "c", Settlement::Done),
+        ];
+        let call = SettleCall::new(&p, &items, &retention).unwrap();
+        assert_eq!(call.items(), 2);
+        assert_eq!(call.answers, [0, 1, 0, 0]);
+        let a = SETTLE_FIXED_ARGS;
+        assert_eq!(call.args[a], "9-0");
+        assert_eq!(call.args[a + 1], "done");
+        assert_eq!(call.args[a + 2], "orders/a\norders/b\norders/c");
+        assert_eq!(call.args[a + 4], step.to_json());
+        assert_eq!(call.args[a + 7], "S* 3");
+        assert!(source.contains("'^S%* (%d+)$'"));
+        assert!(
+            source.contains("KEYS[4] .. ':' .. field"),
+            "the list named as settle() names it"
+        );
+        assert_eq!(p.history("orders", "a"), format!("{}:orders/a", p.history_index()));
+
+        // Not every delivery, not all done, or not one step: one item each.
+        let some = SettleCall::new(&p, &items[..3], &retention).unwrap();
+        assert_eq!(some.items(), 3);
+        let retried = [
+            settle(0, "a", Settlement::Done),
+            settle(
+                1,
+                "b",
+                Settlement::Requeue {
+                    delivery: full_delivery(),
+                },
+            ),
+            settle(2, "c", Settlement::Done),
+        ];
+        assert_eq!(SettleCall::new(&p, &retried, &retention).unwrap().items(), 3);
+        let mut apart = [
+            settle(0, "a", Settlement::Done),
+            settle(1, "b", Settlement::Done),
+            settle(2, "c", Settlement::Done),
+        ];
+        apart[2].history = None;
+        assert_eq!(SettleCall::new(&p, &apart, &retention).unwrap().items(), 3);
+        assert_eq!(
+            SettleCall::new(&p, &apart, &Retention::NONE).unwrap().items(),
+            1,
+            "no step kept: one"
+        );
     }
 }

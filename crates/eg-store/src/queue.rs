@@ -498,17 +498,20 @@ impl Store {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let invocation = codec::SettleCall::new(partition, items, retention)?.invocation();
+        let call = codec::SettleCall::new(partition, items, retention)?;
         let mut conn = self.conn().await?;
-        let replies: Vec<u64> = invocation.invoke_async(&mut conn).await?;
-        if replies.len() != items.len() {
+        let replies: Vec<u64> = call.invocation().invoke_async(&mut conn).await?;
+        let called = call.items();
+        if replies.len() != called {
             return Err(StoreError::corrupt(
                 partition.ready(),
-                format!("settle answered {} results for {} items", replies.len(), items.len()),
+                format!("settle answered {} results for {} items", replies.len(), called),
             ));
         }
-        Ok(replies
-            .into_iter()
+        Ok(call
+            .answers
+            .iter()
+            .map(|&item| replies.get(item).copied().unwrap_or_default())
             .map(|reply| Settled {
                 took_effect: reply > 0,
                 archive_evicted: reply.saturating_sub(1),

@@ -299,3 +299,24 @@ async fn a_batch_taken_back_splits_into_carried_entries_of_what_was_not_settled(
     // The dead holder's late settle changes nothing.
     assert!(!settle(&h.store, &h.p0(), &held[1], &Settlement::Done).await);
 }
+
+#[tokio::test]
+async fn a_whole_batch_settled_after_some_of_it_settles_only_the_others() {
+    let h = Harness::start().await;
+    publish_batch(&h, 3, 10).await;
+    let mut redis = h.redis();
+    let held = read(&h.store, &h.p0(), "sender", 1).await;
+    // One settled alone (its mark kept), then all three in one call: joined into one
+    // item, which must not log the first one's step again.
+    let first = held[0].settle(Settlement::Done, Some(step("billing", 1, DeliveryState::Delivered)));
+    h.store.settle_many(&h.p0(), &[first], &with_history()).await.unwrap();
+    let done: Vec<_> = held.iter().map(|r| (r, Settlement::Done)).collect();
+    assert!(settle_together(&h, &done, &with_history()).await.iter().all(|&t| t));
+    assert_eq!(xlen(&mut redis, &h.p0().ready()), 0, "gone with its last delivery");
+    assert_eq!(pending(&mut redis, &h.p0().ready(), "senders"), 0);
+    assert!(!exists(&mut redis, &shared_marks(&h, &held[0].entry_id)));
+    for r in &held {
+        let steps = h.store.event_history("orders", &r.delivery.event_id).await.unwrap();
+        assert_eq!(steps.len(), 1, "{}: one step", r.delivery.id);
+    }
+}

@@ -45,7 +45,11 @@
 --           (line_steps.lua); retry, requeue and park keep it at the head;
 --           or, for a delivery of a fan-out or batch entry (`FanOut` and `Batch`
 --           layouts, which carry the body: a batch entry's delivery i in field b<i>),
---           `S<index> <of>`: its index among the entry's `of` deliveries
+--           `S<index> <of>`: its index among the entry's `of` deliveries;
+--           or `S* <of>`: the item stands for every delivery of such an entry, all done
+--           with one history step (ARGV[a+5]), and ARGV[a+3] lists their delivered-log
+--           fields (`<topic>/<event id>`) in index order, one per line: a delivered batch
+--           is one item (codec::SettleCall joins them)
 --
 -- A fan-out or batch entry is held by all its deliveries at once (one per subscription
 -- or per event, read together) and is acknowledged and deleted with the last of them. When one call
@@ -65,14 +69,20 @@
 -- this partition's hash tag, so the same slot on a cluster.
 -- Items on their own entries (ids, positions), and items sharing fan-out entries
 -- (entry id -> { of = deliveries in the entry, items = { {position, index}, … } }).
-local ids, own, shared, shared_ids = {}, {}, {}, {}
+-- Items standing for whole entries ({position, of}).
+local ids, own, shared, shared_ids, wholes = {}, {}, {}, {}, {}
 for i = 1, n do
   local a = 6 + 8 * (i - 1)
-  local index, of
-  if string.byte(ARGV[a + 8]) == 83 then -- 'S': only a fan-out marker is matched
+  local index, of, whole_of
+  if string.byte(ARGV[a + 8]) == 83 then -- 'S': only a shared entry's marker is matched
     index, of = string.match(ARGV[a + 8], '^S(%d+) (%d+)$')
+    if not index then
+      whole_of = string.match(ARGV[a + 8], '^S%* (%d+)$')
+    end
   end
-  if index then
+  if whole_of then
+    wholes[#wholes + 1] = { i, tonumber(whole_of) }
+  elseif index then
     local id = ARGV[a + 1]
     if not shared[id] then
       shared[id] = { of = tonumber(of), items = {} }
@@ -136,6 +146,40 @@ local function settle_shared(id, entry)
 end
 for _, id in ipairs(shared_ids) do
   settle_shared(id, shared[id])
+end
+
+-- Settles item `i`, every delivery of the shared entry it names, done (marker `S* <of>`):
+-- each event's step goes to the delivered log (its list named from the history index and
+-- its field, as settle() names it) and the entry goes. Should another holder have
+-- settled some of them meanwhile (its marks exist), only the others are.
+local function settle_whole(i, of)
+  local a = 6 + 8 * (i - 1)
+  local id = ARGV[a + 1]
+  results[i] = 0
+  if not redis.call('XPENDING', KEYS[1], group, id, id, 1)[1] then
+    return
+  end
+  local marks = KEYS[1] .. ':shared:' .. id
+  local marked = redis.call('EXISTS', marks) == 1
+  local step = ARGV[a + 5]
+  local index = 0
+  for field in string.gmatch(ARGV[a + 3], '[^\n]+') do
+    if not marked or redis.call('SADD', marks, index) == 1 then
+      results[i] = 1
+      if step ~= '' then
+        logged[#logged + 1] = { field, step, KEYS[4] .. ':' .. field, id .. ':' .. index }
+      end
+    end
+    index = index + 1
+  end
+  if not marked or redis.call('SCARD', marks) >= of then
+    redis.call('XACK', KEYS[1], group, id)
+    settled_ids[#settled_ids + 1] = id
+    redis.call('DEL', marks)
+  end
+end
+for _, whole in ipairs(wholes) do
+  settle_whole(whole[1], whole[2])
 end
 finish()
 return results

@@ -44,6 +44,7 @@ pub mod paused;
 pub mod probation;
 pub mod pull;
 pub mod queue;
+mod ready_entries;
 pub mod recent;
 pub mod replay;
 mod scripts;

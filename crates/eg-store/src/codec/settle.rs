@@ -86,6 +86,7 @@ fn whole_entries<'a>(
     partition: &Partition,
     items: &'a [Settle],
     step_of: impl Fn(&Settle) -> String,
+    keep_history: bool,
 ) -> (Vec<CallItem<'a>>, Vec<usize>) {
     let mut by_entry: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, item) in items.iter().enumerate() {
@@ -122,7 +123,10 @@ fn whole_entries<'a>(
         for item in by_index.into_iter().flatten() {
             let list = partition.history(&item.delivery.topic, &item.delivery.event_id);
             match list.strip_prefix(&log_prefix) {
-                Some(field) if !field.contains('\n') && step_of(item) == step => fields.push(field.to_owned()),
+                // Steps compared as values: serialising each would cost more than the join saves.
+                Some(field) if !field.contains('\n') && (!keep_history || item.history == first.history) => {
+                    fields.push(field.to_owned())
+                }
                 _ => break,
             }
         }
@@ -207,7 +211,7 @@ impl SettleCall {
             _ => String::new(),
         };
         let (call_items, answers) = match wholes {
-            Wholes::Join => whole_entries(partition, items, step_of),
+            Wholes::Join => whole_entries(partition, items, step_of, keep_history),
             Wholes::Apart => (items.iter().map(CallItem::One).collect(), (0..items.len()).collect()),
         };
         let mut keys = Vec::with_capacity(SETTLE_FIXED_KEYS + SETTLE_KEYS_PER_ITEM * call_items.len());

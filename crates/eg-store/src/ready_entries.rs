@@ -165,11 +165,16 @@ impl Store {
                     }
                     // Taken back, or a record this release cannot read: split into one
                     // `Carried` entry per delivery, each then read (or removed) alone.
-                    None => expansions.push(Expansion {
-                        event_hash: partition.ready(),
-                        entry_id: entry.id,
-                        records: Vec::new(),
-                    }),
+                    None => {
+                        if fan_outs_do == FanOuts::Deliver {
+                            tracing::warn!(stream = %partition.ready(), entry = %entry.id, "a batch entry with a field missing or a record that does not decode: splitting it, so each delivery is read alone");
+                        }
+                        expansions.push(Expansion {
+                            event_hash: partition.ready(),
+                            entry_id: entry.id,
+                            records: Vec::new(),
+                        });
+                    }
                 }
                 continue;
             }

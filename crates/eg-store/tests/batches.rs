@@ -320,3 +320,37 @@ async fn a_whole_batch_settled_after_some_of_it_settles_only_the_others() {
         assert_eq!(steps.len(), 1, "{}: one step", r.delivery.id);
     }
 }
+
+#[tokio::test]
+async fn a_batch_entry_with_a_record_that_does_not_decode_is_split_and_only_that_one_lost() {
+    let h = Harness::start().await;
+    let good = lone("k0", "billing");
+    let record = codec::encode_carried_delivery(&good.deliveries[0]);
+    let mut redis = h.redis();
+    let _: String = query(
+        &mut redis,
+        &[
+            "XADD",
+            &h.p0().ready(),
+            "*",
+            codec::ENTRY_LAYOUT_FIELD,
+            EntryLayout::Batch.field(),
+            "d0",
+            &record,
+            "b0",
+            &good.body,
+            "d1",
+            "not a record",
+            "b1",
+            "{}",
+        ],
+    );
+    assert!(read(&h.store, &h.p0(), "sender", 10).await.is_empty(), "split, not handed out");
+    let field = Some(EntryLayout::Carried.field().to_owned());
+    assert_eq!(layouts(&mut redis, &h.p0().ready()), [field.clone(), field]);
+    let again = read(&h.store, &h.p0(), "sender", 10).await;
+    assert_eq!(again.len(), 1, "the bad record removed alone");
+    assert_eq!(again[0].delivery.id, "k0");
+    assert_eq!(again[0].carried_body, Some(good.body.clone()));
+    assert_eq!(xlen(&mut redis, &h.p0().ready()), 1, "only the good one left, held");
+}

@@ -9,6 +9,7 @@ use crate::keyspace::{Partition, SENDERS_GROUP};
 use crate::scripts;
 use crate::settlement::{Retention, Settle, Settlement, SharedHold};
 use std::collections::HashMap;
+
 /// `settle.lua`'s KEYS before the first item's: ready stream, retry set, dead-letter
 /// delay set, history index, paused index, delivered log.
 pub(crate) const SETTLE_FIXED_KEYS: usize = 6;
@@ -95,7 +96,10 @@ fn whole_entries<'a>(
         }
     }
     let log_prefix = format!("{}:", partition.history_index());
-    let mut whole: HashMap<usize, (usize, Vec<String>, String)> = HashMap::new();
+    // Each settle of a whole entry -> the entry's first settle; at that first settle, the
+    // entry's fields and step.
+    let mut joined: HashMap<usize, usize> = HashMap::new();
+    let mut wholes: HashMap<usize, (Vec<String>, String)> = HashMap::new();
     for positions in by_entry.values() {
         let first = &items[positions[0]];
         let Some(of) = first.shared.map(|s| s.of) else {
@@ -131,19 +135,15 @@ fn whole_entries<'a>(
             }
         }
         if fields.len() == of {
-            for &i in positions {
-                whole.insert(i, (positions[0], Vec::new(), String::new()));
-            }
-            whole.insert(positions[0], (positions[0], fields, step));
+            joined.extend(positions.iter().map(|&i| (i, positions[0])));
+            wholes.insert(positions[0], (fields, step));
         }
     }
     let mut call_items = Vec::with_capacity(items.len());
     let mut answers = Vec::with_capacity(items.len());
-    let mut item_of_first: HashMap<usize, usize> = HashMap::new();
     for (i, item) in items.iter().enumerate() {
-        match whole.remove(&i) {
-            Some((first, fields, step)) if first == i => {
-                item_of_first.insert(i, call_items.len());
+        match (joined.get(&i), wholes.remove(&i)) {
+            (_, Some((fields, step))) => {
                 answers.push(call_items.len());
                 call_items.push(CallItem::Whole {
                     first: item,
@@ -153,8 +153,8 @@ fn whole_entries<'a>(
             }
             // A later settle of a whole entry: answered by the entry's item, placed at its
             // first settle (which comes earlier).
-            Some((first, _, _)) => answers.push(item_of_first.get(&first).copied().unwrap_or_default()),
-            None => {
+            (Some(first), None) => answers.push(answers.get(*first).copied().unwrap_or_default()),
+            (None, None) => {
                 answers.push(call_items.len());
                 call_items.push(CallItem::One(item));
             }

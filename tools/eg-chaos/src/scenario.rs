@@ -233,9 +233,10 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// Two Event Grid schema topics and two CloudEvents topics, 20 subscriptions (an
-    /// ordered and a rate-limited one on each CloudEvents topic; and
-    /// those of `outside`); one namespace topic with two queue subscriptions.
+    /// Two Event Grid schema topics and two CloudEvents topics with 20 subscriptions (an
+    /// ordered and a rate-limited one on each CloudEvents topic) and those of `outside`;
+    /// a topic whose one subscription batches; one namespace topic with two queue
+    /// subscriptions.
     pub fn standard(outside: Outside) -> Self {
         let mut topics = vec![
             TopicSpec {
@@ -408,6 +409,31 @@ impl Scenario {
             }
             subscriptions.push(broker("eg-a-sqs", 0, Destination::Sqs, Schema::EventGrid));
         }
+        // A topic whose one subscription batches: each publish's events to it are stored as
+        // batch entries (the `Batch` layout), read, sent and settled as one, and split
+        // when a killed sender's entry is taken back.
+        let batched = topics.len();
+        topics.push(TopicSpec {
+            name: "chaos-batched".into(),
+            schema: Schema::EventGrid,
+            namespace: false,
+            archived: false,
+        });
+        subscriptions.push(SubscriptionSpec {
+            name: "batched-all".into(),
+            topic: batched,
+            filter: Filter::All,
+            delivery_schema: Schema::EventGrid,
+            max_events_per_batch: 10,
+            max_attempts: 3,
+            ttl_minutes: 1440,
+            failure_factor: 1.0,
+            container: "dl-batched".into(),
+            destination: Destination::WebHook,
+            dead_letter_to: DeadLetterTo::LocalDirectory,
+            ordered: false,
+            limit: None,
+        });
         // Pull delivery: a short max delivery count with a dead-letter destination (so
         // max-count and reject dead-letters happen), and the default count without one
         // (so rejects are dropped). The lock is Event Grid's minimum, 60 s.

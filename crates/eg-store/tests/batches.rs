@@ -345,7 +345,10 @@ async fn a_batch_entry_with_a_record_that_does_not_decode_is_split_and_only_that
             "{}",
         ],
     );
-    assert!(read(&h.store, &h.p0(), "sender", 10).await.is_empty(), "split, not handed out");
+    assert!(
+        read(&h.store, &h.p0(), "sender", 10).await.is_empty(),
+        "split, not handed out"
+    );
     let field = Some(EntryLayout::Carried.field().to_owned());
     assert_eq!(layouts(&mut redis, &h.p0().ready()), [field.clone(), field]);
     let again = read(&h.store, &h.p0(), "sender", 10).await;

@@ -357,3 +357,43 @@ async fn a_batch_entry_with_a_record_that_does_not_decode_is_split_and_only_that
     assert_eq!(again[0].carried_body, Some(good.body.clone()));
     assert_eq!(xlen(&mut redis, &h.p0().ready()), 1, "only the good one left, held");
 }
+
+/// A call that failed half way (a script error after the entry was acknowledged) leaves
+/// the entry acknowledged but in the stream; its holder settling again finishes it.
+#[tokio::test]
+async fn a_batch_acknowledged_by_a_call_that_failed_is_finished_by_its_holder_settling_again() {
+    let h = Harness::start().await;
+    publish_batch(&h, 3, 10).await;
+    let mut redis = h.redis();
+    let held = read(&h.store, &h.p0(), "sender", 1).await;
+    let _: u64 = query(&mut redis, &["XACK", &h.p0().ready(), "senders", &held[0].entry_id]);
+
+    // Settled again one by one (the settle queue's fallback after a failed call).
+    for r in &held[..2] {
+        assert!(settle(&h.store, &h.p0(), r, &Settlement::Done).await);
+        assert_eq!(xlen(&mut redis, &h.p0().ready()), 1, "kept until its last delivery");
+    }
+    assert!(settle(&h.store, &h.p0(), &held[2], &retry_of(&held[2])).await);
+    assert_eq!(xlen(&mut redis, &h.p0().ready()), 0, "finished");
+    assert!(!exists(&mut redis, &shared_marks(&h, &held[0].entry_id)));
+    assert_eq!(zcard(&mut redis, &h.p0().retry()), 1, "the retry keeps its body");
+    // Once gone, a late settle changes nothing.
+    assert!(!settle(&h.store, &h.p0(), &held[0], &Settlement::Done).await);
+}
+
+/// The same, when the settles come back together: joined into one item, they finish it.
+#[tokio::test]
+async fn a_whole_batch_acknowledged_by_a_call_that_failed_is_finished_when_settled_again() {
+    let h = Harness::start().await;
+    publish_batch(&h, 3, 10).await;
+    let mut redis = h.redis();
+    let held = read(&h.store, &h.p0(), "sender", 1).await;
+    let _: u64 = query(&mut redis, &["XACK", &h.p0().ready(), "senders", &held[0].entry_id]);
+    let done: Vec<_> = held.iter().map(|r| (r, Settlement::Done)).collect();
+    assert_eq!(settle_together(&h, &done, &with_history()).await, [true; 3]);
+    assert_eq!(xlen(&mut redis, &h.p0().ready()), 0, "finished");
+    for r in &held {
+        let steps = h.store.event_history("orders", &r.delivery.event_id).await.unwrap();
+        assert_eq!(steps.len(), 1, "{}: its step", r.delivery.id);
+    }
+}

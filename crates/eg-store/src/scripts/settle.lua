@@ -107,15 +107,26 @@ for _, i in ipairs(own) do
   end
 end
 
+-- Whether shared entry `id` is still held: pending in the group (asked first: it does
+-- not copy a batch's bodies), or else still in the stream, acknowledged by a call that
+-- failed before it deleted the entry (its holder settling again must finish it, as
+-- held_now does for entries of their own). A missing group is not held.
+local function shared_held(id)
+  local pending = redis.pcall('XPENDING', KEYS[1], group, id, id, 1)
+  if type(pending) == 'table' and pending[1] then
+    return true
+  end
+  return redis.call('XRANGE', KEYS[1], id, id)[1] ~= nil
+end
+
 -- Settles the items holding fan-out entry `id` (see the header).
 local function settle_shared(id, entry)
   for _, item in ipairs(entry.items) do
     results[item[1]] = 0
   end
-  -- Still pending: still held (it is acknowledged only with its last delivery, or when
-  -- taken back and expanded, and deleted at once then). Asked of the group, not the
-  -- stream: a batch entry holds every body of its batch.
-  if not redis.call('XPENDING', KEYS[1], group, id, id, 1)[1] then
+  -- It is acknowledged only with its last delivery, or when taken back and expanded,
+  -- and deleted at once then.
+  if not shared_held(id) then
     return
   end
   local marks = KEYS[1] .. ':shared:' .. id
@@ -156,7 +167,7 @@ local function settle_whole(i, of)
   local a = 6 + 8 * (i - 1)
   local id = ARGV[a + 1]
   results[i] = 0
-  if not redis.call('XPENDING', KEYS[1], group, id, id, 1)[1] then
+  if not shared_held(id) then
     return
   end
   local marks = KEYS[1] .. ':shared:' .. id
